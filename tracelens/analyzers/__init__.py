@@ -1,0 +1,78 @@
+"""Analyzers: RankTraces in, a Report out. They never open files, print or exit."""
+
+from __future__ import annotations
+
+from ..model import RankTrace
+from ..report import (Collective, InputFile, RankResult, Report, StepMetrics, Summary, Totals, WarningEntry,
+                      ratio)
+from . import overlap
+
+
+def analyze(traces: list[RankTrace]) -> Report:
+    """Compute the overlap report for a run (one RankTrace per rank)."""
+    inputs, ranks, collectives, warnings = [], [], [], []
+    for t in traces:
+        notes: list[tuple[str, str, int]] = []
+
+        def warn(code: str, message: str, count: int = 1, _notes=notes) -> None:
+            if count > 0:
+                _notes.append((code, message, int(count)))
+
+        sets = overlap.interval_sets(t, warn)
+        windows = overlap.step_windows(t, sets, warn)
+        frame = overlap.step_metrics(sets, windows)
+        steps = [_step(row) for row in frame.itertuples(index=False)]
+        ranks.append(RankResult(
+            rank=t.meta.rank, world_size=t.meta.world_size, device=sets.device,
+            device_name=_device_name(t, sets.device), mode=sets.mode, source=t.meta.source,
+            steps=steps, totals=_totals(steps)))
+        exp = overlap.collective_exposure(t, sets)
+        collectives += [
+            Collective(rank=t.meta.rank, step=None if c.step < 0 else int(c.step), name=str(c.name),
+                       op=c.op if isinstance(c.op, str) else None, bytes=None if c.bytes < 0 else int(c.bytes),
+                       start_ns=int(c.start_ns), duration_ns=int(c.duration_ns), exposed_ns=int(c.exposed_ns))
+            for c in exp.itertuples(index=False)]
+        inputs.append(InputFile(path=t.meta.source, format=t.meta.format, rank=t.meta.rank, bytes=t.meta.bytes,
+                                rank_rule=t.meta.rank_rule))
+        warnings += [WarningEntry(code=w.code, rank=t.meta.rank, count=w.count, message=w.message)
+                     for w in t.meta.warnings]
+        warnings += [WarningEntry(code=c, rank=t.meta.rank, count=n, message=m) for c, m, n in notes]
+    return Report(inputs=inputs, ranks=ranks, summary=_summary(ranks), collectives=collectives, warnings=warnings)
+
+
+def _step(row) -> StepMetrics:
+    return StepMetrics(
+        step=None if row.step < 0 else int(row.step), start_ns=int(row.start_ns), end_ns=int(row.end_ns),
+        duration_ns=int(row.duration_ns), compute_ns=int(row.compute_ns), comm_ns=int(row.comm_ns),
+        overlap_ns=int(row.overlap_ns), exposed_comm_ns=int(row.exposed_comm_ns), idle_ns=int(row.idle_ns),
+        overlap_pct=ratio(int(row.overlap_ns), int(row.comm_ns), 100.0),
+        exposed_comm_fraction=ratio(int(row.exposed_comm_ns), int(row.duration_ns)),
+        complete=bool(row.complete))
+
+
+def _totals(steps: list[StepMetrics]) -> Totals:
+    """Sums over steps, ratios recomputed from the sums (not averaged)."""
+    keys = ("duration_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns", "idle_ns")
+    sums = {k: sum(getattr(s, k) for s in steps) for k in keys}
+    return Totals(**sums, overlap_pct=ratio(sums["overlap_ns"], sums["comm_ns"], 100.0),
+                  exposed_comm_fraction=ratio(sums["exposed_comm_ns"], sums["duration_ns"]))
+
+
+def _summary(ranks: list[RankResult]) -> Summary:
+    comm = sum(r.totals.comm_ns for r in ranks)
+    overlap_ns = sum(r.totals.overlap_ns for r in ranks)
+    exposed = sum(r.totals.exposed_comm_ns for r in ranks)
+    duration = sum(r.totals.duration_ns for r in ranks)
+    scored = [r for r in ranks if r.totals.exposed_comm_fraction is not None and r.totals.comm_ns > 0]
+    worst = max(scored, key=lambda r: r.totals.exposed_comm_fraction).rank if scored else None
+    step_ids = {s.step for r in ranks for s in r.steps}
+    return Summary(ranks=len({r.rank for r in ranks}), steps=len(step_ids),
+                   overlap_pct=ratio(overlap_ns, comm, 100.0), exposed_comm_fraction=ratio(exposed, duration),
+                   worst_rank=worst, comm_ns=comm, exposed_comm_ns=exposed)
+
+
+def _device_name(t: RankTrace, device: int | None) -> str | None:
+    names = t.meta.device_names
+    if device is None or not names:
+        return None
+    return names[device] if 0 <= device < len(names) else names[0]

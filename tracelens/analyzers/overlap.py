@@ -1,0 +1,184 @@
+"""Per-step compute/communication overlap for one rank (definitions: docs/metrics.md).
+
+GPU mode (the rank has device activity): on the rank's main device, K = ∪ compute kernels, C = ∪ comm
+activities, M = ∪ memcpy/memset; sync events are never busy time. CPU mode (no device activity, e.g.
+gloo): K = ∪ main-thread cpu_op intervals except the ``c10d::*`` enqueue ops, C = ∪ gloo collectives on
+worker threads. Every metric is a length of a set clipped to the step window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..model import RankTrace
+from ..linking import main_thread, step_of
+from . import intervals as iv
+
+_LAUNCH_NAMES = r"Launch|Memcpy|Memset"
+
+
+@dataclass
+class Sets:
+    """The interval sets of one rank (already restricted to the analysed device or thread)."""
+
+    compute: iv.IntervalSet
+    comm: iv.IntervalSet
+    busy: iv.IntervalSet
+    mode: str
+    device: int | None
+
+
+@dataclass
+class Windows:
+    step: np.ndarray          # step number per window (-1: whole trace, no ProfilerStep)
+    start: np.ndarray
+    end: np.ndarray
+    complete: np.ndarray      # False where device work of the step was cut off by the profiler window
+
+
+def primary_device(trace: RankTrace) -> int | None:
+    """The device with the most compute+comm time (a rank normally drives one GPU)."""
+    ops = trace.device_ops[trace.device_ops["kind"].isin(["compute", "comm", "memcpy", "memset"]).to_numpy()]
+    if ops.empty:
+        return None
+    busy = (ops["end_ns"] - ops["start_ns"]).groupby(ops["device"]).sum()
+    return int(busy.idxmax())
+
+
+def interval_sets(trace: RankTrace, warn) -> Sets:
+    device = primary_device(trace)
+    if device is not None:
+        ops = trace.device_ops
+        others = ops[(ops["device"] != device).to_numpy() & (ops["kind"] != "sync").to_numpy()]
+        warn("other-devices-ignored", f"activity on devices other than {device} is not part of this rank's "
+             "metrics", len(others))
+        ops = ops[(ops["device"] == device).to_numpy()]
+        kind = ops["kind"].astype(str).to_numpy()
+        s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+        compute = iv.union(s[kind == "compute"], e[kind == "compute"])
+        comm = iv.union(s[kind == "comm"], e[kind == "comm"])
+        busy_mask = kind != "sync"
+        return Sets(compute, comm, iv.union(s[busy_mask], e[busy_mask]), "gpu", device)
+    host = trace.host_ops
+    main = main_thread(host)
+    if main is None:
+        return Sets(iv.empty(), iv.empty(), iv.empty(), "cpu", None)
+    warn("no-device-activity", "no GPU activity in the trace: CPU ops of the main thread are analysed as "
+         "compute and gloo collectives as communication", 1)
+    on_main = (host["pid"].to_numpy() == main[0]) & (host["tid"].to_numpy() == main[1])
+    cpu = on_main & (host["cat"] == "cpu_op").to_numpy() & ~host["name"].astype(str).str.startswith(
+        "c10d::").to_numpy()
+    gloo = (host["comm_kind"] == "gloo").to_numpy()
+    s, e = host["start_ns"].to_numpy(), host["end_ns"].to_numpy()
+    compute = iv.union(s[cpu], e[cpu])
+    comm = iv.union(s[gloo], e[gloo])
+    return Sets(compute, comm, iv.union(np.concatenate([s[cpu], s[gloo]]), np.concatenate([e[cpu], e[gloo]])),
+                "cpu", None)
+
+
+def step_windows(trace: RankTrace, sets: Sets, warn) -> Windows:
+    """Windows per the step rule: [max(prev end, span start), max(span end, end of work launched in it)]."""
+    steps = trace.steps.sort_values("start_ns")
+    if steps.empty:
+        warn("no-steps", "no ProfilerStep annotations: the whole trace is reported as one step", 1)
+        lo, hi = _extent(sets)
+        return Windows(np.array([-1]), np.array([lo]), np.array([hi]), np.array([True]))
+    num, s, e = (steps[c].to_numpy() for c in ("step", "start_ns", "end_ns"))
+    work_end = _work_end_per_step(trace, sets, num, s, e)
+    end = np.maximum(e, work_end)
+    start = s.copy()
+    for k in range(1, start.size):  # windows never overlap; a step begins where the previous one ended
+        start[k] = max(start[k], end[k - 1])
+        end[k] = max(end[k], start[k])
+    complete = np.ones(num.size, dtype=bool)
+    cut = _cut_off_launches(trace, s[-1], e[-1], sets)
+    if cut:
+        complete[-1] = False
+        warn("incomplete-step", f"step {num[-1]}: {cut} launches at its end have no device activity in the "
+             "trace (the profiler window closed first); its metrics cover only what was recorded", 1)
+    return Windows(num, start, end, complete)
+
+
+def _extent(sets: Sets) -> tuple[int, int]:
+    s, e = sets.busy
+    if s.size == 0:
+        return 0, 0
+    return int(s[0]), int(e[-1])
+
+
+def _work_end_per_step(trace: RankTrace, sets: Sets, num, s, e) -> np.ndarray:
+    if sets.mode == "gpu":
+        ops = trace.device_ops[(trace.device_ops["device"] == sets.device).to_numpy()
+                               & (trace.device_ops["step"] >= 0).to_numpy()
+                               & (trace.device_ops["kind"] != "sync").to_numpy()]
+        last = ops.groupby("step")["end_ns"].max()
+    else:
+        host = trace.host_ops[(trace.host_ops["comm_kind"] == "gloo").to_numpy()]
+        i = np.searchsorted(s, host["start_ns"].to_numpy(), side="right") - 1
+        inside = (i >= 0) & (host["start_ns"].to_numpy() < e[np.maximum(i, 0)])
+        last = pd.Series(host["end_ns"].to_numpy()[inside]).groupby(num[i[inside]]).max()
+    return np.maximum(e, last.reindex(num).fillna(-1).to_numpy(dtype=np.int64))
+
+
+def _cut_off_launches(trace: RankTrace, lo: int, hi: int, sets: Sets) -> int:
+    """Launch calls in the last step, after its last launch that produced device work, with none of their own."""
+    if sets.mode != "gpu":
+        return 0
+    host = trace.host_ops
+    launch = (host["correlation"] >= 0).to_numpy() & host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy() \
+        & host["name"].astype(str).str.contains(_LAUNCH_NAMES).to_numpy() \
+        & (host["start_ns"] >= lo).to_numpy() & (host["start_ns"] < hi).to_numpy()
+    rows = np.flatnonzero(launch)
+    if rows.size == 0:
+        return 0
+    produced = np.isin(rows, trace.device_ops["launch_idx"].to_numpy())
+    if not produced.any():
+        return 0
+    t = host["start_ns"].to_numpy()[rows]
+    last_ok = t[produced].max()
+    return int(((~produced) & (t > last_ok)).sum())
+
+
+def step_metrics(sets: Sets, w: Windows) -> pd.DataFrame:
+    """Every metric of every window at once (vectorised over windows)."""
+    overlap_set = iv.intersect(sets.compute, sets.comm)
+    duration = w.end - w.start
+    compute = iv.length_in(sets.compute, w.start, w.end)
+    comm = iv.length_in(sets.comm, w.start, w.end)
+    overlap = iv.length_in(overlap_set, w.start, w.end)
+    busy = iv.length_in(sets.busy, w.start, w.end)
+    return pd.DataFrame({
+        "step": w.step, "start_ns": w.start, "end_ns": w.end, "duration_ns": duration,
+        "compute_ns": compute, "comm_ns": comm, "overlap_ns": overlap, "exposed_comm_ns": comm - overlap,
+        "idle_ns": duration - busy, "complete": w.complete,
+    })
+
+
+def collective_exposure(trace: RankTrace, sets: Sets) -> pd.DataFrame:
+    """Per collective: its interval and the part of it no compute covered."""
+    coll = trace.collectives
+    if sets.mode == "gpu":
+        coll = coll[coll["device_idx"] >= 0]
+        ops = trace.device_ops.iloc[coll["device_idx"].to_numpy()]
+        keep = (ops["device"] == sets.device).to_numpy()
+        coll, ops = coll[keep], ops[keep]
+        name, step = ops["name"].to_numpy(), ops["step"].to_numpy()
+    else:
+        coll = coll[coll["device_idx"] < 0]
+        ops = trace.host_ops.iloc[coll["host_idx"].to_numpy()]
+        name = ops["name"].to_numpy()
+        step = _host_step(trace, ops["start_ns"].to_numpy())
+    s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    covered = iv.length_in(sets.compute, s, e)
+    return pd.DataFrame({
+        "step": step, "name": name, "op": coll["op"].to_numpy(), "bytes": coll["bytes"].to_numpy(),
+        "start_ns": s, "duration_ns": e - s, "exposed_ns": (e - s) - covered,
+    })
+
+
+def _host_step(trace: RankTrace, t: np.ndarray) -> np.ndarray:
+    steps = trace.steps.sort_values("start_ns")
+    return step_of(t, steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(), steps["step"].to_numpy())

@@ -1,0 +1,36 @@
+"""User-fixable problems. Anything else that escapes is a bug and keeps its traceback."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_GATE = 1
+EXIT_USAGE = 2
+EXIT_INPUT = 3
+
+
+class TracelensError(Exception):
+    """A problem the user can fix; printed as one line by the CLI, never as a traceback."""
+
+    exit_code = EXIT_INPUT
+
+    def __init__(self, message: str, *, path: str | None = None, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.path = path
+        self.hint = hint
+
+    def __str__(self) -> str:
+        text = f"{self.path}: {self.message}" if self.path else self.message
+        return f"{text} ({self.hint})" if self.hint else text
+
+
+class UsageError(TracelensError):
+    """Wrong arguments: no such file, nothing matched, conflicting options."""
+
+    exit_code = EXIT_USAGE
+
+
+class InputError(TracelensError):
+    """A file that cannot be read as a trace: truncated, not JSON, not a profiler trace, empty."""
+
+    exit_code = EXIT_INPUT

@@ -1,0 +1,107 @@
+"""Format-independent structure shared by all parsers: nesting, launch links and step membership.
+
+These are relations between events, not metrics: who encloses whom on a host thread, which runtime call
+launched a device activity (by correlation id), which ProfilerStep span contains that launch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def host_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Row of the innermost event enclosing each event on the same thread, -1 at top level.
+
+    ``thread`` is any int64 key per event (e.g. factorized (pid, tid)). Events are visited by
+    (thread, start, longest first) with a stack; an event whose start lies inside the stack top is its
+    child. Partial overlaps (timer rounding) attach to the overlapping event rather than break the tree.
+    """
+    n = start.size
+    parent = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return parent
+    order = np.lexsort((-end, start, thread))
+    thr, st, en = thread[order].tolist(), start[order].tolist(), end[order].tolist()
+    out = [-1] * n
+    stack_i: list[int] = []
+    stack_end: list[int] = []
+    current = None
+    for k in range(n):
+        if thr[k] != current:
+            current = thr[k]
+            stack_i.clear()
+            stack_end.clear()
+        s = st[k]
+        while stack_end and stack_end[-1] <= s and not (stack_end[-1] == s == en[k]):
+            stack_i.pop()
+            stack_end.pop()
+        if stack_i:
+            out[k] = stack_i[-1]
+        stack_i.append(k)
+        stack_end.append(en[k])
+    out_arr = np.asarray(out, dtype=np.int64)
+    # Translate positions in the sorted order back to original row numbers.
+    parent[order] = np.where(out_arr >= 0, order[np.maximum(out_arr, 0)], -1)
+    return parent
+
+
+def link_by_correlation(device_corr: np.ndarray, launch_corr: np.ndarray, launch_rows: np.ndarray) -> np.ndarray:
+    """For each device activity, the host row of the launch call with the same correlation id, else -1.
+
+    When several launch calls share an id (should not happen within one process) the first wins.
+    """
+    out = np.full(device_corr.size, -1, dtype=np.int64)
+    valid = launch_corr >= 0
+    keys, rows = launch_corr[valid], launch_rows[valid]
+    if keys.size == 0:
+        return out
+    order = np.argsort(keys, kind="stable")
+    keys, rows = keys[order], rows[order]
+    pos = np.searchsorted(keys, device_corr)
+    pos_c = np.minimum(pos, keys.size - 1)
+    hit = (device_corr >= 0) & (keys[pos_c] == device_corr)
+    out[hit] = rows[pos_c[hit]]
+    return out
+
+
+def step_of(times: np.ndarray, step_start: np.ndarray, step_end: np.ndarray, step_num: np.ndarray) -> np.ndarray:
+    """Step number whose [start, end) host span contains each time, -1 if none (spans sorted by start)."""
+    if step_start.size == 0:
+        return np.full(times.size, -1, dtype=np.int64)
+    i = np.searchsorted(step_start, times, side="right") - 1
+    ic = np.maximum(i, 0)
+    inside = (i >= 0) & (times < step_end[ic])
+    return np.where(inside, step_num[ic], -1).astype(np.int64)
+
+
+def nearest_ancestor(parent: np.ndarray, rows: np.ndarray, wanted: np.ndarray, include_self: bool = True,
+                     max_depth: int = 256) -> np.ndarray:
+    """For each row, the closest ancestor (optionally itself) whose ``wanted`` flag is set, else -1."""
+    cur = rows.astype(np.int64).copy()
+    if not include_self:
+        cur = np.where(cur >= 0, parent[np.maximum(cur, 0)], -1)
+    found = np.full(cur.size, -1, dtype=np.int64)
+    for _ in range(max_depth):
+        live = (cur >= 0) & (found < 0)
+        if not live.any():
+            break
+        hit = live & wanted[np.maximum(cur, 0)]
+        found[hit] = cur[hit]
+        cur = np.where(live & ~hit, parent[np.maximum(cur, 0)], -1)
+    return found
+
+
+def main_thread(host: pd.DataFrame) -> tuple[int, int] | None:
+    """The (pid, tid) that ran the training loop: where ProfilerStep spans are, else the busiest cpu_op thread."""
+    if host.empty:
+        return None
+    is_step = host["name"].astype(str).str.startswith("ProfilerStep#").to_numpy()
+    if is_step.any():
+        cand = host[is_step]
+    else:
+        cand = host[(host["cat"] == "cpu_op").to_numpy() & (host["parent"] < 0).to_numpy()]
+        cand = host if cand.empty else cand
+    busy = (cand["end_ns"] - cand["start_ns"]).groupby([cand["pid"], cand["tid"]]).sum()
+    pid, tid = busy.idxmax()
+    return int(pid), int(tid)

@@ -1,0 +1,152 @@
+"""The columnar trace model every parser produces and every analyzer reads.
+
+One :class:`RankTrace` per rank. Tables are pandas DataFrames; times are int64 nanoseconds since the
+Unix epoch (``start_ns``/``end_ns``), link columns are int64 row numbers into another table, and ``-1``
+means "none" or "unknown" in every int64 link or size column. Parsers fill the tables; analyzers only
+read them (never in place).
+
+Tables
+  device_ops   one row per device activity (kernel, memcpy, memset, sync) — see DEVICE_COLUMNS
+  host_ops     CPU ops, annotations and runtime/driver calls — see HOST_COLUMNS
+  collectives  one row per communication activity with what is known about its collective
+  steps        the ProfilerStep host spans (step number, start, end)
+  threads      host thread names
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+KINDS = ("compute", "comm", "memcpy", "memset", "sync")
+
+DEVICE_COLUMNS = {
+    "device": "int64",        # device index (Kineto pid / args.device, nsys deviceId)
+    "stream": "int64",        # stream id within the device
+    "kind": "category",       # one of KINDS
+    "comm_kind": "object",    # nccl, rccl, ce_copy, userbuffers, custom_ar, deepep, user; None unless comm
+    "rule": "object",         # the classification rule that fired (None for plain compute)
+    "name": "object",
+    "start_ns": "int64",
+    "end_ns": "int64",
+    "correlation": "int64",   # launch correlation id, -1 if absent
+    "launch_idx": "int64",    # host_ops row of the runtime/driver call that launched it, -1 if unlinked
+    "op_idx": "int64",        # host_ops row of the innermost CPU op around that launch, -1 if none
+    "step": "int64",          # step number whose ProfilerStep span contains the launch, -1 if none
+    "bytes": "int64",         # bytes moved by a memcpy/memset, -1 if unknown
+}
+
+HOST_COLUMNS = {
+    "pid": "int64",
+    "tid": "int64",
+    "cat": "category",        # cpu_op, user_annotation, cuda_runtime, cuda_driver
+    "name": "object",
+    "start_ns": "int64",
+    "end_ns": "int64",
+    "correlation": "int64",   # runtime/driver calls only, -1 otherwise
+    "external_id": "int64",
+    "parent": "int64",        # host_ops row of the enclosing event on the same thread, -1 at top level
+    "comm_kind": "object",    # "gloo" for gloo:* collectives on worker threads, else None
+}
+
+COLLECTIVE_COLUMNS = {
+    "device_idx": "int64",    # device_ops row of the comm activity (-1 for CPU-only gloo collectives)
+    "host_idx": "int64",      # host_ops row that carried the metadata (record_param_comms, nccl:*, gloo:*)
+    "op": "object",           # all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, broadcast, ...
+    "dtype": "object",
+    "in_nelems": "int64",
+    "out_nelems": "int64",
+    "bytes": "int64",         # message size S as nccl-tests defines it, -1 when unknown
+    "group_size": "int64",
+    "pg_name": "object",
+    "pg_desc": "object",
+    "seq": "int64",
+}
+
+STEP_COLUMNS = {"step": "int64", "start_ns": "int64", "end_ns": "int64"}
+THREAD_COLUMNS = {"pid": "int64", "tid": "int64", "name": "object"}
+
+
+def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()})
+
+
+@dataclass
+class Warning_:
+    code: str
+    message: str
+    count: int = 1
+
+
+class WarningLog:
+    """Data-quality notes, aggregated by code so a report can say "412 events clipped" once."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[str, Warning_] = OrderedDict()
+
+    def add(self, code: str, message: str, count: int = 1) -> None:
+        if count <= 0:
+            return
+        if code in self._items:
+            self._items[code].count += count
+        else:
+            self._items[code] = Warning_(code, message, count)
+
+    def __iter__(self):
+        return iter(self._items.values())
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def codes(self) -> list[str]:
+        return list(self._items)
+
+
+@dataclass
+class RunMeta:
+    source: str
+    format: str                          # "kineto" | "nsys"
+    rank: int | None = None
+    rank_rule: str = "unknown"           # distributedInfo | file name | order
+    world_size: int | None = None
+    backend: str | None = None
+    device_names: list[str] = field(default_factory=list)
+    base_ns: int = 0
+    bytes: int = 0
+    pg_config: list[dict] = field(default_factory=list)
+    warnings: WarningLog = field(default_factory=WarningLog)
+
+
+@dataclass
+class RankTrace:
+    meta: RunMeta
+    device_ops: pd.DataFrame
+    host_ops: pd.DataFrame
+    collectives: pd.DataFrame
+    steps: pd.DataFrame
+    threads: pd.DataFrame
+
+    @property
+    def rank(self) -> int | None:
+        return self.meta.rank
+
+    def streams(self) -> dict[tuple[int, int], pd.DataFrame]:
+        """Device activity split per (device, stream) lane, each sorted by start."""
+        ops = self.device_ops.sort_values("start_ns", kind="stable")
+        return {key: frame for key, frame in ops.groupby(["device", "stream"], sort=True)}
+
+    def validate(self) -> None:
+        """Check the invariants parsers promise; raises AssertionError on a parser bug."""
+        for frame, cols in ((self.device_ops, DEVICE_COLUMNS), (self.host_ops, HOST_COLUMNS),
+                            (self.collectives, COLLECTIVE_COLUMNS), (self.steps, STEP_COLUMNS)):
+            missing = set(cols) - set(frame.columns)
+            assert not missing, f"missing columns {sorted(missing)}"
+            for c, t in cols.items():
+                if t == "int64":
+                    assert frame[c].dtype == np.int64, f"{c} is {frame[c].dtype}, expected int64"
+        for frame in (self.device_ops, self.host_ops):
+            assert (frame["end_ns"].to_numpy() >= frame["start_ns"].to_numpy()).all(), "end before start"
+        assert set(self.device_ops["kind"].astype(str).unique()) <= set(KINDS), "unknown kind"

@@ -1,0 +1,416 @@
+"""Kineto (PyTorch profiler) Chrome-trace JSON -> RankTrace.
+
+Decoding uses msgspec typed structs, so only the fields we need are materialised and unknown keys are
+skipped inside the decoder. Every era is accepted (reference: ``kineto-format.md``): legacy category
+names (PyTorch 1.9), string tids (``"stream 7"``), GPU lanes recognised by category, ``distributedInfo``
+in all its shapes, integer-µs epoch timestamps, 3-decimal float µs relative to ``baseTimeNanoseconds``,
+and the 2024 nightlies' absolute 3-decimal float µs (decoded exactly through Decimal, see
+:func:`_times_ns`). Times become int64 epoch nanoseconds here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from decimal import Decimal
+from pathlib import Path
+from typing import Union
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..model import RankTrace, RunMeta
+from . import assemble
+
+Num = Union[int, float, None]
+IntOrStr = Union[int, str, None]
+
+
+class Args(msgspec.Struct, gc=False):
+    correlation: IntOrStr = None
+    external_id: IntOrStr = msgspec.field(default=None, name="External id")
+    external_id_legacy: IntOrStr = msgspec.field(default=None, name="external id")
+    device: IntOrStr = None
+    stream: IntOrStr = None
+    bytes: Num = None
+    from_device: IntOrStr = msgspec.field(default=None, name="fromDevice")
+    to_device: IntOrStr = msgspec.field(default=None, name="toDevice")
+    name: Union[str, int, None] = None          # metadata events (thread_name, process_name)
+    labels: Union[str, None] = None             # process_labels
+    collective: Union[str, None] = msgspec.field(default=None, name="Collective name")
+    in_nelems: Num = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Num = msgspec.field(default=None, name="Out msg nelems")
+    in_size: Num = msgspec.field(default=None, name="In msg size")
+    out_size: Num = msgspec.field(default=None, name="Out msg size")
+    dtype: Union[str, None] = None
+    group_size: Num = msgspec.field(default=None, name="Group size")
+    pg_name: IntOrStr = msgspec.field(default=None, name="Process Group Name")
+    pg_id: IntOrStr = msgspec.field(default=None, name="Process Group ID")
+    pg_desc: Union[str, None] = msgspec.field(default=None, name="Process Group Description")
+    seq: IntOrStr = msgspec.field(default=None, name="Seq")
+    # Kept undecoded (Raw cannot be in a Union; an empty Raw means absent) and read only for comm scopes.
+    input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
+
+
+class Event(msgspec.Struct, gc=False):
+    ph: Union[str, None] = None
+    cat: Union[str, None] = None
+    name: Union[str, int, float, None] = None
+    pid: IntOrStr = None
+    tid: IntOrStr = None
+    ts: Num = None
+    dur: Num = None
+    args: Union[Args, None] = None
+
+
+class DistInfo(msgspec.Struct, gc=False):
+    rank: IntOrStr = None
+    world_size: IntOrStr = None
+    backend: Union[str, None] = None
+    nccl_version: Union[str, None] = None
+    pg_config: Union[list, None] = None
+
+
+class DeviceProp(msgspec.Struct, gc=False):
+    id: IntOrStr = None
+    name: Union[str, None] = None
+
+
+class Document(msgspec.Struct, gc=False):
+    traceEvents: Union[list[Event], None] = None
+    distributedInfo: Union[DistInfo, None] = None
+    deviceProperties: Union[list[DeviceProp], None] = None
+    baseTimeNanoseconds: Union[int, None] = None
+    INFO: Union[list, None] = None
+
+
+class _TimesOnly(msgspec.Struct, gc=False):
+    ts: Union[Decimal, None] = None
+    dur: Union[Decimal, None] = None
+
+
+class _TimesDoc(msgspec.Struct, gc=False):
+    traceEvents: list[_TimesOnly] = []
+
+
+_LEGACY_CAT = {"operator": "cpu_op", "user": "user_annotation", "runtime": "cuda_runtime", "kernel": "kernel",
+               "memcpy": "gpu_memcpy", "memset": "gpu_memset", "gpu_user_annotation": "gpu_user_annotation"}
+DEVICE_CATS = {"kernel": "compute", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_sync": "sync"}
+HOST_CATS = {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "xpu_runtime", "privateuse1_runtime"}
+_RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+_STREAM_IN_TID = re.compile(r"(\d+)")
+_F53 = float(2**43)  # below this a float µs value still resolves single nanoseconds (ulp < 1 ns)
+
+
+def read_bytes(path: Path) -> bytes:
+    """File contents, gunzipped when the magic bytes say gzip (whatever the suffix)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror or exc}", path=str(path)) from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error) as exc:
+            raise InputError(f"truncated or corrupt gzip data ({exc})", path=str(path)) from None
+    return raw
+
+
+def decode(raw: bytes, path: str) -> Document:
+    try:
+        doc = msgspec.json.decode(raw, type=Union[Document, list[Event]])
+    except msgspec.ValidationError:
+        doc = _decode_lenient(raw, path)
+    except msgspec.DecodeError as exc:
+        raise InputError(f"not valid JSON ({exc})", path=path) from None
+    if isinstance(doc, list):
+        doc = Document(traceEvents=doc)
+    if doc.traceEvents is None:
+        raise InputError("not a PyTorch profiler trace (no 'traceEvents' list)", path=path)
+    return doc
+
+
+def _decode_lenient(raw: bytes, path: str) -> Document:
+    """Slow path for files with unexpected field types: convert event by event, skip what does not fit."""
+    try:
+        obj = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise InputError(f"not valid JSON ({exc})", path=path) from None
+    events = obj if isinstance(obj, list) else obj.get("traceEvents") if isinstance(obj, dict) else None
+    if not isinstance(events, list):
+        raise InputError("not a PyTorch profiler trace (no 'traceEvents' list)", path=path)
+    good, bad = [], 0
+    for e in events:
+        try:
+            good.append(msgspec.convert(e, Event, strict=False))
+        except msgspec.ValidationError:
+            bad += 1
+    header = {k: v for k, v in obj.items() if k != "traceEvents"} if isinstance(obj, dict) else {}
+    try:
+        doc = msgspec.convert(header, Document, strict=False)
+    except msgspec.ValidationError:
+        doc = Document()
+    doc.traceEvents = good
+    doc.INFO = (doc.INFO or []) + [f"tracelens: skipped {bad} malformed events"] if bad else doc.INFO
+    return doc
+
+
+def _times_ns(values: list, force: bool = False) -> np.ndarray | None:
+    """µs values (int or 3-decimal float) -> int64 ns, exactly; None when only a Decimal re-read can be exact.
+
+    Integers scale exactly. For floats below 2**43 µs the float's error is under half a nanosecond, so
+    splitting off the integer part and rounding the fraction recovers the written decimals exactly.
+    Larger floats (absolute epoch µs with decimals, 2024 nightlies) return None unless ``force``.
+    """
+    arr = np.array([0 if v is None else v for v in values])
+    if arr.dtype.kind in "iu" or arr.size == 0:
+        return arr.astype(np.int64) * 1000
+    arr = arr.astype(np.float64)
+    whole = np.floor(arr)
+    frac = arr - whole
+    if not force and (np.abs(arr) >= _F53).any() and frac.any():
+        return None
+    return whole.astype(np.int64) * 1000 + np.rint(frac * 1000).astype(np.int64)
+
+
+def _decimal_ns(values: list) -> np.ndarray:
+    return np.fromiter((int(d.scaleb(3)) if d is not None else 0 for d in values), np.int64, len(values))
+
+
+def _to_int(values, default: int = -1) -> np.ndarray:
+    """Ints, numeric strings or None -> int64 (default for anything else)."""
+    out = np.empty(len(values), dtype=np.int64)
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or v is None:
+            out[i] = default
+        elif isinstance(v, int):
+            out[i] = v
+        elif isinstance(v, float):
+            out[i] = int(v)
+        else:
+            m = _STREAM_IN_TID.search(str(v))
+            out[i] = int(m.group(1)) if m else default
+    return out
+
+
+def _fast_int(values: list, default: int = -1) -> np.ndarray:
+    """Like :func:`_to_int`, vectorised for the common case of all-int-or-None columns."""
+    try:
+        return np.array([default if v is None else v for v in values], dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return _to_int(values, default)
+
+
+def parse(path: Path, comm_rules=()) -> RankTrace:
+    """Parse one Kineto trace file into a RankTrace."""
+    raw = read_bytes(path)
+    meta = RunMeta(source=str(path), format="kineto", bytes=path.stat().st_size)
+    doc = decode(raw, str(path))
+    events = doc.traceEvents
+    if not events:
+        raise InputError("the trace has no events ('traceEvents' is empty)", path=str(path))
+    _fill_meta(doc, meta, path)
+
+    codes, uniques = pd.factorize(pd.Series([e.cat for e in events], dtype=object), use_na_sentinel=False)
+    norm = [_LEGACY_CAT.get(str(c or "").lower(), str(c or "").lower()) for c in uniques]
+    cats = np.asarray(norm, dtype=object)[codes] if norm else np.empty(0, dtype=object)
+    is_x = np.fromiter((e.ph == "X" for e in events), dtype=bool, count=len(events))
+    dev_rows = np.flatnonzero(is_x & np.isin(cats, list(DEVICE_CATS))).tolist()
+    host_rows = np.flatnonzero(is_x & np.isin(cats, list(HOST_CATS))).tolist()
+    meta.warnings.add("python-frames-skipped", "python_function events are not kept",
+                      int((cats == "python_function").sum()))
+    base = doc.baseTimeNanoseconds or 0
+    exact: list = []
+
+    def times(rows):
+        sub_ts = [events[i].ts for i in rows]
+        start = _times_ns(sub_ts)
+        if start is None:  # absolute float µs: re-read the digits exactly, once per file
+            if not exact:
+                exact.append(_exact_times(raw, len(events)))
+            if exact[0] is None:
+                meta.warnings.add("timestamps-rounded", "absolute float timestamps could not be re-read exactly; "
+                                  "sub-microsecond digits may be rounded", 1)
+                start = _times_ns(sub_ts, force=True)
+            else:
+                start = _decimal_ns([exact[0][i].ts for i in rows])
+        dur = _times_ns([events[i].dur for i in rows], force=True)
+        if exact and exact[0] is not None:
+            dur = _decimal_ns([exact[0][i].dur for i in rows])
+        start = start + base
+        neg = dur < 0
+        meta.warnings.add("negative-duration", "events with a negative duration were clamped to 0", int(neg.sum()))
+        return start, start + np.maximum(dur, 0)
+
+    device = _device_table(events, cats, dev_rows, times)
+    host = _host_table(events, cats, host_rows, times)
+    steps = _steps(host)
+    comm_meta = pd.concat([
+        _comm_meta(events, dev_rows, [i for i, r in enumerate(dev_rows)
+                                      if events[r].args is not None and events[r].args.collective is not None],
+                   "device"),
+        _comm_meta(events, host_rows, np.flatnonzero(host["name"].eq("record_param_comms").to_numpy() | host[
+            "name"].str.startswith(("nccl:", "gloo:")).to_numpy()).tolist(), "host"),
+    ], ignore_index=True)
+    return assemble.build(meta, device, host, steps, _thread_names(events), comm_meta, comm_rules)
+
+
+def _exact_times(raw: bytes, n: int) -> list | None:
+    """Re-decode only ts/dur as Decimal (the 2024 absolute-float era); None if events do not line up."""
+    doc = msgspec.json.decode(raw, type=Union[_TimesDoc, list[_TimesOnly]])
+    times = doc if isinstance(doc, list) else doc.traceEvents
+    return times if len(times) == n else None
+
+
+def _dims_nelems(raw: msgspec.Raw) -> int:
+    """Elements of the first tensor in ``Input Dims`` ([[65536, 384], ...] or a TensorList [[[n], [m]]])."""
+    if not raw:
+        return -1
+    try:
+        dims = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return -1
+    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list) or not dims[0]:
+        return -1
+    first = dims[0]
+    tensors = first if isinstance(first[0], list) else [first]
+    total = 0
+    for shape in tensors:
+        if not all(isinstance(d, int) for d in shape):
+            return -1
+        total += int(np.prod(shape, dtype=np.int64)) if shape else 1
+    return total
+
+
+def _first_type(raw: msgspec.Raw) -> str | None:
+    if not raw:
+        return None
+    try:
+        types = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    return types[0] if isinstance(types, list) and types and isinstance(types[0], str) and types[0] else None
+
+
+def _comm_meta(events, table_rows: list, wanted: list, table: str) -> pd.DataFrame:
+    """Collective metadata of the ``wanted`` rows of a table, as plain columns (``row`` indexes the table)."""
+    rows = []
+    for i in wanted:
+        a = events[table_rows[i]].args
+        if a is None:
+            continue
+        in_n = a.in_nelems if a.in_nelems is not None else a.in_size
+        out_n = a.out_nelems if a.out_nelems is not None else a.out_size
+        pg = a.pg_name if a.pg_name is not None else a.pg_id
+        seq = a.seq if isinstance(a.seq, int) else int(a.seq) if isinstance(a.seq, str) and a.seq.isdigit() else -1
+        rows.append((table, i, a.collective, -1 if in_n is None else int(in_n), -1 if out_n is None else int(out_n),
+                     a.dtype, -1 if a.group_size is None else int(a.group_size),
+                     None if pg is None else str(pg), a.pg_desc, seq,
+                     _dims_nelems(a.input_dims), _first_type(a.input_type)))
+    cols = ["table", "row", "collective", "in_nelems", "out_nelems", "dtype", "group_size", "pg_name",
+            "pg_desc", "seq", "dims_nelems", "input_type"]
+    return pd.DataFrame(rows, columns=cols).astype(
+        {"row": "int64", "in_nelems": "int64", "out_nelems": "int64", "group_size": "int64", "seq": "int64",
+         "dims_nelems": "int64"})
+
+
+def _fill_meta(doc: Document, meta: RunMeta, path: Path) -> None:
+    info = doc.distributedInfo
+    rank = _to_int([info.rank])[0] if info is not None and info.rank is not None else -1
+    if rank >= 0:
+        meta.rank, meta.rank_rule = int(rank), "distributedInfo"
+    else:
+        m = _RANK_IN_NAME.search(path.name)
+        if m:
+            meta.rank, meta.rank_rule = int(m.group(1)), "file name"
+    if info is not None:
+        ws = _to_int([info.world_size])[0]
+        meta.world_size = int(ws) if ws > 0 else None
+        meta.backend = info.backend
+        meta.pg_config = [pg for pg in (info.pg_config or []) if isinstance(pg, dict)]
+    meta.device_names = [p.name for p in (doc.deviceProperties or []) if p.name]
+    meta.base_ns = doc.baseTimeNanoseconds or 0
+    for line in doc.INFO or []:
+        if isinstance(line, str) and line.startswith("tracelens: skipped"):
+            meta.warnings.add("malformed-events", line.removeprefix("tracelens: "),
+                              int(re.findall(r"\d+", line)[0]))
+        elif isinstance(line, str) and "Record counts" in line:
+            dropped = sum(int(x) for x in re.findall(r"=\s*(\d+)", line))
+            meta.warnings.add("profiler-dropped-records",
+                              "the profiler reported out-of-range or blocklisted records it did not write",
+                              dropped)
+
+
+def _device_table(events, cats, rows, times) -> pd.DataFrame:
+    start, end = times(rows)
+    sub = [events[i] for i in rows]
+    args = [e.args for e in sub]
+    pid = [e.pid for e in sub]
+    tid = [e.tid for e in sub]
+    dev = _fast_int([a.device if a is not None and a.device is not None else p for a, p in zip(args, pid)])
+    stream = _fast_int([a.stream if a is not None and a.stream is not None else t for a, t in zip(args, tid)])
+    stream = np.where(stream == 0xFFFFFFFF, -1, stream)
+    raw_kind = [DEVICE_CATS[cats[i]] for i in rows]
+    return pd.DataFrame({
+        "device": dev,
+        "stream": stream,
+        "kind": pd.Series(raw_kind, dtype=object),
+        "name": pd.Series([e.name if isinstance(e.name, str) else str(e.name) for e in sub], dtype=object),
+        "start_ns": start,
+        "end_ns": end,
+        "correlation": _fast_int([a.correlation if a is not None else None for a in args]),
+        "bytes": _fast_int([int(a.bytes) if a is not None and a.bytes is not None else None for a in args]),
+        "cross_device": np.array([a is not None and a.from_device is not None and a.to_device is not None
+                                  and a.from_device != a.to_device for a in args], dtype=bool),
+    })
+
+
+def _host_table(events, cats, rows, times) -> pd.DataFrame:
+    start, end = times(rows)
+    sub = [events[i] for i in rows]
+    args = [e.args for e in sub]
+    names = [e.name if isinstance(e.name, str) else str(e.name) for e in sub]
+    ext = _fast_int([None if a is None else (a.external_id if a.external_id is not None
+                                             else a.external_id_legacy) for a in args])
+    return pd.DataFrame({
+        "pid": _fast_int([e.pid for e in sub]),
+        "tid": _fast_int([e.tid for e in sub]),
+        "cat": pd.Series([cats[i] for i in rows], dtype=object),
+        "name": pd.Series(names, dtype=object),
+        "start_ns": start,
+        "end_ns": end,
+        "correlation": _fast_int([a.correlation if a is not None else None for a in args]),
+        "external_id": ext,
+    })
+
+
+def _thread_names(events) -> pd.DataFrame:
+    rows = [(e.pid, e.tid, e.args.name) for e in events
+            if e.ph == "M" and e.name == "thread_name" and e.args is not None and isinstance(e.args.name, str)]
+    if not rows:
+        return pd.DataFrame({"pid": pd.Series([], dtype="int64"), "tid": pd.Series([], dtype="int64"),
+                             "name": pd.Series([], dtype="object")})
+    pid, tid, name = zip(*rows)
+    frame = pd.DataFrame({"pid": _fast_int(list(pid)), "tid": _fast_int(list(tid)), "name": list(name)})
+    # A thread can be named twice (python, then pt_gloo_runloop): the last name wins.
+    return frame.drop_duplicates(["pid", "tid"], keep="last").reset_index(drop=True)
+
+
+_STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def _steps(host: pd.DataFrame) -> pd.DataFrame:
+    is_step = host["name"].str.startswith("ProfilerStep#", na=False).to_numpy()
+    sel = host.loc[is_step, ["name", "start_ns", "end_ns"]]
+    nums = sel["name"].str.extract(_STEP_NAME)[0]
+    ok = nums.notna().to_numpy()
+    steps = pd.DataFrame({
+        "step": nums[ok].astype("int64").to_numpy(),
+        "start_ns": sel["start_ns"].to_numpy()[ok],
+        "end_ns": sel["end_ns"].to_numpy()[ok],
+    })
+    return steps.sort_values("start_ns", kind="stable").drop_duplicates("step").reset_index(drop=True)

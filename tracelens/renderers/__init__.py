@@ -1,0 +1,18 @@
+"""Renderers turn a Report into text, Markdown or JSON. They format; they never compute a metric."""
+
+from __future__ import annotations
+
+from ..report import Report
+from . import markdown, text
+
+FORMATS = ("text", "json", "markdown")
+
+
+def render(report: Report, fmt: str, *, color: bool = False, width: int = 120, top: int = 10) -> str:
+    if fmt == "json":
+        return report.to_json().decode() + "\n"
+    if fmt == "markdown":
+        return markdown.render(report, top=top)
+    if fmt == "text":
+        return text.render(report, color=color, width=width, top=top)
+    raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
