@@ -10,6 +10,14 @@ import numpy as np
 import pandas as pd
 
 
+def take(values: np.ndarray, idx: np.ndarray, default) -> np.ndarray:
+    """values[idx] where idx >= 0, ``default`` elsewhere (works on an empty ``values``)."""
+    out = np.full(idx.shape, default, dtype=values.dtype if values.size else np.int64)
+    ok = idx >= 0
+    out[ok] = values[idx[ok]]
+    return out
+
+
 def host_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Row of the innermost event enclosing each event on the same thread, -1 at top level.
 
@@ -80,15 +88,15 @@ def nearest_ancestor(parent: np.ndarray, rows: np.ndarray, wanted: np.ndarray, i
     """For each row, the closest ancestor (optionally itself) whose ``wanted`` flag is set, else -1."""
     cur = rows.astype(np.int64).copy()
     if not include_self:
-        cur = np.where(cur >= 0, parent[np.maximum(cur, 0)], -1)
+        cur = take(parent, cur, -1)
     found = np.full(cur.size, -1, dtype=np.int64)
     for _ in range(max_depth):
         live = (cur >= 0) & (found < 0)
         if not live.any():
             break
-        hit = live & wanted[np.maximum(cur, 0)]
+        hit = live & take(wanted, cur, False)
         found[hit] = cur[hit]
-        cur = np.where(live & ~hit, parent[np.maximum(cur, 0)], -1)
+        cur = np.where(live & ~hit, take(parent, cur, -1), -1)
     return found
 
 

@@ -32,8 +32,8 @@ def build(meta: RunMeta, device: pd.DataFrame, host: pd.DataFrame, steps: pd.Dat
                                              host["correlation"].to_numpy()[is_launch],
                                              np.flatnonzero(is_launch))
     device["launch_idx"] = launch_idx
-    device["op_idx"] = np.where(launch_idx >= 0, parent[np.maximum(launch_idx, 0)], -1)
-    launch_time = np.where(launch_idx >= 0, host["start_ns"].to_numpy()[np.maximum(launch_idx, 0)],
+    device["op_idx"] = linking.take(parent, launch_idx, -1)
+    launch_time = np.where(launch_idx >= 0, linking.take(host["start_ns"].to_numpy(), launch_idx, 0),
                            device["start_ns"].to_numpy())
     device["step"] = linking.step_of(launch_time, steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(),
                                      steps["step"].to_numpy())

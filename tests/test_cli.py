@@ -1,0 +1,85 @@
+"""The command line: formats, output files, exit codes, one-line errors."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from tracelens.cli import main
+
+from conftest import SAMPLES
+
+SAMPLE = str(SAMPLES / "wfbp_100")
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_report_text(capsys):
+    code, out, err = run(capsys, "report", SAMPLE)
+    assert code == 0 and err == ""
+    # wfbp_100 truth: 12 ms comm, 2.1 ms exposed per step -> 82.5 % hidden.
+    assert "82.5 %" in out and "summary: 2 rank(s), 3 step(s)" in out
+
+
+def test_report_json_is_the_contract(capsys):
+    code, out, _ = run(capsys, "report", SAMPLE, "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["schema"] == "tracelens.report/1"
+    assert set(data) >= {"schema", "tool", "inputs", "ranks", "summary", "collectives", "diagnoses", "warnings"}
+    step = data["ranks"][0]["steps"][0]
+    assert set(step) >= {"step", "start_ns", "end_ns", "duration_ns", "compute_ns", "comm_ns", "overlap_ns",
+                         "exposed_comm_ns", "idle_ns", "overlap_pct", "exposed_comm_fraction"}
+    assert step["exposed_comm_ns"] == 2_100_000 and data["summary"]["worst_rank"] in (0, 1)
+    assert data["inputs"][0]["format"] == "kineto"
+
+
+def test_report_markdown_to_file_and_no_overwrite(capsys, tmp_path):
+    target = tmp_path / "summary.md"
+    code, out, _ = run(capsys, "report", SAMPLE, "--format", "markdown", "-o", str(target))
+    assert code == 0 and out == ""
+    assert target.read_text().startswith("# tracelens overlap report")
+    code, _, err = run(capsys, "report", SAMPLE, "-o", str(target))
+    assert code == 2 and "output file exists" in err and err.count("\n") == 1
+    assert run(capsys, "report", SAMPLE, "-o", str(target), "--force")[0] == 0
+
+
+def test_export_parquet(capsys, tmp_path):
+    code, out, _ = run(capsys, "export", SAMPLE, "-o", str(tmp_path / "tables"))
+    assert code == 0 and "device_ops.parquet" in out
+    ops = pd.read_parquet(tmp_path / "tables" / "device_ops.parquet")
+    # wfbp_100: per rank and step 4 forward + 100 backward + 100 comm + 1 optimizer kernels; 3 steps, 2 ranks.
+    assert len(ops) == 2 * 3 * 205
+    assert sorted(ops["rank"].unique()) == [0, 1] and ops["start_ns"].dtype == "int64"
+    assert (ops["kind"] == "comm").sum() == 2 * 3 * 100
+
+
+@pytest.mark.parametrize("args, code, text", [
+    (["report", "/no/such/trace.json"], 2, "no such file or directory"),
+    (["report", SAMPLE, "--comm-pattern", "("], 2, "not a valid regular expression"),
+    (["report", SAMPLE, "--format", "pdf"], 2, "Invalid value"),
+])
+def test_usage_errors(capsys, args, code, text):
+    got, _, err = run(capsys, *args)
+    assert got == code and text in err
+
+
+def test_unreadable_input_exit_code_3(capsys, tmp_path):
+    bad = tmp_path / "rank0.json"
+    bad.write_text("{ not json")
+    code, out, err = run(capsys, "report", str(bad))
+    assert code == 3 and out == ""
+    assert err.startswith("tracelens: error: ") and str(bad) in err and "Traceback" not in err
+
+
+def test_console_script_exit_codes(tmp_path):
+    import subprocess
+    import sys
+    bad = tmp_path / "x.json.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00broken")
+    proc = subprocess.run([sys.executable, "-c", "from tracelens.cli import run; run()", "report", str(bad)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 3 and "truncated or corrupt gzip" in proc.stderr
