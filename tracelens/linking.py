@@ -104,7 +104,7 @@ def main_thread(host: pd.DataFrame) -> tuple[int, int] | None:
     """The (pid, tid) that ran the training loop: where ProfilerStep spans are, else the busiest cpu_op thread."""
     if host.empty:
         return None
-    is_step = host["name"].astype(str).str.startswith("ProfilerStep#").to_numpy()
+    is_step = host["name"].str.startswith("ProfilerStep#").to_numpy(dtype=bool)
     if is_step.any():
         cand = host[is_step]
     else:

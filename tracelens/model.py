@@ -29,7 +29,7 @@ DEVICE_COLUMNS = {
     "kind": "category",       # one of KINDS
     "comm_kind": "object",    # nccl, rccl, ce_copy, userbuffers, custom_ar, deepep, user; None unless comm
     "rule": "object",         # the classification rule that fired (None for plain compute)
-    "name": "object",
+    "name": "category",       # kernel names repeat: stored once per distinct name
     "start_ns": "int64",
     "end_ns": "int64",
     "correlation": "int64",   # launch correlation id, -1 if absent
@@ -43,7 +43,7 @@ HOST_COLUMNS = {
     "pid": "int64",
     "tid": "int64",
     "cat": "category",        # cpu_op, user_annotation, cuda_runtime, cuda_driver
-    "name": "object",
+    "name": "category",
     "start_ns": "int64",
     "end_ns": "int64",
     "correlation": "int64",   # runtime/driver calls only, -1 otherwise

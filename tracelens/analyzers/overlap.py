@@ -69,8 +69,8 @@ def interval_sets(trace: RankTrace, warn) -> Sets:
     warn("no-device-activity", "no GPU activity in the trace: CPU ops of the main thread are analysed as "
          "compute and gloo collectives as communication", 1)
     on_main = (host["pid"].to_numpy() == main[0]) & (host["tid"].to_numpy() == main[1])
-    cpu = on_main & (host["cat"] == "cpu_op").to_numpy() & ~host["name"].astype(str).str.startswith(
-        "c10d::").to_numpy()
+    cpu = on_main & (host["cat"] == "cpu_op").to_numpy() & ~host["name"].str.startswith(
+        "c10d::").to_numpy(dtype=bool)
     gloo = (host["comm_kind"] == "gloo").to_numpy()
     s, e = host["start_ns"].to_numpy(), host["end_ns"].to_numpy()
     compute = iv.union(s[cpu], e[cpu])
@@ -129,7 +129,7 @@ def _cut_off_launches(trace: RankTrace, lo: int, hi: int, sets: Sets) -> int:
         return 0
     host = trace.host_ops
     launch = (host["correlation"] >= 0).to_numpy() & host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy() \
-        & host["name"].astype(str).str.contains(_LAUNCH_NAMES).to_numpy() \
+        & host["name"].str.contains(_LAUNCH_NAMES).to_numpy(dtype=bool) \
         & (host["start_ns"] >= lo).to_numpy() & (host["start_ns"] < hi).to_numpy()
     rows = np.flatnonzero(launch)
     if rows.size == 0:

@@ -41,8 +41,8 @@ def build(meta: RunMeta, device: pd.DataFrame, host: pd.DataFrame, steps: pd.Dat
     meta.warnings.add("unlinked-device-ops", "device activities whose launch call is not in the trace "
                       "(step taken from their own start time)", unlinked)
 
-    names = host["name"].astype(str)
-    scope = (names.eq("record_param_comms") | names.str.startswith(("nccl:", "c10d::"))).to_numpy()
+    names = host["name"]
+    scope = (names.eq("record_param_comms") | names.str.startswith(("nccl:", "c10d::"))).to_numpy(dtype=bool)
     scope_row = linking.nearest_ancestor(parent, device["launch_idx"].to_numpy(), scope, include_self=False)
     _classify(device, scope_row, comm_meta, comm_rules)
     device = _clip_same_stream(device, meta)
@@ -63,7 +63,7 @@ def build(meta: RunMeta, device: pd.DataFrame, host: pd.DataFrame, steps: pd.Dat
 def _gloo_flags(host: pd.DataFrame) -> np.ndarray:
     """``gloo`` for gloo:* collectives on a thread other than the training loop's (kineto-format.md §11)."""
     out = np.full(len(host), None, dtype=object)
-    is_gloo = host["name"].astype(str).str.startswith("gloo:").to_numpy()
+    is_gloo = host["name"].str.startswith("gloo:").to_numpy(dtype=bool)
     if not is_gloo.any():
         return out
     main = linking.main_thread(host)
@@ -136,9 +136,9 @@ def _collectives(device: pd.DataFrame, host: pd.DataFrame, comm_meta: pd.DataFra
                  "dims_nelems", "input_type"]
     host_meta = comm_meta[comm_meta["table"] == "host"].drop_duplicates("row").set_index("row")[meta_cols]
     dev_meta = comm_meta[comm_meta["table"] == "device"].drop_duplicates("row").set_index("row")[meta_cols]
-    names = host["name"].astype(str).to_numpy(dtype=object)
-    rpc = host["name"].eq("record_param_comms").to_numpy()
-    scope_ann = host["name"].astype(str).str.startswith("nccl:").to_numpy()
+    names = host["name"].to_numpy(dtype=object)
+    rpc = host["name"].eq("record_param_comms").to_numpy(dtype=bool)
+    scope_ann = host["name"].str.startswith("nccl:").to_numpy(dtype=bool)
 
     comm_rows = np.flatnonzero((device["kind"] == "comm").to_numpy())
     launches = device["launch_idx"].to_numpy()[comm_rows]

@@ -11,7 +11,6 @@ and the 2024 nightlies' absolute 3-decimal float µs (decoded exactly through De
 from __future__ import annotations
 
 import gc
-import gzip
 import re
 import zlib
 from decimal import Decimal
@@ -115,7 +114,12 @@ def read_bytes(path: Path) -> bytes:
         raise InputError(f"cannot read file: {exc.strerror or exc}", path=str(path)) from None
     if raw[:2] == b"\x1f\x8b":
         try:
-            raw = gzip.decompress(raw)
+            # zlib's gzip mode checks the CRC in C; gzip.decompress would run a second crc32 pass.
+            inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+            out = inflater.decompress(raw)
+            if not inflater.eof:
+                raise EOFError("compressed data ended before the end-of-stream marker")
+            raw = out
         except (EOFError, OSError, zlib.error) as exc:
             raise InputError(f"truncated or corrupt gzip data ({exc})", path=str(path)) from None
     return raw
@@ -238,15 +242,14 @@ def _parse(path: Path, comm_rules) -> RankTrace:
                       int((cats == "python_function").sum()))
     base = doc.baseTimeNanoseconds or 0
     exact: list = []
-    if any(isinstance(e.ts, float) and e.ts >= _F53 and not e.ts.is_integer() for e in events):
-        exact.append(_exact_times(raw, len(events)))
-    del raw  # the decoded events hold everything still needed
 
     def times(rows):
         sub_ts = [events[i].ts for i in rows]
         start = _times_ns(sub_ts)
-        if start is None:  # absolute float µs with decimals: use the exact re-read made above
-            if not exact or exact[0] is None:
+        if start is None:  # absolute float µs with decimals: re-read the digits exactly, once per file
+            if not exact:
+                exact.append(_exact_times(raw, len(events)))
+            if exact[0] is None:
                 meta.warnings.add("timestamps-rounded", "absolute float timestamps could not be re-read exactly; "
                                   "sub-microsecond digits may be rounded", 1)
                 start = _times_ns(sub_ts, force=True)
@@ -373,7 +376,7 @@ def _device_table(events, cats, rows, times) -> pd.DataFrame:
         "device": dev,
         "stream": stream,
         "kind": pd.Series(raw_kind, dtype=object),
-        "name": pd.Series([e.name if isinstance(e.name, str) else str(e.name) for e in sub], dtype=object),
+        "name": pd.Series([e.name if isinstance(e.name, str) else str(e.name) for e in sub], dtype="category"),
         "start_ns": start,
         "end_ns": end,
         "correlation": _fast_int([a.correlation if a is not None else None for a in args]),
@@ -394,7 +397,7 @@ def _host_table(events, cats, rows, times) -> pd.DataFrame:
         "pid": _fast_int([e.pid for e in sub]),
         "tid": _fast_int([e.tid for e in sub]),
         "cat": pd.Series([cats[i] for i in rows], dtype=object),
-        "name": pd.Series(names, dtype=object),
+        "name": pd.Series(names, dtype="category"),
         "start_ns": start,
         "end_ns": end,
         "correlation": _fast_int([a.correlation if a is not None else None for a in args]),
