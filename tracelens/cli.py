@@ -16,12 +16,12 @@ def _progress_loader(paths, comm_patterns):
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn
 
-    from .parsers import discover, load
+    from .parsers import discover, load_files
 
     files = discover(paths)
     console = Console(stderr=True)
     if not console.is_terminal or len(files) < 2:
-        return load([str(f) for f in files], comm_patterns)
+        return load_files(files, comm_patterns)
     with Progress(TextColumn("parsing {task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   console=console, transient=True) as bar:
         task = bar.add_task("traces", total=len(files))
@@ -29,7 +29,7 @@ def _progress_loader(paths, comm_patterns):
         def step(path: Path) -> None:
             bar.update(task, description=path.name, advance=1)
 
-        return load([str(f) for f in files], comm_patterns, on_file=step)
+        return load_files(files, comm_patterns, on_file=step)
 
 
 def _write(text: str, output: str | None, force: bool) -> None:

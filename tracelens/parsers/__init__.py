@@ -60,7 +60,12 @@ def load(paths: Iterable[str] | str, comm_patterns: tuple[str, ...] = (),
     """Parse every trace under ``paths`` and settle each one's rank."""
     if isinstance(paths, (str, Path)):
         paths = [str(paths)]
-    files = discover([str(p) for p in paths])
+    return load_files(discover([str(p) for p in paths]), comm_patterns, on_file)
+
+
+def load_files(files: list[Path], comm_patterns: tuple[str, ...] = (),
+               on_file: Callable[[Path], None] | None = None) -> list[RankTrace]:
+    """Parse already-discovered trace files (see :func:`discover`) and settle each one's rank."""
     traces = []
     for f in files:
         if on_file:

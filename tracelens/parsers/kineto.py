@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..model import RankTrace, RunMeta
+from ..model import THREAD_COLUMNS, RankTrace, RunMeta, empty_frame
 from . import assemble
 
 Num = Union[int, float, None]
@@ -409,8 +409,7 @@ def _thread_names(events) -> pd.DataFrame:
     rows = [(e.pid, e.tid, e.args.name) for e in events
             if e.ph == "M" and e.name == "thread_name" and e.args is not None and isinstance(e.args.name, str)]
     if not rows:
-        return pd.DataFrame({"pid": pd.Series([], dtype="int64"), "tid": pd.Series([], dtype="int64"),
-                             "name": pd.Series([], dtype="object")})
+        return empty_frame(THREAD_COLUMNS)
     pid, tid, name = zip(*rows)
     frame = pd.DataFrame({"pid": _fast_int(list(pid)), "tid": _fast_int(list(tid)), "name": list(name)})
     # A thread can be named twice (python, then pt_gloo_runloop): the last name wins.
