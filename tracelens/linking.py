@@ -21,37 +21,79 @@ def take(values: np.ndarray, idx: np.ndarray, default) -> np.ndarray:
 def host_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Row of the innermost event enclosing each event on the same thread, -1 at top level.
 
-    ``thread`` is any int64 key per event (e.g. factorized (pid, tid)). Events are visited by
-    (thread, start, longest first) with a stack; an event whose start lies inside the stack top is its
-    child. Partial overlaps (timer rounding) attach to the overlapping event rather than break the tree.
+    ``thread`` is any int64 key per event (e.g. factorized (pid, tid)). The result is defined by a stack
+    walk over (thread, start, longest first): an event whose start lies inside the stack top is its child,
+    and a zero-length event at the exact end of the top still counts as inside. Partial overlaps (timer
+    rounding) attach to the overlapping event rather than break the tree (:func:`_parents_by_stack`).
+
+    Threads whose events nest properly (the usual case) are solved with array operations; a thread
+    with any partial overlap falls back to the stack walk, which defines the answer.
     """
     n = start.size
     parent = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return parent
     order = np.lexsort((-end, start, thread))
-    thr, st, en = thread[order].tolist(), start[order].tolist(), end[order].tolist()
+    thr, st, en = thread[order], start[order], end[order]
+    bounds = np.flatnonzero(np.diff(thr)) + 1
+    out = np.empty(n, dtype=np.int64)
+    for a, b in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [n]])):
+        local = _parents_nested(st[a:b], en[a:b])
+        if local is None:
+            local = _parents_by_stack(st[a:b], en[a:b])
+        out[a:b] = np.where(local >= 0, local + a, -1)
+    # Translate positions in the sorted order back to original row numbers.
+    parent[order] = np.where(out >= 0, order[np.maximum(out, 0)], -1)
+    return parent
+
+
+def _parents_nested(st: np.ndarray, en: np.ndarray) -> np.ndarray | None:
+    """Stack-walk parents for events sorted by (start, -end) when they nest properly, else None.
+
+    With proper nesting, an event's depth is the number of earlier events still open at its start, and
+    its parent is the last earlier event one level up. Partial overlaps break that, and are detected by
+    a child outliving its parent (the first offending event always does).
+    """
+    n = st.size
+    pos = np.arange(n, dtype=np.int64)
+    _, inv = np.unique(np.concatenate([st, en]), return_inverse=True)
+    st_r, en_r = inv[:n].astype(np.int64), inv[n:].astype(np.int64)
+    width = n + 1
+    ends = np.sort(en_r * width + pos)
+    zero = en == st
+    # Earlier events closed by this start: ends before it, or at it and listed earlier; a zero-length
+    # event keeps open everything that ends exactly at its start.
+    closed = np.searchsorted(ends, np.where(zero, st_r * width, st_r * width + pos), side="left")
+    depth = pos - closed
+    by_depth = np.sort(depth * width + pos)
+    idx = np.searchsorted(by_depth, (depth - 1) * width + pos, side="left") - 1
+    cand = by_depth[np.maximum(idx, 0)]
+    par = np.where((depth > 0) & (idx >= 0) & (cand // width == depth - 1), cand % width, -1)
+    has = par >= 0
+    p = par[has]
+    open_at_start = (en[p] > st[has]) | ((en[p] == st[has]) & zero[has])
+    if (depth[~has] > 0).any() or not open_at_start.all() or (en[has] > en[p]).any():
+        return None
+    return par
+
+
+def _parents_by_stack(st: np.ndarray, en: np.ndarray) -> np.ndarray:
+    """Reference stack walk over events of one thread sorted by (start, -end); positions, -1 at top level."""
+    n = st.size
+    st_l, en_l = st.tolist(), en.tolist()
     out = [-1] * n
     stack_i: list[int] = []
     stack_end: list[int] = []
-    current = None
     for k in range(n):
-        if thr[k] != current:
-            current = thr[k]
-            stack_i.clear()
-            stack_end.clear()
-        s = st[k]
-        while stack_end and stack_end[-1] <= s and not (stack_end[-1] == s == en[k]):
+        s = st_l[k]
+        while stack_end and stack_end[-1] <= s and not (stack_end[-1] == s == en_l[k]):
             stack_i.pop()
             stack_end.pop()
         if stack_i:
             out[k] = stack_i[-1]
         stack_i.append(k)
-        stack_end.append(en[k])
-    out_arr = np.asarray(out, dtype=np.int64)
-    # Translate positions in the sorted order back to original row numbers.
-    parent[order] = np.where(out_arr >= 0, order[np.maximum(out_arr, 0)], -1)
-    return parent
+        stack_end.append(en_l[k])
+    return np.asarray(out, dtype=np.int64)
 
 
 def link_by_correlation(device_corr: np.ndarray, launch_corr: np.ndarray, launch_rows: np.ndarray) -> np.ndarray:

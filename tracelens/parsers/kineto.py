@@ -14,12 +14,18 @@ import gc
 import re
 import zlib
 from decimal import Decimal
+from operator import attrgetter
 from pathlib import Path
 from typing import Union
 
 import msgspec
 import numpy as np
 import pandas as pd
+
+try:  # ISA-L inflate: 2.3x faster than zlib on a 54 MB trace (bench/RESULTS.md); same checks and errors.
+    from isal import isal_zlib as _inflate
+except ImportError:  # pragma: no cover - platforms without an isal wheel
+    _inflate = zlib
 
 from ..errors import InputError
 from ..model import THREAD_COLUMNS, RankTrace, RunMeta, empty_frame
@@ -29,13 +35,20 @@ Num = Union[int, float, None]
 IntOrStr = Union[int, str, None]
 
 
-class Args(msgspec.Struct, gc=False):
-    correlation: IntOrStr = None
-    external_id: IntOrStr = msgspec.field(default=None, name="External id")
-    external_id_legacy: IntOrStr = msgspec.field(default=None, name="external id")
-    device: IntOrStr = None
-    stream: IntOrStr = None
-    bytes: Num = None
+_NO_RAW = msgspec.Raw()
+
+
+class Args(msgspec.Struct, frozen=True, gc=False):
+    """The ``args`` keys tracelens reads; every other key is skipped inside the decoder.
+
+    Id-like fields default to -1 (the model's "none") so whole columns convert to int64 in one call.
+    """
+    correlation: IntOrStr = -1
+    external_id: IntOrStr = msgspec.field(default=-1, name="External id")
+    external_id_legacy: IntOrStr = msgspec.field(default=-1, name="external id")
+    device: IntOrStr = -1
+    stream: IntOrStr = -1
+    bytes: Num = -1
     from_device: IntOrStr = msgspec.field(default=None, name="fromDevice")
     to_device: IntOrStr = msgspec.field(default=None, name="toDevice")
     name: Union[str, int, None] = None          # metadata events (thread_name, process_name)
@@ -52,19 +65,39 @@ class Args(msgspec.Struct, gc=False):
     pg_desc: Union[str, None] = msgspec.field(default=None, name="Process Group Description")
     seq: IntOrStr = msgspec.field(default=None, name="Seq")
     # Kept undecoded (Raw cannot be in a Union; an empty Raw means absent) and read only for comm scopes.
-    input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
-    input_type: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
+    input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
 
 
-class Event(msgspec.Struct, gc=False):
-    ph: Union[str, None] = None
+_NO_ARGS = Args()
+
+
+class Event(msgspec.Struct, tag_field="ph", tag="X", gc=False):
+    """A complete event (``"ph": "X"``): every CPU op, runtime call and device activity."""
     cat: Union[str, None] = None
     name: Union[str, int, float, None] = None
     pid: IntOrStr = None
     tid: IntOrStr = None
     ts: Num = None
     dur: Num = None
-    args: Union[Args, None] = None
+    args: Args = _NO_ARGS
+
+
+class MetaEvent(msgspec.Struct, tag_field="ph", tag="M", gc=False):
+    """Metadata (``"ph": "M"``): thread and process names."""
+    name: Union[str, int, float, None] = None
+    pid: IntOrStr = None
+    tid: IntOrStr = None
+    args: Args = _NO_ARGS
+
+
+# Every other Chrome-trace phase (flows, instants, counters, async, ...) decodes to an empty struct: a
+# third of a Kineto trace is ac2g flow and instant events, and none of their fields are needed.
+_SKIPPED_PHASES = tuple("BEiICbnestfPONDVvRc()")
+_Skipped = tuple(msgspec.defstruct(f"Skipped_{ord(p)}", [], tag_field="ph", tag=p, gc=False)
+                 for p in _SKIPPED_PHASES)
+AnyEvent = Union[(Event, MetaEvent) + _Skipped]
+KNOWN_PHASES = frozenset(("X", "M") + _SKIPPED_PHASES)
 
 
 class DistInfo(msgspec.Struct, gc=False):
@@ -81,11 +114,14 @@ class DeviceProp(msgspec.Struct, gc=False):
 
 
 class Document(msgspec.Struct, gc=False):
-    traceEvents: Union[list[Event], None] = None
+    traceEvents: Union[list[AnyEvent], None] = None
     distributedInfo: Union[DistInfo, None] = None
     deviceProperties: Union[list[DeviceProp], None] = None
     baseTimeNanoseconds: Union[int, None] = None
     INFO: Union[list, None] = None
+
+
+_DECODER = msgspec.json.Decoder(Union[Document, list[AnyEvent]])
 
 
 class _TimesOnly(msgspec.Struct, gc=False):
@@ -114,20 +150,20 @@ def read_bytes(path: Path) -> bytes:
         raise InputError(f"cannot read file: {exc.strerror or exc}", path=str(path)) from None
     if raw[:2] == b"\x1f\x8b":
         try:
-            # zlib's gzip mode checks the CRC in C; gzip.decompress would run a second crc32 pass.
-            inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+            # gzip mode checks the CRC in C; gzip.decompress would run a second crc32 pass.
+            inflater = _inflate.decompressobj(wbits=16 + zlib.MAX_WBITS)
             out = inflater.decompress(raw)
             if not inflater.eof:
                 raise EOFError("compressed data ended before the end-of-stream marker")
             raw = out
-        except (EOFError, OSError, zlib.error) as exc:
+        except (EOFError, OSError, zlib.error, _inflate.error) as exc:
             raise InputError(f"truncated or corrupt gzip data ({exc})", path=str(path)) from None
     return raw
 
 
 def decode(raw: bytes, path: str) -> Document:
     try:
-        doc = msgspec.json.decode(raw, type=Union[Document, list[Event]])
+        doc = _DECODER.decode(raw)
     except msgspec.ValidationError:
         doc = _decode_lenient(raw, path)
     except msgspec.DecodeError as exc:
@@ -150,8 +186,11 @@ def _decode_lenient(raw: bytes, path: str) -> Document:
         raise InputError("not a PyTorch profiler trace (no 'traceEvents' list)", path=path)
     good, bad = [], 0
     for e in events:
+        if not isinstance(e, dict) or e.get("ph") not in KNOWN_PHASES:
+            bad += not isinstance(e, dict)  # an unknown phase is not ours to read, not malformed
+            continue
         try:
-            good.append(msgspec.convert(e, Event, strict=False))
+            good.append(msgspec.convert(e, AnyEvent, strict=False))
         except msgspec.ValidationError:
             bad += 1
     header = {k: v for k, v in obj.items() if k != "traceEvents"} if isinstance(obj, dict) else {}
@@ -171,7 +210,9 @@ def _times_ns(values: list, force: bool = False) -> np.ndarray | None:
     splitting off the integer part and rounding the fraction recovers the written decimals exactly.
     Larger floats (absolute epoch µs with decimals, 2024 nightlies) return None unless ``force``.
     """
-    arr = np.array([0 if v is None else v for v in values])
+    arr = np.array(values)
+    if arr.dtype == object:  # a missing ts/dur (None) somewhere
+        arr = np.array([0 if v is None else v for v in values])
     if arr.dtype.kind in "iu" or arr.size == 0:
         return arr.astype(np.int64) * 1000
     arr = arr.astype(np.float64)
@@ -202,12 +243,25 @@ def _to_int(values, default: int = -1) -> np.ndarray:
     return out
 
 
-def _fast_int(values: list, default: int = -1) -> np.ndarray:
-    """Like :func:`_to_int`, vectorised for the common case of all-int-or-None columns."""
+def _ints(values: list, default: int = -1) -> np.ndarray:
+    """Like :func:`_to_int`, in one C call for the common all-numeric column."""
     try:
-        return np.array([default if v is None else v for v in values], dtype=np.int64)
+        return np.fromiter(values, np.int64, len(values))
     except (TypeError, ValueError, OverflowError):
         return _to_int(values, default)
+
+
+def _category(values: list) -> pd.Categorical:
+    """Names as a categorical (a trace repeats a few thousand names over 10^5 events); non-strings -> str."""
+    codes, uniques = pd.factorize(np.array(values, dtype=object))
+    uniques = np.asarray(uniques, dtype=object)
+    if any(type(u) is not str for u in uniques):
+        return pd.Categorical([v if isinstance(v, str) else str(v) for v in values])
+    return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype="str"), validate=False)
+
+
+_get_args, _get_cat, _get_ts, _get_dur = (attrgetter(a) for a in ("args", "cat", "ts", "dur"))
+_get_name, _get_pid, _get_tid = (attrgetter(a) for a in ("name", "pid", "tid"))
 
 
 def parse(path: Path, comm_rules=()) -> RankTrace:
@@ -217,63 +271,74 @@ def parse(path: Path, comm_rules=()) -> RankTrace:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _parse(path, comm_rules)
+        meta = RunMeta(source=str(path), format="kineto", bytes=path.stat().st_size)
+        # The decoded events die when _tables returns, before the model is assembled (peak memory).
+        tables = _tables(path, meta)
+        return assemble.build(meta, *tables, comm_rules)
     finally:
         if enabled:
             gc.enable()
 
 
-def _parse(path: Path, comm_rules) -> RankTrace:
+def _tables(path: Path, meta: RunMeta):
     raw = read_bytes(path)
-    meta = RunMeta(source=str(path), format="kineto", bytes=path.stat().st_size)
     doc = decode(raw, str(path))
     events = doc.traceEvents
     if not events:
         raise InputError("the trace has no events ('traceEvents' is empty)", path=str(path))
     _fill_meta(doc, meta, path)
+    xs = [e for e in events if e.__class__ is Event]
+    threads = _thread_names([e for e in events if e.__class__ is MetaEvent])
 
-    codes, uniques = pd.factorize(pd.Series([e.cat for e in events], dtype=object), use_na_sentinel=False)
-    norm = [_LEGACY_CAT.get(str(c or "").lower(), str(c or "").lower()) for c in uniques]
-    cats = np.asarray(norm, dtype=object)[codes] if norm else np.empty(0, dtype=object)
-    is_x = np.fromiter((e.ph == "X" for e in events), dtype=bool, count=len(events))
-    dev_rows = np.flatnonzero(is_x & np.isin(cats, list(DEVICE_CATS))).tolist()
-    host_rows = np.flatnonzero(is_x & np.isin(cats, list(HOST_CATS))).tolist()
+    # Categories are few: classify the distinct values once, then index by code.
+    codes, uniques = pd.factorize(np.array(list(map(_get_cat, xs)), dtype=object), use_na_sentinel=False)
+    norm = [_LEGACY_CAT.get(str(c or "").lower(), str(c or "").lower()) for c in uniques] or [""]
+    cat_names, remap = np.unique(np.array(norm, dtype=object), return_inverse=True)
+    codes = remap[codes] if len(xs) else np.empty(0, dtype=np.int64)
+    dev_rows = np.flatnonzero(np.isin(cat_names, list(DEVICE_CATS))[codes]).tolist()
+    host_rows = np.flatnonzero(np.isin(cat_names, list(HOST_CATS))[codes]).tolist()
     meta.warnings.add("python-frames-skipped", "python_function events are not kept",
-                      int((cats == "python_function").sum()))
-    base = doc.baseTimeNanoseconds or 0
-    exact: list = []
+                      int((cat_names[codes] == "python_function").sum()))
+    cats = pd.Categorical.from_codes(codes, categories=pd.Index(cat_names, dtype="str"), validate=False)
 
-    def times(rows):
-        sub_ts = [events[i].ts for i in rows]
-        start = _times_ns(sub_ts)
-        if start is None:  # absolute float µs with decimals: re-read the digits exactly, once per file
-            if not exact:
-                exact.append(_exact_times(raw, len(events)))
-            if exact[0] is None:
-                meta.warnings.add("timestamps-rounded", "absolute float timestamps could not be re-read exactly; "
-                                  "sub-microsecond digits may be rounded", 1)
-                start = _times_ns(sub_ts, force=True)
-            else:
-                start = _decimal_ns([exact[0][i].ts for i in rows])
-        dur = _times_ns([events[i].dur for i in rows], force=True)
-        if exact and exact[0] is not None:
-            dur = _decimal_ns([exact[0][i].dur for i in rows])
-        start = start + base
-        neg = dur < 0
-        meta.warnings.add("negative-duration", "events with a negative duration were clamped to 0", int(neg.sum()))
-        return start, start + np.maximum(dur, 0)
+    start, dur = _event_times(raw, events, xs, meta)
+    del raw
+    start += doc.baseTimeNanoseconds or 0
+    kept = np.zeros(len(xs), dtype=bool)
+    kept[dev_rows] = True
+    kept[host_rows] = True
+    meta.warnings.add("negative-duration", "events with a negative duration were clamped to 0",
+                      int((kept & (dur < 0)).sum()))
+    end = start + np.maximum(dur, 0)
 
-    device = _device_table(events, cats, dev_rows, times)
-    host = _host_table(events, cats, host_rows, times)
+    dev_events = [xs[i] for i in dev_rows]
+    host_events = [xs[i] for i in host_rows]
+    del xs, events, doc
+    device, dev_args = _device_table(dev_events, cats[dev_rows], start[dev_rows], end[dev_rows])
+    host, host_args = _host_table(host_events, cats[host_rows], start[host_rows], end[host_rows])
     steps = _steps(host)
-    comm_meta = pd.concat([
-        _comm_meta(events, dev_rows, [i for i, r in enumerate(dev_rows)
-                                      if events[r].args is not None and events[r].args.collective is not None],
-                   "device"),
-        _comm_meta(events, host_rows, np.flatnonzero(host["name"].eq("record_param_comms").to_numpy() | host[
-            "name"].str.startswith(("nccl:", "gloo:")).to_numpy()).tolist(), "host"),
-    ], ignore_index=True)
-    return assemble.build(meta, device, host, steps, _thread_names(events), comm_meta, comm_rules)
+    dev_comm = [i for i, a in enumerate(dev_args) if a.collective is not None]
+    host_comm = np.flatnonzero(host["name"].eq("record_param_comms").to_numpy() | host[
+        "name"].str.startswith(("nccl:", "gloo:")).to_numpy()).tolist()
+    comm_meta = pd.concat([_comm_meta(dev_args, dev_comm, "device"), _comm_meta(host_args, host_comm, "host")],
+                          ignore_index=True)
+    return device, host, steps, threads, comm_meta
+
+
+def _event_times(raw: bytes, events: list, xs: list, meta: RunMeta) -> tuple[np.ndarray, np.ndarray]:
+    """(ts, dur) of the complete events in int64 ns, before the base time is added."""
+    ts = list(map(_get_ts, xs))
+    start = _times_ns(ts)
+    if start is not None:
+        return start, _times_ns(list(map(_get_dur, xs)), force=True)
+    # Absolute float µs with decimals: re-read the written digits exactly, once per file.
+    exact = _exact_times(raw, len(events))
+    if exact is None:
+        meta.warnings.add("timestamps-rounded", "absolute float timestamps could not be re-read exactly; "
+                          "sub-microsecond digits may be rounded", 1)
+        return _times_ns(ts, force=True), _times_ns(list(map(_get_dur, xs)), force=True)
+    sel = [exact[i] for i, e in enumerate(events) if e.__class__ is Event]
+    return _decimal_ns([t.ts for t in sel]), _decimal_ns([t.dur for t in sel])
 
 
 def _exact_times(raw: bytes, n: int) -> list | None:
@@ -313,13 +378,11 @@ def _first_type(raw: msgspec.Raw) -> str | None:
     return types[0] if isinstance(types, list) and types and isinstance(types[0], str) and types[0] else None
 
 
-def _comm_meta(events, table_rows: list, wanted: list, table: str) -> pd.DataFrame:
+def _comm_meta(args: list, wanted: list, table: str) -> pd.DataFrame:
     """Collective metadata of the ``wanted`` rows of a table, as plain columns (``row`` indexes the table)."""
     rows = []
     for i in wanted:
-        a = events[table_rows[i]].args
-        if a is None:
-            continue
+        a = args[i]
         in_n = a.in_nelems if a.in_nelems is not None else a.in_size
         out_n = a.out_nelems if a.out_nelems is not None else a.out_size
         pg = a.pg_name if a.pg_name is not None else a.pg_id
@@ -362,56 +425,53 @@ def _fill_meta(doc: Document, meta: RunMeta, path: Path) -> None:
                               dropped)
 
 
-def _device_table(events, cats, rows, times) -> pd.DataFrame:
-    start, end = times(rows)
-    sub = [events[i] for i in rows]
-    args = [e.args for e in sub]
-    pid = [e.pid for e in sub]
-    tid = [e.tid for e in sub]
-    dev = _fast_int([a.device if a is not None and a.device is not None else p for a, p in zip(args, pid)])
-    stream = _fast_int([a.stream if a is not None and a.stream is not None else t for a, t in zip(args, tid)])
+def _device_table(sub: list, cats: pd.Categorical, start, end) -> tuple[pd.DataFrame, list]:
+    args = list(map(_get_args, sub))
+    used = cats.remove_unused_categories()
+    dev = _ints(list(map(attrgetter("device"), args)))
+    dev = np.where(dev == -1, _ints(list(map(_get_pid, sub))), dev)
+    stream = _ints(list(map(attrgetter("stream"), args)))
+    stream = np.where(stream == -1, _ints(list(map(_get_tid, sub))), stream)
     stream = np.where(stream == 0xFFFFFFFF, -1, stream)
-    raw_kind = [DEVICE_CATS[cats[i]] for i in rows]
-    return pd.DataFrame({
+    frame = pd.DataFrame({
         "device": dev,
         "stream": stream,
-        "kind": pd.Series(raw_kind, dtype=object),
-        "name": pd.Series([e.name if isinstance(e.name, str) else str(e.name) for e in sub], dtype="category"),
+        "kind": pd.Categorical.from_codes(used.codes, categories=pd.Index(
+            [DEVICE_CATS[c] for c in used.categories], dtype="str"), validate=False),
+        "name": _category(list(map(_get_name, sub))),
         "start_ns": start,
         "end_ns": end,
-        "correlation": _fast_int([a.correlation if a is not None else None for a in args]),
-        "bytes": _fast_int([int(a.bytes) if a is not None and a.bytes is not None else None for a in args]),
-        "cross_device": np.array([a is not None and a.from_device is not None and a.to_device is not None
+        "correlation": _ints(list(map(attrgetter("correlation"), args))),
+        "bytes": _ints(list(map(attrgetter("bytes"), args))),
+        "cross_device": np.array([a.from_device is not None and a.to_device is not None
                                   and a.from_device != a.to_device for a in args], dtype=bool),
     })
+    return frame, args
 
 
-def _host_table(events, cats, rows, times) -> pd.DataFrame:
-    start, end = times(rows)
-    sub = [events[i] for i in rows]
-    args = [e.args for e in sub]
-    names = [e.name if isinstance(e.name, str) else str(e.name) for e in sub]
-    ext = _fast_int([None if a is None else (a.external_id if a.external_id is not None
-                                             else a.external_id_legacy) for a in args])
-    return pd.DataFrame({
-        "pid": _fast_int([e.pid for e in sub]),
-        "tid": _fast_int([e.tid for e in sub]),
-        "cat": pd.Series([cats[i] for i in rows], dtype=object),
-        "name": pd.Series(names, dtype="category"),
+def _host_table(sub: list, cats: pd.Categorical, start, end) -> tuple[pd.DataFrame, list]:
+    args = list(map(_get_args, sub))
+    ext = _ints(list(map(attrgetter("external_id"), args)))
+    legacy = _ints(list(map(attrgetter("external_id_legacy"), args)))
+    frame = pd.DataFrame({
+        "pid": _ints(list(map(_get_pid, sub))),
+        "tid": _ints(list(map(_get_tid, sub))),
+        "cat": cats.remove_unused_categories(),
+        "name": _category(list(map(_get_name, sub))),
         "start_ns": start,
         "end_ns": end,
-        "correlation": _fast_int([a.correlation if a is not None else None for a in args]),
-        "external_id": ext,
+        "correlation": _ints(list(map(attrgetter("correlation"), args))),
+        "external_id": np.where(ext == -1, legacy, ext),
     })
+    return frame, args
 
 
-def _thread_names(events) -> pd.DataFrame:
-    rows = [(e.pid, e.tid, e.args.name) for e in events
-            if e.ph == "M" and e.name == "thread_name" and e.args is not None and isinstance(e.args.name, str)]
+def _thread_names(events: list) -> pd.DataFrame:
+    rows = [(e.pid, e.tid, e.args.name) for e in events if e.name == "thread_name" and isinstance(e.args.name, str)]
     if not rows:
         return empty_frame(THREAD_COLUMNS)
     pid, tid, name = zip(*rows)
-    frame = pd.DataFrame({"pid": _fast_int(list(pid)), "tid": _fast_int(list(tid)), "name": list(name)})
+    frame = pd.DataFrame({"pid": _ints(list(pid)), "tid": _ints(list(tid)), "name": list(name)})
     # A thread can be named twice (python, then pt_gloo_runloop): the last name wins.
     return frame.drop_duplicates(["pid", "tid"], keep="last").reset_index(drop=True)
 
