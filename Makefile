@@ -20,6 +20,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_parse.py
+	$(BIN)/python bench/bench_nsys.py
 
 samples: $(STAMP)
 	for s in wfbp_100 one_bucket compute_bound_8 serialized legacy_wfbp straggler; do \

@@ -11,7 +11,7 @@ from . import __version__
 from .errors import EXIT_USAGE, TracelensError, UsageError
 
 
-def _progress_loader(paths, comm_patterns):
+def _progress_loader(paths, comm_patterns, step_nvtx=None):
     """Load with a progress bar on stderr when it is a terminal."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn
@@ -21,7 +21,7 @@ def _progress_loader(paths, comm_patterns):
     files = discover(paths)
     console = Console(stderr=True)
     if not console.is_terminal or len(files) < 2:
-        return load_files(files, comm_patterns)
+        return load_files(files, comm_patterns, step_pattern=step_nvtx)
     with Progress(TextColumn("parsing {task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   console=console, transient=True) as bar:
         task = bar.add_task("traces", total=len(files))
@@ -29,7 +29,7 @@ def _progress_loader(paths, comm_patterns):
         def step(path: Path) -> None:
             bar.update(task, description=path.name, advance=1)
 
-        return load_files(files, comm_patterns, on_file=step)
+        return load_files(files, comm_patterns, on_file=step, step_pattern=step_nvtx)
 
 
 def _write(text: str, output: str | None, force: bool) -> None:
@@ -42,9 +42,13 @@ def _write(text: str, output: str | None, force: bool) -> None:
     out.write_text(text, encoding="utf-8")
 
 
-comm_pattern_option = click.option(
-    "--comm-pattern", "comm_patterns", multiple=True, metavar="REGEX",
-    help="Also treat kernels whose name matches REGEX as communication (repeatable).")
+def input_options(fn):
+    """Options that change how traces are read (shared by every command that loads traces)."""
+    fn = click.option("--step-nvtx", metavar="REGEX",
+                      help="Steps are the NVTX ranges (nsys) or annotations (Kineto) whose name matches REGEX, "
+                           "instead of ProfilerStep#N; a group of digits in REGEX numbers them.")(fn)
+    return click.option("--comm-pattern", "comm_patterns", multiple=True, metavar="REGEX",
+                        help="Also treat kernels whose name matches REGEX as communication (repeatable).")(fn)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -61,8 +65,8 @@ def cli() -> None:
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--top", type=click.IntRange(0), default=10, show_default=True,
               help="How many of the most exposed collectives to list (text/markdown).")
-@comm_pattern_option
-def report(paths, fmt, output, force, top, comm_patterns) -> None:
+@input_options
+def report(paths, fmt, output, force, top, comm_patterns, step_nvtx) -> None:
     """Report overlap per rank and step for trace files, directories or globs.
 
     Example:
@@ -72,7 +76,7 @@ def report(paths, fmt, output, force, top, comm_patterns) -> None:
     from .analyzers import analyze
     from .renderers import render
 
-    traces = _progress_loader(paths, comm_patterns)
+    traces = _progress_loader(paths, comm_patterns, step_nvtx)
     rep = analyze(traces)
     to_terminal = output in (None, "-") and sys.stdout.isatty()
     width = click.get_terminal_size()[0] if to_terminal else 160
@@ -82,8 +86,8 @@ def report(paths, fmt, output, force, top, comm_patterns) -> None:
 @cli.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option("-o", "--output", "out_dir", required=True, metavar="DIR", help="Folder for the Parquet files.")
-@comm_pattern_option
-def export(paths, out_dir, comm_patterns) -> None:
+@input_options
+def export(paths, out_dir, comm_patterns, step_nvtx) -> None:
     """Write the parsed trace tables as Parquet (one file per table, rank as a column).
 
     Example:
@@ -92,7 +96,7 @@ def export(paths, out_dir, comm_patterns) -> None:
     """
     from .export import export_parquet
 
-    for path in export_parquet(_progress_loader(paths, comm_patterns), out_dir):
+    for path in export_parquet(_progress_loader(paths, comm_patterns, step_nvtx), out_dir):
         click.echo(str(path))
 
 

@@ -241,11 +241,125 @@ def write(sc: Scenario, out_dir: str | Path, gz: bool = True) -> list[Path]:
     return paths
 
 
+# ------------------------------------------------------------------------------------ Nsight Systems
+
+NSYS_SCHEMA = {  # real table and column names (shared reference nsys-sqlite.md, Appendix A)
+    "StringIds": "id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL",
+    "CUPTI_ACTIVITY_KIND_KERNEL": "start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL, "
+                                  "contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, "
+                                  "globalPid INTEGER, demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL, "
+                                  "gridX INTEGER NOT NULL, gridY INTEGER NOT NULL, gridZ INTEGER NOT NULL, "
+                                  "blockX INTEGER NOT NULL, blockY INTEGER NOT NULL, blockZ INTEGER NOT NULL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME": "start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL, "
+                                   "globalTid INTEGER, correlationId INTEGER, nameId INTEGER NOT NULL, "
+                                   "returnValue INTEGER NOT NULL, callchainId INTEGER",
+    "NVTX_EVENTS": "start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER, "
+                   "category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, "
+                   "textId INTEGER, domainId INTEGER, uint64Value INTEGER, int64Value INTEGER, doubleValue REAL, "
+                   "uint32Value INTEGER, int32Value INTEGER, floatValue REAL, jsonTextId INTEGER, jsonText TEXT",
+    "ThreadNames": "nameId INTEGER NOT NULL, priority INTEGER, globalTid INTEGER",
+    "PROCESSES": "globalPid INTEGER, pid INTEGER, name TEXT",
+    "TARGET_INFO_GPU": "vmId INTEGER NOT NULL, id INTEGER NOT NULL, name TEXT, busLocation TEXT, cuDevice INTEGER",
+    "TARGET_INFO_SESSION_START_TIME": "utcEpochNs INTEGER, utcTime TEXT, localTime TEXT",
+    "META_DATA_EXPORT": "name TEXT NOT NULL, value TEXT",
+    "META_DATA_CAPTURE": "name TEXT NOT NULL, value TEXT",
+}
+NVTX_PUSH_POP, NVTX_DOMAIN_CREATE = 59, 75
+VM = 1 << 48                             # hardware 0, VM 1: the globalPid prefix of the Linux samples
+
+
+def _short(kernel_name: str) -> str:
+    """``void fwd_gemm_kernel_0<float>(float const*, float*)`` -> ``fwd_gemm_kernel_0`` (nsys shortName)."""
+    base = kernel_name.split("(")[0].split("<")[0]
+    return base.removeprefix("void ").strip()
+
+
+def write_nsys(sc: Scenario, out_dir: str | Path, per_rank: bool = True) -> list[Path]:
+    """The scenario as Nsight Systems SQLite exports: rank<N>.sqlite per rank, or one all_ranks.sqlite.
+
+    Same kernels, launches and step spans as :func:`write`, so a report on either must agree to the ns.
+    Times are stored relative to the capture start, whose epoch time is ``utcEpochNs`` (the Kineto
+    origin of the file's first rank). One file holding every rank records each process's ``RANK`` in
+    ``META_DATA_CAPTURE`` like a per-process launch would; per-rank files carry the rank in their name.
+    """
+    import sqlite3
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    groups = [[r] for r in range(sc.ranks)] if per_rank else [list(range(sc.ranks))]
+    paths = []
+    for ranks in groups:
+        path = out / (f"rank{ranks[0]}.sqlite" if per_rank else "all_ranks.sqlite")
+        path.unlink(missing_ok=True)
+        con = sqlite3.connect(path)
+        for table, cols in NSYS_SCHEMA.items():
+            con.execute(f"CREATE TABLE {table} ({cols})")
+        strings: dict[str, int] = {}
+
+        def sid(text: str) -> int:
+            if text not in strings:
+                strings[text] = len(strings) + 1
+                con.execute("INSERT INTO StringIds VALUES (?, ?)", (strings[text], text))
+            return strings[text]
+
+        session = _origin(sc, ranks[0])
+        con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, '', '')", (session,))
+        con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", [
+            ("EXPORT_PRODUCT_NAME", "NVIDIA Nsight Systems"), ("EXPORT_SCHEMA_VERSION", "3.25.0"),
+            ("EXPORT_PARAM_INCLUDE_BLOBS", "false")])
+        con.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) "
+                    "VALUES (0, NULL, ?, 'NCCL', ?, 1)", (NVTX_DOMAIN_CREATE, VM | (4000 + ranks[0]) << 24))
+        for n, rank in enumerate(ranks):
+            pid = 4000 + rank
+            gpid = VM | (pid << 24)
+            gtid = gpid | pid                # the main thread: tid == pid
+            shift = _origin(sc, rank) - session
+            con.execute("INSERT INTO PROCESSES VALUES (?, ?, 'python3')", (gpid, pid))
+            con.execute("INSERT INTO ThreadNames VALUES (?, 50, ?)", (sid("python3"), gtid))
+            con.execute("INSERT INTO TARGET_INFO_GPU VALUES (1, ?, 'NVIDIA H100 80GB HBM3', '', ?)", (rank, rank))
+            if not per_rank:
+                con.executemany("INSERT INTO META_DATA_CAPTURE VALUES (?, ?)", [
+                    (f"PROCESS_{n}:PID", str(pid)), (f"PROCESS_{n}:ENVIRONMENT_VARIABLE", f'RANK="{rank}"'),
+                    (f"PROCESS_{n}:ENVIRONMENT_VARIABLE", f'WORLD_SIZE="{sc.ranks}"')])
+            corr = op_id = 0
+            kernels, runtime, ranges = [], [], []
+            for step, span_start, span_end, ks in _timeline(sc, rank):
+                ranges.append((shift + span_start, shift + span_end, f"ProfilerStep#{step}", None, 0))
+                for i, k in enumerate(sorted(ks, key=lambda k: k.start)):
+                    corr += 1
+                    op_id += 1
+                    launch = shift + span_start + (i + 1) * HOST_SLOT
+                    if k.comm:
+                        # torch's range (a registered string), then NCCL's own API range in its domain.
+                        ranges.append((launch - 3 * US, launch + 4 * US, None, sid(f"nccl:all_reduce, op_id = {op_id}"), 0))
+                        ranges.append((launch - 2 * US, launch + 3 * US, "ncclAllReduce", None, 1))
+                    else:
+                        ranges.append((launch - 2 * US, launch + 3 * US, f"aten::mm, seq = {op_id}, op_id = {op_id}", None, 0))
+                    runtime.append((launch, launch + 1 * US, 0, gtid, corr, sid("cudaLaunchKernel_v7000"), 0, 0))
+                    kernels.append((shift + k.start, shift + k.end, rank, 1, k.stream, corr, gpid, sid(k.name),
+                                    sid(_short(k.name)), 1, 1, 1, 128, 1, 1))
+            con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({','.join('?' * 15)})", kernels)
+            con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES ({','.join('?' * 8)})", runtime)
+            con.executemany("INSERT INTO NVTX_EVENTS (start, end, eventType, text, textId, globalTid, domainId) "
+                            "VALUES (?, ?, 59, ?, ?, ?, ?)",
+                            [(s, e, text, tid_, gtid, dom) for s, e, text, tid_, dom in ranges])
+        con.commit()
+        con.close()
+        paths.append(path)
+    truth = {"scenario": sc.name, "ranks": {str(r): rows for r, rows in expected(sc).items()}}
+    (out / EXPECTED_FILE).write_text(json.dumps(truth, indent=1) + "\n")
+    return paths
+
+
 def main(argv: list[str]) -> int:
+    fmt = "kineto"
+    if argv[:1] == ["--nsys"]:
+        fmt, argv = "nsys", argv[1:]
     if len(argv) != 2 or argv[0] not in SCENARIOS:
-        print(f"usage: python -m tracelens.synth {{{','.join(SCENARIOS)}}} OUT_DIR", file=sys.stderr)
+        print(f"usage: python -m tracelens.synth [--nsys] {{{','.join(SCENARIOS)}}} OUT_DIR", file=sys.stderr)
         return 2
-    for p in write(SCENARIOS[argv[0]], argv[1]):
+    paths = write_nsys(SCENARIOS[argv[0]], argv[1]) if fmt == "nsys" else write(SCENARIOS[argv[0]], argv[1])
+    for p in paths:
         print(p)
     return 0
 

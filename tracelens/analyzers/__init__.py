@@ -28,10 +28,11 @@ def analyze(traces: list[RankTrace]) -> Report:
             steps=steps, totals=_totals(steps)))
         exp = overlap.collective_exposure(t, sets)
         collectives += [
-            Collective(rank=t.meta.rank, step=None if c.step < 0 else int(c.step), name=str(c.name),
-                       op=c.op if isinstance(c.op, str) else None, bytes=None if c.bytes < 0 else int(c.bytes),
-                       start_ns=int(c.start_ns), duration_ns=int(c.duration_ns), exposed_ns=int(c.exposed_ns))
-            for c in exp.itertuples(index=False)]
+            Collective(rank=t.meta.rank, step=None if step < 0 else step, name=str(name),
+                       op=op if isinstance(op, str) else None, bytes=None if size < 0 else size,
+                       start_ns=start, duration_ns=dur, exposed_ns=exposed)
+            for step, name, op, size, start, dur, exposed in zip(*(exp[c].tolist() for c in (
+                "step", "name", "op", "bytes", "start_ns", "duration_ns", "exposed_ns")))]
         inputs.append(InputFile(path=t.meta.source, format=t.meta.format, rank=t.meta.rank, bytes=t.meta.bytes,
                                 rank_rule=t.meta.rank_rule))
         warnings += [WarningEntry(code=w.code, rank=t.meta.rank, count=w.count, message=w.message)

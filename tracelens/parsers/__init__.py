@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import glob as _glob
+import re
 from pathlib import Path
 from typing import Callable, Iterable
 
 from ..classify import user_rules
 from ..errors import InputError, UsageError
 from ..model import RankTrace
-from . import kineto
+from . import kineto, nsys
 
 KINETO_SUFFIXES = (".json", ".json.gz", ".json.tmp", ".json.gz.tmp")
 NSYS_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep")
@@ -39,38 +40,58 @@ def discover(paths: Iterable[str]) -> list[Path]:
             raise UsageError("no such file or directory", path=arg)
     unique = list(dict.fromkeys(found))
     if not unique:
-        raise UsageError("no trace files found (expected *.json, *.json.gz)", path=" ".join(paths))
-    return unique
+        raise UsageError("no trace files found (expected *.json, *.json.gz, *.sqlite, *.nsys-rep)",
+                         path=" ".join(paths))
+    # rank0.nsys-rep next to its own export rank0.sqlite is one input, read through the report (which
+    # reuses the export while it is current).
+    reports = {f.with_suffix("") for f in unique if f.suffix.lower() in (".nsys-rep", ".qdrep")}
+    return [f for f in unique if not (f.suffix.lower() == ".sqlite" and f.with_suffix("") in reports)]
 
 
-def parse_file(path: Path, comm_patterns: tuple[str, ...] = ()) -> RankTrace:
-    fmt = detect_format(path) or "kineto"
-    if fmt == "nsys":
-        raise InputError("Nsight Systems input is not supported by this version yet; export a PyTorch "
-                         "profiler trace (.json/.json.gz) instead", path=str(path))
+def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: str | None = None) -> list[RankTrace]:
+    """The RankTraces in one file: one for a Kineto trace, one per GPU process for an nsys export."""
+    fmt = detect_format(path) or _sniff(path)
     try:
         rules = user_rules(comm_patterns)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    return kineto.parse(path, rules)
+        if step_pattern:
+            re.compile(step_pattern)
+    except (ValueError, re.error) as exc:
+        raise UsageError(f"bad pattern: {exc}") from None
+    if fmt == "nsys":
+        return nsys.parse(path, rules, step_pattern)
+    return [kineto.parse(path, rules, step_pattern)]
+
+
+def _sniff(path: Path) -> str:
+    """Format of a file without a known suffix, from its first bytes (SQLite header, else JSON)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror or exc}", path=str(path)) from None
+    return "nsys" if head.startswith(b"SQLite format 3") else "kineto"
 
 
 def load(paths: Iterable[str] | str, comm_patterns: tuple[str, ...] = (),
-         on_file: Callable[[Path], None] | None = None) -> list[RankTrace]:
-    """Parse every trace under ``paths`` and settle each one's rank."""
+         on_file: Callable[[Path], None] | None = None, step_pattern: str | None = None) -> list[RankTrace]:
+    """Parse every trace under ``paths`` and settle each one's rank.
+
+    ``comm_patterns``: extra regexes for communication kernels; ``step_pattern``: a regex naming the
+    step ranges (NVTX ranges or profiler annotations) to use instead of ``ProfilerStep#N``.
+    """
     if isinstance(paths, (str, Path)):
         paths = [str(paths)]
-    return load_files(discover([str(p) for p in paths]), comm_patterns, on_file)
+    return load_files(discover([str(p) for p in paths]), comm_patterns, on_file, step_pattern)
 
 
 def load_files(files: list[Path], comm_patterns: tuple[str, ...] = (),
-               on_file: Callable[[Path], None] | None = None) -> list[RankTrace]:
+               on_file: Callable[[Path], None] | None = None, step_pattern: str | None = None) -> list[RankTrace]:
     """Parse already-discovered trace files (see :func:`discover`) and settle each one's rank."""
     traces = []
     for f in files:
         if on_file:
             on_file(f)
-        traces.append(parse_file(f, tuple(comm_patterns)))
+        traces.extend(parse_file(f, tuple(comm_patterns), step_pattern))
     _settle_ranks(traces)
     return sorted(traces, key=lambda t: (t.meta.rank, t.meta.source))
 
@@ -85,8 +106,8 @@ def _settle_ranks(traces: list[RankTrace]) -> None:
                 nxt += 1
             t.meta.rank, t.meta.rank_rule = nxt, "order"
             taken.add(nxt)
-            t.meta.warnings.add("rank-unknown", f"no distributedInfo.rank and no rank in the file name; "
-                                f"numbered {nxt} by input order")
+            t.meta.warnings.add("rank-unknown", f"no rank recorded in the trace (distributedInfo, RANK "
+                                f"environment) or its file name; numbered {nxt} by input order")
     seen: dict[int, int] = {}
     for t in traces:
         seen[t.meta.rank] = seen.get(t.meta.rank, 0) + 1

@@ -7,6 +7,9 @@ launch links, step membership, comm classification, the collectives table, and s
 
 from __future__ import annotations
 
+import functools
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -15,6 +18,51 @@ from ..model import (COLLECTIVE_COLUMNS, DEVICE_COLUMNS, HOST_COLUMNS, STEP_COLU
                      RankTrace, RunMeta)
 
 _LAUNCH_CATS = ("cuda_runtime", "cuda_driver", "xpu_runtime", "privateuse1_runtime")
+_NCCL_API = re.compile(r"nccl[A-Z]\w*$")
+_STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+COMM_META_COLUMNS = {"table": "object", "row": "int64", "collective": "object", "in_nelems": "int64",
+                     "out_nelems": "int64", "dtype": "object", "group_size": "int64", "pg_name": "object",
+                     "pg_desc": "object", "seq": "int64", "dims_nelems": "int64", "input_type": "object"}
+
+
+def empty_comm_meta() -> pd.DataFrame:
+    """The collective-metadata table of a parser that found none (see :func:`build`)."""
+    return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in COMM_META_COLUMNS.items()})
+
+
+def steps_from_host(host: pd.DataFrame, pattern: str | None = None) -> pd.DataFrame:
+    """Step spans from host ranges: ``ProfilerStep#N``, or the ranges whose name matches ``pattern``.
+
+    With a pattern, a capture group of digits numbers the steps; otherwise they are numbered 0, 1, ...
+    in time order. Nested or overlapping matches keep the outermost, earliest range.
+    """
+    rx = re.compile(pattern) if pattern else _STEP_NAME
+    match = rx.search if pattern else rx.match
+    col = host["name"]
+    if isinstance(col.dtype, pd.CategoricalDtype):  # match each distinct name once
+        per_cat = [match(c) if isinstance(c, str) else None for c in col.cat.categories]
+        codes = col.cat.codes.to_numpy()
+        rows_hit = np.flatnonzero(np.isin(codes, [j for j, m in enumerate(per_cat) if m]))
+        hits = [(int(i), per_cat[codes[i]]) for i in rows_hit]
+    else:
+        hits = [(i, m) for i, m in ((i, match(n) if isinstance(n, str) else None)
+                                    for i, n in enumerate(col.tolist())) if m]
+    start, end = host["start_ns"].to_numpy(), host["end_ns"].to_numpy()
+    rows = sorted(((int(start[i]), -int(end[i]), i, m) for i, m in hits))
+    kept, last_end = [], None
+    for s, neg_e, i, m in rows:
+        if last_end is not None and s < last_end:
+            continue
+        kept.append((i, m))
+        last_end = -neg_e
+    nums = []
+    for k, (i, m) in enumerate(kept):
+        digits = next((g for g in m.groups() if g and g.isdigit()), None) if m.groups() else None
+        nums.append(int(digits) if digits is not None else k)
+    steps = pd.DataFrame({"step": np.array(nums, dtype=np.int64),
+                          "start_ns": np.array([start[i] for i, _ in kept], dtype=np.int64),
+                          "end_ns": np.array([end[i] for i, _ in kept], dtype=np.int64)})
+    return steps.drop_duplicates("step").reset_index(drop=True)
 
 
 def build(meta: RunMeta, device: pd.DataFrame, host: pd.DataFrame, steps: pd.DataFrame,
@@ -42,7 +90,10 @@ def build(meta: RunMeta, device: pd.DataFrame, host: pd.DataFrame, steps: pd.Dat
                       "(step taken from their own start time)", unlinked)
 
     names = host["name"]
-    scope = (names.eq("record_param_comms") | names.str.startswith(("nccl:", "c10d::"))).to_numpy(dtype=bool)
+    # Ops that wrap a collective: torch's record_param_comms / nccl:* / c10d::* and NCCL's own API
+    # ranges (ncclAllReduce, ncclGroupEnd, ... in nsys NVTX), inside which launched kernels are comm.
+    scope = (names.eq("record_param_comms") | names.str.startswith(("nccl:", "c10d::"))
+             | names.str.match(_NCCL_API)).to_numpy(dtype=bool)
     scope_row = linking.nearest_ancestor(parent, device["launch_idx"].to_numpy(), scope, include_self=False)
     _classify(device, scope_row, comm_meta, comm_rules)
     device = _clip_same_stream(device, meta)
@@ -134,8 +185,13 @@ def _collectives(device: pd.DataFrame, host: pd.DataFrame, comm_meta: pd.DataFra
     """
     meta_cols = ["collective", "dtype", "in_nelems", "out_nelems", "group_size", "pg_name", "pg_desc", "seq",
                  "dims_nelems", "input_type"]
-    host_meta = comm_meta[comm_meta["table"] == "host"].drop_duplicates("row").set_index("row")[meta_cols]
-    dev_meta = comm_meta[comm_meta["table"] == "device"].drop_duplicates("row").set_index("row")[meta_cols]
+    # A few rows per collective: plain dicts beat pandas reindexing at this size.
+    by_table: dict[str, dict[int, tuple]] = {"host": {}, "device": {}}
+    if len(comm_meta):
+        for table, row, *vals in zip(comm_meta["table"].tolist(), comm_meta["row"].tolist(),
+                                     *(comm_meta[c].tolist() for c in meta_cols)):
+            by_table[table].setdefault(row, tuple(vals))
+    host_meta, dev_meta = by_table["host"], by_table["device"]
     names = host["name"].to_numpy(dtype=object)
     rpc = host["name"].eq("record_param_comms").to_numpy(dtype=bool)
     scope_ann = host["name"].str.startswith("nccl:").to_numpy(dtype=bool)
@@ -145,26 +201,27 @@ def _collectives(device: pd.DataFrame, host: pd.DataFrame, comm_meta: pd.DataFra
     rpc_row = linking.nearest_ancestor(parent, launches, rpc, include_self=False)
     ann_row = linking.nearest_ancestor(parent, launches, scope_ann, include_self=False)
     gloo_rows = np.flatnonzero((host["comm_kind"] == "gloo").to_numpy())
+    kernel_names = device["name"].to_numpy(dtype=object)[comm_rows].tolist()
 
-    own = dev_meta.reindex(comm_rows).reset_index(drop=True)
-    from_rpc = host_meta.reindex(rpc_row).reset_index(drop=True)
-    src = own.where(own["collective"].notna(), from_rpc)
-    src = pd.concat([src, pd.DataFrame(index=range(gloo_rows.size), columns=meta_cols)], ignore_index=True)
-    ann = pd.concat([host_meta.reindex(ann_row), host_meta.reindex(gloo_rows)], ignore_index=True)
-    ann_names = np.concatenate([np.where(ann_row >= 0, names[np.maximum(ann_row, 0)] if len(names) else None, None),
-                                names[gloo_rows]])
-    kernel_names = np.concatenate([device["name"].to_numpy(dtype=object)[comm_rows], np.full(gloo_rows.size, None)])
-    frame = pd.DataFrame({
+    none = (None,) * len(meta_cols)
+    records = []
+    for k, (row, r_row, a_row) in enumerate(zip(comm_rows.tolist(), rpc_row.tolist(), ann_row.tolist())):
+        own = dev_meta.get(row)
+        src = own if own is not None and own[0] is not None else host_meta.get(r_row, none)
+        ann = host_meta.get(a_row, none)
+        records.append(_describe(*src[:8], ann[8], ann[9], names[a_row] if a_row >= 0 else None, kernel_names[k]))
+    for g in gloo_rows.tolist():
+        ann = host_meta.get(g, none)
+        records.append(_describe(*none[:8], ann[8], ann[9], names[g], None))
+    cols = ["op", "dtype", "in_nelems", "out_nelems", "bytes", "group_size", "pg_name", "pg_desc", "seq"]
+    frame = {
         "device_idx": np.concatenate([comm_rows, np.full(gloo_rows.size, -1)]).astype(np.int64),
         "host_idx": np.concatenate([np.where(rpc_row >= 0, rpc_row, ann_row), gloo_rows]).astype(np.int64),
-    })
-    records = [_describe(*row) for row in zip(
-        src["collective"].tolist(), src["dtype"].tolist(), src["in_nelems"].tolist(), src["out_nelems"].tolist(),
-        src["group_size"].tolist(), src["pg_name"].tolist(), src["pg_desc"].tolist(), src["seq"].tolist(),
-        ann["dims_nelems"].tolist(), ann["input_type"].tolist(), ann_names.tolist(), kernel_names.tolist())]
-    cols = ["op", "dtype", "in_nelems", "out_nelems", "bytes", "group_size", "pg_name", "pg_desc", "seq"]
-    described = pd.DataFrame.from_records(records, columns=cols) if records else pd.DataFrame(columns=cols)
-    return pd.concat([frame, described], axis=1)
+    }
+    values = list(zip(*records)) if records else [()] * len(cols)
+    for c, v in zip(cols, values):
+        frame[c] = np.array(v, dtype=object)
+    return pd.DataFrame(frame)
 
 
 def _num(v) -> int:
@@ -175,6 +232,7 @@ def _str(v):
     return None if v is None or v != v else v
 
 
+@functools.lru_cache(maxsize=4096)  # a run repeats a handful of distinct collectives thousands of times
 def _describe(coll, dtype, in_n, out_n, group, pg_name, pg_desc, seq, dims, in_type, ann_name, kernel_name):
     coll, dtype, in_type = _str(coll), _str(dtype), _str(in_type)
     op = classify.canonical_op(coll) or classify.canonical_op(ann_name) or classify.kernel_op(kernel_name)
@@ -189,9 +247,19 @@ def _describe(coll, dtype, in_n, out_n, group, pg_name, pg_desc, seq, dims, in_t
 def _typed(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
     """Exactly the contract's columns, in order, with the contract's dtypes (-1 for missing ints)."""
     out = {}
+    n = len(frame)
     for c, t in columns.items():
-        col = frame[c].reset_index(drop=True) if c in frame.columns else pd.Series([None] * len(frame), dtype=object)
-        if t == "int64" and col.dtype != np.int64:
-            col = pd.to_numeric(col, errors="coerce").fillna(-1)
-        out[c] = col.astype(t)
+        if c not in frame.columns:
+            out[c] = np.full(n, -1, dtype=np.int64) if t == "int64" else pd.Series([None] * n, dtype=t).array
+            continue
+        col = frame[c]
+        if t == "int64":
+            if col.dtype != np.int64:
+                col = pd.to_numeric(col, errors="coerce").fillna(-1).astype(np.int64)
+            out[c] = col.to_numpy()
+        elif t == "category":
+            out[c] = col.array if isinstance(col.dtype, pd.CategoricalDtype) else \
+                pd.Categorical(col.to_numpy(dtype=object))
+        else:
+            out[c] = col.astype(t).array
     return pd.DataFrame(out)

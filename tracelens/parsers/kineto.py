@@ -264,7 +264,7 @@ _get_args, _get_cat, _get_ts, _get_dur = (attrgetter(a) for a in ("args", "cat",
 _get_name, _get_pid, _get_tid = (attrgetter(a) for a in ("name", "pid", "tid"))
 
 
-def parse(path: Path, comm_rules=()) -> RankTrace:
+def parse(path: Path, comm_rules=(), step_pattern: str | None = None) -> RankTrace:
     """Parse one Kineto trace file into a RankTrace."""
     # Hundreds of thousands of short-lived objects are built here; the cyclic GC would rescan them
     # repeatedly (a third of the parse time on a 54 MB trace) and none of them form cycles.
@@ -273,14 +273,14 @@ def parse(path: Path, comm_rules=()) -> RankTrace:
     try:
         meta = RunMeta(source=str(path), format="kineto", bytes=path.stat().st_size)
         # The decoded events die when _tables returns, before the model is assembled (peak memory).
-        tables = _tables(path, meta)
+        tables = _tables(path, meta, step_pattern)
         return assemble.build(meta, *tables, comm_rules)
     finally:
         if enabled:
             gc.enable()
 
 
-def _tables(path: Path, meta: RunMeta):
+def _tables(path: Path, meta: RunMeta, step_pattern: str | None = None):
     raw = read_bytes(path)
     doc = decode(raw, str(path))
     events = doc.traceEvents
@@ -316,7 +316,7 @@ def _tables(path: Path, meta: RunMeta):
     del xs, events, doc
     device, dev_args = _device_table(dev_events, cats[dev_rows], start[dev_rows], end[dev_rows])
     host, host_args = _host_table(host_events, cats[host_rows], start[host_rows], end[host_rows])
-    steps = _steps(host)
+    steps = assemble.steps_from_host(host, step_pattern)
     dev_comm = [i for i, a in enumerate(dev_args) if a.collective is not None]
     host_comm = np.flatnonzero(host["name"].eq("record_param_comms").to_numpy() | host[
         "name"].str.startswith(("nccl:", "gloo:")).to_numpy()).tolist()
@@ -474,19 +474,3 @@ def _thread_names(events: list) -> pd.DataFrame:
     frame = pd.DataFrame({"pid": _ints(list(pid)), "tid": _ints(list(tid)), "name": list(name)})
     # A thread can be named twice (python, then pt_gloo_runloop): the last name wins.
     return frame.drop_duplicates(["pid", "tid"], keep="last").reset_index(drop=True)
-
-
-_STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
-
-
-def _steps(host: pd.DataFrame) -> pd.DataFrame:
-    is_step = host["name"].str.startswith("ProfilerStep#", na=False).to_numpy()
-    sel = host.loc[is_step, ["name", "start_ns", "end_ns"]]
-    nums = sel["name"].str.extract(_STEP_NAME)[0]
-    ok = nums.notna().to_numpy()
-    steps = pd.DataFrame({
-        "step": nums[ok].astype("int64").to_numpy(),
-        "start_ns": sel["start_ns"].to_numpy()[ok],
-        "end_ns": sel["end_ns"].to_numpy()[ok],
-    })
-    return steps.sort_values("start_ns", kind="stable").drop_duplicates("step").reset_index(drop=True)

@@ -1,0 +1,96 @@
+"""nsys benchmark: tracelens parse+report of an export vs. sqlite3 merely reading the same rows.
+
+Both run in the same warm process (imports excluded: the baseline needs none), several times; the
+medians and their ratio are printed. The target is a ratio of at most 2.
+
+    python bench/bench_nsys.py [EXPORT.sqlite ...] [--runs N] [--synthetic-steps N]
+
+Without arguments: the largest corpus export plus a generated export (wfbp_100 scenario, many steps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sqlite3
+import sys
+import tempfile
+import time
+import urllib.parse
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ROOT.parent / "shared/corpus/nsys/nsys-ai/mfu_2gpu_before.sqlite"
+
+# The rows tracelens reads, as plain SELECTs (columns present in every table these exports carry).
+BASELINE = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": "SELECT start, end, deviceId, contextId, streamId, correlationId, globalPid, "
+                                  "demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY": "SELECT start, end, deviceId, contextId, streamId, correlationId, globalPid, bytes, "
+                                  "copyKind, srcKind, dstKind FROM CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET": "SELECT start, end, deviceId, contextId, streamId, correlationId, globalPid, bytes, "
+                                  "memKind FROM CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": "SELECT start, end, deviceId, contextId, streamId, correlationId, "
+                                           "globalPid FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    "CUPTI_ACTIVITY_KIND_RUNTIME": "SELECT start, end, globalTid, correlationId, nameId, eventClass "
+                                   "FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+    "NVTX_EVENTS": "SELECT start, end, globalTid, text, textId, domainId FROM NVTX_EVENTS",
+    "StringIds": "SELECT id, value FROM StringIds",
+    "ThreadNames": "SELECT globalTid, nameId FROM ThreadNames",
+}
+
+
+def read_rows(path: Path) -> int:
+    con = sqlite3.connect("file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro", uri=True)
+    tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    n = sum(len(con.execute(sql).fetchall()) for t, sql in BASELINE.items() if t in tables)
+    con.close()
+    return n
+
+
+def tracelens_report(path: Path) -> None:
+    import tracelens
+    from tracelens.renderers import render
+
+    render(tracelens.analyze(tracelens.load(str(path))), "json")
+
+
+def median_time(fn, path: Path, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn(path)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("exports", nargs="*", type=Path)
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--synthetic-steps", type=int, default=400)
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from tracelens import synth
+
+    paths = list(args.exports)
+    tmp = tempfile.TemporaryDirectory()
+    if not paths:
+        if DEFAULT.exists():
+            paths.append(DEFAULT)
+        sc = replace(synth.SCENARIOS["wfbp_100"], steps=args.synthetic_steps, ranks=1)
+        paths += synth.write_nsys(sc, Path(tmp.name) / f"wfbp_100_x{args.synthetic_steps}")
+    tracelens_report(paths[0])  # imports and page cache, not counted
+    for path in paths:
+        rows = read_rows(path)
+        base = median_time(read_rows, path, args.runs)
+        ours = median_time(tracelens_report, path, args.runs)
+        print(f"{path.name}: {path.stat().st_size / 1e6:.1f} MB, {rows:,} rows; sqlite3 read {base * 1e3:.1f} ms, "
+              f"tracelens parse+report {ours * 1e3:.1f} ms; ratio {ours / base:.2f} (median of {args.runs})")
+    tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,500 @@
+"""Nsight Systems SQLite exports (and ``.nsys-rep`` reports through ``nsys export``) -> RankTraces.
+
+Every process that ran GPU work is one rank. Tables and columns are feature-detected (exports from 2021
+to 2026 differ, see the shared reference ``nsys-sqlite.md``); joins that need both sides run inside
+SQLite, and string ids are resolved once per distinct id, never per row. Times are stored as integer
+ns on the capture clock; ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` (when present) anchors them to the
+Unix epoch like Kineto's times.
+
+The export is opened read-only (``mode=ro`` URI), so a report never modifies a user's file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import urllib.parse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import union_categoricals
+
+from ..errors import InputError
+from ..model import RankTrace, RunMeta, empty_frame, THREAD_COLUMNS
+from . import assemble
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+NVTX = "NVTX_EVENTS"
+
+# Fallback copies of the CUDA enums (2.9.1 and older exports ship no ENUM_* tables); nsys-sqlite.md §7.
+COPY_KIND = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+             8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "HtoD", 12: "DtoH", 13: "DtoD"}
+MEM_KIND = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
+            6: "Managed Static", 7: "Unknown"}
+# Sync rows are named after the API call that produced them (syncType numbering changed across
+# releases, gotcha 2), using Kineto's cuda_sync names so analyzers see one vocabulary.
+SYNC_NAMES = {
+    "cudaStreamSynchronize": "Stream Sync", "cuStreamSynchronize": "Stream Sync",
+    "cudaDeviceSynchronize": "Context Sync", "cuCtxSynchronize": "Context Sync",
+    "cudaEventSynchronize": "Event Sync", "cuEventSynchronize": "Event Sync",
+    "cudaStreamWaitEvent": "Stream Wait Event", "cuStreamWaitEvent": "Stream Wait Event",
+    "cudaEventQuery": "Event Query", "cuEventQuery": "Event Query",
+    "cudaStreamQuery": "Stream Query", "cuStreamQuery": "Stream Query",
+}
+NO_ID = 0xFFFFFFFF                      # streamId/eventId "not applicable"
+_API_SUFFIX = re.compile(r"_v\d+$")
+# torch's NVTX ranges (emit_nvtx / --pytorch=autograd-nvtx) append ", seq = N, op_id = N, sizes = [...]";
+# dropping it gives Kineto's name for the same op ("aten::mm, seq = 3, op_id = 77" -> "aten::mm").
+_TORCH_SUFFIX_RE2 = r"(?s), (?:seq|op_id|sizes|input_op_ids) = .*$"
+_RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+RANK_ENV = ("RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
+# NCCL's own NVTX ranges, recognised by name when the domain-create rows were cut from the file.
+NCCL_RANGES = re.compile(r"^nccl[A-Z]\w*$")
+
+
+class _Db:
+    """A read-only connection with feature detection."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+        try:
+            self.con = sqlite3.connect(uri, uri=True)
+            self.tables = {n for (n,) in self.con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"not a readable SQLite database ({exc})", path=str(path)) from None
+        self._cols: dict[str, set[str]] = {}
+
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def columns(self, table: str) -> set[str]:
+        if table not in self._cols:
+            self._cols[table] = {r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')} \
+                if table in self.tables else set()
+        return self._cols[table]
+
+    def col(self, table: str, name: str, default: str = "-1", alias: str = "") -> str:
+        """A select expression for a column that may be missing or NULL."""
+        expr = f'coalesce("{name}", {default})' if name in self.columns(table) else default
+        return f'{expr} AS "{alias or name}"'
+
+    def rows(self, sql: str, params=()) -> list[tuple]:
+        try:
+            try:
+                return self.con.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "decode" not in str(exc):
+                    raise
+                # Windows exports can hold latin-1 user names (gotcha 7): replace, never crash. Only this
+                # query pays for decoding in Python.
+                self.con.text_factory = lambda b: b.decode("utf-8", "replace")
+                try:
+                    return self.con.execute(sql, params).fetchall()
+                finally:
+                    self.con.text_factory = str
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"cannot read the export ({exc})", path=str(self.path)) from None
+
+    def ints(self, sql: str, ncols: int) -> np.ndarray:
+        rows = self.rows(sql)
+        return np.array(rows, dtype=np.int64).reshape(len(rows), ncols)
+
+    def pairs(self, table: str) -> list[tuple[str, str]]:
+        if not self.has(table) or not {"name", "value"} <= self.columns(table):
+            return []
+        return [(str(n), "" if v is None else str(v)) for n, v in self.rows(f'SELECT name, value FROM "{table}"')]
+
+
+# --------------------------------------------------------------------------------------------- .nsys-rep
+
+def nsys_executable() -> str | None:
+    return os.environ.get("TRACELENS_NSYS") or shutil.which("nsys")
+
+
+def cached_export(report: Path) -> Path:
+    """The SQLite export of a ``.nsys-rep``, made once with ``nsys export`` and reused while it is newer.
+
+    The export goes next to the report (what ``nsys`` itself does) or, where that folder is not
+    writable, into ``$XDG_CACHE_HOME/tracelens/nsys``.
+    """
+    sibling = report.with_suffix(".sqlite")
+    cache_dir = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tracelens" / "nsys"
+    st = report.stat()
+    keyed = cache_dir / f"{report.stem}-{st.st_size:x}-{int(st.st_mtime_ns):x}.sqlite"
+    for candidate in (sibling, keyed):
+        if candidate.is_file() and candidate.stat().st_mtime_ns >= st.st_mtime_ns:
+            return candidate
+    exe = nsys_executable()
+    if not exe:
+        raise InputError("converting a .nsys-rep needs Nsight Systems: install it (so that `nsys` is on PATH, or "
+                         "set TRACELENS_NSYS=/path/to/nsys) or pass the exported .sqlite instead", path=str(report))
+    target = sibling if os.access(report.parent, os.W_OK) else keyed
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp.sqlite")
+    cmd = [exe, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(tmp), str(report)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+    except OSError as exc:
+        raise InputError(f"cannot run {exe}: {exc.strerror or exc}", path=str(report)) from None
+    if proc.returncode != 0 or not tmp.is_file():
+        tmp.unlink(missing_ok=True)
+        last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
+        raise InputError(f"`nsys export` failed (exit {proc.returncode}): {last}", path=str(report))
+    os.replace(tmp, target)  # atomic: a concurrent report never reads a half-written export
+    return target
+
+
+# --------------------------------------------------------------------------------------------- parsing
+
+def parse(path: Path, comm_rules=(), step_pattern: str | None = None) -> list[RankTrace]:
+    """One RankTrace per process of the export that ran GPU work."""
+    source = path
+    if path.suffix.lower() in (".nsys-rep", ".qdrep"):
+        path = cached_export(path)
+    db = _Db(path)
+    if not db.has(KERNEL):
+        raise InputError(f"no {KERNEL} table: not an Nsight Systems export with CUDA kernels "
+                         "(profile with `nsys profile -t cuda,nvtx`)", path=str(source))
+    notes = _export_notes(db)
+    strings = _strings(db)
+    device = _device_rows(db, strings)
+    host = _host_rows(db, strings)
+    threads = _thread_rows(db, strings)
+    base = _base_ns(db)
+    procs = sorted(set(device["proc"].unique().tolist()))
+    if not procs:
+        raise InputError("the export has no GPU activity (the kernel table is empty)", path=str(source))
+    host_procs = set(host["proc"].unique().tolist())
+    if len(procs) == 1 and procs[0] not in host_procs and len(host_procs) == 1:
+        # Exports without globalPid (synthetic or trimmed): the only host process owns the GPU rows.
+        device["proc"] = next(iter(host_procs))
+        procs = [next(iter(host_procs))]
+    ranks = _ranks(db, procs, source)
+    traces = []
+    for proc in procs:
+        meta = RunMeta(source=str(source), format="nsys", bytes=source.stat().st_size)
+        meta.base_ns = base
+        rank, rule = ranks[proc]
+        if rank is not None:
+            meta.rank, meta.rank_rule = rank, rule
+        meta.world_size = len(procs) if len(procs) > 1 else None
+        meta.device_names = _device_names(db)
+        for code, message, count in notes:
+            meta.warnings.add(code, message, count)
+        if "globalPid" not in db.columns(KERNEL):
+            meta.warnings.add("nsys-no-process-column", "the kernel table has no globalPid column; all GPU rows "
+                              "were given to one process", 1)
+        dev = _device_frame(device[device["proc"] == proc], base, meta)
+        hst = host[host["proc"] == proc].reset_index(drop=True)
+        hst = hst.assign(start_ns=hst["start_ns"] + base, end_ns=hst["end_ns"] + base).drop(columns=["proc"])
+        thr = threads[threads["proc"] == proc].drop(columns=["proc"]).reset_index(drop=True)
+        steps = assemble.steps_from_host(hst, step_pattern)
+        traces.append(assemble.build(meta, dev, hst, steps, thr, assemble.empty_comm_meta(), comm_rules))
+    return traces
+
+
+def _export_notes(db: _Db) -> list[tuple[str, str, int]]:
+    notes = []
+    for table, code, why in ((RUNTIME, "nsys-no-runtime", "device work cannot be linked to its launch"),
+                             (NVTX, "nsys-no-nvtx", "no step ranges or op names (profile with -t cuda,nvtx)"),
+                             (MEMCPY, "nsys-no-memcpy", "no copies captured"),
+                             (SYNC, "nsys-no-sync", "no GPU-side sync records")):
+        if not db.has(table):
+            notes.append((code, f"the export has no {table} table: {why}", 1))
+    if db.has(RUNTIME) and "eventClass" not in db.columns(RUNTIME):
+        notes.append(("nsys-no-event-class", "RUNTIME has no eventClass column: backtrace duplicates cannot be "
+                      "told apart", 1))
+    diag = 0
+    if db.has("DIAGNOSTIC_EVENT") and "severity" in db.columns("DIAGNOSTIC_EVENT"):
+        diag = db.rows("SELECT count(*) FROM DIAGNOSTIC_EVENT WHERE severity >= 2")[0][0]
+    if diag:
+        notes.append(("nsys-diagnostics", "the capture recorded warnings or errors (DIAGNOSTIC_EVENT)", int(diag)))
+    return notes
+
+
+def _strings(db: _Db) -> dict[int, str]:
+    if not db.has("StringIds"):
+        return {}
+    return {int(i): ("" if v is None else str(v)) for i, v in db.rows("SELECT id, value FROM StringIds")}
+
+
+def _named(ids: np.ndarray, strings: dict[int, str], clean=None) -> pd.Categorical:
+    """String-id codes -> categorical names, each distinct id looked up (and cleaned) once."""
+    uniq, inv = np.unique(ids, return_inverse=True)
+    names = [strings.get(int(i), f"<string {int(i)}>") for i in uniq]
+    if clean is not None:
+        names = [clean(n) for n in names]
+    cats, remap = np.unique(np.array(names or [""], dtype=object), return_inverse=True)
+    codes = remap[inv] if ids.size else np.empty(0, dtype=np.int64)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype="str"), validate=False)
+
+
+def api_name(name: str) -> str:
+    """``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel``."""
+    return _API_SUFFIX.sub("", name)
+
+
+def _device_rows(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
+    """Kernels, copies, sets and syncs of every process, with the process key in ``proc``."""
+    parts = []
+    lane = lambda t: ", ".join([db.col(t, "start"), db.col(t, "end"), db.col(t, "deviceId", "0"),  # noqa: E731
+                                db.col(t, "contextId", "0"), db.col(t, "streamId"), db.col(t, "correlationId"),
+                                f'{db.col(t, "globalPid", "0")}'])
+    cols = ["start", "end", "device", "context", "stream", "correlation", "gpid"]
+
+    k = db.ints(f"SELECT {lane(KERNEL)}, {db.col(KERNEL, 'demangledName', db_short(db))} FROM {KERNEL}", 8)
+    frame = _columns(k[:, :7], cols)
+    frame["kind"], frame["name"] = _const("compute", len(k)), _named(k[:, 7], strings)
+    frame["bytes"], frame["cross_device"] = np.full(len(k), -1, np.int64), np.zeros(len(k), bool)
+    parts.append(frame)
+
+    if db.has(MEMCPY):
+        m = db.ints(f"SELECT {lane(MEMCPY)}, {db.col(MEMCPY, 'bytes')}, {db.col(MEMCPY, 'copyKind', '0')}, "
+                    f"{db.col(MEMCPY, 'srcKind', '7')}, {db.col(MEMCPY, 'dstKind', '7')}, "
+                    f"{db.col(MEMCPY, 'srcDeviceId')}, {db.col(MEMCPY, 'dstDeviceId')} FROM {MEMCPY}", 13)
+        frame = _columns(m[:, :7], cols)
+        frame["kind"] = _const("memcpy", len(m))
+        frame["name"] = pd.Categorical([f"Memcpy {COPY_KIND.get(c, 'Unknown')} ({MEM_KIND.get(s, 'Unknown')} -> "
+                         f"{MEM_KIND.get(d, 'Unknown')})" for c, s, d in m[:, 8:11].tolist()])
+        frame["bytes"] = m[:, 7]
+        frame["cross_device"] = (m[:, 8] == 10) | ((m[:, 11] >= 0) & (m[:, 12] >= 0) & (m[:, 11] != m[:, 12]))
+        parts.append(frame)
+    if db.has(MEMSET):
+        s = db.ints(f"SELECT {lane(MEMSET)}, {db.col(MEMSET, 'bytes')}, {db.col(MEMSET, 'memKind', '2')} "
+                    f"FROM {MEMSET}", 9)
+        frame = _columns(s[:, :7], cols)
+        frame["kind"] = _const("memset", len(s))
+        frame["name"] = pd.Categorical([f"Memset ({MEM_KIND.get(k_, 'Unknown')})" for k_ in s[:, 8].tolist()])
+        frame["bytes"], frame["cross_device"] = s[:, 7], np.zeros(len(s), bool)
+        parts.append(frame)
+    if db.has(SYNC):
+        parts.append(_sync_rows(db, strings, cols))
+    out = _stack(parts)
+    out["proc"] = out.pop("gpid") >> 24
+    return pd.DataFrame(out)
+
+
+def _columns(block: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
+    return {c: block[:, i] for i, c in enumerate(names)}
+
+
+def _const(value: str, n: int) -> pd.Categorical:
+    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([value], dtype="str"))
+
+
+def _stack(parts: list[dict]) -> dict:
+    """Concatenate column dicts; categoricals are unioned (no per-row string conversion)."""
+    out = {}
+    for c in parts[0]:
+        vals = [p[c] for p in parts]
+        if isinstance(vals[0], pd.Categorical):
+            vals = [v if v.categories.dtype == "str" else pd.Categorical.from_codes(
+                v.codes, categories=pd.Index([str(x) for x in v.categories], dtype="str")) for v in vals]
+            out[c] = union_categoricals(vals) if len(vals) > 1 else vals[0]
+        else:
+            out[c] = np.concatenate([np.asarray(v) for v in vals])
+    return out
+
+
+def db_short(db: _Db) -> str:
+    """Fallback for exports without ``demangledName``: the short name id, else -1."""
+    return '"shortName"' if "shortName" in db.columns(KERNEL) else "-1"
+
+
+def _sync_rows(db: _Db, strings: dict[int, str], cols: list[str]) -> pd.DataFrame:
+    y = SYNC
+    rt = db.columns(RUNTIME)
+    join = ""
+    api = "-1"
+    if db.has(RUNTIME) and {"correlationId", "nameId"} <= rt:
+        same_proc = "AND (r.globalTid >> 24) = (y.globalPid >> 24)" if \
+            "globalTid" in rt and "globalPid" in db.columns(y) else ""
+        cls = "AND r.eventClass IN (0, 1)" if "eventClass" in rt else ""
+        join = f"LEFT JOIN {RUNTIME} r ON r.correlationId = y.correlationId {same_proc} {cls}"
+        api = "coalesce(r.nameId, -1)"
+    sel = ", ".join(f'coalesce(y."{c}", {d})' if c in db.columns(y) else d for c, d in (
+        ("start", "-1"), ("end", "-1"), ("deviceId", "0"), ("contextId", "0"), ("streamId", "-1"),
+        ("correlationId", "-1"), ("globalPid", "0")))
+    rows = db.ints(f"SELECT {sel}, {api} FROM {y} y {join} GROUP BY y.rowid", 8)
+    frame = _columns(rows[:, :7], cols)
+    frame["stream"] = np.where(frame["stream"] == NO_ID, -1, frame["stream"])
+    frame["kind"] = _const("sync", len(rows))
+    frame["name"] = pd.Categorical([SYNC_NAMES.get(api_name(strings.get(i, "")), "Unknown Sync") if i >= 0 else "Unknown Sync"
+                     for i in rows[:, 7].tolist()])
+    frame["bytes"], frame["cross_device"] = np.full(len(rows), -1, np.int64), np.zeros(len(rows), bool)
+    return frame
+
+
+def _device_frame(rows: pd.DataFrame, base: int, meta: RunMeta) -> pd.DataFrame:
+    """One process's device rows in the parser contract; contexts folded into the stream key when needed."""
+    rows = rows.reset_index(drop=True)
+    stream = rows["stream"].to_numpy()
+    ctx_per_dev = rows.loc[rows["kind"] != "sync"].groupby("device")["context"].nunique()
+    if (ctx_per_dev > 1).any():
+        # Stream ids are unique per context only: keep lanes apart by putting the context in the high bits.
+        stream = np.where(stream >= 0, (rows["context"].to_numpy() << 32) | stream, stream)
+        meta.warnings.add("nsys-multiple-contexts", "a device had several CUDA contexts; stream ids carry the "
+                          "context in their upper 32 bits", int((ctx_per_dev > 1).sum()))
+    bad = (rows["end"] < rows["start"]).to_numpy()
+    meta.warnings.add("negative-duration", "events with a negative duration were clamped to 0", int(bad.sum()))
+    start = rows["start"].to_numpy() + base
+    return pd.DataFrame({
+        "device": rows["device"].to_numpy(),
+        "stream": stream,
+        "kind": rows["kind"].array,
+        "name": rows["name"].array,
+        "start_ns": start,
+        "end_ns": np.maximum(rows["end"].to_numpy() + base, start),
+        "correlation": rows["correlation"].to_numpy(),
+        "bytes": rows["bytes"].to_numpy(),
+        "cross_device": rows["cross_device"].to_numpy(dtype=bool),
+    })
+
+
+def _host_rows(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
+    """Runtime/driver API calls and NVTX ranges, as host rows with the process key in ``proc``."""
+    parts = []
+    if db.has(RUNTIME):
+        r = RUNTIME
+        where = "WHERE eventClass IN (0, 1)" if "eventClass" in db.columns(r) else ""
+        a = db.ints(f"SELECT {db.col(r, 'start')}, {db.col(r, 'end')}, {db.col(r, 'globalTid', '0')}, "
+                    f"{db.col(r, 'correlationId')}, {db.col(r, 'nameId')}, {db.col(r, 'eventClass', '0')} "
+                    f"FROM {r} {where}", 6)
+        names = _named(a[:, 4], strings, api_name)
+        driver = (a[:, 5] == 1) | np.isin(names.codes, [i for i, n in enumerate(names.categories)
+                                                        if re.match(r"cu[A-Z]", n)])
+        parts.append({
+            "gtid": a[:, 2], "cat": pd.Categorical.from_codes(
+                driver.astype(np.int8), categories=pd.Index(["cuda_runtime", "cuda_driver"], dtype="str")),
+            "name": names, "start_ns": a[:, 0], "end_ns": np.maximum(a[:, 1], a[:, 0]), "correlation": a[:, 3]})
+    if db.has(NVTX) and {"start", "end", "eventType"} <= db.columns(NVTX):
+        n = NVTX
+        text = 'n."text"' if "text" in db.columns(n) else "NULL"
+        join, by_id = "", "NULL"
+        if "textId" in db.columns(n) and db.has("StringIds"):
+            join, by_id = 'LEFT JOIN StringIds s ON s.id = n."textId"', "s.value"
+        tid = 'coalesce(n."globalTid", 0)' if "globalTid" in db.columns(n) else "0"
+        dom = 'coalesce(n."domainId", 0)' if "domainId" in db.columns(n) else "0"
+        rows = db.rows(f'SELECT n."start", n."end", {tid}, coalesce({text}, {by_id}, \'\'), {dom} FROM {n} n {join} '
+                       f'WHERE n."eventType" IN (59, 60) AND n."end" IS NOT NULL AND n."end" >= n."start"')
+        if rows:
+            start, end, gtid, name, domain = zip(*rows)
+            nccl_domains = _nccl_domains(db)
+            raw = pd.Series(name, dtype="str")
+            clean = raw.str.replace(_TORCH_SUFFIX_RE2, "", regex=True)  # vectorised (arrow) over 10^5 ranges
+            torch_op = (raw.str.len() != clean.str.len()).to_numpy(dtype=bool)
+            dom_arr = np.array(domain, dtype=np.int64)
+            is_nccl = np.isin(dom_arr, list(nccl_domains)) if nccl_domains else np.zeros(len(rows), bool)
+            parts.append({
+                "gtid": np.array(gtid, dtype=np.int64),
+                "cat": pd.Categorical.from_codes((torch_op & ~is_nccl).astype(np.int8), categories=pd.Index(
+                    ["user_annotation", "cpu_op"], dtype="str")),
+                "name": pd.Categorical(clean), "start_ns": np.array(start, dtype=np.int64),
+                "end_ns": np.array(end, dtype=np.int64), "correlation": np.full(len(rows), -1, np.int64)})
+    if not parts:
+        return pd.DataFrame({"proc": pd.Series([], dtype="int64"), "pid": pd.Series([], dtype="int64"),
+                             "tid": pd.Series([], dtype="int64"), "cat": pd.Series([], dtype=object),
+                             "name": pd.Series([], dtype=object), "start_ns": pd.Series([], dtype="int64"),
+                             "end_ns": pd.Series([], dtype="int64"), "correlation": pd.Series([], dtype="int64"),
+                             "external_id": pd.Series([], dtype="int64")})
+    cols = _stack(parts)
+    gtid = cols.pop("gtid")
+    host = pd.DataFrame({"proc": gtid >> 24, "pid": (gtid >> 24) & 0xFFFFFF, "tid": gtid & 0xFFFFFF, **cols})
+    host["external_id"] = -1
+    return host
+
+
+def _nccl_domains(db: _Db) -> set[int]:
+    """NVTX domain ids created with the name NCCL (eventType 75 rows; absent from trimmed files)."""
+    if not {"domainId", "text"} <= db.columns(NVTX):
+        return set()
+    return {int(d) for (d,) in db.rows(f'SELECT DISTINCT "domainId" FROM {NVTX} WHERE "eventType" = 75 '
+                                       f'AND "text" = \'NCCL\' AND "domainId" IS NOT NULL')}
+
+
+def _thread_rows(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
+    if not db.has("ThreadNames") or not {"globalTid", "nameId"} <= db.columns("ThreadNames"):
+        frame = empty_frame(THREAD_COLUMNS)
+        frame.insert(0, "proc", pd.Series([], dtype="int64"))
+        return frame
+    rows = db.ints('SELECT coalesce("globalTid", 0), coalesce("nameId", -1) FROM ThreadNames', 2)
+    frame = pd.DataFrame({"proc": rows[:, 0] >> 24, "pid": (rows[:, 0] >> 24) & 0xFFFFFF,
+                          "tid": rows[:, 0] & 0xFFFFFF,
+                          "name": [strings.get(i, "") for i in rows[:, 1].tolist()]})
+    return frame.drop_duplicates(["pid", "tid"], keep="last").reset_index(drop=True)
+
+
+def _base_ns(db: _Db) -> int:
+    t = "TARGET_INFO_SESSION_START_TIME"
+    if db.has(t) and "utcEpochNs" in db.columns(t):
+        row = db.rows(f'SELECT "utcEpochNs" FROM {t} LIMIT 1')
+        if row and isinstance(row[0][0], int):
+            return int(row[0][0])
+    return 0
+
+
+def _device_names(db: _Db) -> list[str]:
+    t = "TARGET_INFO_GPU"
+    if db.has(t) and "name" in db.columns(t):
+        return [str(n) for (n,) in db.rows(f'SELECT DISTINCT "name" FROM {t} WHERE "name" IS NOT NULL')]
+    return []
+
+
+def _process_env(db: _Db) -> list[tuple[int, dict[str, str]]]:
+    """(pid, environment) of each launched process recorded in META_DATA_CAPTURE (pid 0 = unknown)."""
+    procs: dict[str, dict] = {}
+    for name, value in db.pairs("META_DATA_CAPTURE"):
+        m = re.match(r"^(PROCESS_\d+):(PID|ENVIRONMENT_VARIABLE)$", name)
+        if not m:
+            continue
+        entry = procs.setdefault(m.group(1), {"pid": 0, "env": {}})
+        if m.group(2) == "PID":
+            entry["pid"] = int(value) if value.isdigit() else 0
+        elif "=" in value:
+            k, v = value.split("=", 1)
+            entry["env"][k] = v.strip('"')
+    out = [(e["pid"], e["env"]) for e in procs.values()]
+    for name, value in db.pairs("TARGET_INFO_SYSTEM_ENV"):
+        if name == "DeviceEnvironment":
+            env = dict(kv.split("=", 1) for kv in value.split(";") if "=" in kv)
+            out.append((0, env))
+    return out
+
+
+def _rank_from_env(env: dict[str, str]) -> int | None:
+    for key in RANK_ENV:
+        v = env.get(key, "")
+        if v.isdigit():
+            return int(v)
+    return None
+
+
+def _ranks(db: _Db, procs: list[int], source: Path) -> dict[int, tuple[int | None, str]]:
+    """Rank per process: recorded environment, then the file name, else None (numbered by order later)."""
+    envs = _process_env(db)
+    out: dict[int, tuple[int | None, str]] = {}
+    for proc in procs:
+        pid = proc & 0xFFFFFF
+        by_pid = [e for p, e in envs if p == pid and pid]
+        anon = [e for p, e in envs if not p]
+        rank = None
+        if by_pid:
+            rank = _rank_from_env(by_pid[0])
+        elif len(procs) == 1:
+            found = [r for r in (_rank_from_env(e) for e in anon) if r is not None]
+            rank = found[0] if found else None
+        if rank is not None:
+            out[proc] = (rank, "environment")
+            continue
+        m = _RANK_IN_NAME.search(source.name)
+        out[proc] = (int(m.group(1)), "file name") if m and len(procs) == 1 else (None, "order")
+    return out
