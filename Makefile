@@ -25,6 +25,8 @@ bench: $(STAMP)
 samples: $(STAMP)
 	for s in wfbp_100 one_bucket compute_bound_8 serialized legacy_wfbp straggler; do \
 		$(BIN)/python -m tracelens.synth $$s sample_traces/$$s; done
+	$(BIN)/python -c "from tracelens import synth; synth.write_nsys(synth.SCENARIOS['wfbp_100'], \
+		'sample_traces/nsys_wfbp_100', per_rank=False)"
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis
