@@ -25,6 +25,15 @@ COMM_META_COLUMNS = {"table": "object", "row": "int64", "collective": "object", 
                      "pg_desc": "object", "seq": "int64", "dims_nelems": "int64", "input_type": "object"}
 
 
+_RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+
+
+def rank_in_file_name(name: str) -> int | None:
+    """The rank a file name states (``rank3``, ``rank-3``, ``worker_3``, ``%q{RANK}`` outputs), if any."""
+    m = _RANK_IN_NAME.search(name)
+    return int(m.group(1)) if m else None
+
+
 def empty_comm_meta() -> pd.DataFrame:
     """The collective-metadata table of a parser that found none (see :func:`build`)."""
     return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in COMM_META_COLUMNS.items()})

@@ -137,7 +137,6 @@ _LEGACY_CAT = {"operator": "cpu_op", "user": "user_annotation", "runtime": "cuda
                "memcpy": "gpu_memcpy", "memset": "gpu_memset", "gpu_user_annotation": "gpu_user_annotation"}
 DEVICE_CATS = {"kernel": "compute", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_sync": "sync"}
 HOST_CATS = {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "xpu_runtime", "privateuse1_runtime"}
-_RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 _STREAM_IN_TID = re.compile(r"(\d+)")
 _F53 = float(2**43)  # below this a float µs value still resolves single nanoseconds (ulp < 1 ns)
 
@@ -391,11 +390,8 @@ def _comm_meta(args: list, wanted: list, table: str) -> pd.DataFrame:
                      a.dtype, -1 if a.group_size is None else int(a.group_size),
                      None if pg is None else str(pg), a.pg_desc, seq,
                      _dims_nelems(a.input_dims), _first_type(a.input_type)))
-    cols = ["table", "row", "collective", "in_nelems", "out_nelems", "dtype", "group_size", "pg_name",
-            "pg_desc", "seq", "dims_nelems", "input_type"]
-    return pd.DataFrame(rows, columns=cols).astype(
-        {"row": "int64", "in_nelems": "int64", "out_nelems": "int64", "group_size": "int64", "seq": "int64",
-         "dims_nelems": "int64"})
+    columns = assemble.COMM_META_COLUMNS
+    return pd.DataFrame(rows, columns=list(columns)).astype({c: t for c, t in columns.items() if t == "int64"})
 
 
 def _fill_meta(doc: Document, meta: RunMeta, path: Path) -> None:
@@ -404,9 +400,9 @@ def _fill_meta(doc: Document, meta: RunMeta, path: Path) -> None:
     if rank >= 0:
         meta.rank, meta.rank_rule = int(rank), "distributedInfo"
     else:
-        m = _RANK_IN_NAME.search(path.name)
-        if m:
-            meta.rank, meta.rank_rule = int(m.group(1)), "file name"
+        from_name = assemble.rank_in_file_name(path.name)
+        if from_name is not None:
+            meta.rank, meta.rank_rule = from_name, "file name"
     if info is not None:
         ws = _to_int([info.world_size])[0]
         meta.world_size = int(ws) if ws > 0 else None

@@ -54,10 +54,7 @@ _API_SUFFIX = re.compile(r"_v\d+$")
 # torch's NVTX ranges (emit_nvtx / --pytorch=autograd-nvtx) append ", seq = N, op_id = N, sizes = [...]";
 # dropping it gives Kineto's name for the same op ("aten::mm, seq = 3, op_id = 77" -> "aten::mm").
 _TORCH_SUFFIX_RE2 = r"(?s), (?:seq|op_id|sizes|input_op_ids) = .*$"
-_RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 RANK_ENV = ("RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
-# NCCL's own NVTX ranges, recognised by name when the domain-create rows were cut from the file.
-NCCL_RANGES = re.compile(r"^nccl[A-Z]\w*$")
 
 
 class _Db:
@@ -179,15 +176,16 @@ def parse(path: Path, comm_rules=(), step_pattern: str | None = None) -> list[Ra
         device["proc"] = next(iter(host_procs))
         procs = [next(iter(host_procs))]
     ranks = _ranks(db, procs, source)
+    size, device_names = source.stat().st_size, _device_names(db)
     traces = []
     for proc in procs:
-        meta = RunMeta(source=str(source), format="nsys", bytes=source.stat().st_size)
+        meta = RunMeta(source=str(source), format="nsys", bytes=size)
         meta.base_ns = base
         rank, rule = ranks[proc]
         if rank is not None:
             meta.rank, meta.rank_rule = rank, rule
         meta.world_size = len(procs) if len(procs) > 1 else None
-        meta.device_names = _device_names(db)
+        meta.device_names = device_names
         for code, message, count in notes:
             meta.warnings.add(code, message, count)
         if "globalPid" not in db.columns(KERNEL):
@@ -383,42 +381,27 @@ def _host_rows(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
         if "textId" in db.columns(n) and db.has("StringIds"):
             join, by_id = 'LEFT JOIN StringIds s ON s.id = n."textId"', "s.value"
         tid = 'coalesce(n."globalTid", 0)' if "globalTid" in db.columns(n) else "0"
-        dom = 'coalesce(n."domainId", 0)' if "domainId" in db.columns(n) else "0"
-        rows = db.rows(f'SELECT n."start", n."end", {tid}, coalesce({text}, {by_id}, \'\'), {dom} FROM {n} n {join} '
+        rows = db.rows(f'SELECT n."start", n."end", {tid}, coalesce({text}, {by_id}, \'\') FROM {n} n {join} '
                        f'WHERE n."eventType" IN (59, 60) AND n."end" IS NOT NULL AND n."end" >= n."start"')
         if rows:
-            start, end, gtid, name, domain = zip(*rows)
-            nccl_domains = _nccl_domains(db)
+            start, end, gtid, name = zip(*rows)
             raw = pd.Series(name, dtype="str")
             clean = raw.str.replace(_TORCH_SUFFIX_RE2, "", regex=True)  # vectorised (arrow) over 10^5 ranges
             torch_op = (raw.str.len() != clean.str.len()).to_numpy(dtype=bool)
-            dom_arr = np.array(domain, dtype=np.int64)
-            is_nccl = np.isin(dom_arr, list(nccl_domains)) if nccl_domains else np.zeros(len(rows), bool)
             parts.append({
                 "gtid": np.array(gtid, dtype=np.int64),
-                "cat": pd.Categorical.from_codes((torch_op & ~is_nccl).astype(np.int8), categories=pd.Index(
+                "cat": pd.Categorical.from_codes(torch_op.astype(np.int8), categories=pd.Index(
                     ["user_annotation", "cpu_op"], dtype="str")),
                 "name": pd.Categorical(clean), "start_ns": np.array(start, dtype=np.int64),
                 "end_ns": np.array(end, dtype=np.int64), "correlation": np.full(len(rows), -1, np.int64)})
     if not parts:
-        return pd.DataFrame({"proc": pd.Series([], dtype="int64"), "pid": pd.Series([], dtype="int64"),
-                             "tid": pd.Series([], dtype="int64"), "cat": pd.Series([], dtype=object),
-                             "name": pd.Series([], dtype=object), "start_ns": pd.Series([], dtype="int64"),
-                             "end_ns": pd.Series([], dtype="int64"), "correlation": pd.Series([], dtype="int64"),
-                             "external_id": pd.Series([], dtype="int64")})
+        return empty_frame({"proc": "int64", "pid": "int64", "tid": "int64", "cat": "category", "name": "category",
+                            "start_ns": "int64", "end_ns": "int64", "correlation": "int64", "external_id": "int64"})
     cols = _stack(parts)
     gtid = cols.pop("gtid")
     host = pd.DataFrame({"proc": gtid >> 24, "pid": (gtid >> 24) & 0xFFFFFF, "tid": gtid & 0xFFFFFF, **cols})
     host["external_id"] = -1
     return host
-
-
-def _nccl_domains(db: _Db) -> set[int]:
-    """NVTX domain ids created with the name NCCL (eventType 75 rows; absent from trimmed files)."""
-    if not {"domainId", "text"} <= db.columns(NVTX):
-        return set()
-    return {int(d) for (d,) in db.rows(f'SELECT DISTINCT "domainId" FROM {NVTX} WHERE "eventType" = 75 '
-                                       f'AND "text" = \'NCCL\' AND "domainId" IS NOT NULL')}
 
 
 def _thread_rows(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
@@ -495,6 +478,6 @@ def _ranks(db: _Db, procs: list[int], source: Path) -> dict[int, tuple[int | Non
         if rank is not None:
             out[proc] = (rank, "environment")
             continue
-        m = _RANK_IN_NAME.search(source.name)
-        out[proc] = (int(m.group(1)), "file name") if m and len(procs) == 1 else (None, "order")
+        from_name = assemble.rank_in_file_name(source.name)
+        out[proc] = (from_name, "file name") if from_name is not None and len(procs) == 1 else (None, "order")
     return out
