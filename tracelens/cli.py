@@ -65,19 +65,23 @@ def cli() -> None:
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--top", type=click.IntRange(0), default=10, show_default=True,
               help="How many of the most exposed collectives to list (text/markdown).")
+@click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
+              help="Change a diagnosis threshold, e.g. two_phase_min_tail=0.7 (repeatable; names and defaults "
+                   "in docs/metrics.md).")
 @input_options
-def report(paths, fmt, output, force, top, comm_patterns, step_nvtx) -> None:
-    """Report overlap per rank and step for trace files, directories or globs.
+def report(paths, fmt, output, force, top, thresholds, comm_patterns, step_nvtx) -> None:
+    """Report overlap per rank and step, with diagnoses, for trace files, directories or globs.
 
     Example:
 
         tracelens report runs/ddp_bs32/ --format markdown -o summary.md
     """
-    from .analyzers import analyze
+    from .analyzers import Thresholds, analyze
     from .renderers import render
 
+    limits = Thresholds().with_overrides(thresholds)   # checked before the (slow) parse
     traces = _progress_loader(paths, comm_patterns, step_nvtx)
-    rep = analyze(traces)
+    rep = analyze(traces, limits)
     to_terminal = output in (None, "-") and sys.stdout.isatty()
     width = click.get_terminal_size()[0] if to_terminal else 160
     _write(render(rep, fmt, color=to_terminal, width=max(width, 100), top=top), output, force)

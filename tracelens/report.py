@@ -15,6 +15,21 @@ from ._version import __version__
 SCHEMA = "tracelens.report/1"
 
 
+class PatternEvidence(msgspec.Struct, kw_only=True):
+    """The features the overlap-pattern rule decided on (docs/metrics.md, "Overlap pattern")."""
+
+    comm_kernels: int                      # comm activities (GPU) or gloo collectives (CPU) starting in the step
+    bursts: int                            # runs of communication separated by compute
+    started_during_compute: int            # comm activities starting before the compute phase ended
+    compute_start_ns: Optional[int]        # first compute in the step (absolute ns)
+    compute_phase_end_ns: Optional[int]    # where the step's final stretch of exposed communication begins
+    first_comm_ns: Optional[int]           # start of the first comm activity (absolute ns)
+    first_comm_offset: Optional[float]     # (first comm - compute start) / (compute phase length)
+    tail_ns: int                           # comm time at or after the compute phase end
+    tail_fraction: Optional[float]         # tail_ns / comm_ns
+    op: Optional[str] = None               # the most frequent collective of the step
+
+
 class StepMetrics(msgspec.Struct, kw_only=True):
     step: Optional[int]
     start_ns: int
@@ -28,6 +43,8 @@ class StepMetrics(msgspec.Struct, kw_only=True):
     overlap_pct: Optional[float]
     exposed_comm_fraction: Optional[float]
     complete: bool = True
+    pattern: Optional[str] = None          # sawtooth | two-phase | serialized | partial | no-comm
+    pattern_evidence: Optional[PatternEvidence] = None
 
 
 class Totals(msgspec.Struct, kw_only=True):
@@ -50,6 +67,7 @@ class RankResult(msgspec.Struct, kw_only=True):
     source: str
     steps: list[StepMetrics]
     totals: Totals
+    pattern: Optional[str] = None          # the majority of the steps' patterns
 
 
 class Summary(msgspec.Struct, kw_only=True):
@@ -60,6 +78,7 @@ class Summary(msgspec.Struct, kw_only=True):
     worst_rank: Optional[int]
     comm_ns: int = 0
     exposed_comm_ns: int = 0
+    pattern: Optional[str] = None          # the majority of the ranks' patterns
 
 
 class Collective(msgspec.Struct, kw_only=True):
@@ -71,6 +90,22 @@ class Collective(msgspec.Struct, kw_only=True):
     start_ns: int
     duration_ns: int
     exposed_ns: int
+
+
+class Diagnosis(msgspec.Struct, kw_only=True):
+    """One finding for one rank and step: a verdict, why it was given, and what to try."""
+
+    id: str                                # overlap-pattern | sync-stall | launch-order
+    severity: str                          # info | warning | critical
+    rank: int
+    step: Optional[int]
+    title: str                             # the verdict in one line
+    detail: str                            # the evidence in one sentence
+    advice: str = ""                       # what to try
+    evidence: dict = msgspec.field(default_factory=dict)
+
+
+SEVERITIES = ("info", "warning", "critical")
 
 
 class InputFile(msgspec.Struct, kw_only=True):
@@ -100,7 +135,7 @@ class Report(msgspec.Struct, kw_only=True):
     ranks: list[RankResult]
     summary: Summary
     collectives: list[Collective]
-    diagnoses: list[dict] = msgspec.field(default_factory=list)
+    diagnoses: list[Diagnosis] = msgspec.field(default_factory=list)
     warnings: list[WarningEntry] = msgspec.field(default_factory=list)
 
     def to_json(self, indent: int = 2) -> bytes:

@@ -26,6 +26,9 @@ BASE_NS = 1_767_225_600_000_000_000   # 2026-01-01T00:00:00Z, a quarter start li
 LEGACY_EPOCH_NS = 1_669_783_687_000_000_000
 COMPUTE_STREAM, COMM_STREAM = 7, 13
 HOST_SLOT = 10 * US   # host time per launch (room for the nested ops around it)
+LAUNCH_LATENCY = 5 * US   # explicit-launch scenarios: a kernel starts at least this long after its launch
+SYNC_RETURN = 2 * US      # a synchronize call returns this long after the device drained
+ITEM_BYTES = 4
 EXPECTED_FILE = "metrics.expected"
 
 
@@ -44,6 +47,18 @@ class Scenario:
     first_step: int = 2
     era: str = "modern"                     # "modern": relative float µs + base; "legacy": epoch integer µs
     bucket_bytes: int = 25 * 2**20
+    # Diagnosis scenarios (host launches modelled one by one, see _explicit_step):
+    item_after_bucket: int = -1             # .item() after launching this bucket's backward kernel
+    item_idle_ns: int = 0                   # host work between the sync's return and the next launch
+    wgrad_ns: int = 0                       # a weight-gradient kernel after each bucket's backward kernel
+    launch_issue: str = ""                  # "queued": all-reduce launched before wgrad, starts after it;
+                                            # "late": all-reduce launched late_ns after wgrad started
+    late_ns: int = 0
+    env: dict = field(default_factory=dict)  # process environment an nsys export records (META_DATA_CAPTURE)
+
+    @property
+    def explicit(self) -> bool:
+        return self.item_after_bucket >= 0 or self.wgrad_ns > 0
 
     def offset(self, rank: int) -> int:
         return self.clock_offsets_ns[rank % len(self.clock_offsets_ns)]
@@ -66,6 +81,15 @@ SCENARIOS = {
     # A slower rank (straggler) with a clock offset: per-rank metrics must not depend on the offset.
     "straggler": Scenario("straggler", [(2 * MS, 1 * MS)] * 6, ranks=4,
                           clock_offsets_ns=[0, 250_001, -99_999, 1_000_003], rank_slowdown=[1.0, 1.0, 1.0, 1.3]),
+    # .item() after the 4th backward kernel: the host blocks until the compute stream drains, then spends
+    # 400 µs before launching again, while the previous bucket's all-reduce was in flight.
+    "item_mid_backward": Scenario("item_mid_backward", [(1 * MS, 600 * US)] * 8, item_after_bucket=3,
+                                  item_idle_ns=400 * US),
+    # Exposed all-reduce queued behind a weight-gradient GEMM launched after it (hardware queues).
+    "queued_comm": Scenario("queued_comm", [(1 * MS, 800 * US)] * 4, wgrad_ns=1500 * US, launch_issue="queued"),
+    # All-reduce launched 1 ms after the weight-gradient GEMM it could have overlapped had started.
+    "late_comm": Scenario("late_comm", [(1 * MS, 800 * US)] * 4, wgrad_ns=1500 * US, launch_issue="late",
+                          late_ns=1 * MS),
 }
 
 
@@ -76,6 +100,23 @@ class _Kernel:
     start: int
     end: int
     comm: bool = False
+    launch: int = -1                        # host launch time; -1: assigned in device order by _timeline
+    memcpy: bool = False                    # the device-to-pageable copy of an .item()
+
+
+@dataclass
+class _Sync:
+    """``aten::item`` → ``aten::_local_scalar_dense`` → cudaMemcpyAsync + cudaStreamSynchronize."""
+
+    copy: _Kernel
+    start: int                              # cudaStreamSynchronize call
+    end: int
+
+
+def _comm_name(sc: Scenario) -> str:
+    if sc.era == "legacy":
+        return "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
+    return "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 
 
 def _step_kernels(sc: Scenario, rank: int, t0: int) -> list[_Kernel]:
@@ -91,9 +132,7 @@ def _step_kernels(sc: Scenario, rank: int, t0: int) -> list[_Kernel]:
         c = int(c * slow)
         out.append(_Kernel(f"void bwd_gemm_kernel_{i}<float>(float const*, float*)", COMPUTE_STREAM, t, t + c))
         t += c
-        name = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
-        if sc.era == "legacy":
-            name = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
+        name = _comm_name(sc)
         if sc.comm_on_compute_stream:
             out.append(_Kernel(name, COMPUTE_STREAM, t, t + m, comm=True))
             t += m
@@ -108,51 +147,126 @@ def _step_kernels(sc: Scenario, rank: int, t0: int) -> list[_Kernel]:
     return out
 
 
+def _explicit_step(sc: Scenario, rank: int, h: int) -> tuple[list[_Kernel], list[_Sync], int]:
+    """One step with every launch modelled: a kernel starts at max(launch + latency, its stream free, its
+    inputs ready). Returns the kernels, the syncs and the host span end. ``h`` is the span start."""
+    slow = sc.slowdown(rank)
+    free = {COMPUTE_STREAM: 0, COMM_STREAM: 0}
+    kernels: list[_Kernel] = []
+    syncs: list[_Sync] = []
+    host = h + HOST_SLOT
+
+    def run(name, stream, dur, launch, ready=0, **kw) -> _Kernel:
+        start = max(launch + LAUNCH_LATENCY, free[stream], ready)
+        k = _Kernel(name, stream, start, start + dur, launch=launch, **kw)
+        free[stream] = k.end
+        kernels.append(k)
+        return k
+
+    def launch_at(t: int) -> int:
+        nonlocal host
+        host = max(host, t)
+        at, host = host, host + HOST_SLOT
+        return at
+
+    for i, d in enumerate(sc.forward_ns):
+        run(f"void fwd_gemm_kernel_{i}<float>(float const*, float*)", COMPUTE_STREAM, int(d * slow), launch_at(0))
+    comm_ends = []
+    for i, (c, m) in enumerate(sc.buckets):
+        b = run(f"void bwd_gemm_kernel_{i}<float>(float const*, float*)", COMPUTE_STREAM, int(c * slow),
+                launch_at(0))
+        if i == sc.item_after_bucket:
+            copy = run("Memcpy DtoH (Device -> Pageable)", COMPUTE_STREAM, 2 * US, launch_at(0), memcpy=True)
+            start = launch_at(0)
+            end = max(start + 1 * US, copy.end + SYNC_RETURN)
+            syncs.append(_Sync(copy, start, end))
+            host = end + sc.item_idle_ns
+        wgrad = f"void wgrad_gemm_kernel_{i}<float>(float const*, float*)"
+        if sc.wgrad_ns and sc.launch_issue == "queued":
+            at = launch_at(0)                                      # launched first ...
+            w = run(wgrad, COMPUTE_STREAM, int(sc.wgrad_ns * slow), launch_at(0))
+            comm_ends.append(run(_comm_name(sc), COMM_STREAM, m, at, ready=w.end, comm=True).end)  # ... starts after
+        elif sc.wgrad_ns and sc.launch_issue == "late":
+            w = run(wgrad, COMPUTE_STREAM, int(sc.wgrad_ns * slow), launch_at(0))
+            comm_ends.append(run(_comm_name(sc), COMM_STREAM, m, launch_at(w.start + sc.late_ns), ready=b.end,
+                                 comm=True).end)
+        else:
+            comm_ends.append(run(_comm_name(sc), COMM_STREAM, m, launch_at(0), ready=b.end, comm=True).end)
+            if sc.wgrad_ns:
+                run(wgrad, COMPUTE_STREAM, int(sc.wgrad_ns * slow), launch_at(0))
+    if sc.optimizer_ns:
+        run("void multi_tensor_apply_kernel<sgd>(float*)", COMPUTE_STREAM, sc.optimizer_ns, launch_at(0),
+            ready=max(comm_ends, default=0))
+    return kernels, syncs, host + HOST_SLOT
+
+
 def _timeline(sc: Scenario, rank: int):
-    """Yield (step, host span start, host span end, kernels) with times relative to the rank's clock zero."""
+    """Yield (step, host span start, host span end, kernels, syncs) relative to the rank's clock zero.
+
+    Every kernel carries its launch time. The classic scenarios launch everything before the GPU starts,
+    in device order; the diagnosis scenarios model each launch (:func:`_explicit_step`).
+    """
     t = 1 * MS
     for k in range(sc.steps):
-        n = len(sc.forward_ns) + 2 * len(sc.buckets) + (1 if sc.optimizer_ns else 0)
-        lag = (n + 2) * HOST_SLOT            # the host launches everything before the GPU starts
-        kernels = _step_kernels(sc, rank, t + lag)
-        yield sc.first_step + k, t, t + lag + HOST_SLOT, kernels
+        if sc.explicit:
+            kernels, syncs, span_end = _explicit_step(sc, rank, t)
+        else:
+            n = len(sc.forward_ns) + 2 * len(sc.buckets) + (1 if sc.optimizer_ns else 0)
+            lag = (n + 2) * HOST_SLOT            # the host launches everything before the GPU starts
+            kernels, syncs, span_end = _step_kernels(sc, rank, t + lag), [], t + lag + HOST_SLOT
+            for i, kr in enumerate(sorted(kernels, key=lambda kr: kr.start)):
+                kr.launch = t + (i + 1) * HOST_SLOT
+        yield sc.first_step + k, t, span_end, kernels, syncs
         t = max(kr.end for kr in kernels) + sc.step_gap_ns
+
+
+def _pairwise(a: list[_Kernel], b: list[_Kernel]) -> int:
+    return sum(max(0, min(x.end, y.end) - max(x.start, y.start)) for x in a for y in b)
 
 
 def expected(sc: Scenario) -> dict[int, list[dict]]:
     """Per rank, per step: the exact metrics, by arithmetic on the timing model.
 
-    Compute kernels are back to back on one stream, so compute is the sum of their durations and the
-    overlap of a comm kernel is its intersection with [first compute start, last backward end) plus its
-    intersection with the optimizer kernel (zero: the optimizer waits for all comm).
+    Compute kernels (and copies) share one stream and comm kernels another, so within each group no two
+    overlap: a group's busy time is the sum of durations and the overlap of two groups is the sum of their
+    pairwise intersections — no interval algebra involved.
     """
     truth: dict[int, list[dict]] = {}
     for rank in range(sc.ranks):
         rows = []
-        for step, span_start, span_end, kernels in _timeline(sc, rank):
-            comp = [k for k in kernels if not k.comm]
+        for step, span_start, span_end, kernels, _ in _timeline(sc, rank):
+            comp = [k for k in kernels if not k.comm and not k.memcpy]
             comm = [k for k in kernels if k.comm]
+            copies = [k for k in kernels if k.memcpy]
             compute_ns = sum(k.end - k.start for k in comp)
             comm_ns = sum(k.end - k.start for k in comm)
-            bwd_end = max(k.end for k in comp if "bwd" in k.name)
-            c0 = min(k.start for k in comp)
-            opt = [k for k in comp if "multi_tensor" in k.name]
-            overlap = 0
-            for k in comm:
-                overlap += max(0, min(k.end, bwd_end) - max(k.start, c0))
-                for o in opt:
-                    overlap += max(0, min(k.end, o.end) - max(k.start, o.start))
-            if sc.comm_on_compute_stream:
-                overlap = 0
+            overlap = _pairwise(comm, comp)
+            copy_ns = sum(k.end - k.start for k in copies)
+            busy = compute_ns + comm_ns + copy_ns - overlap - _pairwise(copies, comm)
             end = max(span_end, max(k.end for k in kernels))
             duration = end - span_start
             origin = _origin(sc, rank)
             rows.append(dict(step=step, start_ns=origin + span_start, end_ns=origin + end, duration_ns=duration,
                              compute_ns=compute_ns, comm_ns=comm_ns, overlap_ns=overlap,
-                             exposed_comm_ns=comm_ns - overlap,
-                             idle_ns=duration - (compute_ns + comm_ns - overlap)))
+                             exposed_comm_ns=comm_ns - overlap, idle_ns=duration - busy))
         truth[rank] = rows
     return truth
+
+
+def sync_truth(sc: Scenario) -> dict[int, list[dict]]:
+    """Per rank, per .item() sync: step, CPU blocked time, and device idle from the drain to the next kernel."""
+    out: dict[int, list[dict]] = {}
+    for rank in range(sc.ranks):
+        rows = []
+        for step, _, _, kernels, syncs in _timeline(sc, rank):
+            for y in syncs:
+                drained = max(k.end for k in kernels if k.start < y.end)
+                nxt = min(k.start for k in kernels if k.start >= y.end)
+                rows.append(dict(step=step, blocked_ns=y.end - y.start, idle_after_ns=nxt - max(drained, y.start),
+                                 comm_in_flight_ns=_pairwise([k for k in kernels if k.comm],
+                                                             [_Kernel("", 0, y.start, y.end)])))
+        out[rank] = rows
+    return out
 
 
 def _origin(sc: Scenario, rank: int) -> int:
@@ -184,13 +298,26 @@ def trace_dict(sc: Scenario, rank: int) -> dict:
                        "dur": _dur(sc, dur), "args": args})
 
     nelems = sc.bucket_bytes // 4
-    for step, span_start, span_end, kernels in _timeline(sc, rank):
+    for step, span_start, span_end, kernels, syncs in _timeline(sc, rank):
         x("user_annotation", f"ProfilerStep#{step}", span_start, span_end - span_start)
-        for i, k in enumerate(sorted(kernels, key=lambda k: k.start)):
+        sync_of = {id(y.copy): y for y in syncs}
+        for k in sorted(kernels, key=lambda k: k.launch):
             corr += 1
             ext += 1
-            launch = span_start + (i + 1) * HOST_SLOT
+            launch = k.launch
             kargs = {"device": rank, "stream": k.stream, "correlation": corr, "External id": ext}
+            if k.memcpy:
+                y = sync_of[id(k)]
+                x("cpu_op", "aten::item", launch - 3 * US, y.end + 2 * US - (launch - 3 * US), **{"External id": ext})
+                x("cpu_op", "aten::_local_scalar_dense", launch - 2 * US, y.end + 1 * US - (launch - 2 * US))
+                x("cuda_runtime", "cudaMemcpyAsync", launch, 1 * US, correlation=corr, **{"External id": ext})
+                x("gpu_memcpy", k.name, k.start, k.end - k.start, p=rank, t=k.stream, bytes=ITEM_BYTES, **kargs)
+                corr += 1
+                x("cuda_runtime", "cudaStreamSynchronize", y.start, y.end - y.start, correlation=corr)
+                if sc.era == "modern":
+                    x("cuda_sync", "Stream Sync", k.end, SYNC_RETURN, p=rank, t=k.stream, device=rank,
+                      stream=k.stream, correlation=corr, cuda_sync_kind="Stream Sync")
+                continue
             if k.comm:
                 x("cpu_op", "c10d::allreduce_", launch - 4 * US, 9 * US, **{"External id": ext})
                 rpc = {"External id": ext}
@@ -264,6 +391,18 @@ NSYS_SCHEMA = {  # real table and column names (shared reference nsys-sqlite.md,
     "META_DATA_EXPORT": "name TEXT NOT NULL, value TEXT",
     "META_DATA_CAPTURE": "name TEXT NOT NULL, value TEXT",
 }
+# Created only when a scenario has copies or syncs (exports without them lack the tables).
+NSYS_OPTIONAL = {
+    "CUPTI_ACTIVITY_KIND_MEMCPY": "start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL, "
+                                  "contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, "
+                                  "globalPid INTEGER, bytes INTEGER NOT NULL, copyKind INTEGER NOT NULL, "
+                                  "srcKind INTEGER, dstKind INTEGER",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": "start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL, "
+                                           "contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, "
+                                           "eventId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, "
+                                           "syncType INTEGER NOT NULL",
+}
+NO_EVENT = 0xFFFFFFFF
 NVTX_PUSH_POP, NVTX_DOMAIN_CREATE = 59, 75
 VM = 1 << 48                             # hardware 0, VM 1: the globalPid prefix of the Linux samples
 
@@ -317,18 +456,34 @@ def write_nsys(sc: Scenario, out_dir: str | Path, per_rank: bool = True) -> list
             con.execute("INSERT INTO PROCESSES VALUES (?, ?, 'python3')", (gpid, pid))
             con.execute("INSERT INTO ThreadNames VALUES (?, 50, ?)", (sid("python3"), gtid))
             con.execute("INSERT INTO TARGET_INFO_GPU VALUES (1, ?, 'NVIDIA H100 80GB HBM3', '', ?)", (rank, rank))
-            if not per_rank:
-                con.executemany("INSERT INTO META_DATA_CAPTURE VALUES (?, ?)", [
-                    (f"PROCESS_{n}:PID", str(pid)), (f"PROCESS_{n}:ENVIRONMENT_VARIABLE", f'RANK="{rank}"'),
-                    (f"PROCESS_{n}:ENVIRONMENT_VARIABLE", f'WORLD_SIZE="{sc.ranks}"')])
+            env = dict(sc.env, **({} if per_rank else {"RANK": str(rank), "WORLD_SIZE": str(sc.ranks)}))
+            if env:
+                con.executemany("INSERT INTO META_DATA_CAPTURE VALUES (?, ?)", [(f"PROCESS_{n}:PID", str(pid))] + [
+                    (f"PROCESS_{n}:ENVIRONMENT_VARIABLE", f'{k}="{v}"') for k, v in env.items()])
             corr = op_id = 0
-            kernels, runtime, ranges = [], [], []
-            for step, span_start, span_end, ks in _timeline(sc, rank):
+            kernels, runtime, ranges, copies, waits = [], [], [], [], []
+            for step, span_start, span_end, ks, syncs in _timeline(sc, rank):
                 ranges.append((shift + span_start, shift + span_end, f"ProfilerStep#{step}", None, 0))
-                for i, k in enumerate(sorted(ks, key=lambda k: k.start)):
+                sync_of = {id(y.copy): y for y in syncs}
+                for k in sorted(ks, key=lambda k: k.launch):
                     corr += 1
                     op_id += 1
-                    launch = shift + span_start + (i + 1) * HOST_SLOT
+                    launch = shift + k.launch
+                    if k.memcpy:
+                        y = sync_of[id(k)]
+                        end = shift + y.end
+                        ranges.append((launch - 3 * US, end + 2 * US, f"aten::item, seq = {op_id}, op_id = {op_id}",
+                                       None, 0))
+                        ranges.append((launch - 2 * US, end + 1 * US, f"aten::_local_scalar_dense, op_id = {op_id}",
+                                       None, 0))
+                        runtime.append((launch, launch + 1 * US, 0, gtid, corr, sid("cudaMemcpyAsync_v3020"), 0, 0))
+                        copies.append((shift + k.start, shift + k.end, rank, 1, k.stream, corr, gpid, ITEM_BYTES,
+                                       2, 2, 0))           # DtoH, Device -> Pageable
+                        corr += 1
+                        runtime.append((shift + y.start, end, 0, gtid, corr, sid("cudaStreamSynchronize_v3020"), 0, 0))
+                        waits.append((shift + k.end, shift + k.end + SYNC_RETURN, rank, 1, k.stream, NO_EVENT, corr,
+                                      gpid, 3))
+                        continue
                     if k.comm:
                         # torch's range (a registered string), then NCCL's own API range in its domain.
                         ranges.append((launch - 3 * US, launch + 4 * US, None, sid(f"nccl:all_reduce, op_id = {op_id}"), 0))
@@ -339,6 +494,11 @@ def write_nsys(sc: Scenario, out_dir: str | Path, per_rank: bool = True) -> list
                     kernels.append((shift + k.start, shift + k.end, rank, 1, k.stream, corr, gpid, sid(k.name),
                                     sid(_short(k.name)), 1, 1, 1, 128, 1, 1))
             con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({','.join('?' * 15)})", kernels)
+            if copies or waits:
+                for table in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"):
+                    con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({NSYS_OPTIONAL[table]})")
+                con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES ({','.join('?' * 11)})", copies)
+                con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_SYNCHRONIZATION VALUES ({','.join('?' * 9)})", waits)
             con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES ({','.join('?' * 8)})", runtime)
             con.executemany("INSERT INTO NVTX_EVENTS (start, end, eventType, text, textId, globalTid, domainId) "
                             "VALUES (?, ?, 59, ?, ?, ?, ?)",

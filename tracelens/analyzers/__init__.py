@@ -5,12 +5,16 @@ from __future__ import annotations
 from ..model import RankTrace
 from ..report import (Collective, InputFile, RankResult, Report, StepMetrics, Summary, Totals, WarningEntry,
                       ratio)
-from . import overlap
+from . import launch_order, overlap, pattern, syncs
+from .thresholds import Thresholds
+
+__all__ = ["analyze", "Thresholds"]
 
 
-def analyze(traces: list[RankTrace]) -> Report:
-    """Compute the overlap report for a run (one RankTrace per rank)."""
-    inputs, ranks, collectives, warnings = [], [], [], []
+def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Report:
+    """Compute the overlap report and the diagnoses for a run (one RankTrace per rank)."""
+    th = thresholds or Thresholds()
+    inputs, ranks, collectives, warnings, diagnoses = [], [], [], [], []
     for t in traces:
         notes: list[tuple[str, str, int]] = []
 
@@ -22,11 +26,21 @@ def analyze(traces: list[RankTrace]) -> Report:
         windows = overlap.step_windows(t, sets, warn)
         frame = overlap.step_metrics(sets, windows)
         steps = [_step(row) for row in frame.itertuples(index=False)]
+        exp = overlap.collective_exposure(t, sets)
+        shapes = pattern.step_patterns(sets, windows, [s.overlap_pct for s in steps], exp, th)
+        for st, (verdict, evidence) in zip(steps, shapes):
+            st.pattern, st.pattern_evidence = verdict, evidence
+            found = pattern.diagnose(t.meta.rank, st.step, verdict, evidence, st, sets.mode, th)
+            if found is not None:
+                diagnoses.append(found)
+        if sets.mode == "gpu":
+            durations = windows.end - windows.start
+            diagnoses += syncs.analyze(t, sets.device, sets.busy, sets.comm, windows, durations, th)
+            diagnoses += launch_order.analyze(t, sets.device, exp, windows, durations, th)
         ranks.append(RankResult(
             rank=t.meta.rank, world_size=t.meta.world_size, device=sets.device,
             device_name=_device_name(t, sets.device), mode=sets.mode, source=t.meta.source,
-            steps=steps, totals=_totals(steps)))
-        exp = overlap.collective_exposure(t, sets)
+            steps=steps, totals=_totals(steps), pattern=pattern.majority([s.pattern for s in steps])))
         collectives += [
             Collective(rank=t.meta.rank, step=None if step < 0 else step, name=str(name),
                        op=op if isinstance(op, str) else None, bytes=None if size < 0 else size,
@@ -38,7 +52,10 @@ def analyze(traces: list[RankTrace]) -> Report:
         warnings += [WarningEntry(code=w.code, rank=t.meta.rank, count=w.count, message=w.message)
                      for w in t.meta.warnings]
         warnings += [WarningEntry(code=c, rank=t.meta.rank, count=n, message=m) for c, m, n in notes]
-    return Report(inputs=inputs, ranks=ranks, summary=_summary(ranks), collectives=collectives, warnings=warnings)
+    order = {"overlap-pattern": 0, "sync-stall": 1, "launch-order": 2}
+    diagnoses.sort(key=lambda d: (d.rank, -1 if d.step is None else d.step, order.get(d.id, 9)))
+    return Report(inputs=inputs, ranks=ranks, summary=_summary(ranks), collectives=collectives, warnings=warnings,
+                  diagnoses=diagnoses)
 
 
 def _step(row) -> StepMetrics:
@@ -69,7 +86,8 @@ def _summary(ranks: list[RankResult]) -> Summary:
     step_ids = {s.step for r in ranks for s in r.steps}
     return Summary(ranks=len({r.rank for r in ranks}), steps=len(step_ids),
                    overlap_pct=ratio(overlap_ns, comm, 100.0), exposed_comm_fraction=ratio(exposed, duration),
-                   worst_rank=worst, comm_ns=comm, exposed_comm_ns=exposed)
+                   worst_rank=worst, comm_ns=comm, exposed_comm_ns=exposed,
+                   pattern=pattern.majority([r.pattern for r in ranks if r.pattern]))
 
 
 def _device_name(t: RankTrace, device: int | None) -> str | None:

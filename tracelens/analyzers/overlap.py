@@ -166,15 +166,17 @@ def collective_exposure(trace: RankTrace, sets: Sets) -> pd.DataFrame:
         keep = (ops["device"] == sets.device).to_numpy()
         coll, ops = coll[keep], ops[keep]
         name, step = ops["name"].to_numpy(), ops["step"].to_numpy()
+        rows = coll["device_idx"].to_numpy()
     else:
         coll = coll[coll["device_idx"] < 0]
         ops = trace.host_ops.iloc[coll["host_idx"].to_numpy()]
         name = ops["name"].to_numpy()
         step = _host_step(trace, ops["start_ns"].to_numpy())
+        rows = np.full(len(coll), -1, dtype=np.int64)
     s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
     covered = iv.length_in(sets.compute, s, e)
     return pd.DataFrame({
-        "step": step, "name": name, "op": coll["op"].to_numpy(), "bytes": coll["bytes"].to_numpy(),
+        "step": step, "device_idx": rows, "name": name, "op": coll["op"].to_numpy(), "bytes": coll["bytes"].to_numpy(),
         "start_ns": s, "duration_ns": e - s, "exposed_ns": (e - s) - covered,
     })
 

@@ -136,7 +136,8 @@ class _TimesDoc(msgspec.Struct, gc=False):
 _LEGACY_CAT = {"operator": "cpu_op", "user": "user_annotation", "runtime": "cuda_runtime", "kernel": "kernel",
                "memcpy": "gpu_memcpy", "memset": "gpu_memset", "gpu_user_annotation": "gpu_user_annotation"}
 DEVICE_CATS = {"kernel": "compute", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_sync": "sync"}
-HOST_CATS = {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "xpu_runtime", "privateuse1_runtime"}
+HOST_CATS = {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "xpu_runtime", "privateuse1_runtime",
+             "python_function"}   # with_stack frames: they name the Python line behind a sync
 _STREAM_IN_TID = re.compile(r"(\d+)")
 _F53 = float(2**43)  # below this a float µs value still resolves single nanoseconds (ulp < 1 ns)
 
@@ -296,8 +297,6 @@ def _tables(path: Path, meta: RunMeta, step_pattern: str | None = None):
     codes = remap[codes] if len(xs) else np.empty(0, dtype=np.int64)
     dev_rows = np.flatnonzero(np.isin(cat_names, list(DEVICE_CATS))[codes]).tolist()
     host_rows = np.flatnonzero(np.isin(cat_names, list(HOST_CATS))[codes]).tolist()
-    meta.warnings.add("python-frames-skipped", "python_function events are not kept",
-                      int((cat_names[codes] == "python_function").sum()))
     cats = pd.Categorical.from_codes(codes, categories=pd.Index(cat_names, dtype="str"), validate=False)
 
     start, dur = _event_times(raw, events, xs, meta)

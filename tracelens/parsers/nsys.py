@@ -24,7 +24,7 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from ..errors import InputError
-from ..model import RankTrace, RunMeta, empty_frame, THREAD_COLUMNS
+from ..model import ENV_KEYS, RankTrace, RunMeta, empty_frame, THREAD_COLUMNS
 from . import assemble
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -176,6 +176,7 @@ def parse(path: Path, comm_rules=(), step_pattern: str | None = None) -> list[Ra
         device["proc"] = next(iter(host_procs))
         procs = [next(iter(host_procs))]
     ranks = _ranks(db, procs, source)
+    envs = _process_env(db)
     size, device_names = source.stat().st_size, _device_names(db)
     traces = []
     for proc in procs:
@@ -186,6 +187,7 @@ def parse(path: Path, comm_rules=(), step_pattern: str | None = None) -> list[Ra
             meta.rank, meta.rank_rule = rank, rule
         meta.world_size = len(procs) if len(procs) > 1 else None
         meta.device_names = device_names
+        meta.env = _kept_env(envs, proc, len(procs))
         for code, message, count in notes:
             meta.warnings.add(code, message, count)
         if "globalPid" not in db.columns(KERNEL):
@@ -450,6 +452,17 @@ def _process_env(db: _Db) -> list[tuple[int, dict[str, str]]]:
         if name == "DeviceEnvironment":
             env = dict(kv.split("=", 1) for kv in value.split(";") if "=" in kv)
             out.append((0, env))
+    return out
+
+
+def _kept_env(envs: list[tuple[int, dict[str, str]]], proc: int, n_procs: int) -> dict[str, str]:
+    """The allow-listed settings (ENV_KEYS) recorded for one process; a lone process also takes the
+    environment recorded without a pid."""
+    pid = proc & 0xFFFFFF
+    out: dict[str, str] = {}
+    for p, env in envs:
+        if (pid and p == pid) or (not p and n_procs == 1):
+            out.update({k: env[k] for k in ENV_KEYS if k in env})
     return out
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..report import Collective, Report
+from dataclasses import dataclass
+
+from ..report import SEVERITIES, Collective, Report
 
 
 def ms(ns: int | None) -> str:
@@ -41,18 +43,18 @@ def short(name: str, width: int = 60) -> str:
 
 
 STEP_HEADERS = ("step", "duration ms", "compute ms", "comm ms", "overlap ms", "exposed comm ms", "idle ms",
-                "overlap %", "exposed frac")
+                "overlap %", "exposed frac", "pattern")
 
 
 def step_cells(s) -> list[str]:
     label = step_label(s.step) + ("" if getattr(s, "complete", True) else " (cut)")
     return [label, ms(s.duration_ns), ms(s.compute_ns), ms(s.comm_ns), ms(s.overlap_ns), ms(s.exposed_comm_ns),
-            ms(s.idle_ns), pct(s.overlap_pct), frac(s.exposed_comm_fraction)]
+            ms(s.idle_ns), pct(s.overlap_pct), frac(s.exposed_comm_fraction), s.pattern or ""]
 
 
 def total_cells(t) -> list[str]:
     return ["total", ms(t.duration_ns), ms(t.compute_ns), ms(t.comm_ns), ms(t.overlap_ns), ms(t.exposed_comm_ns),
-            ms(t.idle_ns), pct(t.overlap_pct), frac(t.exposed_comm_fraction)]
+            ms(t.idle_ns), pct(t.overlap_pct), frac(t.exposed_comm_fraction), ""]
 
 
 def rank_title(r) -> str:
@@ -60,3 +62,40 @@ def rank_title(r) -> str:
     name = f" ({r.device_name})" if r.device_name else ""
     world = f"/{r.world_size}" if r.world_size else ""
     return f"rank {r.rank}{world} · {where}{name} · {r.source}"
+
+
+@dataclass
+class Finding:
+    """Diagnoses with the same rank, id and verdict, shown once with the steps they cover."""
+
+    rank: int
+    id: str
+    severity: str
+    title: str
+    steps: list
+    detail: str
+    advice: str
+
+
+def findings(report: Report) -> list[Finding]:
+    """Group the report's diagnoses for display; the most severe member supplies the detail."""
+    groups: dict[tuple, list] = {}
+    for d in report.diagnoses:
+        groups.setdefault((d.rank, d.id, d.title), []).append(d)
+    out = []
+    for (rank, id_, title), ds in groups.items():
+        worst = max(ds, key=lambda d: SEVERITIES.index(d.severity) if d.severity in SEVERITIES else 0)
+        out.append(Finding(rank, id_, worst.severity, title, [d.step for d in ds], worst.detail, worst.advice))
+    return out
+
+
+def steps_label(steps: list) -> str:
+    """``step 3``, ``steps 2–4`` (consecutive) or ``steps 2, 5, 7``; ``whole trace`` without steps."""
+    nums = sorted(s for s in steps if s is not None)
+    if not nums:
+        return "whole trace"
+    if len(nums) == 1:
+        return f"step {nums[0]}"
+    if nums == list(range(nums[0], nums[-1] + 1)):
+        return f"steps {nums[0]}–{nums[-1]}"
+    return "steps " + ", ".join(map(str, nums))

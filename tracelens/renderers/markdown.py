@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from ..report import Report
-from .common import (STEP_HEADERS, frac, most_exposed, ms, pct, rank_title, short, size, step_cells,
-                     step_label, total_cells)
+from .common import (STEP_HEADERS, findings, frac, most_exposed, ms, pct, rank_title, short, size, step_cells,
+                     step_label, steps_label, total_cells)
+
+_ICON = {"info": "ℹ️", "warning": "⚠️", "critical": "🛑"}
 
 
 def _table(headers, rows) -> list[str]:
@@ -18,7 +20,16 @@ def render(report: Report, top: int = 10) -> str:
     out = ["# tracelens overlap report", "",
            f"**{s.ranks} rank(s), {s.steps} step(s)** — overlap {pct(s.overlap_pct)} of communication hidden; "
            f"exposed communication {frac(s.exposed_comm_fraction)} of step time"
-           + (f"; worst rank {s.worst_rank}" if s.worst_rank is not None else "") + ".", ""]
+           + (f"; worst rank {s.worst_rank}" if s.worst_rank is not None else "")
+           + (f"; pattern **{s.pattern}**" if s.pattern else "") + ".", ""]
+    found = findings(report)
+    if found:
+        out += ["## Diagnoses", ""]
+        for f in found:
+            out.append(f"- {_ICON.get(f.severity, '')} **{f.severity}** · rank {f.rank} · {steps_label(f.steps)} · "
+                       f"**{_md(f.title)}**  ")
+            out.append(f"  {_md(f.detail)}" + (f"  \n  *Try:* {_md(f.advice)}" if f.advice else ""))
+        out.append("")
     for r in report.ranks:
         out += [f"## {rank_title(r)}", ""]
         out += _table(STEP_HEADERS, [step_cells(st) for st in r.steps] + [total_cells(r.totals)])
@@ -37,3 +48,10 @@ def render(report: Report, top: int = 10) -> str:
                        for w in report.warnings])
         out.append("")
     return "\n".join(out)
+
+
+def _md(text: str) -> str:
+    """Escape what Markdown would read as emphasis or HTML in names such as ``op<float>*``."""
+    for ch in ("\\", "*", "_", "<", ">", "`", "|"):
+        text = text.replace(ch, "\\" + ch)
+    return text

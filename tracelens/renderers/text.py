@@ -8,8 +8,10 @@ from rich.console import Console
 from rich.table import Table
 
 from ..report import Report
-from .common import (STEP_HEADERS, frac, most_exposed, ms, pct, rank_title, short, size, step_cells,
-                     step_label, total_cells)
+from .common import (STEP_HEADERS, findings, frac, most_exposed, ms, pct, rank_title, short, size, step_cells,
+                     step_label, steps_label, total_cells)
+
+_STYLE = {"info": "cyan", "warning": "yellow", "critical": "bold red"}
 
 
 def render(report: Report, color: bool = False, width: int = 120, top: int = 10) -> str:
@@ -33,10 +35,21 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10)
             table.add_row(str(c.rank), step_label(c.step), c.op or "?", size(c.bytes), ms(c.duration_ns),
                           ms(c.exposed_ns), short(c.name, 50))
         con.print(table)
+    found = findings(report)
+    if found:
+        con.print("[bold]diagnoses[/bold]")
+    for f in found:
+        style = _STYLE.get(f.severity, "")
+        con.print(f"[{style}]{f.severity.upper()}[/{style}] rank {f.rank} · {steps_label(f.steps)} · {f.title}",
+                  markup=True, highlight=False)
+        con.print(f"    {f.detail}", markup=False)
+        if f.advice:
+            con.print(f"    try: {f.advice}", markup=False)
     s = report.summary
     con.print(f"[bold]summary[/bold]: {s.ranks} rank(s), {s.steps} step(s); overlap {pct(s.overlap_pct)} of "
               f"communication hidden; exposed communication {frac(s.exposed_comm_fraction)} of step time"
-              + (f"; worst rank {s.worst_rank}" if s.worst_rank is not None else ""))
+              + (f"; worst rank {s.worst_rank}" if s.worst_rank is not None else "")
+              + (f"; pattern {s.pattern}" if s.pattern else ""))
     for w in report.warnings:
         where = f"rank {w.rank}: " if w.rank is not None else ""
         con.print(f"[yellow]warning[/yellow] {where}{w.code} ×{w.count}: {w.message}")

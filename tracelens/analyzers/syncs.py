@@ -1,0 +1,214 @@
+"""Sync stalls: host calls that wait for the device in the middle of a step.
+
+A synchronizing call (``.item()``/``.cpu()``/``.tolist()`` → ``cudaStreamSynchronize``,
+``torch.cuda.synchronize()`` → ``cudaDeviceSynchronize``, event syncs, synchronous or pageable copies, and
+device sync records that no host call explains) blocks the CPU until the device drains; the device then
+waits for the CPU to launch again, and any collective in flight has to finish first. Per call:
+
+- ``blocked_ns``: the call's duration (the CPU was waiting);
+- ``idle_after_ns``: device idle from when it drained (or the call began, if later) to the next activity
+  after the call returned; 0 when the device was still busy on another stream;
+- ``comm_in_flight_ns``: communication running on the device while the CPU was blocked;
+- ``end_of_step``: nothing was launched after it in its step (a timing or logging sync: info only).
+
+Calls are aggregated per call site (the CPU-op ancestry and the nearest Python frame) and step.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..linking import take
+from ..model import RankTrace
+from ..report import Diagnosis
+from . import intervals as iv
+from .thresholds import Thresholds
+
+_SYNC_CALLS = re.compile(
+    r"^(cuda|hip)(Stream|Device|Event)Synchronize$|^cu(Stream|Ctx|Event)Synchronize$"
+    r"|^(cuda|hip)Memcpy(2D|3D|ToSymbol|FromSymbol|Peer)?$|^(cuda|hip)Memset(2D|3D)?$"
+    r"|^cuMemcpy(DtoH|HtoD|DtoD|Peer)?(_v2)?$|^hipMemcpyWithStream$")
+_ASYNC_COPIES = re.compile(r"^(cuda|hip)Memcpy(2D|3D)?Async$|^cuMemcpy(DtoH|HtoD)Async(_v2)?$")
+_HOST_STALL_SYNCS = ("Stream Sync", "Context Sync", "Event Sync")
+_LAUNCHES = r"Launch|Memcpy|Memset"
+_CHAIN_CATS = ("cpu_op", "user_annotation")
+_MAX_CHAIN = 6
+_SOURCE_FRAME = re.compile(r"\.py\(\d+\)")
+
+
+def stall_calls(trace: RankTrace, device: int) -> pd.DataFrame:
+    """Every host call (or unexplained device sync) that made the host wait, one row each."""
+    host, dev = trace.host_ops, trace.device_ops
+    runtime = host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy()
+    names = host["name"].astype(str)
+    blocking = runtime & names.str.match(_SYNC_CALLS).to_numpy(dtype=bool)
+    # Async copies block the host when they involve pageable memory.
+    on_dev = (dev["device"] == device).to_numpy()
+    pageable = on_dev & (dev["kind"] == "memcpy").to_numpy() & dev["name"].astype(str).str.contains(
+        "Pageable").to_numpy(dtype=bool) & (dev["launch_idx"] >= 0).to_numpy()
+    async_rows = dev["launch_idx"].to_numpy()[pageable]
+    async_rows = async_rows[runtime[async_rows] & names.iloc[async_rows].str.match(_ASYNC_COPIES).to_numpy(bool)]
+    blocking[async_rows] = True
+    rows = np.flatnonzero(blocking)
+    # Device sync records whose host call is not in the trace still mark a stall.
+    orphan = on_dev & (dev["kind"] == "sync").to_numpy() & dev["name"].astype(str).isin(
+        _HOST_STALL_SYNCS).to_numpy() & (dev["launch_idx"] < 0).to_numpy()
+    frame = pd.DataFrame({
+        "host_idx": rows, "call": names.to_numpy()[rows],
+        "start_ns": host["start_ns"].to_numpy()[rows], "end_ns": host["end_ns"].to_numpy()[rows]})
+    if orphan.any():
+        frame = pd.concat([frame, pd.DataFrame({
+            "host_idx": np.full(int(orphan.sum()), -1), "call": dev["name"].astype(str).to_numpy()[orphan],
+            "start_ns": dev["start_ns"].to_numpy()[orphan], "end_ns": dev["end_ns"].to_numpy()[orphan]})],
+            ignore_index=True)
+    return frame.sort_values("start_ns", kind="stable").reset_index(drop=True)
+
+
+def measure(calls: pd.DataFrame, busy: iv.IntervalSet, comm: iv.IntervalSet, launches: np.ndarray,
+            win_start: np.ndarray, win_end: np.ndarray, win_step: np.ndarray) -> pd.DataFrame:
+    """Add step, blocked, idle-after, comm-in-flight and end-of-step columns (vectorised over calls)."""
+    s, e = calls["start_ns"].to_numpy(), calls["end_ns"].to_numpy()
+    w = np.searchsorted(win_start, s, side="right") - 1
+    inside = (w >= 0) & (s < win_end[np.maximum(w, 0)])
+    bs, be = busy
+    i = np.searchsorted(bs, e, side="right") - 1            # the last busy interval starting by the return
+    has_prev = i >= 0
+    still_busy = has_prev & (be[np.maximum(i, 0)] > e)
+    drained = np.where(has_prev, be[np.maximum(i, 0)], s)
+    nxt = take(bs, np.where(i + 1 < bs.size, i + 1, -1), -1)
+    idle = np.where(still_busy | (nxt < 0), 0, nxt - np.maximum(drained, s))
+    later = np.searchsorted(launches, e, side="right")
+    limit = np.searchsorted(launches, win_end[np.maximum(w, 0)], side="left")
+    return calls.assign(
+        window=np.where(inside, w, -1), step=np.where(inside, win_step[np.maximum(w, 0)], -1),
+        blocked_ns=e - s, idle_after_ns=np.maximum(idle, 0), comm_in_flight_ns=iv.length_in(comm, s, e),
+        end_of_step=later >= limit, drained_ns=drained)
+
+
+def chains(trace: RankTrace, host_rows: np.ndarray) -> tuple[list[str], list[str | None]]:
+    """For each host row: its CPU-op ancestry ``outer → … → call`` and the nearest Python frame."""
+    host = trace.host_ops
+    parent = host["parent"].to_numpy()
+    name = host["name"].astype(str).to_numpy()
+    cat = host["cat"].astype(str).to_numpy()
+    memo: dict[int, tuple[tuple[str, ...], str | None]] = {}
+
+    def up(row: int) -> tuple[tuple[str, ...], str | None]:
+        path, frame, cur = [], None, row
+        while cur >= 0 and cur not in memo:
+            path.append(cur)
+            cur = parent[cur]
+        ops, frame = memo.get(cur, ((), None)) if cur >= 0 else ((), None)
+        for r in reversed(path):                 # outermost first
+            if cat[r] == "python_function":
+                ops = ()                          # ops below the innermost Python frame are the site
+                if _SOURCE_FRAME.search(name[r]):  # the innermost line of source, not a built-in method
+                    frame = name[r]
+            elif cat[r] in _CHAIN_CATS and not name[r].startswith("ProfilerStep#"):
+                ops = ops + (name[r],)
+            memo[r] = (ops, frame)
+        return memo[row]
+
+    out_chain, out_frame = [], []
+    for row in host_rows.tolist():
+        if row < 0:
+            out_chain.append("")
+            out_frame.append(None)
+            continue
+        ops, frame = up(int(parent[row])) if parent[row] >= 0 else ((), None)
+        out_chain.append(" → ".join(list(ops[-(_MAX_CHAIN - 1):]) + [name[row]]))
+        out_frame.append(frame)
+    return out_chain, out_frame
+
+
+def analyze(trace: RankTrace, device: int, busy: iv.IntervalSet, comm: iv.IntervalSet, windows,
+            durations: np.ndarray, th: Thresholds) -> list[Diagnosis]:
+    calls = stall_calls(trace, device)
+    if calls.empty:
+        return []
+    host = trace.host_ops
+    is_launch = host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy() & host["name"].astype(str).str.contains(
+        _LAUNCHES).to_numpy(dtype=bool)
+    launches = np.sort(host["start_ns"].to_numpy()[is_launch])
+    m = measure(calls, busy, comm, launches, windows.start, windows.end, windows.step)
+    if windows.step.size == 1 and windows.step[0] < 0:
+        # No steps: the one window spans the device work; syncs just outside it still belong to the run.
+        m["window"], m["step"] = 0, -1
+    chain, frame = chains(trace, m["host_idx"].to_numpy())
+    m["site"] = [c or call for c, call in zip(chain, m["call"].tolist())]
+    m["frame"] = frame
+    m["significant"] = (m["blocked_ns"] + m["idle_after_ns"]) >= th.stall_min_ns
+    out = []
+    for w, group in m[m["window"] >= 0].groupby("window", sort=True):
+        out.append(_diagnosis(trace.meta.rank, windows.step[w], group, int(durations[w]), th))
+    return out
+
+
+def _sites(group: pd.DataFrame) -> list[dict]:
+    """Calls aggregated per call site (and end-of-step or not); stalls first, the costliest first."""
+    agg = group.groupby(["site", "end_of_step"], sort=False, dropna=False).agg(
+        call=("call", "first"), frame=("frame", "first"), calls=("call", "size"), stalls=("significant", "sum"),
+        blocked_ns=("blocked_ns", "sum"), max_blocked_ns=("blocked_ns", "max"),
+        idle_after_ns=("idle_after_ns", "sum"), comm_in_flight_ns=("comm_in_flight_ns", "sum"),
+        first_ns=("start_ns", "min")).reset_index()
+    agg["cost"] = agg["blocked_ns"] + agg["idle_after_ns"]
+    agg["quiet"] = agg["stalls"] == 0
+    agg = agg.sort_values(["quiet", "end_of_step", "cost"], ascending=[True, True, False], kind="stable")
+    return [{"site": r.site, "call": r.call, "python_frame": r.frame if isinstance(r.frame, str) else None,
+             "calls": int(r.calls), "stalls": int(r.stalls), "blocked_ns": int(r.blocked_ns),
+             "max_blocked_ns": int(r.max_blocked_ns), "idle_after_ns": int(r.idle_after_ns),
+             "comm_in_flight_ns": int(r.comm_in_flight_ns), "end_of_step": bool(r.end_of_step),
+             "first_ns": int(r.first_ns)} for r in agg.itertuples(index=False)]
+
+
+def _diagnosis(rank, step, group, duration, th) -> Diagnosis:
+    sites = _sites(group)
+    stalls = [x for x in sites if x["stalls"]]
+    mid = [x for x in stalls if not x["end_of_step"]]
+    idle = sum(x["idle_after_ns"] for x in sites)
+    blocked = sum(x["blocked_ns"] for x in sites)
+    if not mid:
+        severity = "info"
+    elif duration > 0 and sum(x["idle_after_ns"] for x in mid) >= th.stall_critical_fraction * duration:
+        severity = "critical"
+    else:
+        severity = "warning"
+    top = sites[0]
+    where = f" in {top['python_frame']}" if top["python_frame"] else ""
+    n = sum(x["calls"] for x in sites)
+    if mid:
+        title = f"sync stall: {top['site']}{where}"
+    elif not stalls:
+        title = f"brief syncs, no stall: {top['site']}{where}"
+    else:
+        title = f"sync at the end of the step: {top['site']}{where}"
+    comm = f"; {top['comm_in_flight_ns'] / 1e6:.2f} ms of communication was in flight" \
+        if top["comm_in_flight_ns"] else ""
+    per = " in this step" if step >= 0 else ""
+    detail = (f"{top['calls']}×{per}, CPU blocked {top['blocked_ns'] / 1e6:.2f} ms, device idle "
+              f"{top['idle_after_ns'] / 1e6:.2f} ms after it{comm}")
+    if len(sites) > 1:
+        detail += f" ({n} syncs from {len(sites)} call sites{per}: {blocked / 1e6:.2f} ms blocked, " \
+                  f"{idle / 1e6:.2f} ms idle)"
+    advice = "" if not mid else _advice(top["site"], top["call"])
+    return Diagnosis(id="sync-stall", severity=severity, rank=rank, step=None if step < 0 else int(step),
+                     title=title, detail=detail, advice=advice,
+                     evidence={"calls": n, "stalls": sum(x["stalls"] for x in sites), "blocked_ns": blocked,
+                               "idle_after_ns": idle, "mid_step_sites": len(mid), "sites": sites})
+
+
+def _advice(site: str, call: str) -> str:
+    if re.search(r"aten::(item|_local_scalar_dense|tolist|nonzero|is_nonzero)|aten::(to|_to_copy|copy_)\b", site) \
+            and "Synchronize" in call:
+        return ("a tensor is read on the CPU mid-step (.item(), .cpu(), .tolist(), printing, boolean "
+                "indexing): keep it on the GPU, or read it after the step or every N steps")
+    if "DeviceSynchronize" in call or call in ("Context Sync",):
+        return "torch.cuda.synchronize() in the loop (often timing code): remove it or use CUDA events"
+    if "EventSynchronize" in call or call == "Event Sync":
+        return "an event is waited on from the CPU (timers): read timings after the step"
+    if "Memcpy" in call or "Memset" in call:
+        return "a copy blocks the CPU: use pinned memory (pin_memory=True) and non_blocking=True"
+    return "find the call site in the chain above and move the host read out of the step"

@@ -1,0 +1,45 @@
+"""Every threshold a diagnosis decides with, in one place (docs/metrics.md explains each rule).
+
+Users change them with ``tracelens report --threshold NAME=VALUE`` (repeatable) or with
+``Thresholds(...)`` / :meth:`Thresholds.with_overrides` in the library API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+from ..errors import UsageError
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    # Overlap pattern (per step).
+    two_phase_min_tail: float = 0.8          # share of comm time after the compute phase: at least this -> two-phase
+    sawtooth_min_overlap_pct: float = 50.0   # at least this much of comm hidden (and not two-phase) -> sawtooth
+    serialized_max_overlap_pct: float = 10.0  # at most this much hidden ...
+    serialized_min_bursts: int = 3           # ... with comm in at least this many runs between compute -> serialized
+    critical_exposed_fraction: float = 0.25  # exposed comm / step time from which a non-sawtooth step is critical
+    # Sync stalls.
+    stall_min_ns: int = 50_000               # CPU blocked + device idle below this is a brief sync, not a stall
+    stall_critical_fraction: float = 0.2     # device idle after stalls / step time from which a stall is critical
+    # Launch order.
+    launch_min_delay_ns: int = 50_000        # shorter launch-order delays are not reported
+    launch_prompt_ns: int = 50_000           # a comm starting within this of its launch did not wait on the device
+
+    def with_overrides(self, pairs: list[str] | tuple[str, ...]) -> "Thresholds":
+        """Apply ``NAME=VALUE`` strings; unknown names or bad values raise :class:`UsageError`."""
+        types = {f.name: f.type for f in fields(self)}
+        changes = {}
+        for pair in pairs:
+            name, sep, value = pair.partition("=")
+            name = name.strip().replace("-", "_")
+            if not sep or name not in types:
+                raise UsageError(f"unknown threshold {pair!r}; known: {', '.join(types)}")
+            try:
+                number = float(value) if types[name] in (float, "float") else int(value.replace("_", ""))
+            except ValueError:
+                raise UsageError(f"threshold {name} needs a {types[name]} value, got {value!r}") from None
+            if number < 0:
+                raise UsageError(f"threshold {name} must not be negative, got {value!r}")
+            changes[name] = number
+        return replace(self, **changes)
