@@ -273,3 +273,22 @@ def test_diagnoses_in_json_text_and_markdown(tmp_path):
     assert "WARNING rank 0 · steps 2–4 · sync stall: aten::item" in text and "try: a tensor is read" in text
     md = render(rep, "markdown")
     assert "## Diagnoses" in md and "aten::\\_local\\_scalar\\_dense" in md and "*Try:*" in md
+
+
+@pytest.mark.parametrize("name", ["item_mid_backward", "queued_comm", "late_comm", "wfbp_100", "serialized"])
+def test_same_diagnoses_from_kineto_and_nsys(name, tmp_path):
+    sc = synth.SCENARIOS[name]
+
+    def key(rep):
+        return [(d.id, d.severity, d.rank, d.step, d.title, d.detail, d.advice) for d in rep.diagnoses]
+
+    assert key(report(sc, tmp_path, "kineto")) == key(report(sc, tmp_path, "nsys"))
+
+
+def test_cli_threshold_flows_into_the_report(capsys):
+    assert main(["report", str(SAMPLES / "wfbp_100"), "--format", "json",
+                 "--threshold", "sawtooth_min_overlap_pct=90"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    # wfbp_100 hides 82.5 % (metrics.md §6), below the raised bar and its tail 0.175 is short: partial.
+    assert data["summary"]["pattern"] == "partial"
+    assert {s["pattern"] for r in data["ranks"] for s in r["steps"]} == {"partial"}

@@ -35,7 +35,7 @@ def _device_frame(trace: RankTrace, device: int) -> pd.DataFrame:
     if not ok.any():
         lidx, hs, he = np.full(lidx.size, -1), np.zeros(1, np.int64), np.zeros(1, np.int64)
     return pd.DataFrame({
-        "row": np.flatnonzero(keep), "kind": d["kind"].astype(str).to_numpy(), "name": d["name"].astype(str).to_numpy(),
+        "row": np.flatnonzero(keep), "kind": d["kind"].to_numpy(), "name": d["name"].to_numpy(),
         "stream": d["stream"].to_numpy(), "start": d["start_ns"].to_numpy(), "end": d["end_ns"].to_numpy(),
         # Activities with no known launch are treated as launched before everything (possible dependencies).
         "launch": np.where(ok, hs[np.maximum(lidx, 0)], np.iinfo(np.int64).min),
@@ -46,10 +46,12 @@ def _device_frame(trace: RankTrace, device: int) -> pd.DataFrame:
 def findings(trace: RankTrace, device: int, exposure: pd.DataFrame, th: Thresholds) -> pd.DataFrame:
     """One row per exposed comm activity with a launch-order problem: kind, delay and kernels involved."""
     d = _device_frame(trace, device)
-    comm = d[(d["kind"] == "comm").to_numpy() & d["linked"].to_numpy()]
+    exposed_rows = exposure["device_idx"].to_numpy()[exposure["exposed_ns"].to_numpy() > 0]
+    comm = d[(d["kind"] == "comm").to_numpy() & d["linked"].to_numpy() & np.isin(d["row"].to_numpy(), exposed_rows)]
     if comm.empty:
         return pd.DataFrame(columns=["kind", "start", "launch", "name", "stream", "delay_ns", "exposed_ns", "kernels"])
     exposed = dict(zip(exposure["device_idx"].to_numpy().tolist(), exposure["exposed_ns"].to_numpy().tolist()))
+    names = d["name"].to_numpy()
     starts, ends, launches = d["start"].to_numpy(), d["end"].to_numpy(), d["launch"].to_numpy()
     compute = (d["kind"] == "compute").to_numpy()
     longest = int((ends - starts).max()) if len(d) else 0
@@ -70,24 +72,24 @@ def findings(trace: RankTrace, device: int, exposure: pd.DataFrame, th: Threshol
                 delay = iv.length(iv.subtract(wait, iv.union(starts[earlier], ends[earlier])))
                 if delay >= th.launch_min_delay_ns:
                     rows.append(("queued", c.start, c.launch, c.name, c.stream, delay, exp_ns,
-                                 _names(d["name"].to_numpy()[later])))
+                                 _names(names[later])))
             continue
         # (b): prompt start; compute launched before it was running when it was launched.
-        a = np.searchsorted(starts, c.launch, side="right")
-        idx = np.arange(max(0, a - 4096), a)                      # bounded look-back over earlier starts
+        a, b = np.searchsorted(starts, [c.launch - longest, c.launch], side="right")
+        idx = np.arange(a, b)                                     # only these can still run at the launch
         running = idx[compute[idx] & (launches[idx] < c.launch) & (ends[idx] > c.launch)]
         if running.size:
             delay = int(c.launch - starts[running].min())
             if delay >= th.launch_min_delay_ns:
                 rows.append(("late", c.start, c.launch, c.name, c.stream, delay, exp_ns,
-                             _names(d["name"].to_numpy()[running])))
+                             _names(names[running])))
     return pd.DataFrame(rows, columns=["kind", "start", "launch", "name", "stream", "delay_ns", "exposed_ns",
                                        "kernels"])
 
 
 def _names(names: np.ndarray) -> list[str]:
     seen: list[str] = []
-    for n in names.tolist():
+    for n in map(str, names.tolist()):
         if n not in seen:
             seen.append(n)
     return seen[:_MAX_KERNELS]
@@ -143,6 +145,6 @@ def _diagnosis(rank, step, g: pd.DataFrame, duration: int, connections: str | No
         detail="; ".join(parts) + f"; up to {hideable / 1e6:.2f} ms could be hidden ({setting})",
         advice="; ".join(advice),
         evidence={"cuda_device_max_connections": connections, "hideable_ns": hideable, "collectives": [
-            {"kind": r.kind, "name": r.name, "stream": int(r.stream), "start_ns": int(r.start),
+            {"kind": r.kind, "name": str(r.name), "stream": int(r.stream), "start_ns": int(r.start),
              "launch_ns": int(r.launch), "delay_ns": int(r.delay_ns), "exposed_ns": int(r.exposed_ns),
              "kernels": list(r.kernels)} for r in g.itertuples(index=False)]})

@@ -21,7 +21,7 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10)
     for r in report.ranks:
         table = Table(title=rank_title(r), title_justify="left")
         for i, h in enumerate(STEP_HEADERS):
-            table.add_column(h, justify="left" if i == 0 else "right")
+            table.add_column(h, justify="left" if h in ("step", "pattern") else "right")
         for st in r.steps:
             table.add_row(*step_cells(st))
         table.add_row(*total_cells(r.totals), style="bold")
