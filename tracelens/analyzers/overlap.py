@@ -17,7 +17,7 @@ from ..model import RankTrace
 from ..linking import main_thread, step_of
 from . import intervals as iv
 
-_LAUNCH_NAMES = r"Launch|Memcpy|Memset"
+LAUNCH_NAMES = r"Launch|Memcpy|Memset"   # runtime/driver calls that put work on a stream
 
 
 @dataclass
@@ -129,7 +129,7 @@ def _cut_off_launches(trace: RankTrace, lo: int, hi: int, sets: Sets) -> int:
         return 0
     host = trace.host_ops
     launch = (host["correlation"] >= 0).to_numpy() & host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy() \
-        & host["name"].str.contains(_LAUNCH_NAMES).to_numpy(dtype=bool) \
+        & host["name"].str.contains(LAUNCH_NAMES).to_numpy(dtype=bool) \
         & (host["start_ns"] >= lo).to_numpy() & (host["start_ns"] < hi).to_numpy()
     rows = np.flatnonzero(launch)
     if rows.size == 0:

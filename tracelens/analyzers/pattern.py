@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import msgspec
 import numpy as np
 import pandas as pd
 
@@ -145,13 +146,10 @@ def diagnose(rank: int, step: int | None, pattern: str, ev: PatternEvidence, m, 
     severity = "info" if pattern == "sawtooth" else (
         "critical" if (m.exposed_comm_fraction or 0) >= th.critical_exposed_fraction else "warning")
     evidence = {"pattern": pattern, "overlap_pct": m.overlap_pct, "exposed_comm_ns": m.exposed_comm_ns,
-                "exposed_comm_fraction": m.exposed_comm_fraction, **_plain(ev)}
+                "exposed_comm_fraction": m.exposed_comm_fraction, **msgspec.structs.asdict(ev)}
     return Diagnosis(id="overlap-pattern", severity=severity, rank=rank, step=step, title=title, detail=detail,
                      advice=advice, evidence=evidence)
 
-
-def _plain(ev: PatternEvidence) -> dict:
-    return {f: getattr(ev, f) for f in ev.__struct_fields__}
 
 
 def _plural(op: str | None, n: int, mode: str) -> str:

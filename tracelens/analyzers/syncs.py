@@ -25,6 +25,7 @@ from ..linking import take
 from ..model import RankTrace
 from ..report import Diagnosis
 from . import intervals as iv
+from .overlap import LAUNCH_NAMES
 from .thresholds import Thresholds
 
 _SYNC_CALLS = re.compile(
@@ -33,7 +34,6 @@ _SYNC_CALLS = re.compile(
     r"|^cuMemcpy(DtoH|HtoD|DtoD|Peer)?(_v2)?$|^hipMemcpyWithStream$")
 _ASYNC_COPIES = re.compile(r"^(cuda|hip)Memcpy(2D|3D)?Async$|^cuMemcpy(DtoH|HtoD)Async(_v2)?$")
 _HOST_STALL_SYNCS = ("Stream Sync", "Context Sync", "Event Sync")
-_LAUNCHES = r"Launch|Memcpy|Memset"
 _CHAIN_CATS = ("cpu_op", "user_annotation")
 _MAX_CHAIN = 6
 _SOURCE_FRAME = re.compile(r"\.py\(\d+\)")
@@ -153,7 +153,7 @@ def analyze(trace: RankTrace, device: int, busy: iv.IntervalSet, comm: iv.Interv
     if calls.empty:
         return []
     host = trace.host_ops
-    is_launch = host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy() & _matches(host["name"], _LAUNCHES,
+    is_launch = host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy() & _matches(host["name"], LAUNCH_NAMES,
                                                                                          "contains")
     launches = np.sort(host["start_ns"].to_numpy()[is_launch])
     m = measure(calls, busy, comm, launches, windows.start, windows.end, windows.step)

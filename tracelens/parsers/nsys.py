@@ -175,8 +175,8 @@ def parse(path: Path, comm_rules=(), step_pattern: str | None = None) -> list[Ra
         # Exports without globalPid (synthetic or trimmed): the only host process owns the GPU rows.
         device["proc"] = next(iter(host_procs))
         procs = [next(iter(host_procs))]
-    ranks = _ranks(db, procs, source)
     envs = _process_env(db)
+    ranks = _ranks(envs, procs, source)
     size, device_names = source.stat().st_size, _device_names(db)
     traces = []
     for proc in procs:
@@ -474,9 +474,9 @@ def _rank_from_env(env: dict[str, str]) -> int | None:
     return None
 
 
-def _ranks(db: _Db, procs: list[int], source: Path) -> dict[int, tuple[int | None, str]]:
+def _ranks(envs: list[tuple[int, dict[str, str]]], procs: list[int],
+           source: Path) -> dict[int, tuple[int | None, str]]:
     """Rank per process: recorded environment, then the file name, else None (numbered by order later)."""
-    envs = _process_env(db)
     out: dict[int, tuple[int | None, str]] = {}
     for proc in procs:
         pid = proc & 0xFFFFFF
