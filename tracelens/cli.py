@@ -8,7 +8,11 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .errors import EXIT_USAGE, TracelensError, UsageError
+from .errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TracelensError, UsageError
+
+# Kept here (not imported from .gate) so `--help` stays fast; tests check they match.
+PATTERN_CHOICES = ("sawtooth", "two-phase", "serialized", "partial", "no-comm")
+AGGREGATE_CHOICES = ("median", "mean", "p90", "worst")
 
 
 def _progress_loader(paths, comm_patterns, step_nvtx=None):
@@ -32,6 +36,17 @@ def _progress_loader(paths, comm_patterns, step_nvtx=None):
         return load_files(files, comm_patterns, on_file=step, step_pattern=step_nvtx)
 
 
+def _report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=()):
+    """The Report for the inputs: a saved ``report.json`` is read back; traces are parsed and analyzed."""
+    from .analyzers import Thresholds, analyze
+    from .report import is_report_file, read_report
+
+    limits = Thresholds().with_overrides(thresholds)   # checked before the (slow) parse
+    if len(paths) == 1 and is_report_file(paths[0]):
+        return read_report(paths[0])
+    return analyze(_progress_loader(paths, comm_patterns, step_nvtx), limits)
+
+
 def _write(text: str, output: str | None, force: bool) -> None:
     if output is None or output == "-":
         click.echo(text, nl=False)
@@ -51,6 +66,12 @@ def input_options(fn):
                         help="Also treat kernels whose name matches REGEX as communication (repeatable).")(fn)
 
 
+def threshold_option(fn):
+    return click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
+                        help="Change a diagnosis threshold, e.g. two_phase_min_tail=0.7 (repeatable; names and "
+                             "defaults in docs/metrics.md).")(fn)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tracelens")
 def cli() -> None:
@@ -65,23 +86,19 @@ def cli() -> None:
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--top", type=click.IntRange(0), default=10, show_default=True,
               help="How many of the most exposed collectives to list (text/markdown).")
-@click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
-              help="Change a diagnosis threshold, e.g. two_phase_min_tail=0.7 (repeatable; names and defaults "
-                   "in docs/metrics.md).")
+@threshold_option
 @input_options
 def report(paths, fmt, output, force, top, thresholds, comm_patterns, step_nvtx) -> None:
-    """Report overlap per rank and step, with diagnoses, for trace files, directories or globs.
+    """Report overlap per rank and step, with diagnoses, for trace files, directories or globs
+    (or re-render a saved JSON report).
 
     Example:
 
         tracelens report runs/ddp_bs32/ --format markdown -o summary.md
     """
-    from .analyzers import Thresholds, analyze
     from .renderers import render
 
-    limits = Thresholds().with_overrides(thresholds)   # checked before the (slow) parse
-    traces = _progress_loader(paths, comm_patterns, step_nvtx)
-    rep = analyze(traces, limits)
+    rep = _report_for(paths, comm_patterns, step_nvtx, thresholds)
     to_terminal = output in (None, "-") and sys.stdout.isatty()
     width = click.get_terminal_size()[0] if to_terminal else 160
     _write(render(rep, fmt, color=to_terminal, width=max(width, 100), top=top), output, force)
@@ -104,10 +121,162 @@ def export(paths, out_dir, comm_patterns, step_nvtx) -> None:
         click.echo(str(path))
 
 
+@cli.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--min-overlap-pct", type=float, metavar="PCT", help="Fail a rank whose overlap % is below PCT.")
+@click.option("--max-exposed-fraction", type=float, metavar="F",
+              help="Fail a rank whose exposed-comm fraction of step time is above F (0..1).")
+@click.option("--max-exposed-ms", type=float, metavar="MS", help="Fail a rank with more exposed comm per step.")
+@click.option("--no-critical", is_flag=True, default=None, help="Fail a rank with any critical diagnosis.")
+@click.option("--require-pattern", multiple=True, type=click.Choice(PATTERN_CHOICES), metavar="PATTERN",
+              help="Fail a rank whose overlap pattern is not PATTERN (repeatable: any of them), e.g. sawtooth.")
+@click.option("--baseline", metavar="REPORT", help="Compare with this report.json (or trace folder).")
+@click.option("--history", metavar="DB", help="Compare with the latest run labelled --against in this database.")
+@click.option("--against", metavar="LABEL", help="The history label to compare with, e.g. main.")
+@click.option("--max-overlap-drop", type=float, metavar="POINTS",
+              help="Fail a rank whose overlap % fell more than POINTS below the baseline's.")
+@click.option("--max-exposed-rise", type=float, metavar="F",
+              help="Fail a rank whose exposed fraction rose more than F above the baseline's.")
+@click.option("--aggregate", type=click.Choice(AGGREGATE_CHOICES), default=None,
+              help="How a rank's steps become one number (default median).")
+@click.option("--config", "config_path", metavar="FILE",
+              help="Read rules from FILE (tracelens.toml or pyproject.toml); default: the nearest one.")
+@click.option("--no-config", is_flag=True, help="Ignore tracelens.toml / pyproject.toml.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--junit", metavar="FILE", help="Write JUnit XML (a testcase per rule and rank) to FILE.")
+@click.option("--summary-md", metavar="FILE", help="Append a Markdown summary to FILE (e.g. $GITHUB_STEP_SUMMARY).")
+@threshold_option
+@input_options
+def gate(paths, config_path, no_config, fmt, junit, summary_md, thresholds, comm_patterns, step_nvtx, **rules):
+    """Fail (exit 1) when overlap regresses: absolute limits, or limits relative to a baseline.
+
+    Every rule is applied per rank to the median (--aggregate) of its steps. Rules may also live in
+    [tool.tracelens.gate] of pyproject.toml or [gate] of tracelens.toml; flags override them.
+
+    Example:
+
+        tracelens gate runs/ci-1234/ --history ci.db --against main --max-overlap-drop 2 --junit gate.xml
+    """
+    from . import gate as gating
+    from .renderers import gate as show
+
+    config, where = _gate_config(config_path, no_config)
+    config = config.merged({k: tuple(v) if isinstance(v, tuple) else v for k, v in rules.items()}).check(where)
+    report = _report_for(paths, comm_patterns, step_nvtx, thresholds)
+    notes, baseline = [], None
+    if config.baseline:
+        base = _report_for([config.baseline], comm_patterns, step_nvtx, thresholds)
+        baseline = gating.Baseline(gating.step_frame(base), config.baseline)
+    elif config.history:
+        from .history import baseline_from
+
+        baseline, why = baseline_from(config.history, config.against)
+        notes += [why] if why else []
+    result = gating.evaluate(report, config, baseline, source=" ".join(paths), notes=notes)
+    if junit:
+        Path(junit).write_bytes(show.junit(result))
+    if summary_md:
+        with open(summary_md, "a", encoding="utf-8") as fh:
+            fh.write(show.markdown(result))
+    if fmt == "json":
+        click.echo(show.json(result), nl=False)
+    else:
+        click.echo(show.text(result, color=sys.stdout.isatty()), nl=False)
+    return EXIT_OK if result.passed else EXIT_GATE
+
+
+def _gate_config(config_path, no_config):
+    from .gate import GateConfig, find_config, load_config
+
+    if config_path and no_config:
+        raise UsageError("--config and --no-config exclude each other")
+    if no_config:
+        return GateConfig(), "gate"
+    path = Path(config_path) if config_path else find_config()
+    if path is None:
+        return GateConfig(), "gate"
+    if not path.is_file():
+        raise UsageError("no such config file", path=str(path))
+    return load_config(path), str(path)
+
+
+@cli.group()
+def history() -> None:
+    """The run history database (SQLite) that relative gates compare with."""
+
+
+def db_option(fn):
+    return click.option("--db", required=True, metavar="DB", help="The history database (created on first add).")(fn)
+
+
+@history.command("add")
+@click.argument("paths", nargs=-1, required=True)
+@db_option
+@click.option("--label", required=True, help="A name to compare against later, e.g. main or the branch.")
+@click.option("--commit", metavar="SHA", help="The commit the run was built from.")
+@threshold_option
+@input_options
+def history_add(paths, db, label, commit, thresholds, comm_patterns, step_nvtx) -> None:
+    """Add a run (trace folder, files, or a saved report.json) to the history database.
+
+    Example:
+
+        tracelens history add runs/ci-1234/ --db ci-history.db --label main --commit $GITHUB_SHA
+    """
+    from .history import add_run, open_db
+    from .renderers.common import frac, pct
+
+    report = _report_for(paths, comm_patterns, step_nvtx, thresholds)
+    with open_db(db, create=True) as handle:
+        run_id = add_run(handle, report, label=label, commit=commit, source=" ".join(paths))
+    s = report.summary
+    click.echo(f"added run {run_id} ({label}): {s.ranks} rank(s), {s.steps} step(s), overlap {pct(s.overlap_pct)}, "
+               f"exposed {frac(s.exposed_comm_fraction)} -> {db}")
+
+
+@history.command("list")
+@db_option
+@click.option("--label", help="Only runs with this label.")
+@click.option("--limit", type=click.IntRange(1), default=20, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def history_list(db, label, limit, fmt) -> None:
+    """List the newest runs in the history database.
+
+    Example:
+
+        tracelens history list --db ci-history.db --label main
+    """
+    from .history import list_runs, open_db
+    from .renderers import history as show
+
+    with open_db(db, create=False) as handle:
+        runs = list_runs(handle, label, limit)
+    click.echo(show.runs_json(runs) if fmt == "json" else show.runs_text(runs), nl=False)
+
+
+@history.command("show")
+@click.argument("run_id", type=int)
+@db_option
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def history_show(run_id, db, fmt) -> None:
+    """Show one run of the history database with its per-rank, per-step metrics.
+
+    Example:
+
+        tracelens history show 12 --db ci-history.db
+    """
+    from .history import get_run, open_db, run_steps
+    from .renderers import history as show
+
+    with open_db(db, create=False) as handle:
+        run, steps = get_run(handle, run_id), run_steps(handle, run_id)
+    click.echo(show.run_json(run, steps) if fmt == "json" else show.run_text(run, steps), nl=False)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user mistakes become one line on stderr and a documented exit code."""
     try:
-        cli.main(args=argv, prog_name="tracelens", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="tracelens", standalone_mode=False)
     except TracelensError as exc:
         click.echo(f"tracelens: error: {exc}", err=True)
         return exc.exit_code
@@ -119,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE if exc.exit_code == 2 else exc.exit_code
     except BrokenPipeError:
         return 0
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -154,3 +154,38 @@ class Report(msgspec.Struct, kw_only=True):
 def ratio(num: int, den: int, scale: float = 1.0) -> Optional[float]:
     """num/den (times scale), or None when den is 0 — the report never holds NaN."""
     return None if den <= 0 else scale * num / den
+
+
+def is_report_file(path) -> bool:
+    """Whether ``path`` is a saved report (``tracelens report --format json``) rather than a trace."""
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.is_file() or not p.name.lower().endswith(".json"):
+        return False
+    with open(p, "rb") as fh:
+        head = fh.read(256)
+    return b'"schema"' in head and SCHEMA.split("/")[0].encode() in head
+
+
+def read_report(path) -> Report:
+    """A saved report, or InputError (exit 3) naming the file and what is wrong with it."""
+    from .errors import InputError
+
+    try:
+        data = open(path, "rb").read()
+    except OSError as exc:
+        raise InputError(f"cannot read report: {exc.strerror or exc}", path=str(path)) from None
+    try:
+        doc = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise InputError(f"not a JSON report: {exc}", path=str(path)) from None
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    if not isinstance(schema, str) or not schema.startswith(SCHEMA.split("/")[0] + "/"):
+        raise InputError(f"not a tracelens report (schema {schema!r})", path=str(path))
+    if schema != SCHEMA:
+        raise InputError(f"report schema {schema} is not the {SCHEMA} this version reads", path=str(path))
+    try:
+        return msgspec.convert(doc, Report)
+    except msgspec.ValidationError as exc:
+        raise InputError(f"malformed report: {exc}", path=str(path)) from None

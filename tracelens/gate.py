@@ -1,0 +1,431 @@
+"""CI gates on overlap: rules evaluated per rank over a Report's steps (and a baseline's), nothing else.
+
+The gate reads Reports (or the step rows the history database keeps of them); it never opens a trace.
+Every rule aggregates each rank's complete steps into one number (median by default), so one bad rank
+fails the rule and the outcome names it. The rules are written out in docs/ci.md.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Optional, Union
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from .errors import UsageError
+from .report import Report
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+SCHEMA = "tracelens.gate/1"
+AGGREGATES = ("median", "mean", "p90", "worst")
+PATTERNS = ("sawtooth", "two-phase", "serialized", "partial", "no-comm")
+
+# The columns the rules read, one row per rank x step (from a Report or from the history database).
+STEP_COLUMNS = ("rank", "step", "complete", "overlap_pct", "exposed_comm_fraction", "exposed_comm_ns", "pattern")
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """The rules and how to apply them. ``None`` leaves a rule out."""
+
+    min_overlap_pct: Optional[float] = None
+    max_exposed_fraction: Optional[float] = None
+    max_exposed_ms: Optional[float] = None
+    no_critical: bool = False
+    require_pattern: tuple[str, ...] = ()
+    max_overlap_drop: Optional[float] = None
+    max_exposed_rise: Optional[float] = None
+    aggregate: str = "median"
+    baseline: Optional[str] = None
+    history: Optional[str] = None
+    against: Optional[str] = None
+
+    @property
+    def absolute_rules(self) -> bool:
+        return any(v not in (None, False, ()) for v in (self.min_overlap_pct, self.max_exposed_fraction,
+                                                         self.max_exposed_ms, self.no_critical,
+                                                         self.require_pattern))
+
+    @property
+    def relative_rules(self) -> bool:
+        return self.max_overlap_drop is not None or self.max_exposed_rise is not None
+
+    def merged(self, overrides: dict) -> "GateConfig":
+        """This config with every non-empty value of ``overrides`` (CLI flags) taking precedence."""
+        return replace(self, **{k: v for k, v in overrides.items() if v not in (None, False, ())})
+
+    def check(self, where: str = "gate") -> "GateConfig":
+        """Raise UsageError (exit 2) for values no rule can use; returns self."""
+        def bad(key: str, why: str) -> UsageError:
+            return UsageError(f"{key.replace('_', '-')}: {why}", path=where)
+
+        for key, lo, hi in (("min_overlap_pct", 0, 100), ("max_exposed_fraction", 0, 1), ("max_exposed_ms", 0, None),
+                            ("max_overlap_drop", 0, 100), ("max_exposed_rise", 0, 1)):
+            v = getattr(self, key)
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
+                raise bad(key, f"expected a number, got {v!r}")
+            if v < lo or (hi is not None and v > hi):
+                raise bad(key, f"{v} is outside [{lo}, {'∞' if hi is None else hi}]")
+        if not isinstance(self.no_critical, bool):
+            raise bad("no_critical", f"expected true or false, got {self.no_critical!r}")
+        for p in self.require_pattern:
+            if p not in PATTERNS:
+                raise bad("require_pattern", f"unknown pattern {p!r}; choose from {', '.join(PATTERNS)}")
+        if self.aggregate not in AGGREGATES:
+            raise bad("aggregate", f"unknown aggregate {self.aggregate!r}; choose from {', '.join(AGGREGATES)}")
+        if self.baseline and self.history:
+            raise bad("baseline", "give either a baseline report or a history database, not both")
+        if self.history and not self.against:
+            raise bad("against", "--history needs --against LABEL (the label of the run to compare with)")
+        if self.against and not self.history:
+            raise bad("history", "--against needs --history DB")
+        if self.relative_rules and not (self.baseline or self.history):
+            raise bad("max_overlap_drop" if self.max_overlap_drop is not None else "max_exposed_rise",
+                      "a relative rule needs --baseline REPORT or --history DB --against LABEL")
+        if (self.baseline or self.history) and not self.relative_rules:
+            raise bad("baseline", "a baseline is given but no relative rule (--max-overlap-drop, "
+                                  "--max-exposed-rise) uses it")
+        if not (self.absolute_rules or self.relative_rules):
+            raise UsageError("no gate rules given (for example --min-overlap-pct 80); see docs/ci.md")
+        return self
+
+
+CONFIG_KEYS = tuple(f.name for f in fields(GateConfig))
+
+
+def find_config(start: Path | None = None) -> Path | None:
+    """The nearest ``tracelens.toml``, or ``pyproject.toml`` with a ``[tool.tracelens.gate]`` table, from
+    ``start`` (the working directory) up to the filesystem root."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        own = folder / "tracelens.toml"
+        if own.is_file():
+            return own
+        project = folder / "pyproject.toml"
+        if project.is_file() and "tracelens" in _read_toml(project).get("tool", {}):
+            return project
+    return None
+
+
+def load_config(path: Path) -> GateConfig:
+    """Read the gate table of a config file. Paths in it are relative to the file's folder."""
+    doc = _read_toml(path)
+    table = doc.get("tool", {}).get("tracelens", {}) if path.name == "pyproject.toml" else doc
+    section = "[tool.tracelens.gate]" if path.name == "pyproject.toml" else "[gate]"
+    table = table.get("gate", {})
+    if not isinstance(table, dict):
+        raise UsageError(f"{section} must be a table", path=str(path))
+    values: dict = {}
+    for raw_key, value in table.items():
+        key = raw_key.replace("-", "_")
+        if key not in CONFIG_KEYS:
+            known = ", ".join(k.replace("_", "-") for k in CONFIG_KEYS)
+            raise UsageError(f"{section}: unknown key {raw_key!r} (known: {known})", path=str(path))
+        if key == "require_pattern":
+            value = (value,) if isinstance(value, str) else tuple(value) if isinstance(value, list) else value
+        if key in ("baseline", "history") and isinstance(value, str):
+            value = str((path.parent / value))
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        values[key] = value
+    try:
+        config = GateConfig(**values)
+    except TypeError as exc:  # pragma: no cover - keys are checked above
+        raise UsageError(f"{section}: {exc}", path=str(path)) from None
+    for key in ("aggregate", "baseline", "history", "against"):
+        v = getattr(config, key)
+        if v is not None and not isinstance(v, str):
+            raise UsageError(f"{section}: {key.replace('_', '-')}: expected a string, got {v!r}", path=str(path))
+    if not isinstance(config.require_pattern, tuple) or not all(isinstance(p, str) for p in config.require_pattern):
+        raise UsageError(f"{section}: require-pattern: expected a pattern name or a list of them", path=str(path))
+    return config
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"not valid TOML: {exc}", path=str(path)) from None
+    except OSError as exc:
+        raise UsageError(f"cannot read config: {exc.strerror or exc}", path=str(path)) from None
+
+
+# --------------------------------------------------------------------------------------------- outcomes
+
+
+class RankOutcome(msgspec.Struct, kw_only=True):
+    rank: int
+    status: str                                  # pass | fail | skip
+    value: Union[float, str, None]               # the rank's aggregate (or pattern, or critical count)
+    baseline: Optional[float] = None             # the baseline's aggregate (relative rules)
+    worst_step: Optional[int] = None             # the step with the worst value on this rank
+    message: str = ""
+
+
+class RuleOutcome(msgspec.Struct, kw_only=True):
+    rule: str                                    # the flag / config key, e.g. min-overlap-pct
+    description: str
+    limit: Union[float, str, bool]
+    status: str                                  # pass | fail | skip
+    value: Union[float, str, None] = None        # the worst rank's value
+    worst_rank: Optional[int] = None
+    worst_step: Optional[int] = None
+    message: str = ""
+    ranks: list[RankOutcome] = msgspec.field(default_factory=list)
+
+
+class GateResult(msgspec.Struct, kw_only=True):
+    schema: str = SCHEMA
+    passed: bool
+    aggregate: str
+    input: str
+    baseline: Optional[str] = None
+    rules: list[RuleOutcome]
+    notes: list[str] = msgspec.field(default_factory=list)
+
+    @property
+    def failed(self) -> list[RuleOutcome]:
+        return [r for r in self.rules if r.status == "fail"]
+
+    def to_json(self) -> bytes:
+        return msgspec.json.format(msgspec.json.encode(self), indent=2)
+
+
+@dataclass
+class Baseline:
+    """What relative rules compare with: step rows of an earlier run and where they came from."""
+
+    steps: pd.DataFrame
+    source: str
+
+
+# --------------------------------------------------------------------------------------------- evaluation
+
+
+def step_frame(report: Report) -> pd.DataFrame:
+    """One row per rank x step with the columns the rules read (``STEP_COLUMNS``)."""
+    rows = [(r.rank, s.step, s.complete, s.overlap_pct, s.exposed_comm_fraction, s.exposed_comm_ns, s.pattern)
+            for r in report.ranks for s in r.steps]
+    return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
+
+
+def aggregate(values: np.ndarray, how: str, higher_is_better: bool) -> tuple[float, int]:
+    """The aggregate of ``values`` and the index of the worst one.
+
+    ``p90`` is the value 90 % of the steps do at least as well as: the 90th percentile of a quantity where
+    lower is better, the 10th where higher is better (linear interpolation).
+    """
+    worst = int(np.argmin(values) if higher_is_better else np.argmax(values))
+    if how == "median":
+        value = np.median(values)
+    elif how == "mean":
+        value = np.mean(values)
+    elif how == "p90":
+        value = np.percentile(values, 10 if higher_is_better else 90)
+    else:
+        value = values[worst]
+    return float(value), worst
+
+
+def _usable(steps: pd.DataFrame) -> pd.DataFrame:
+    """A rank's complete steps, or all of them when none is complete (a one-step capture)."""
+    done = steps[steps["complete"].astype(bool)]
+    return done if len(done) else steps
+
+
+@dataclass(frozen=True)
+class _Metric:
+    column: str
+    higher_is_better: bool
+    scale: float = 1.0
+    unit: str = ""
+
+
+_OVERLAP = _Metric("overlap_pct", True, 1.0, " %")
+_EXPOSED = _Metric("exposed_comm_fraction", False)
+_EXPOSED_MS = _Metric("exposed_comm_ns", False, 1e-6, " ms")
+
+
+def _rank_values(steps: pd.DataFrame, metric: _Metric, how: str) -> dict[int, tuple[Optional[float], Optional[int]]]:
+    """{rank: (aggregate, worst step)}; (None, None) where the metric is undefined on every step."""
+    out = {}
+    for rank, group in steps.groupby("rank", sort=True):
+        group = _usable(group)
+        vals = pd.to_numeric(group[metric.column], errors="coerce").to_numpy(dtype=float) * metric.scale
+        ok = ~np.isnan(vals)
+        if not ok.any():
+            out[int(rank)] = (None, None)
+            continue
+        value, worst = aggregate(vals[ok], how, metric.higher_is_better)
+        step = group["step"].to_numpy()[ok][worst]
+        out[int(rank)] = (value, None if pd.isna(step) else int(step))
+    return out
+
+
+def _pooled(steps: pd.DataFrame, metric: _Metric, how: str) -> Optional[float]:
+    parts = [_usable(g) for _, g in steps.groupby("rank")]
+    if not parts:
+        return None
+    vals = pd.to_numeric(pd.concat(parts)[metric.column], errors="coerce").to_numpy(dtype=float) * metric.scale
+    vals = vals[~np.isnan(vals)]
+    return aggregate(vals, how, metric.higher_is_better)[0] if vals.size else None
+
+
+def _fmt(value: Optional[float], metric: _Metric) -> str:
+    if value is None:
+        return "n/a"
+    if metric is _EXPOSED:
+        return f"{value:.4f}"
+    return f"{value:.2f}{metric.unit}"
+
+
+def _finish(rule: str, description: str, limit, ranks: list[RankOutcome], worse) -> RuleOutcome:
+    """Roll rank outcomes into the rule's: it fails when any rank fails; the worst rank is named."""
+    failing = [r for r in ranks if r.status == "fail"]
+    pool = failing or [r for r in ranks if r.status == "pass"] or ranks
+    worst = max(pool, key=worse) if pool else None
+    status = "fail" if failing else ("pass" if any(r.status == "pass" for r in ranks) else "skip")
+    if worst is None:
+        message = "no ranks in the input"
+        status = "fail"
+    elif failing:
+        message = (f"{len(failing)} of {len(ranks)} rank(s) fail; worst rank {worst.rank}: {worst.message}")
+    else:
+        message = f"all {len(ranks)} rank(s) pass; worst rank {worst.rank}: {worst.message}"
+    return RuleOutcome(rule=rule, description=description, limit=limit, status=status,
+                       value=worst.value if worst else None, worst_rank=worst.rank if worst else None,
+                       worst_step=worst.worst_step if worst else None, message=message, ranks=ranks)
+
+
+def _sort_key(r: RankOutcome, higher_is_better: bool) -> float:
+    """Order for picking the worst rank: undefined values first, then by badness."""
+    if not isinstance(r.value, (int, float)):
+        return math.inf
+    return -r.value if higher_is_better else r.value
+
+
+def _threshold_rule(steps, rule, description, metric: _Metric, limit: float, how: str) -> RuleOutcome:
+    ranks = []
+    for rank, (value, step) in _rank_values(steps, metric, how).items():
+        if value is None:
+            ranks.append(RankOutcome(rank=rank, status="fail", value=None,
+                                     message="undefined: no communication in any step"))
+            continue
+        ok = value >= limit if metric.higher_is_better else value <= limit
+        sign = "≥" if metric.higher_is_better else "≤"
+        ranks.append(RankOutcome(rank=rank, status="pass" if ok else "fail", value=round(value, 6),
+                                 worst_step=step, message=f"{how} {_fmt(value, metric)} (limit {sign} "
+                                                          f"{_fmt(limit, metric)}; worst step {step})"))
+    return _finish(rule, description, limit, ranks, lambda r: _sort_key(r, metric.higher_is_better))
+
+
+def _relative_rule(steps, base: Baseline, rule, description, metric: _Metric, limit: float, how: str,
+                   notes: list[str]) -> RuleOutcome:
+    current = _rank_values(steps, metric, how)
+    before = _rank_values(base.steps, metric, how)
+    pooled = _pooled(base.steps, metric, how)
+    if set(current) - set(before):
+        notes.append(f"{rule}: baseline has ranks {sorted(before)}, this run {sorted(current)}; ranks missing "
+                     f"from the baseline are compared with the baseline's {how} over all its ranks")
+    ranks = []
+    for rank, (value, step) in current.items():
+        ref = before.get(rank, (pooled, None))[0]
+        if ref is None:
+            ranks.append(RankOutcome(rank=rank, status="skip", value=value, worst_step=step,
+                                     message="baseline has no defined value to compare with"))
+            continue
+        if value is None:
+            ranks.append(RankOutcome(rank=rank, status="fail", value=None, baseline=round(ref, 6),
+                                     message="undefined: no communication in any step"))
+            continue
+        # A drop in overlap (points), or a rise in exposed fraction: positive means worse.
+        change = (ref - value) if metric.higher_is_better else (value - ref)
+        ok = change <= limit + 1e-9
+        word = "drop" if metric.higher_is_better else "rise"
+        unit = " points" if metric is _OVERLAP else ""
+        ranks.append(RankOutcome(
+            rank=rank, status="pass" if ok else "fail", value=round(change, 6), baseline=round(ref, 6),
+            worst_step=step, message=f"{how} {_fmt(value, metric)} vs baseline {_fmt(ref, metric)}: "
+                                     f"{word} {change:+.4g}{unit} (limit {limit:g}{unit})"))
+    return _finish(rule, description, limit, ranks, lambda r: r.value if isinstance(r.value, float) else -math.inf)
+
+
+def _critical_rule(report: Report) -> RuleOutcome:
+    ranks = []
+    for r in report.ranks:
+        found = [d for d in report.diagnoses if d.rank == r.rank and d.severity == "critical"]
+        first = found[0] if found else None
+        msg = (f"{len(found)} critical diagnosis(es), first: {first.title} (step {first.step})" if found
+               else "no critical diagnoses")
+        ranks.append(RankOutcome(rank=r.rank, status="fail" if found else "pass", value=float(len(found)),
+                                 worst_step=first.step if first else None, message=msg))
+    return _finish("no-critical", "no critical diagnoses", True, ranks, lambda o: o.value)
+
+
+def _pattern_rule(steps: pd.DataFrame, report: Report, allowed: tuple[str, ...]) -> RuleOutcome:
+    ranks = []
+    for r in report.ranks:
+        mine = _usable(steps[steps["rank"] == r.rank])
+        off = mine[~mine["pattern"].isin(allowed)]
+        ok = r.pattern in allowed
+        step = None if off.empty or pd.isna(off["step"].iloc[0]) else int(off["step"].iloc[0])
+        msg = (f"pattern {r.pattern or 'n/a'} (majority of its steps); "
+               f"{len(off)} of {len(mine)} step(s) are not {'/'.join(allowed)}")
+        ranks.append(RankOutcome(rank=r.rank, status="pass" if ok else "fail", value=r.pattern,
+                                 worst_step=step, message=msg))
+    return _finish("require-pattern", "overlap pattern", "/".join(allowed), ranks,
+                   lambda o: 0 if o.status == "pass" else 1)
+
+
+def evaluate(report: Report, config: GateConfig, baseline: Optional[Baseline] = None, *,
+             source: str = "", notes: Optional[list[str]] = None) -> GateResult:
+    """Apply every configured rule to ``report``; relative rules compare with ``baseline``.
+
+    Relative rules with no baseline are skipped (not passed) with a note, e.g. the first CI run against an
+    empty history database.
+    """
+    how = config.aggregate
+    notes = list(notes or [])
+    steps = step_frame(report)
+    rules: list[RuleOutcome] = []
+    if config.min_overlap_pct is not None:
+        rules.append(_threshold_rule(steps, "min-overlap-pct", "overlap % of comm time hidden by compute",
+                                     _OVERLAP, config.min_overlap_pct, how))
+    if config.max_exposed_fraction is not None:
+        rules.append(_threshold_rule(steps, "max-exposed-fraction", "exposed comm / step time",
+                                     _EXPOSED, config.max_exposed_fraction, how))
+    if config.max_exposed_ms is not None:
+        rules.append(_threshold_rule(steps, "max-exposed-ms", "exposed comm per step (ms)",
+                                     _EXPOSED_MS, config.max_exposed_ms, how))
+    if config.no_critical:
+        rules.append(_critical_rule(report))
+    if config.require_pattern:
+        rules.append(_pattern_rule(steps, report, config.require_pattern))
+    for rule, desc, metric, limit in (
+            ("max-overlap-drop", "overlap % drop vs baseline (points)", _OVERLAP, config.max_overlap_drop),
+            ("max-exposed-rise", "exposed fraction rise vs baseline", _EXPOSED, config.max_exposed_rise)):
+        if limit is None:
+            continue
+        if baseline is None:
+            rules.append(RuleOutcome(rule=rule, description=desc, limit=limit, status="skip",
+                                     message="no baseline to compare with"))
+            continue
+        rules.append(_relative_rule(steps, baseline, rule, desc, metric, limit, how, notes))
+    return GateResult(passed=not any(r.status == "fail" for r in rules), aggregate=how, input=source,
+                      baseline=baseline.source if baseline else None, rules=rules, notes=notes)
+
+
+__all__ = ["AGGREGATES", "Baseline", "GateConfig", "GateResult", "PATTERNS", "RankOutcome", "RuleOutcome",
+           "evaluate", "find_config", "load_config", "step_frame"]
