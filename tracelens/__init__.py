@@ -6,13 +6,36 @@ Library API (the CLI is a thin shell over it)::
     traces = tracelens.load("runs/ddp/")        # list[RankTrace]: per-rank pandas tables
     report = tracelens.analyze(traces)          # Report (schema tracelens.report/1)
     print(report.to_json().decode())
+
+The names below are imported on first use, so ``import tracelens.collectors`` (which runs inside every
+profiled worker process) does not pull in pandas.
 """
 
 from ._version import __version__
-from .analyzers import analyze
-from .errors import InputError, TracelensError, UsageError
-from .model import RankTrace
-from .parsers import load
-from .report import Report
 
-__all__ = ["__version__", "analyze", "load", "Report", "RankTrace", "TracelensError", "InputError", "UsageError"]
+_LAZY = {
+    "analyze": ("analyzers", "analyze"),
+    "load": ("parsers", "load"),
+    "Report": ("report", "Report"),
+    "RankTrace": ("model", "RankTrace"),
+    "TracelensError": ("errors", "TracelensError"),
+    "InputError": ("errors", "InputError"),
+    "UsageError": ("errors", "UsageError"),
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(f".{module}", __name__), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tracelens' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

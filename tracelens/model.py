@@ -23,10 +23,6 @@ import pandas as pd
 
 # Environment variables a parser keeps when the source records them (nsys process environment, the
 # collector's manifest): settings that change overlap, never anything secret.
-ENV_KEYS = ("CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
-            "NCCL_NET", "NCCL_IB_DISABLE", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_SOCKET_IFNAME",
-            "TORCH_NCCL_HIGH_PRIORITY", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS", "WORLD_SIZE")
-
 KINDS = ("compute", "comm", "memcpy", "memset", "sync")
 
 DEVICE_COLUMNS = {
@@ -123,7 +119,8 @@ class RunMeta:
     base_ns: int = 0
     bytes: int = 0
     pg_config: list[dict] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)   # recorded settings that explain results (ENV_KEYS)
+    env: dict[str, str] = field(default_factory=dict)   # recorded settings that explain results (envlist.env_allowed)
+    side_files: list[dict] = field(default_factory=list)  # {path, format, bytes}: e.g. this rank's NCCL log
     warnings: WarningLog = field(default_factory=WarningLog)
 
 

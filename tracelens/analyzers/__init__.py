@@ -49,6 +49,8 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Re
                 "step", "name", "op", "bytes", "start_ns", "duration_ns", "exposed_ns")))]
         inputs.append(InputFile(path=t.meta.source, format=t.meta.format, rank=t.meta.rank, bytes=t.meta.bytes,
                                 rank_rule=t.meta.rank_rule))
+        inputs += [InputFile(path=f["path"], format=f["format"], rank=t.meta.rank, bytes=f["bytes"],
+                             rank_rule="manifest") for f in t.meta.side_files]
         warnings += [WarningEntry(code=w.code, rank=t.meta.rank, count=w.count, message=w.message)
                      for w in t.meta.warnings]
         warnings += [WarningEntry(code=c, rank=t.meta.rank, count=n, message=m) for c, m, n in notes]

@@ -10,7 +10,7 @@ from typing import Callable, Iterable
 from ..classify import user_rules
 from ..errors import InputError, UsageError
 from ..model import RankTrace
-from . import kineto, nsys
+from . import kineto, nsys, rundir
 
 KINETO_SUFFIXES = (".json", ".json.gz", ".json.tmp", ".json.gz.tmp")
 NSYS_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep")
@@ -31,7 +31,8 @@ def discover(paths: Iterable[str]) -> list[Path]:
     for arg in paths:
         p = Path(arg)
         if p.is_dir():
-            found += sorted(f for f in p.rglob("*") if f.is_file() and detect_format(f))
+            found += sorted(f for f in p.rglob("*")
+                            if f.is_file() and detect_format(f) and not rundir.is_side_file(f))
         elif p.is_file():
             found.append(p)
         elif any(ch in arg for ch in "*?["):
@@ -93,6 +94,7 @@ def load_files(files: list[Path], comm_patterns: tuple[str, ...] = (),
             on_file(f)
         traces.extend(parse_file(f, tuple(comm_patterns), step_pattern))
     _settle_ranks(traces)
+    rundir.attach(traces)
     return sorted(traces, key=lambda t: (t.meta.rank, t.meta.source))
 
 

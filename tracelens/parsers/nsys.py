@@ -24,7 +24,8 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from ..errors import InputError
-from ..model import ENV_KEYS, RankTrace, RunMeta, empty_frame, THREAD_COLUMNS
+from ..envlist import allowed_env
+from ..model import RankTrace, RunMeta, empty_frame, THREAD_COLUMNS
 from . import assemble
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -456,13 +457,13 @@ def _process_env(db: _Db) -> list[tuple[int, dict[str, str]]]:
 
 
 def _kept_env(envs: list[tuple[int, dict[str, str]]], proc: int, n_procs: int) -> dict[str, str]:
-    """The allow-listed settings (ENV_KEYS) recorded for one process; a lone process also takes the
+    """The allow-listed settings (envlist.env_allowed) recorded for one process; a lone process also takes the
     environment recorded without a pid."""
     pid = proc & 0xFFFFFF
     out: dict[str, str] = {}
     for p, env in envs:
         if (pid and p == pid) or (not p and n_procs == 1):
-            out.update({k: env[k] for k in ENV_KEYS if k in env})
+            out.update(allowed_env(env))
     return out
 
 

@@ -1,0 +1,55 @@
+"""The side files of a ``tracelens collect`` run directory: its manifest and NCCL debug logs.
+
+They are not traces; what they say about each rank (environment, world size, NCCL log) is attached to the
+RankTraces of the traces in the same directory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..envlist import allowed_env
+from ..model import RankTrace
+
+MANIFEST = "manifest.json"
+NOT_TRACES = frozenset({MANIFEST, "report.json"})
+
+
+def is_side_file(path: Path) -> bool:
+    """Files of a run directory that look like traces by name but are not (manifest, report, worker
+    records)."""
+    if path.name in NOT_TRACES:
+        return True
+    return path.parent.name == "workers" and (path.parent.parent / MANIFEST).is_file()
+
+
+def read_manifest(folder: Path) -> dict | None:
+    path = folder / MANIFEST
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("tracelens.manifest/") else None
+
+
+def attach(traces: list[RankTrace]) -> None:
+    """Fill each trace's environment, world size and NCCL log from its directory's manifest, where the trace
+    itself did not record them."""
+    manifests: dict[Path, dict | None] = {}
+    for t in traces:
+        folder = Path(t.meta.source).parent
+        if folder not in manifests:
+            manifests[folder] = read_manifest(folder)
+        m = manifests[folder]
+        if m is None or t.meta.rank is None:
+            continue
+        entry = next((r for r in m.get("ranks", []) if r.get("rank") == t.meta.rank), {})
+        if not t.meta.env:
+            t.meta.env = allowed_env(entry.get("env") or m.get("env") or {})
+        if t.meta.world_size is None and m.get("world_size"):
+            t.meta.world_size = int(m["world_size"])
+        log = entry.get("nccl_log")
+        if log and (folder / log).is_file():
+            t.meta.side_files.append({"path": str(folder / log), "format": "nccl-log",
+                                      "bytes": (folder / log).stat().st_size})
