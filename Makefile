@@ -4,7 +4,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test bench samples clean
+.PHONY: demo test test-deps bench samples record-gloo clean
+
+# The end-to-end collector tests run real jobs under torchrun; they need this CPU build of torch.
+TORCH_PIN ?= torch==2.13.0
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +21,9 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider
 
+test-deps: $(STAMP)
+	$(BIN)/python -m pip install --quiet $(TORCH_PIN)
+
 bench: $(STAMP)
 	$(BIN)/python bench/bench_parse.py
 	$(BIN)/python bench/bench_nsys.py
@@ -27,6 +33,10 @@ samples: $(STAMP)
 		$(BIN)/python -m tracelens.synth $$s sample_traces/$$s; done
 	$(BIN)/python -c "from tracelens import synth; synth.write_nsys(synth.SCENARIOS['wfbp_100'], \
 		'sample_traces/nsys_wfbp_100', per_rank=False)"
+
+# Re-record the real CPU gloo samples with `tracelens collect` (needs `make test-deps`).
+record-gloo: $(STAMP)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python examples/record_gloo_samples.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis

@@ -99,7 +99,7 @@ def test_bad_thresholds_are_usage_errors(bad, capsys):
 
 
 @pytest.mark.parametrize("folder, pattern", [
-    # Real CPU gloo DDP runs (sample_traces/GLOO_SOURCE.md): small buckets overlap, one bucket or no_sync
+    # Real CPU gloo DDP runs (sample_traces/README.md): small buckets overlap, one bucket or no_sync
     # plus one explicit all-reduce leave every all-reduce after backward.
     ("gloo_sawtooth", "sawtooth"), ("gloo_one_bucket", "two-phase"), ("gloo_no_sync", "two-phase"),
 ])

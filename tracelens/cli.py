@@ -104,6 +104,69 @@ def report(paths, fmt, output, force, top, thresholds, comm_patterns, step_nvtx)
     _write(render(rep, fmt, color=to_terminal, width=max(width, 100), top=top), output, force)
 
 
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--profiler", type=click.Choice(["torch", "nsys"]), default="torch", show_default=True,
+              help="torch.profiler in every worker, or Nsight Systems around every worker.")
+@click.option("--out", metavar="DIR", help="Run directory (default runs/<timestamp>/).")
+@click.option("--steps", metavar="WAIT,WARMUP,ACTIVE",
+              help="Profiler schedule in training steps after the first (default 3,2,5).")
+@click.option("--with-stack", is_flag=True, help="Record Python call stacks (bigger traces).")
+@click.option("--force", is_flag=True, help="Reuse a non-empty run directory.")
+@click.option("--no-report", is_flag=True, help="Only collect; do not analyze the run afterwards.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def collect(profiler, out, steps, with_stack, force, no_report, command) -> int:
+    """Run a training command with every rank profiled; keep traces, NCCL logs and a manifest, then report.
+
+    The training script is not changed. Exit code: the job's.
+
+    Example:
+
+        tracelens collect --out runs/exp7 -- torchrun --nproc-per-node 8 train.py --lr 3e-4
+    """
+    from .collectors import runner
+    from .renderers.common import size
+
+    options = runner.CollectOptions(
+        command=list(command), out=Path(out) if out else None, profiler=profiler, with_stack=with_stack,
+        force=force, steps=runner.parse_steps(steps) if steps else runner.DEFAULT_STEPS, steps_given=bool(steps))
+    plan = runner.plan(options)
+    err = click.get_text_stream("stderr")
+    click.echo(f"tracelens: collecting into {plan.run_dir}/ ({profiler}; steps wait,warmup,active = "
+               f"{','.join(map(str, options.steps))})", err=True)
+
+    def progress(event: dict) -> None:
+        if event["event"] == "trace":
+            ranks = ", ".join(map(str, event["ranks"]))
+            click.echo(f"tracelens: {event['file']} written ({size(event['bytes'])}); ranks with traces: {ranks} "
+                       f"({len(event['ranks'])} of {event['world_size']})", file=err)
+        elif event["event"] == "export":
+            click.echo(f"tracelens: exported {event['file']}", file=err)
+
+    result = runner.execute(plan, progress)
+    m = result.manifest
+    written = [r for r in m["ranks"] if r["trace"]]
+    click.echo(f"tracelens: job exited with {result.exit_code}"
+               + (" after an interrupt" if result.interrupted else "")
+               + f"; traces for {len(written)} of {m['world_size']} rank(s); manifest {plan.run_dir / 'manifest.json'}",
+               err=True)
+    for w in m["warnings"]:
+        click.echo(f"tracelens: warning: {w}", err=True)
+    if no_report or not written:
+        return result.exit_code
+    try:
+        rep = _report_for([str(plan.run_dir)])
+    except TracelensError as exc:
+        click.echo(f"tracelens: error: {exc}", err=True)
+        return result.exit_code or exc.exit_code
+    (plan.run_dir / "report.json").write_bytes(rep.to_json())
+    from .renderers import render
+
+    to_terminal = sys.stdout.isatty()
+    width = click.get_terminal_size()[0] if to_terminal else 160
+    click.echo(render(rep, "text", color=to_terminal, width=max(width, 100)), nl=False)
+    return result.exit_code
+
+
 @cli.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option("-o", "--output", "out_dir", required=True, metavar="DIR", help="Folder for the Parquet files.")

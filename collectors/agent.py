@@ -1,0 +1,261 @@
+"""Runs inside every worker process of a ``tracelens collect`` job (loaded by the injected sitecustomize).
+
+Nothing happens until the job imports torch; then a global optimizer step hook (or an explicit
+``tracelens.collectors.step()``) drives torch.profiler's wait/warmup/active schedule. The trace of the
+active window is written atomically as ``<run>/rank{R}.pt.trace.json.gz`` (R = the global rank), and a
+small record of the worker (host, pid, ranks, versions, allow-listed environment) goes to
+``<run>/workers/`` for the manifest. In nsys mode the same clock emits ``ProfilerStep#N`` NVTX ranges and
+opens the capture range with cudaProfilerStart/Stop instead.
+
+The launcher (torchrun itself) also imports torch but never steps an optimizer, so it is never profiled.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import importlib.util
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+RUN_DIR = "TRACELENS_RUN_DIR"
+STEPS = "TRACELENS_STEPS"            # "wait,warmup,active"
+WITH_STACK = "TRACELENS_WITH_STACK"  # "1" to record Python stacks
+MODE = "TRACELENS_MODE"              # "torch" (default) | "nsys"
+
+_state: "_Agent | None" = None
+
+
+def install() -> None:
+    """Arm the agent in this process if ``tracelens collect`` asked for it (called from sitecustomize)."""
+    global _state
+    if _state is not None or not os.environ.get(RUN_DIR):
+        return
+    _state = _Agent()
+    if "torch" in sys.modules:
+        _state.on_torch(sys.modules["torch"])
+    else:
+        sys.meta_path.insert(0, _TorchImportHook())
+
+
+def step() -> None:
+    """Advance the profiling schedule by one training step (see tracelens.collectors.step)."""
+    if _state is not None:
+        _state.step(explicit=True)
+
+
+class _TorchImportHook(importlib.abc.MetaPathFinder):
+    """Calls the agent once ``import torch`` has finished, without importing torch itself."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.loader is None:
+            return spec
+        original = spec.loader.exec_module
+
+        def exec_module(module):
+            original(module)
+            if _state is not None:
+                _state.on_torch(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+class _Agent:
+    def __init__(self) -> None:
+        self.run_dir = os.environ[RUN_DIR]
+        self.mode = os.environ.get(MODE, "torch")
+        wait, warmup, active = (int(x) for x in os.environ.get(STEPS, "3,2,5").split(","))
+        self.wait, self.warmup, self.active = wait, warmup, active
+        self.with_stack = os.environ.get(WITH_STACK) == "1"
+        self.torch = None
+        self.prof = None
+        self.started = False
+        self.steps = 0               # schedule steps completed since profiling started
+        self.clock = None            # the optimizer whose steps count (the first one that stepped)
+        self.explicit = False        # step() was called: optimizer hooks stop counting
+        self.done = False
+        self.trace = None
+        self.partial = False
+        self.nvtx_open = False
+        self.capturing = False
+        self.old_sigterm = None
+        self.started_at = time.time()
+
+    # -- hooks -------------------------------------------------------------------------------------
+
+    def on_torch(self, torch) -> None:
+        self.torch = torch
+        try:
+            from torch.optim.optimizer import register_optimizer_step_post_hook
+        except ImportError:  # pragma: no cover - torch < 2.0: only explicit steps
+            return
+        register_optimizer_step_post_hook(self._optimizer_stepped)
+
+    def _optimizer_stepped(self, optimizer, args, kwargs) -> None:
+        if self.explicit:
+            return
+        if self.clock is None:
+            self.clock = id(optimizer)
+        if id(optimizer) == self.clock:
+            self.step()
+
+    def step(self, explicit: bool = False) -> None:
+        """One training step ended. The first call starts profiling (so the first step, with its one-off
+        start-up work, is never recorded); each later call advances the wait/warmup/active schedule."""
+        if explicit:
+            self.explicit = True
+        if self.torch is None and "torch" in sys.modules:
+            self.on_torch(sys.modules["torch"])
+        if self.done or self.torch is None:
+            return
+        if not self.started:
+            self.started = True
+            self._start()
+            return
+        self.steps += 1
+        if self.mode == "nsys":
+            self._nsys_step()
+            return
+        self.prof.step()
+        if self.steps >= self.wait + self.warmup + self.active:
+            self._stop()
+
+    # -- torch.profiler ------------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        atexit.register(self._at_exit)
+        self._record("running")
+        if self.mode == "nsys":
+            self._nsys_step()
+            return
+        prof = self.torch.profiler
+        activities = [prof.ProfilerActivity.CPU]
+        if self.torch.cuda.is_available():
+            activities.append(prof.ProfilerActivity.CUDA)
+        schedule = prof.schedule(wait=self.wait, warmup=self.warmup, active=self.active, repeat=1)
+        self.prof = prof.profile(activities=activities, schedule=schedule, on_trace_ready=self._save,
+                                 with_stack=self.with_stack, record_shapes=False)
+        self.prof.start()
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            # torchrun stops the other ranks with SIGTERM when one fails: unwind so atexit keeps what
+            # was recorded. Only where the job left SIGTERM alone.
+            self.old_sigterm = signal.signal(signal.SIGTERM, _sigterm_to_exit)
+
+    def _stop(self) -> None:
+        prof, self.prof = self.prof, None
+        self.done = True
+        if prof is not None:
+            prof.stop()     # saves when the schedule is in its active window (a job that ended early)
+        if self.old_sigterm is not None and signal.getsignal(signal.SIGTERM) is _sigterm_to_exit:
+            signal.signal(signal.SIGTERM, self.old_sigterm)
+        self._record("finished" if self.trace else "no-trace")
+
+    def _save(self, prof) -> None:
+        rank = self._ranks()["rank"]
+        final = os.path.join(self.run_dir, f"rank{rank}.pt.trace.json.gz")
+        tmp = os.path.join(self.run_dir, f".rank{rank}.{os.getpid()}.partial.gz")
+        prof.export_chrome_trace(tmp)
+        os.replace(tmp, final)     # readers never see half a trace
+        self.trace = os.path.basename(final)
+        self.partial = self.steps < self.wait + self.warmup + self.active
+
+    def _at_exit(self) -> None:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the save
+        try:
+            if self.done:
+                return
+            if self.mode == "nsys":
+                self._nsys_close()
+                self.done = True
+                self._record("finished")
+            else:
+                self._stop()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    # -- nsys -----------------------------------------------------------------------------------------
+
+    def _nsys_step(self) -> None:
+        """A ProfilerStep#N NVTX range per step; the capture range (cudaProfilerStart/Stop) spans the
+        active steps."""
+        cuda = self.torch.cuda
+        if self.nvtx_open:
+            cuda.nvtx.range_pop()
+            self.nvtx_open = False
+        if self.steps == self.wait + self.warmup and cuda.is_available():
+            cuda.profiler.start()
+            self.capturing = True
+        if self.steps >= self.wait + self.warmup + self.active:
+            self._nsys_close()
+            self.done = True
+            self._record("finished")
+            return
+        cuda.nvtx.range_push(f"ProfilerStep#{self.steps}")
+        self.nvtx_open = True
+
+    def _nsys_close(self) -> None:
+        cuda = self.torch.cuda
+        if self.nvtx_open:
+            cuda.nvtx.range_pop()
+            self.nvtx_open = False
+        if self.capturing:
+            cuda.profiler.stop()
+            self.capturing = False
+
+    # -- the worker record ------------------------------------------------------------------------------
+
+    def _ranks(self) -> dict:
+        env = os.environ
+        out = {"rank": int(env.get("RANK", 0)), "local_rank": int(env.get("LOCAL_RANK", 0)),
+               "world_size": int(env.get("WORLD_SIZE", 1)), "backend": None}
+        dist = getattr(self.torch, "distributed", None)
+        try:
+            if dist is not None and dist.is_available() and dist.is_initialized():
+                out.update(rank=dist.get_rank(), world_size=dist.get_world_size(), backend=str(dist.get_backend()))
+        except Exception:  # noqa: BLE001 - a broken process group must not break the job
+            pass
+        return out
+
+    def _record(self, status: str) -> None:
+        from tracelens.envlist import allowed_env
+
+        torch = self.torch
+        cuda = torch.cuda.is_available()
+        info = {
+            **self._ranks(), "host": socket.gethostname(), "pid": os.getpid(), "status": status,
+            "mode": self.mode, "steps_seen": self.steps, "trace": self.trace, "partial": self.partial,
+            "schedule": {"wait": self.wait, "warmup": self.warmup, "active": self.active},
+            "started_at": self.started_at, "updated_at": time.time(),
+            "python": sys.version.split()[0], "torch": torch.__version__, "cuda": torch.version.cuda,
+            "nccl": _nccl_version(torch) if cuda else None,
+            "device": torch.cuda.get_device_name(torch.cuda.current_device()) if cuda else None,
+            "env": allowed_env(os.environ),
+        }
+        folder = os.path.join(self.run_dir, "workers")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, f"rank{info['rank']}.{os.getpid()}.json")
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(info, fh, indent=1)
+        os.replace(tmp, path)
+
+
+def _nccl_version(torch):
+    try:
+        v = torch.cuda.nccl.version()
+        return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+    except Exception:  # noqa: BLE001 - builds without NCCL
+        return None
+
+
+def _sigterm_to_exit(signum, frame):
+    raise SystemExit(128 + signum)

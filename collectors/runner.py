@@ -1,0 +1,372 @@
+"""``tracelens collect``: run a training command with every worker profiled, then write the manifest.
+
+The command is not changed in torch.profiler mode: a ``sitecustomize`` written into the run directory and
+put first on ``PYTHONPATH`` loads the agent (``agent.py``) into every Python process the job starts, and
+chains to any ``sitecustomize`` that was already on the path. In nsys mode each worker (not the launcher)
+runs under ``nsys profile``, via torchrun's ``--no-python`` form, and every report is exported to SQLite
+afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Optional
+
+from tracelens._version import __version__
+from tracelens.envlist import allowed_env
+from tracelens.errors import InputError, UsageError
+
+from . import agent
+
+MANIFEST = "manifest.json"
+MANIFEST_SCHEMA = "tracelens.manifest/1"
+DEFAULT_STEPS = (3, 2, 5)
+TORCH_TRACE = "rank{rank}.pt.trace.json.gz"
+NSYS_OUTPUT = "rank%q{RANK}"
+NSYS_TRACE_FLAGS = ("-t", "cuda,nvtx,osrt", "--sample=none")
+# torchrun options that take no value (torch.distributed.run.get_args_parser, torch 2.x); every other
+# option takes one, unless written --name=value.
+TORCHRUN_FLAGS = frozenset({"--standalone", "--no-python", "--no_python", "--run-path", "--run_path",
+                            "--virtual-local-rank", "--virtual_local_rank", "-m", "--module", "-h", "--help"})
+LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+
+_SITECUSTOMIZE = '''\
+# Written by `tracelens collect`: loads the profiling agent into this Python process, after running any
+# sitecustomize this one shadows.
+import importlib.machinery, importlib.util, os, sys
+
+def _chain():
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is not None and spec.loader is not None:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+
+_chain()
+try:
+    from tracelens.collectors import agent as _agent
+    _agent.install()
+except Exception as _exc:  # the job must run even when profiling cannot
+    sys.stderr.write(f"tracelens: this process is not profiled: {_exc!r} (python {sys.executable})\\n")
+'''
+
+
+@dataclass
+class CollectOptions:
+    command: list[str]
+    out: Optional[Path] = None
+    profiler: str = "torch"                          # torch | nsys
+    steps: tuple[int, int, int] = DEFAULT_STEPS      # wait, warmup, active
+    steps_given: bool = False                        # --steps was on the command line (nsys capture range)
+    with_stack: bool = False
+    force: bool = False
+
+
+@dataclass
+class Plan:
+    """What will run: the final command, its environment and where everything goes."""
+
+    run_dir: Path
+    argv: list[str]
+    env: dict[str, str]
+    options: CollectOptions
+    nsys: Optional[str] = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CollectResult:
+    run_dir: Path
+    exit_code: int
+    manifest: dict
+    interrupted: bool = False
+
+
+def parse_steps(text: str) -> tuple[int, int, int]:
+    """``"wait,warmup,active"`` -> a tuple; UsageError (exit 2) when it is not three counts, active >= 1."""
+    parts = text.split(",")
+    try:
+        wait, warmup, active = (int(p) for p in parts)
+    except ValueError:
+        raise UsageError(f"--steps {text!r}: expected wait,warmup,active, e.g. 3,2,5") from None
+    if min(wait, warmup) < 0 or active < 1:
+        raise UsageError(f"--steps {text!r}: wait and warmup must be >= 0 and active >= 1")
+    return wait, warmup, active
+
+
+def default_run_dir(now: Optional[datetime] = None) -> Path:
+    return Path("runs") / (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+
+
+def plan(options: CollectOptions, environ: Optional[dict] = None) -> Plan:
+    """Check the options, create the run directory and build the command and environment."""
+    if not options.command:
+        raise UsageError("no command to run: give it after --, e.g. tracelens collect -- torchrun ... train.py")
+    if shutil.which(options.command[0]) is None:
+        raise UsageError(f"command not found: {options.command[0]}")
+    nsys = None
+    if options.profiler == "nsys":
+        from tracelens.parsers.nsys import nsys_executable
+
+        nsys = nsys_executable()
+        if not nsys:
+            raise UsageError("--profiler nsys needs Nsight Systems: install it so that `nsys` is on PATH (or set "
+                             "TRACELENS_NSYS=/path/to/nsys), or use the default torch.profiler mode")
+    run_dir = options.out or default_run_dir()
+    if run_dir.exists() and any(run_dir.iterdir()) and not options.force:
+        raise UsageError("run directory is not empty (use --force to reuse it)", path=str(run_dir))
+    for sub in ("nccl", "workers", ".tracelens"):
+        (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    for stale in ("workers/*.json", "rank*.pt.trace.json.gz", "rank*.nsys-rep", "rank*.sqlite", MANIFEST,
+                  "report.json"):
+        for path in run_dir.glob(stale):
+            path.unlink()
+    (run_dir / ".tracelens" / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
+    env = worker_env(dict(os.environ if environ is None else environ), run_dir.resolve(), options)
+    argv = list(options.command)
+    if options.profiler == "nsys":
+        argv = nsys_command(argv, nsys, run_dir.resolve(), options.steps_given)
+    return Plan(run_dir=run_dir, argv=argv, env=env, options=options, nsys=nsys)
+
+
+def worker_env(env: dict, run_dir: Path, options: CollectOptions) -> dict:
+    """The job's environment: NCCL debug logging into the run directory, the agent's settings, and the
+    bootstrap first on PYTHONPATH. NCCL_DEBUG / NCCL_DEBUG_SUBSYS / NCCL_DEBUG_FILE set by the user win."""
+    env.setdefault("NCCL_DEBUG", "INFO")
+    env.setdefault("NCCL_DEBUG_SUBSYS", "INIT,NET")
+    env.setdefault("NCCL_DEBUG_FILE", str(run_dir / "nccl" / "%h.%p.log"))
+    boot = str(run_dir / ".tracelens")
+    env["PYTHONPATH"] = os.pathsep.join([boot] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env[agent.RUN_DIR] = str(run_dir)
+    env[agent.STEPS] = ",".join(map(str, options.steps))
+    env[agent.MODE] = options.profiler
+    env[agent.WITH_STACK] = "1" if options.with_stack else "0"
+    return env
+
+
+def nsys_command(command: list[str], nsys: str, run_dir: Path, capture_range: bool) -> list[str]:
+    """Wrap each worker in ``nsys profile`` (never the launcher, so every rank gets its own report).
+
+    ``torchrun [opts] script args`` becomes ``torchrun [opts] --no-python nsys profile ... python -u script
+    args``; any other command is profiled whole as rank 0.
+    """
+    profile = [nsys, "profile", *NSYS_TRACE_FLAGS, "--force-overwrite", "true"]
+    if capture_range:
+        # The agent opens the range with cudaProfilerStart after wait+warmup steps, closes it after active.
+        profile += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    launcher, script = split_launcher(command)
+    if launcher is None:
+        return profile + ["-o", str(run_dir / "rank0")] + command
+    profile += ["-o", str(run_dir / NSYS_OUTPUT)]
+    opts = list(launcher)
+    if "--no-python" in opts or "--no_python" in opts:
+        worker = script                                  # already an executable
+    elif "-m" in opts or "--module" in opts:
+        opts = [o for o in opts if o not in ("-m", "--module")]
+        worker = [sys.executable, "-u", "-m"] + script
+        opts.append("--no-python")
+    else:
+        opts = [o for o in opts if o not in ("--run-path", "--run_path")]
+        worker = [sys.executable, "-u"] + script
+        opts.append("--no-python")
+    return opts + profile + worker
+
+
+def split_launcher(command: list[str]) -> tuple[Optional[list[str]], list[str]]:
+    """(launcher with its options, script with its args) for torchrun / python -m torch.distributed.run;
+    (None, command) for anything else."""
+    name = os.path.basename(command[0])
+    if name == "torchrun":
+        head = 1
+    elif name.startswith("python") and command[1:3] and command[1] == "-m" and command[2] in LAUNCHER_MODULES:
+        head = 3
+    else:
+        return None, command
+    i = head
+    while i < len(command):
+        tok = command[i]
+        if tok == "--":
+            return command[:i], command[i + 1:]
+        if not tok.startswith("-"):
+            return command[:i], command[i:]
+        i += 1 if tok in TORCHRUN_FLAGS or "=" in tok else 2
+    raise UsageError("no training script found in the torchrun command", path=" ".join(command))
+
+
+# --------------------------------------------------------------------------------------------- running
+
+
+def execute(p: Plan, on_progress: Optional[Callable[[dict], None]] = None, poll_s: float = 0.5) -> CollectResult:
+    """Run the job to the end, forwarding Ctrl-C/SIGTERM to it, then export (nsys) and write the manifest.
+
+    The job runs in its own process group: a signal to tracelens is passed on once per press (SIGINT,
+    then SIGTERM, then SIGKILL), so the workers can write the traces they have before they exit.
+    """
+    started = time.time()
+    signals_seen: list[int] = []
+    try:
+        proc = subprocess.Popen(p.argv, env=p.env, **_own_process_group())
+    except OSError as exc:
+        raise UsageError(f"cannot start {p.argv[0]}: {exc.strerror or exc}") from None
+
+    def forward(signum, frame):
+        signals_seen.append(signum)
+        escalate = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+        sig = signum if len(signals_seen) == 1 else escalate[min(len(signals_seen), 2)]
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    seen: set[str] = set()
+    try:
+        while True:
+            try:
+                code = proc.wait(timeout=poll_s)
+                break
+            except subprocess.TimeoutExpired:
+                seen = _report_progress(p.run_dir, seen, on_progress)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    ended = time.time()
+    _report_progress(p.run_dir, seen, on_progress)
+    notes = list(p.notes)
+    if p.nsys:
+        notes += export_reports(p.run_dir, on_progress)
+    code = 128 + -code if code < 0 else code
+    manifest = write_manifest(p, code, started, ended, notes, interrupted=bool(signals_seen))
+    return CollectResult(run_dir=p.run_dir, exit_code=code, manifest=manifest, interrupted=bool(signals_seen))
+
+
+def _own_process_group() -> dict:
+    if sys.version_info >= (3, 11):
+        return {"process_group": 0}
+    return {"preexec_fn": os.setpgrp}  # pragma: no cover - Python 3.10
+
+
+def _report_progress(run_dir: Path, seen: set[str], on_progress) -> set[str]:
+    now = {f.name for f in run_dir.glob("rank*.pt.trace.json.gz")} | {f.name for f in run_dir.glob("rank*.nsys-rep")}
+    if on_progress and now - seen:
+        world = max([w.get("world_size") or 1 for w in _workers(run_dir)] + [len(now)])
+        for name in sorted(now - seen):
+            on_progress({"event": "trace", "file": name, "bytes": (run_dir / name).stat().st_size,
+                         "ranks": sorted(r for f in now if (r := _rank_of(f)) is not None), "world_size": world})
+    return now
+
+
+def export_reports(run_dir: Path, on_progress=None) -> list[str]:
+    """``nsys export --type sqlite`` each rank's report; returns notes for reports that failed."""
+    from tracelens.parsers.nsys import cached_export
+
+    notes = []
+    for rep in sorted(run_dir.glob("rank*.nsys-rep")):
+        try:
+            out = cached_export(rep)
+            if on_progress:
+                on_progress({"event": "export", "file": out.name})
+        except InputError as exc:
+            notes.append(str(exc))
+    return notes
+
+
+# --------------------------------------------------------------------------------------------- manifest
+
+
+def _workers(run_dir: Path) -> list[dict]:
+    out = []
+    for path in sorted((run_dir / "workers").glob("*.json")):
+        try:
+            out.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _rank_of(name: str) -> Optional[int]:
+    digits = name.removeprefix("rank").split(".")[0]
+    return int(digits) if digits.isdigit() else None
+
+
+def write_manifest(p: Plan, exit_code: int, started: float, ended: float, notes: list[str],
+                   interrupted: bool = False) -> dict:
+    """The run's manifest.json: command, exit code, times, hosts and ranks, versions, environment."""
+    run_dir = p.run_dir
+    workers = _workers(run_dir)
+    by_rank: dict[int, dict] = {}
+    for w in workers:   # a restarted worker writes a new record; keep the newest per rank
+        if w["rank"] not in by_rank or w["updated_at"] >= by_rank[w["rank"]]["updated_at"]:
+            by_rank[w["rank"]] = w
+    traces = {r: f.name for f in run_dir.glob("rank*") if f.name.endswith((".pt.trace.json.gz", ".nsys-rep"))
+              and (r := _rank_of(f.name)) is not None}
+    exports = {_rank_of(f.name): f.name for f in run_dir.glob("rank*.sqlite")}
+    logs = {f.name: f for f in (run_dir / "nccl").glob("*.log")}
+    world = max([w.get("world_size") or 1 for w in workers] + [max(traces, default=-1) + 1, 1])
+    ranks, warnings = [], list(notes)
+    for rank in range(world):
+        w = by_rank.get(rank, {})
+        log = f"{w.get('host')}.{w.get('pid')}.log" if w else None
+        trace = traces.get(rank)
+        status = "written" if trace else "missing"
+        if trace and w.get("partial"):
+            status = "partial"
+        ranks.append({
+            "rank": rank, "local_rank": w.get("local_rank"), "host": w.get("host"), "pid": w.get("pid"),
+            "trace": trace, "export": exports.get(rank), "status": status,
+            "trace_bytes": (run_dir / trace).stat().st_size if trace else None,
+            "nccl_log": f"nccl/{log}" if log in logs else None, "steps_seen": w.get("steps_seen"),
+            "device": w.get("device"), "backend": w.get("backend"), "env": w.get("env", {}),
+        })
+        if not trace:
+            warnings.append(_missing_reason(rank, w, p.options))
+    first = by_rank.get(0) or (workers[0] if workers else {})
+    manifest = {
+        "schema": MANIFEST_SCHEMA,
+        "tool": {"name": "tracelens", "version": __version__},
+        "profiler": p.options.profiler,
+        "command": p.options.command,
+        "argv": p.argv,
+        "cwd": os.getcwd(),
+        "exit_code": exit_code,
+        "interrupted": interrupted,
+        "started_at": _iso(started), "ended_at": _iso(ended), "duration_s": round(ended - started, 3),
+        "steps": dict(zip(("wait", "warmup", "active"), p.options.steps)),
+        "with_stack": p.options.with_stack,
+        "world_size": world,
+        "hosts": sorted({w["host"] for w in workers} or {socket.gethostname()}),
+        "ranks": ranks,
+        "versions": {"python": first.get("python", sys.version.split()[0]), "torch": first.get("torch"),
+                     "cuda": first.get("cuda"), "nccl": first.get("nccl"), "tracelens": __version__},
+        "env": first.get("env") or allowed_env(p.env),
+        "nccl_logs": sorted(f"nccl/{name}" for name in logs),
+        "warnings": warnings,
+    }
+    tmp = run_dir / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, run_dir / MANIFEST)
+    return manifest
+
+
+def _missing_reason(rank: int, w: dict, options: CollectOptions) -> str:
+    wait, warmup, active = options.steps
+    if not w:
+        return (f"rank {rank}: no trace; the process never reached a training step (no optimizer step or "
+                f"tracelens.collectors.step() call), crashed first, or could not load the agent")
+    return (f"rank {rank}: no trace; the job ran {w.get('steps_seen', 0)} step(s) after the first, fewer than "
+            f"wait+warmup={wait + warmup} (try --steps with smaller counts, e.g. --steps 1,1,{active})")
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds")

@@ -1,0 +1,353 @@
+"""`tracelens collect`: command construction, environment, exit codes, the bootstrap, nsys mode with a fake
+`nsys`, and (marked e2e, needs torch) real CPU gloo jobs under torchrun."""
+
+import gzip
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import tracelens
+from tracelens import synth
+from tracelens.cli import main
+from tracelens.collectors import runner
+from tracelens.errors import UsageError
+
+from conftest import ROOT
+
+PY = sys.executable
+TRAIN = str(ROOT / "examples" / "ddp_train.py")
+JOBS = ROOT / "tests" / "jobs"
+BIN = Path(sys.executable).parent
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def cli(*args, env=None, timeout=300):
+    """`tracelens ...` in a child process (collect changes signal handlers and runs jobs)."""
+    full = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    return subprocess.run([str(BIN / "tracelens"), *args], capture_output=True, text=True, env=full,
+                          timeout=timeout, cwd=ROOT)
+
+
+def needs_torch():
+    if importlib.util.find_spec("torch") is None:
+        if os.environ.get("TRACELENS_REQUIRE_E2E"):
+            pytest.fail("TRACELENS_REQUIRE_E2E is set but torch is not importable")
+        pytest.skip("torch is not installed (pip install torch==2.13.0 for the end-to-end collector tests)")
+    if not (BIN / "torchrun").exists():
+        pytest.skip(f"torchrun is not next to {sys.executable}")
+
+
+# --------------------------------------------------------------------------- command construction
+
+
+@pytest.mark.parametrize("text, expected", [("3,2,5", (3, 2, 5)), ("0,0,1", (0, 0, 1))])
+def test_parse_steps(text, expected):
+    assert runner.parse_steps(text) == expected
+
+
+@pytest.mark.parametrize("text", ["3,2", "a,b,c", "1,1,0", "-1,1,1"])
+def test_bad_steps_exit_2(text, capsys):
+    code, _, err = run(capsys, "collect", "--steps", text, "--", PY, "-c", "pass")
+    assert code == 2 and "--steps" in err
+
+
+@pytest.mark.parametrize("command, launcher, script", [
+    (["torchrun", "--nproc-per-node", "8", "train.py", "--lr", "3e-4"],
+     ["torchrun", "--nproc-per-node", "8"], ["train.py", "--lr", "3e-4"]),
+    (["torchrun", "--standalone", "--nnodes=1", "--nproc_per_node", "2", "-m", "pkg.train", "-x"],
+     ["torchrun", "--standalone", "--nnodes=1", "--nproc_per_node", "2", "-m"], ["pkg.train", "-x"]),
+    (["python3", "-m", "torch.distributed.run", "--nproc-per-node", "2", "t.py"],
+     ["python3", "-m", "torch.distributed.run", "--nproc-per-node", "2"], ["t.py"]),
+    (["python", "train.py", "--steps", "3"], None, ["python", "train.py", "--steps", "3"]),
+])
+def test_split_launcher(command, launcher, script):
+    assert runner.split_launcher(command) == (launcher, script)
+
+
+def test_nsys_wraps_each_worker_not_the_launcher(tmp_path):
+    run_dir = tmp_path / "run"
+    argv = runner.nsys_command(["torchrun", "--nproc-per-node", "8", "train.py", "--lr", "3e-4"], "/opt/nsys",
+                               run_dir, capture_range=False)
+    assert argv == ["torchrun", "--nproc-per-node", "8", "--no-python",
+                    "/opt/nsys", "profile", "-t", "cuda,nvtx,osrt", "--sample=none", "--force-overwrite", "true",
+                    "-o", f"{run_dir}/rank%q{{RANK}}", PY, "-u", "train.py", "--lr", "3e-4"]
+    # -m moves to the worker's python; --steps adds the capture range the agent opens and closes.
+    argv = runner.nsys_command(["torchrun", "-m", "pkg.train"], "nsys", run_dir, capture_range=True)
+    assert argv[:2] == ["torchrun", "--no-python"] and argv[-4:] == [PY, "-u", "-m", "pkg.train"]
+    assert "--capture-range=cudaProfilerApi" in argv and "--capture-range-end=stop" in argv
+    # A plain command is profiled whole, as rank 0.
+    argv = runner.nsys_command(["python", "train.py"], "nsys", run_dir, capture_range=False)
+    assert argv[-4:] == ["-o", str(run_dir / "rank0"), "python", "train.py"]
+
+
+def test_torchrun_without_a_script_is_a_usage_error():
+    with pytest.raises(UsageError, match="no training script"):
+        runner.split_launcher(["torchrun", "--nproc-per-node", "2"])
+
+
+def test_worker_env_sets_nccl_logging_unless_the_user_did(tmp_path):
+    opts = runner.CollectOptions(command=["x"], steps=(1, 2, 3))
+    env = runner.worker_env({"PYTHONPATH": "/mine", "NCCL_DEBUG": "WARN"}, tmp_path, opts)
+    assert env["NCCL_DEBUG"] == "WARN" and env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+    assert env["NCCL_DEBUG_FILE"] == str(tmp_path / "nccl" / "%h.%p.log")
+    assert env["PYTHONPATH"] == os.pathsep.join([str(tmp_path / ".tracelens"), "/mine"])
+    assert env["TRACELENS_STEPS"] == "1,2,3" and env["TRACELENS_RUN_DIR"] == str(tmp_path)
+
+
+# --------------------------------------------------------------------------- errors and exit codes
+
+
+def test_usage_errors_exit_2(tmp_path, capsys, monkeypatch):
+    code, _, err = run(capsys, "collect", "--out", str(tmp_path / "r"), "--", "no-such-launcher-xyz")
+    assert code == 2 and "command not found: no-such-launcher-xyz" in err
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "something").write_text("x")
+    code, _, err = run(capsys, "collect", "--out", str(busy), "--", PY, "-c", "pass")
+    assert code == 2 and "not empty (use --force" in err
+    monkeypatch.setenv("PATH", str(tmp_path))      # no nsys anywhere
+    monkeypatch.delenv("TRACELENS_NSYS", raising=False)
+    code, _, err = run(capsys, "collect", "--profiler", "nsys", "--out", str(tmp_path / "n"), "--", PY, "-c", "1")
+    assert code == 2 and "needs Nsight Systems" in err
+
+
+def test_exit_code_is_the_jobs_and_the_manifest_says_why_there_is_no_trace(tmp_path):
+    out = tmp_path / "run"
+    proc = cli("collect", "--out", str(out), "--", PY, "-c", "import sys; sys.exit(3)")
+    assert proc.returncode == 3, proc.stderr
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["exit_code"] == 3 and m["command"] == [PY, "-c", "import sys; sys.exit(3)"]
+    assert m["ranks"][0]["status"] == "missing" and "never reached a training step" in m["warnings"][0]
+    assert "job exited with 3" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_bootstrap_chains_to_an_existing_sitecustomize(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "sitecustomize.py").write_text("import os\nos.environ['USER_SITECUSTOMIZE_RAN'] = '1'\n")
+    probe = tmp_path / "probe.json"
+    code = textwrap.dedent(f"""
+        import json, os, sys
+        agent = sys.modules.get("tracelens.collectors.agent")
+        json.dump({{"chained": os.environ.get("USER_SITECUSTOMIZE_RAN"),
+                    "armed": agent is not None and agent._state is not None,
+                    "pandas": "pandas" in sys.modules, "torch": "torch" in sys.modules}}, open({str(probe)!r}, "w"))
+    """)
+    proc = cli("collect", "--out", str(tmp_path / "run"), "--", PY, "-c", code, env={"PYTHONPATH": str(mine)})
+    assert proc.returncode == 0, proc.stderr
+    # The user's sitecustomize still ran, the agent is armed, and arming it imported neither pandas nor torch.
+    assert json.loads(probe.read_text()) == {"chained": "1", "armed": True, "pandas": False, "torch": False}
+
+
+def test_report_of_a_run_directory_skips_its_side_files_and_reads_the_manifest(tmp_path):
+    run_dir = tmp_path / "run"
+    synth.write(synth.SCENARIOS["wfbp_100"], run_dir)
+    (run_dir / "report.json").write_text('{"schema": "tracelens.report/1"}')
+    (run_dir / "workers").mkdir()
+    (run_dir / "workers" / "rank0.1.json").write_text("{}")
+    (run_dir / "nccl").mkdir()
+    (run_dir / "nccl" / "vm.11.log").write_text("vm:11:11 [0] NCCL INFO NET/Socket : Using [0]eth0\n")
+    manifest = {"schema": "tracelens.manifest/1", "world_size": 2, "env": {"OMP_NUM_THREADS": "1"},
+                "ranks": [{"rank": 0, "env": {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "HF_TOKEN": "secret"},
+                           "nccl_log": "nccl/vm.11.log"}, {"rank": 1, "env": {}}]}
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    traces = tracelens.load(str(run_dir))
+    assert len(traces) == 2                       # manifest, report and worker records are not traces
+    assert traces[0].meta.env == {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}    # allow-listed: no token
+    assert traces[1].meta.env == {"OMP_NUM_THREADS": "1"}                # the run-wide environment
+    rep = tracelens.analyze(traces)
+    logs = [i for i in rep.inputs if i.format == "nccl-log"]
+    assert [(i.rank, Path(i.path).name) for i in logs] == [(0, "vm.11.log")]
+
+
+# --------------------------------------------------------------------------- nsys mode with a fake nsys
+
+FAKE_NSYS = r'''#!{python}
+"""A stand-in for Nsight Systems: `profile` runs the command and writes a report; `export` copies the
+generator's SQLite export for that rank."""
+import json, os, re, shutil, subprocess, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_NSYS_LOG"], "a") as log:
+    log.write(json.dumps({{"argv": args, "rank": os.environ.get("RANK")}}) + "\n")
+if args[0] == "profile":
+    i, out = 1, None
+    while args[i].startswith("-"):
+        if "=" in args[i]:
+            i += 1
+            continue
+        if args[i] == "-o":
+            out = re.sub(r"%q\{{(\w+)\}}", lambda m: os.environ.get(m.group(1), ""), args[i + 1])
+        i += 2
+    code = subprocess.call(args[i:])
+    with open(out + ".nsys-rep", "wb") as fh:
+        fh.write(b"fake nsys report")
+    sys.exit(code)
+if args[0] == "export":
+    out, rep = args[args.index("--output") + 1], args[-1]
+    rank = re.search(r"rank(\d+)", os.path.basename(rep)).group(1)
+    shutil.copy(os.path.join(os.environ["FAKE_NSYS_EXPORTS"], f"rank{{rank}}.sqlite"), out)
+'''
+
+
+@pytest.fixture
+def fake_nsys(tmp_path, monkeypatch):
+    bindir, exports = tmp_path / "fakebin", tmp_path / "exports"
+    bindir.mkdir()
+    exe = bindir / "nsys"
+    exe.write_text(FAKE_NSYS.format(python=PY))
+    exe.chmod(0o755)
+    synth.write_nsys(synth.SCENARIOS["wfbp_100"], exports, per_rank=True)
+    env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "FAKE_NSYS_LOG": str(tmp_path / "nsys.log"),
+           "FAKE_NSYS_EXPORTS": str(exports)}
+    monkeypatch.delenv("TRACELENS_NSYS", raising=False)
+    return env, tmp_path / "nsys.log"
+
+
+def _calls(log):
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_nsys_mode_single_process_profiles_exports_and_reports(tmp_path, fake_nsys):
+    env, log = fake_nsys
+    out = tmp_path / "run"
+    proc = cli("collect", "--profiler", "nsys", "--out", str(out), "--", PY, "-c", "print('job ran')", env=env)
+    assert proc.returncode == 0, proc.stderr
+    calls = _calls(log)
+    assert [c["argv"][0] for c in calls] == ["profile", "export"]
+    assert calls[0]["argv"][-5:] == ["-o", str(out.resolve() / "rank0"), PY, "-c", "print('job ran')"]
+    assert (out / "rank0.nsys-rep").is_file() and (out / "rank0.sqlite").is_file()
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["profiler"] == "nsys" and m["ranks"][0]["trace"] == "rank0.nsys-rep"
+    assert m["ranks"][0]["export"] == "rank0.sqlite"
+    # The printed report is the generator's wfbp_100 rank 0: 82.5 % of its communication hidden.
+    assert "job ran" in proc.stdout and "82.5 %" in proc.stdout
+    assert json.loads((out / "report.json").read_text())["inputs"][0]["format"] == "nsys"
+
+
+@pytest.mark.e2e
+def test_nsys_mode_under_torchrun_gives_every_rank_its_own_report(tmp_path, fake_nsys):
+    needs_torch()
+    env, log = fake_nsys
+    out = tmp_path / "run"
+    proc = cli("collect", "--profiler", "nsys", "--steps", "1,1,2", "--out", str(out), "--",
+               "torchrun", "--nproc-per-node", "2", "-m", "json.tool", "--help", env=env)
+    assert proc.returncode == 0, proc.stderr
+    profiles = [c for c in _calls(log) if c["argv"][0] == "profile"]
+    assert sorted(c["rank"] for c in profiles) == ["0", "1"]      # one nsys per worker, none for torchrun
+    assert all("--capture-range=cudaProfilerApi" in c["argv"] and c["argv"][-3:] == ["-m", "json.tool", "--help"]
+               for c in profiles)
+    assert sorted(p.name for p in out.glob("rank*")) == ["rank0.nsys-rep", "rank0.sqlite", "rank1.nsys-rep",
+                                                          "rank1.sqlite"]
+    rep = json.loads((out / "report.json").read_text())
+    assert [r["rank"] for r in rep["ranks"]] == [0, 1] and rep["summary"]["overlap_pct"] == 82.5
+
+
+# --------------------------------------------------------------------------- real CPU gloo jobs (torch)
+
+
+def _trace_rank(path: Path) -> int:
+    return json.loads(gzip.decompress(path.read_bytes()))["distributedInfo"]["rank"]
+
+
+@pytest.mark.e2e
+def test_gloo_ddp_under_torchrun(tmp_path):
+    needs_torch()
+    out = tmp_path / "run"
+    proc = cli("collect", "--out", str(out), "--steps", "1,1,3", "--", "torchrun", "--nproc-per-node", "2",
+               TRAIN, "--bucket-cap-mb", "0.25", "--steps", "7",
+               env={"TORCH_NCCL_HIGH_PRIORITY": "1", "MY_API_TOKEN": "hunter2", "NCCL_IB_SECRET_KEY": "x"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # One trace per rank, named by the global rank the trace itself records.
+    for rank in (0, 1):
+        assert _trace_rank(out / f"rank{rank}.pt.trace.json.gz") == rank
+    m = json.loads((out / "manifest.json").read_text())
+    assert (m["exit_code"], m["world_size"], m["profiler"]) == (0, 2, "torch")
+    assert m["command"][:3] == ["torchrun", "--nproc-per-node", "2"] and m["hosts"]
+    assert m["versions"]["torch"].startswith("2.") and m["started_at"] < m["ended_at"]
+    assert [(r["rank"], r["status"], r["backend"]) for r in m["ranks"]] == [(0, "written", "gloo"),
+                                                                            (1, "written", "gloo")]
+    assert all(r["pid"] and r["host"] and r["local_rank"] == r["rank"] for r in m["ranks"])
+    env = m["env"]
+    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+    assert env["NCCL_DEBUG_FILE"].endswith("/nccl/%h.%p.log") and env["TORCH_NCCL_HIGH_PRIORITY"] == "1"
+    assert env["OMP_NUM_THREADS"] == "1" and env["MASTER_ADDR"]
+    assert "hunter2" not in json.dumps(m) and "NCCL_IB_SECRET_KEY" not in json.dumps(m)   # never secrets
+    # The printed report shows real communication on both ranks, with the steps of the active window.
+    assert "gloo:all_reduce" in proc.stdout and "summary: 2 rank(s), 3 step(s)" in proc.stdout
+    rep = json.loads((out / "report.json").read_text())
+    assert all(r["totals"]["comm_ns"] > 0 for r in rep["ranks"])
+    # `tracelens report` on the directory later reads the same traces (and the manifest's environment).
+    again = tracelens.load(str(out))
+    assert [t.meta.rank for t in again] == [0, 1] and again[0].meta.env["NCCL_DEBUG"] == "INFO"
+    assert tracelens.analyze(again).summary.comm_ns == rep["summary"]["comm_ns"]
+
+
+@pytest.mark.e2e
+def test_single_process_exit_code_and_stacks(tmp_path):
+    needs_torch()
+    out = tmp_path / "run"
+    proc = cli("collect", "--out", str(out), "--steps", "0,0,1", "--with-stack", "--", PY,
+               str(JOBS / "exit_code.py"), "3")
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    doc = json.loads(gzip.decompress((out / "rank0.pt.trace.json.gz").read_bytes()))
+    assert any(e.get("cat") == "python_function" for e in doc["traceEvents"])    # --with-stack
+    assert json.loads((out / "manifest.json").read_text())["exit_code"] == 3
+
+
+@pytest.mark.e2e
+def test_explicit_steps_without_an_optimizer(tmp_path):
+    needs_torch()
+    out = tmp_path / "run"
+    proc = cli("collect", "--out", str(out), "--steps", "1,1,3", "--", PY, str(JOBS / "explicit_step.py"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rep = json.loads((out / "report.json").read_text())
+    assert len(rep["ranks"][0]["steps"]) == 3          # the 3 active steps of the schedule
+
+
+@pytest.mark.e2e
+def test_a_crashing_rank_does_not_cost_the_other_ranks_their_traces(tmp_path):
+    needs_torch()
+    out = tmp_path / "run"
+    # Rank 1 fails at its 5th optimizer step, inside the active window (steps 3..8 after the first).
+    proc = cli("collect", "--out", str(out), "--steps", "1,1,6", "--", "torchrun", "--nproc-per-node", "2",
+               str(JOBS / "crash.py"), "--fail-rank", "1", "--fail-at", "5", "--steps", "12")
+    assert proc.returncode == 1, proc.stderr[-3000:]        # torchrun's code when a worker fails
+    m = json.loads((out / "manifest.json").read_text())
+    status = {r["rank"]: r["status"] for r in m["ranks"]}
+    assert status == {0: "partial", 1: "partial"}           # what each rank had recorded is kept
+    assert _trace_rank(out / "rank0.pt.trace.json.gz") == 0
+    assert "fails at step 5 (on purpose)" in proc.stderr
+
+
+@pytest.mark.e2e
+def test_ctrl_c_is_forwarded_and_finished_traces_are_kept(tmp_path):
+    needs_torch()
+    out = tmp_path / "run"
+    proc = subprocess.Popen([str(BIN / "tracelens"), "collect", "--out", str(out), "--steps", "1,1,1000",
+                             "--no-report", "--", "torchrun", "--nproc-per-node", "2", TRAIN, "--steps", "100000"],
+                            cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while len(list((out / "workers").glob("*.json"))) < 2 and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.5)      # a few active steps
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "after an interrupt" in err
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["interrupted"] is True and m["exit_code"] == proc.returncode
+    assert [r["status"] for r in m["ranks"]] == ["partial", "partial"]
+    assert all(_trace_rank(out / f"rank{r}.pt.trace.json.gz") == r for r in (0, 1))
