@@ -34,9 +34,17 @@ def run(capsys, *args):
     return code, out.out, out.err
 
 
+def job_env(extra=None) -> dict:
+    """The test's environment with this interpreter's scripts (tracelens, torchrun) first on PATH, as in an
+    activated virtual environment; one OpenMP thread per rank on small CI machines."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **(extra or {})}
+    env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", "")])
+    return env
+
+
 def cli(*args, env=None, timeout=300):
     """`tracelens ...` in a child process (collect changes signal handlers and runs jobs)."""
-    full = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    full = job_env(env)
     return subprocess.run([str(BIN / "tracelens"), *args], capture_output=True, text=True, env=full,
                           timeout=timeout, cwd=ROOT)
 
@@ -338,7 +346,7 @@ def test_ctrl_c_is_forwarded_and_finished_traces_are_kept(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen([str(BIN / "tracelens"), "collect", "--out", str(out), "--steps", "1,1,1000",
                              "--no-report", "--", "torchrun", "--nproc-per-node", "2", TRAIN, "--steps", "100000"],
-                            cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE,
+                            cwd=ROOT, env=job_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while len(list((out / "workers").glob("*.json"))) < 2 and time.time() < deadline:
