@@ -343,7 +343,7 @@ def _relative_rule(steps, base: Baseline, rule, description, metric: _Metric, li
     for rank, (value, step) in current.items():
         ref = before.get(rank, (pooled, None))[0]
         if ref is None:
-            ranks.append(RankOutcome(rank=rank, status="skip", value=value, worst_step=step,
+            ranks.append(RankOutcome(rank=rank, status="skip", value=None, worst_step=step,
                                      message="baseline has no defined value to compare with"))
             continue
         if value is None:
