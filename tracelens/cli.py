@@ -75,7 +75,8 @@ def threshold_option(fn):
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tracelens")
 def cli() -> None:
-    """Is my communication hidden behind compute? Overlap reports from PyTorch profiler traces."""
+    """Is my communication hidden behind compute? Collect, report and gate overlap for PyTorch profiler
+    and Nsight Systems traces."""
 
 
 @cli.command()
@@ -121,6 +122,7 @@ def collect(profiler, out, steps, with_stack, force, no_report, command) -> int:
 
     Example:
 
+    \b
         tracelens collect --out runs/exp7 -- torchrun --nproc-per-node 8 train.py --lr 3e-4
     """
     from .collectors import runner
@@ -218,6 +220,7 @@ def gate(paths, config_path, no_config, fmt, junit, summary_md, thresholds, comm
 
     Example:
 
+    \b
         tracelens gate runs/ci-1234/ --history ci.db --against main --max-overlap-drop 2 --junit gate.xml
     """
     from . import gate as gating
