@@ -22,10 +22,13 @@ import socket
 import sys
 import time
 
+from tracelens.rundir_layout import TORCH_TRACE, WORKERS
+
 RUN_DIR = "TRACELENS_RUN_DIR"
 STEPS = "TRACELENS_STEPS"            # "wait,warmup,active"
 WITH_STACK = "TRACELENS_WITH_STACK"  # "1" to record Python stacks
 MODE = "TRACELENS_MODE"              # "torch" (default) | "nsys"
+DEFAULT_STEPS = (3, 2, 5)            # wait, warmup, active: skips start-up noise, records 5 steps
 
 _state: "_Agent | None" = None
 
@@ -73,8 +76,8 @@ class _Agent:
     def __init__(self) -> None:
         self.run_dir = os.environ[RUN_DIR]
         self.mode = os.environ.get(MODE, "torch")
-        wait, warmup, active = (int(x) for x in os.environ.get(STEPS, "3,2,5").split(","))
-        self.wait, self.warmup, self.active = wait, warmup, active
+        steps = os.environ.get(STEPS)
+        self.wait, self.warmup, self.active = (int(x) for x in steps.split(",")) if steps else DEFAULT_STEPS
         self.with_stack = os.environ.get(WITH_STACK) == "1"
         self.torch = None
         self.prof = None
@@ -161,7 +164,7 @@ class _Agent:
 
     def _save(self, prof) -> None:
         rank = self._ranks()["rank"]
-        final = os.path.join(self.run_dir, f"rank{rank}.pt.trace.json.gz")
+        final = os.path.join(self.run_dir, TORCH_TRACE.format(rank=rank))
         tmp = os.path.join(self.run_dir, f".rank{rank}.{os.getpid()}.partial.gz")
         prof.export_chrome_trace(tmp)
         os.replace(tmp, final)     # readers never see half a trace
@@ -240,7 +243,7 @@ class _Agent:
             "device": torch.cuda.get_device_name(torch.cuda.current_device()) if cuda else None,
             "env": allowed_env(os.environ),
         }
-        folder = os.path.join(self.run_dir, "workers")
+        folder = os.path.join(self.run_dir, WORKERS)
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, f"rank{info['rank']}.{os.getpid()}.json")
         tmp = path + ".tmp"

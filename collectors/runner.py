@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Optional
@@ -25,13 +25,12 @@ from typing import Callable, Optional
 from tracelens._version import __version__
 from tracelens.envlist import allowed_env
 from tracelens.errors import InputError, UsageError
+from tracelens.rundir_layout import (BOOTSTRAP, MANIFEST, MANIFEST_SCHEMA, NCCL_LOGS, REPORT, TRACE_SUFFIXES,
+                                     WORKERS, rank_of)
 
 from . import agent
 
-MANIFEST = "manifest.json"
-MANIFEST_SCHEMA = "tracelens.manifest/1"
-DEFAULT_STEPS = (3, 2, 5)
-TORCH_TRACE = "rank{rank}.pt.trace.json.gz"
+DEFAULT_STEPS = agent.DEFAULT_STEPS
 NSYS_OUTPUT = "rank%q{RANK}"
 NSYS_TRACE_FLAGS = ("-t", "cuda,nvtx,osrt", "--sample=none")
 # torchrun options that take no value (torch.distributed.run.get_args_parser, torch 2.x); every other
@@ -82,7 +81,6 @@ class Plan:
     env: dict[str, str]
     options: CollectOptions
     nsys: Optional[str] = None
-    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -126,13 +124,12 @@ def plan(options: CollectOptions, environ: Optional[dict] = None) -> Plan:
     run_dir = options.out or default_run_dir()
     if run_dir.exists() and any(run_dir.iterdir()) and not options.force:
         raise UsageError("run directory is not empty (use --force to reuse it)", path=str(run_dir))
-    for sub in ("nccl", "workers", ".tracelens"):
+    for sub in (NCCL_LOGS, WORKERS, BOOTSTRAP):
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
-    for stale in ("workers/*.json", "rank*.pt.trace.json.gz", "rank*.nsys-rep", "rank*.sqlite", MANIFEST,
-                  "report.json"):
+    for stale in (f"{WORKERS}/*.json", "rank*.pt.trace.json.gz", "rank*.nsys-rep", "rank*.sqlite", MANIFEST, REPORT):
         for path in run_dir.glob(stale):
             path.unlink()
-    (run_dir / ".tracelens" / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
+    (run_dir / BOOTSTRAP / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
     env = worker_env(dict(os.environ if environ is None else environ), run_dir.resolve(), options)
     argv = list(options.command)
     if options.profiler == "nsys":
@@ -145,8 +142,8 @@ def worker_env(env: dict, run_dir: Path, options: CollectOptions) -> dict:
     bootstrap first on PYTHONPATH. NCCL_DEBUG / NCCL_DEBUG_SUBSYS / NCCL_DEBUG_FILE set by the user win."""
     env.setdefault("NCCL_DEBUG", "INFO")
     env.setdefault("NCCL_DEBUG_SUBSYS", "INIT,NET")
-    env.setdefault("NCCL_DEBUG_FILE", str(run_dir / "nccl" / "%h.%p.log"))
-    boot = str(run_dir / ".tracelens")
+    env.setdefault("NCCL_DEBUG_FILE", str(run_dir / NCCL_LOGS / "%h.%p.log"))
+    boot = str(run_dir / BOOTSTRAP)
     env["PYTHONPATH"] = os.pathsep.join([boot] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env[agent.RUN_DIR] = str(run_dir)
     env[agent.STEPS] = ",".join(map(str, options.steps))
@@ -243,9 +240,7 @@ def execute(p: Plan, on_progress: Optional[Callable[[dict], None]] = None, poll_
             signal.signal(s, handler)
     ended = time.time()
     _report_progress(p.run_dir, seen, on_progress)
-    notes = list(p.notes)
-    if p.nsys:
-        notes += export_reports(p.run_dir, on_progress)
+    notes = export_reports(p.run_dir, on_progress) if p.nsys else []
     code = 128 + -code if code < 0 else code
     manifest = write_manifest(p, code, started, ended, notes, interrupted=bool(signals_seen))
     return CollectResult(run_dir=p.run_dir, exit_code=code, manifest=manifest, interrupted=bool(signals_seen))
@@ -258,12 +253,13 @@ def _own_process_group() -> dict:
 
 
 def _report_progress(run_dir: Path, seen: set[str], on_progress) -> set[str]:
-    now = {f.name for f in run_dir.glob("rank*.pt.trace.json.gz")} | {f.name for f in run_dir.glob("rank*.nsys-rep")}
+    traces = _traces(run_dir)
+    now = set(traces.values())
     if on_progress and now - seen:
         world = max([w.get("world_size") or 1 for w in _workers(run_dir)] + [len(now)])
         for name in sorted(now - seen):
             on_progress({"event": "trace", "file": name, "bytes": (run_dir / name).stat().st_size,
-                         "ranks": sorted(r for f in now if (r := _rank_of(f)) is not None), "world_size": world})
+                         "ranks": sorted(traces), "world_size": world})
     return now
 
 
@@ -287,7 +283,7 @@ def export_reports(run_dir: Path, on_progress=None) -> list[str]:
 
 def _workers(run_dir: Path) -> list[dict]:
     out = []
-    for path in sorted((run_dir / "workers").glob("*.json")):
+    for path in sorted((run_dir / WORKERS).glob("*.json")):
         try:
             out.append(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError):
@@ -295,9 +291,10 @@ def _workers(run_dir: Path) -> list[dict]:
     return out
 
 
-def _rank_of(name: str) -> Optional[int]:
-    digits = name.removeprefix("rank").split(".")[0]
-    return int(digits) if digits.isdigit() else None
+def _traces(run_dir: Path) -> dict[int, str]:
+    """{rank: file name} of the traces (torch traces or nsys reports) written so far."""
+    return {r: f.name for f in run_dir.glob("rank*")
+            if f.name.endswith(TRACE_SUFFIXES) and (r := rank_of(f.name)) is not None}
 
 
 def write_manifest(p: Plan, exit_code: int, started: float, ended: float, notes: list[str],
@@ -309,10 +306,9 @@ def write_manifest(p: Plan, exit_code: int, started: float, ended: float, notes:
     for w in workers:   # a restarted worker writes a new record; keep the newest per rank
         if w["rank"] not in by_rank or w["updated_at"] >= by_rank[w["rank"]]["updated_at"]:
             by_rank[w["rank"]] = w
-    traces = {r: f.name for f in run_dir.glob("rank*") if f.name.endswith((".pt.trace.json.gz", ".nsys-rep"))
-              and (r := _rank_of(f.name)) is not None}
-    exports = {_rank_of(f.name): f.name for f in run_dir.glob("rank*.sqlite")}
-    logs = {f.name: f for f in (run_dir / "nccl").glob("*.log")}
+    traces = _traces(run_dir)
+    exports = {rank_of(f.name): f.name for f in run_dir.glob("rank*.sqlite")}
+    logs = {f.name: f for f in (run_dir / NCCL_LOGS).glob("*.log")}
     world = max([w.get("world_size") or 1 for w in workers] + [max(traces, default=-1) + 1, 1])
     ranks, warnings = [], list(notes)
     for rank in range(world):
@@ -326,7 +322,7 @@ def write_manifest(p: Plan, exit_code: int, started: float, ended: float, notes:
             "rank": rank, "local_rank": w.get("local_rank"), "host": w.get("host"), "pid": w.get("pid"),
             "trace": trace, "export": exports.get(rank), "status": status,
             "trace_bytes": (run_dir / trace).stat().st_size if trace else None,
-            "nccl_log": f"nccl/{log}" if log in logs else None, "steps_seen": w.get("steps_seen"),
+            "nccl_log": f"{NCCL_LOGS}/{log}" if log in logs else None, "steps_seen": w.get("steps_seen"),
             "device": w.get("device"), "backend": w.get("backend"), "env": w.get("env", {}),
         })
         if not trace:
@@ -350,7 +346,7 @@ def write_manifest(p: Plan, exit_code: int, started: float, ended: float, notes:
         "versions": {"python": first.get("python", sys.version.split()[0]), "torch": first.get("torch"),
                      "cuda": first.get("cuda"), "nccl": first.get("nccl"), "tracelens": __version__},
         "env": first.get("env") or allowed_env(p.env),
-        "nccl_logs": sorted(f"nccl/{name}" for name in logs),
+        "nccl_logs": sorted(f"{NCCL_LOGS}/{name}" for name in logs),
         "warnings": warnings,
     }
     tmp = run_dir / f".{MANIFEST}.tmp"

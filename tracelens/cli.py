@@ -47,6 +47,15 @@ def _report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=()):
     return analyze(_progress_loader(paths, comm_patterns, step_nvtx), limits)
 
 
+def _show(rep, fmt: str = "text", output: str | None = None, force: bool = False, top: int = 10) -> None:
+    """Render a report to standard output (coloured and as wide as a terminal) or to a file."""
+    from .renderers import render
+
+    to_terminal = output in (None, "-") and sys.stdout.isatty()
+    width = click.get_terminal_size()[0] if to_terminal else 160
+    _write(render(rep, fmt, color=to_terminal, width=max(width, 100), top=top), output, force)
+
+
 def _write(text: str, output: str | None, force: bool) -> None:
     if output is None or output == "-":
         click.echo(text, nl=False)
@@ -97,12 +106,7 @@ def report(paths, fmt, output, force, top, thresholds, comm_patterns, step_nvtx)
 
         tracelens report runs/ddp_bs32/ --format markdown -o summary.md
     """
-    from .renderers import render
-
-    rep = _report_for(paths, comm_patterns, step_nvtx, thresholds)
-    to_terminal = output in (None, "-") and sys.stdout.isatty()
-    width = click.get_terminal_size()[0] if to_terminal else 160
-    _write(render(rep, fmt, color=to_terminal, width=max(width, 100), top=top), output, force)
+    _show(_report_for(paths, comm_patterns, step_nvtx, thresholds), fmt, output, force, top)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -127,6 +131,7 @@ def collect(profiler, out, steps, with_stack, force, no_report, command) -> int:
     """
     from .collectors import runner
     from .renderers.common import size
+    from .rundir_layout import MANIFEST, REPORT
 
     options = runner.CollectOptions(
         command=list(command), out=Path(out) if out else None, profiler=profiler, with_stack=with_stack,
@@ -149,7 +154,7 @@ def collect(profiler, out, steps, with_stack, force, no_report, command) -> int:
     written = [r for r in m["ranks"] if r["trace"]]
     click.echo(f"tracelens: job exited with {result.exit_code}"
                + (" after an interrupt" if result.interrupted else "")
-               + f"; traces for {len(written)} of {m['world_size']} rank(s); manifest {plan.run_dir / 'manifest.json'}",
+               + f"; traces for {len(written)} of {m['world_size']} rank(s); manifest {plan.run_dir / MANIFEST}",
                err=True)
     for w in m["warnings"]:
         click.echo(f"tracelens: warning: {w}", err=True)
@@ -160,12 +165,8 @@ def collect(profiler, out, steps, with_stack, force, no_report, command) -> int:
     except TracelensError as exc:
         click.echo(f"tracelens: error: {exc}", err=True)
         return result.exit_code or exc.exit_code
-    (plan.run_dir / "report.json").write_bytes(rep.to_json())
-    from .renderers import render
-
-    to_terminal = sys.stdout.isatty()
-    width = click.get_terminal_size()[0] if to_terminal else 160
-    click.echo(render(rep, "text", color=to_terminal, width=max(width, 100)), nl=False)
+    (plan.run_dir / REPORT).write_bytes(rep.to_json())
+    _show(rep)
     return result.exit_code
 
 
@@ -227,7 +228,7 @@ def gate(paths, config_path, no_config, fmt, junit, summary_md, thresholds, comm
     from .renderers import gate as show
 
     config, where = _gate_config(config_path, no_config)
-    config = config.merged({k: tuple(v) if isinstance(v, tuple) else v for k, v in rules.items()}).check(where)
+    config = config.merged(rules).check(where)
     report = _report_for(paths, comm_patterns, step_nvtx, thresholds)
     notes, baseline = [], None
     if config.baseline:

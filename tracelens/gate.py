@@ -139,10 +139,7 @@ def load_config(path: Path) -> GateConfig:
         if isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         values[key] = value
-    try:
-        config = GateConfig(**values)
-    except TypeError as exc:  # pragma: no cover - keys are checked above
-        raise UsageError(f"{section}: {exc}", path=str(path)) from None
+    config = GateConfig(**values)
     for key in ("aggregate", "baseline", "history", "against"):
         v = getattr(config, key)
         if v is not None and not isinstance(v, str):
@@ -258,12 +255,17 @@ _EXPOSED = _Metric("exposed_comm_fraction", False)
 _EXPOSED_MS = _Metric("exposed_comm_ns", False, 1e-6, " ms")
 
 
+def _values(steps: pd.DataFrame, metric: _Metric) -> np.ndarray:
+    """The metric's column in its gate unit, NaN where undefined."""
+    return pd.to_numeric(steps[metric.column], errors="coerce").to_numpy(dtype=float) * metric.scale
+
+
 def _rank_values(steps: pd.DataFrame, metric: _Metric, how: str) -> dict[int, tuple[Optional[float], Optional[int]]]:
     """{rank: (aggregate, worst step)}; (None, None) where the metric is undefined on every step."""
     out = {}
     for rank, group in steps.groupby("rank", sort=True):
         group = _usable(group)
-        vals = pd.to_numeric(group[metric.column], errors="coerce").to_numpy(dtype=float) * metric.scale
+        vals = _values(group, metric)
         ok = ~np.isnan(vals)
         if not ok.any():
             out[int(rank)] = (None, None)
@@ -278,7 +280,7 @@ def _pooled(steps: pd.DataFrame, metric: _Metric, how: str) -> Optional[float]:
     parts = [_usable(g) for _, g in steps.groupby("rank")]
     if not parts:
         return None
-    vals = pd.to_numeric(pd.concat(parts)[metric.column], errors="coerce").to_numpy(dtype=float) * metric.scale
+    vals = _values(pd.concat(parts), metric)
     vals = vals[~np.isnan(vals)]
     return aggregate(vals, how, metric.higher_is_better)[0] if vals.size else None
 

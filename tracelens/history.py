@@ -53,6 +53,9 @@ def open_db(path: str | Path, *, create: bool) -> Iterator[sqlite_utils.Database
             raise UsageError("the folder for the history database does not exist", path=str(path))
     try:
         conn = sqlite3.connect(str(p), timeout=BUSY_TIMEOUT_S)
+    except sqlite3.Error as exc:
+        raise InputError(f"cannot open history database: {exc}", path=str(path)) from None
+    try:
         db = sqlite_utils.Database(conn)
         if create:
             with _write(db):
@@ -63,10 +66,7 @@ def open_db(path: str | Path, *, create: bool) -> Iterator[sqlite_utils.Database
     except sqlite3.DatabaseError as exc:
         raise InputError(f"cannot use history database: {exc}", path=str(path)) from None
     finally:
-        try:
-            conn.close()
-        except UnboundLocalError:  # pragma: no cover - connect itself failed
-            pass
+        conn.close()
 
 
 @contextmanager

@@ -6,13 +6,16 @@ Ratios are ``None`` (JSON null) when undefined (no communication, zero-length wi
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 import msgspec
 
 from ._version import __version__
+from .errors import InputError
 
 SCHEMA = "tracelens.report/1"
+_FAMILY = SCHEMA.split("/")[0]
 
 
 class PatternEvidence(msgspec.Struct, kw_only=True):
@@ -158,22 +161,18 @@ def ratio(num: int, den: int, scale: float = 1.0) -> Optional[float]:
 
 def is_report_file(path) -> bool:
     """Whether ``path`` is a saved report (``tracelens report --format json``) rather than a trace."""
-    from pathlib import Path
-
     p = Path(path)
     if not p.is_file() or not p.name.lower().endswith(".json"):
         return False
     with open(p, "rb") as fh:
         head = fh.read(256)
-    return b'"schema"' in head and SCHEMA.split("/")[0].encode() in head
+    return b'"schema"' in head and _FAMILY.encode() in head
 
 
 def read_report(path) -> Report:
     """A saved report, or InputError (exit 3) naming the file and what is wrong with it."""
-    from .errors import InputError
-
     try:
-        data = open(path, "rb").read()
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read report: {exc.strerror or exc}", path=str(path)) from None
     try:
@@ -181,7 +180,7 @@ def read_report(path) -> Report:
     except msgspec.DecodeError as exc:
         raise InputError(f"not a JSON report: {exc}", path=str(path)) from None
     schema = doc.get("schema") if isinstance(doc, dict) else None
-    if not isinstance(schema, str) or not schema.startswith(SCHEMA.split("/")[0] + "/"):
+    if not isinstance(schema, str) or not schema.startswith(_FAMILY + "/"):
         raise InputError(f"not a tracelens report (schema {schema!r})", path=str(path))
     if schema != SCHEMA:
         raise InputError(f"report schema {schema} is not the {SCHEMA} this version reads", path=str(path))

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from ..envlist import allowed_env
 from ..model import RankTrace
+from ..rundir_layout import MANIFEST, MANIFEST_SCHEMA, REPORT, WORKERS
 
-MANIFEST = "manifest.json"
-NOT_TRACES = frozenset({MANIFEST, "report.json"})
+NOT_TRACES = frozenset({MANIFEST, REPORT})
 
 
 def is_side_file(path: Path) -> bool:
@@ -21,7 +21,7 @@ def is_side_file(path: Path) -> bool:
     records)."""
     if path.name in NOT_TRACES:
         return True
-    return path.parent.name == "workers" and (path.parent.parent / MANIFEST).is_file()
+    return path.parent.name == WORKERS and (path.parent.parent / MANIFEST).is_file()
 
 
 def read_manifest(folder: Path) -> dict | None:
@@ -30,7 +30,7 @@ def read_manifest(folder: Path) -> dict | None:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return doc if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("tracelens.manifest/") else None
+    return doc if isinstance(doc, dict) and str(doc.get("schema", "")).split("/")[0] == MANIFEST_SCHEMA.split("/")[0] else None
 
 
 def attach(traces: list[RankTrace]) -> None:

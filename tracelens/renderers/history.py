@@ -54,20 +54,17 @@ def run_text(run: dict, steps: pd.DataFrame) -> str:
     for row in steps.itertuples(index=False):
         step = "all" if pd.isna(row.step) else str(int(row.step))
         table.add_row(str(row.rank), step + ("" if row.complete else " (cut)"), ms(row.duration_ns),
-                      ms(row.comm_ns), ms(row.exposed_comm_ns), pct(_num(row.overlap_pct)),
-                      frac(_num(row.exposed_comm_fraction)), row.pattern or "")
+                      ms(row.comm_ns), ms(row.exposed_comm_ns), pct(_clean(row.overlap_pct)),
+                      frac(_clean(row.exposed_comm_fraction)), row.pattern or "")
     con.print(table)
     return buf.getvalue()
 
 
-def _num(v):
-    return None if v is None or pd.isna(v) else float(v)
-
-
 def run_json(run: dict, steps: pd.DataFrame) -> str:
-    rows = [{k: (None if _isna(v) else v) for k, v in rec.items()} for rec in steps.to_dict("records")]
+    rows = [{k: _clean(v) for k, v in rec.items()} for rec in steps.to_dict("records")]
     return msgspec.json.format(msgspec.json.encode({**run, "rank_steps": rows}), indent=2).decode() + "\n"
 
 
-def _isna(v) -> bool:
-    return not isinstance(v, str) and v is not None and bool(pd.isna(v))
+def _clean(v):
+    """None for SQL NULLs that pandas turned into NaN (JSON never holds NaN)."""
+    return None if v is None or (not isinstance(v, str) and bool(pd.isna(v))) else v
