@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -15,17 +16,25 @@ PATTERN_CHOICES = ("sawtooth", "two-phase", "serialized", "partial", "no-comm")
 AGGREGATE_CHOICES = ("median", "mean", "p90", "worst")
 
 
-def _progress_loader(paths, comm_patterns, step_nvtx=None):
+def _start(paths):
+    """Discover the inputs and start decoding their Kineto files in worker processes. Called before anything
+    imports pandas, so that decoding and that import run side by side; the caller closes the pool."""
+    from .parsers import discover, start_decoding
+
+    files = discover(paths)
+    return files, start_decoding(files)
+
+
+def _progress_loader(files, pool, comm_patterns, step_nvtx=None):
     """Load with a progress bar on stderr when it is a terminal."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn
 
-    from .parsers import discover, load_files
+    from .parsers import load_files
 
-    files = discover(paths)
     console = Console(stderr=True)
     if not console.is_terminal or len(files) < 2:
-        return load_files(files, comm_patterns, step_pattern=step_nvtx)
+        return load_files(files, comm_patterns, step_pattern=step_nvtx, pool=pool)
     with Progress(TextColumn("parsing {task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   console=console, transient=True) as bar:
         task = bar.add_task("traces", total=len(files))
@@ -33,18 +42,32 @@ def _progress_loader(paths, comm_patterns, step_nvtx=None):
         def step(path: Path) -> None:
             bar.update(task, description=path.name, advance=1)
 
-        return load_files(files, comm_patterns, on_file=step, step_pattern=step_nvtx)
+        return load_files(files, comm_patterns, on_file=step, step_pattern=step_nvtx, pool=pool)
 
 
 def _report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=()):
     """The Report for the inputs: a saved ``report.json`` is read back; traces are parsed and analyzed."""
-    from .analyzers import Thresholds, analyze
     from .report import is_report_file, read_report
 
-    limits = Thresholds().with_overrides(thresholds)   # checked before the (slow) parse
     if len(paths) == 1 and is_report_file(paths[0]):
+        _limits(thresholds)
         return read_report(paths[0])
-    return analyze(_progress_loader(paths, comm_patterns, step_nvtx), limits)
+    files, pool = _start(paths)
+    try:
+        from .analyzers import analyze
+
+        limits = _limits(thresholds)   # a usage error still comes before the (slow) parse
+        traces = _progress_loader(files, pool, comm_patterns, step_nvtx)
+    finally:
+        if pool is not None:
+            pool.close()
+    return analyze(traces, limits)
+
+
+def _limits(thresholds):
+    from .analyzers import Thresholds
+
+    return Thresholds().with_overrides(thresholds)
 
 
 def _show(rep, fmt: str = "text", output: str | None = None, force: bool = False, top: int = 10) -> None:
@@ -181,9 +204,15 @@ def export(paths, out_dir, comm_patterns, step_nvtx) -> None:
 
         tracelens export runs/ddp_bs32/ -o tables/
     """
-    from .export import export_parquet
+    files, pool = _start(paths)
+    try:
+        from .export import export_parquet
 
-    for path in export_parquet(_progress_loader(paths, comm_patterns, step_nvtx), out_dir):
+        traces = _progress_loader(files, pool, comm_patterns, step_nvtx)
+    finally:
+        if pool is not None:
+            pool.close()
+    for path in export_parquet(traces, out_dir):
         click.echo(str(path))
 
 
@@ -363,5 +392,16 @@ if __name__ == "__main__":  # pragma: no cover
 
 
 def run() -> None:
-    """Console-script wrapper: exit with main()'s code."""
-    sys.exit(main())
+    """Console-script wrapper: exit with main()'s code.
+
+    The process ends without tearing the interpreter down: freeing a report's tables and every imported
+    module object by object takes ~0.07 s after a 54 MB trace, and nothing is left to do (no atexit work,
+    no temporary files; decode workers are closed before this point). Output is flushed first.
+    """
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # a reader that went away (| head), or a closed stream
+            pass
+    os._exit(code)

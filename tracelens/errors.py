@@ -19,6 +19,10 @@ class TracelensError(Exception):
         self.path = path
         self.hint = hint
 
+    def __reduce__(self):
+        # Keyword-only fields are not in ``args``; decode workers pickle these errors back to the caller.
+        return _rebuild, (type(self), self.message, self.path, self.hint)
+
     def __str__(self) -> str:
         text = f"{self.path}: {self.message}" if self.path else self.message
         return f"{text} ({self.hint})" if self.hint else text
@@ -34,3 +38,7 @@ class InputError(TracelensError):
     """A file that cannot be read as a trace: truncated, not JSON, not a profiler trace, empty."""
 
     exit_code = EXIT_INPUT
+
+
+def _rebuild(cls, message, path, hint):
+    return cls(message, path=path, hint=hint)

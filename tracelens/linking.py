@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .columns import mask
+
 
 def take(values: np.ndarray, idx: np.ndarray, default) -> np.ndarray:
     """values[idx] where idx >= 0, ``default`` elsewhere (works on an empty ``values``)."""
@@ -146,7 +148,7 @@ def main_thread(host: pd.DataFrame) -> tuple[int, int] | None:
     """The (pid, tid) that ran the training loop: where ProfilerStep spans are, else the busiest cpu_op thread."""
     if host.empty:
         return None
-    is_step = host["name"].str.startswith("ProfilerStep#").to_numpy(dtype=bool)
+    is_step = mask(host["name"], lambda n: n.startswith("ProfilerStep#"))
     if is_step.any():
         cand = host[is_step]
     else:

@@ -15,14 +15,13 @@ Tables
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-# Environment variables a parser keeps when the source records them (nsys process environment, the
-# collector's manifest): settings that change overlap, never anything secret.
+from .meta import RunMeta
+
 KINDS = ("compute", "comm", "memcpy", "memset", "sync")
 
 DEVICE_COLUMNS = {
@@ -74,54 +73,6 @@ THREAD_COLUMNS = {"pid": "int64", "tid": "int64", "name": "object"}
 
 def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()})
-
-
-@dataclass
-class Warning_:
-    code: str
-    message: str
-    count: int = 1
-
-
-class WarningLog:
-    """Data-quality notes, aggregated by code so a report can say "412 events clipped" once."""
-
-    def __init__(self) -> None:
-        self._items: OrderedDict[str, Warning_] = OrderedDict()
-
-    def add(self, code: str, message: str, count: int = 1) -> None:
-        if count <= 0:
-            return
-        if code in self._items:
-            self._items[code].count += count
-        else:
-            self._items[code] = Warning_(code, message, count)
-
-    def __iter__(self):
-        return iter(self._items.values())
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def codes(self) -> list[str]:
-        return list(self._items)
-
-
-@dataclass
-class RunMeta:
-    source: str
-    format: str                          # "kineto" | "nsys"
-    rank: int | None = None
-    rank_rule: str = "unknown"           # distributedInfo | file name | order
-    world_size: int | None = None
-    backend: str | None = None
-    device_names: list[str] = field(default_factory=list)
-    base_ns: int = 0
-    bytes: int = 0
-    pg_config: list[dict] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)   # recorded settings that explain results (envlist.env_allowed)
-    side_files: list[dict] = field(default_factory=list)  # {path, format, bytes}: e.g. this rank's NCCL log
-    warnings: WarningLog = field(default_factory=WarningLog)
 
 
 @dataclass

@@ -24,75 +24,90 @@ from .thresholds import Thresholds
 _MAX_KERNELS = 3
 
 
-def _device_frame(trace: RankTrace, device: int) -> pd.DataFrame:
+def _device_arrays(trace: RankTrace, device: int) -> dict[str, np.ndarray]:
+    """The device's non-sync activities as arrays sorted by start (names as categorical codes)."""
     dev = trace.device_ops
-    keep = (dev["device"] == device).to_numpy() & (dev["kind"] != "sync").to_numpy()
-    d = dev[keep]
-    lidx = d["launch_idx"].to_numpy()
+    keep = np.flatnonzero((dev["device"] == device).to_numpy() & (dev["kind"] != "sync").to_numpy())
+    order = keep[np.argsort(dev["start_ns"].to_numpy()[keep], kind="stable")]
+    lidx = dev["launch_idx"].to_numpy()[order]
     host = trace.host_ops
-    hs, he = host["start_ns"].to_numpy(), host["end_ns"].to_numpy()
     ok = lidx >= 0
-    if not ok.any():
-        lidx, hs, he = np.full(lidx.size, -1), np.zeros(1, np.int64), np.zeros(1, np.int64)
-    return pd.DataFrame({
-        "row": np.flatnonzero(keep), "kind": d["kind"].to_numpy(), "name": d["name"].to_numpy(),
-        "stream": d["stream"].to_numpy(), "start": d["start_ns"].to_numpy(), "end": d["end_ns"].to_numpy(),
+    safe = np.where(ok, lidx, 0)
+    never = np.iinfo(np.int64).min
+    kind = dev["kind"]
+    return {
+        "row": order, "kind": kind.cat.codes.to_numpy()[order], "name": dev["name"].cat.codes.to_numpy()[order],
+        "stream": dev["stream"].to_numpy()[order], "start": dev["start_ns"].to_numpy()[order],
+        "end": dev["end_ns"].to_numpy()[order],
         # Activities with no known launch are treated as launched before everything (possible dependencies).
-        "launch": np.where(ok, hs[np.maximum(lidx, 0)], np.iinfo(np.int64).min),
-        "launch_end": np.where(ok, he[np.maximum(lidx, 0)], np.iinfo(np.int64).min),
-        "linked": ok}).sort_values("start", kind="stable").reset_index(drop=True)
+        "launch": np.where(ok, host["start_ns"].to_numpy()[safe], never) if len(host) else np.full(order.size, never),
+        "launch_end": np.where(ok, host["end_ns"].to_numpy()[safe], never) if len(host) else np.full(order.size, never),
+        "linked": ok}
+
+
+def _code(categorical: pd.Series, value: str) -> int:
+    cats = categorical.cat.categories
+    return int(cats.get_loc(value)) if value in cats else -2   # -2 matches no row (-1 is a missing value)
 
 
 def findings(trace: RankTrace, device: int, exposure: pd.DataFrame, th: Thresholds) -> pd.DataFrame:
     """One row per exposed comm activity with a launch-order problem: kind, delay and kernels involved."""
-    d = _device_frame(trace, device)
-    exposed_rows = exposure["device_idx"].to_numpy()[exposure["exposed_ns"].to_numpy() > 0]
-    comm = d[(d["kind"] == "comm").to_numpy() & d["linked"].to_numpy() & np.isin(d["row"].to_numpy(), exposed_rows)]
-    if comm.empty:
-        return pd.DataFrame(columns=["kind", "start", "launch", "name", "stream", "delay_ns", "exposed_ns", "kernels"])
+    d = _device_arrays(trace, device)
     exposed = dict(zip(exposure["device_idx"].to_numpy().tolist(), exposure["exposed_ns"].to_numpy().tolist()))
-    names = d["name"].to_numpy()
-    starts, ends, launches = d["start"].to_numpy(), d["end"].to_numpy(), d["launch"].to_numpy()
-    compute = (d["kind"] == "compute").to_numpy()
-    longest = int((ends - starts).max()) if len(d) else 0
+    exposed_rows = exposure["device_idx"].to_numpy()[exposure["exposed_ns"].to_numpy() > 0]
+    kinds = trace.device_ops["kind"]
+    comm = np.flatnonzero((d["kind"] == _code(kinds, "comm")) & d["linked"] & np.isin(d["row"], exposed_rows))
+    columns = ["kind", "start", "launch", "name", "stream", "delay_ns", "exposed_ns", "kernels"]
+    if not comm.size:
+        return pd.DataFrame(columns=columns)
+    names = trace.device_ops["name"].cat.categories
+    codes, starts, ends, launches = d["name"], d["start"], d["end"], d["launch"]
+    compute = d["kind"] == _code(kinds, "compute")
+    longest = int((ends - starts).max())
     rows = []
-    for c in comm.itertuples():
-        exp_ns = exposed.get(c.row, 0)
-        if exp_ns <= 0:
-            continue
-        lo, hi = c.launch_end, c.start
+    for i, row, start, launch, launch_end, stream in zip(
+            comm.tolist(), d["row"][comm].tolist(), starts[comm].tolist(), launches[comm].tolist(),
+            d["launch_end"][comm].tolist(), d["stream"][comm].tolist()):
+        exp_ns = exposed.get(row, 0)
+        lo, hi = launch_end, start
         if hi - lo > th.launch_prompt_ns:                       # (a): it waited after its launch
             a, b = np.searchsorted(starts, [lo - longest, hi])
             idx = np.arange(a, b)
             idx = idx[ends[idx] > lo]
-            later = idx[compute[idx] & (launches[idx] > c.launch) & (starts[idx] >= lo)]
-            earlier = idx[launches[idx] < c.launch]
+            later = idx[compute[idx] & (launches[idx] > launch) & (starts[idx] >= lo)]
+            earlier = idx[launches[idx] < launch]
             if later.size:
                 wait = iv.clip(iv.union(starts[later], ends[later]), lo, hi)
                 delay = iv.length(iv.subtract(wait, iv.union(starts[earlier], ends[earlier])))
                 if delay >= th.launch_min_delay_ns:
-                    rows.append(("queued", c.start, c.launch, c.name, c.stream, delay, exp_ns,
-                                 _names(names[later])))
+                    rows.append(("queued", start, launch, _name(names, codes[i]), stream, delay, exp_ns,
+                                 _names(names, codes[later])))
             continue
         # (b): prompt start; compute launched before it was running when it was launched.
-        a, b = np.searchsorted(starts, [c.launch - longest, c.launch], side="right")
+        a, b = np.searchsorted(starts, [launch - longest, launch], side="right")
         idx = np.arange(a, b)                                     # only these can still run at the launch
-        running = idx[compute[idx] & (launches[idx] < c.launch) & (ends[idx] > c.launch)]
+        running = idx[compute[idx] & (launches[idx] < launch) & (ends[idx] > launch)]
         if running.size:
-            delay = int(c.launch - starts[running].min())
+            delay = int(launch - starts[running].min())
             if delay >= th.launch_min_delay_ns:
-                rows.append(("late", c.start, c.launch, c.name, c.stream, delay, exp_ns,
-                             _names(names[running])))
-    return pd.DataFrame(rows, columns=["kind", "start", "launch", "name", "stream", "delay_ns", "exposed_ns",
-                                       "kernels"])
+                rows.append(("late", start, launch, _name(names, codes[i]), stream, delay, exp_ns,
+                             _names(names, codes[running])))
+    return pd.DataFrame(rows, columns=columns)
 
 
-def _names(names: np.ndarray) -> list[str]:
-    seen: list[str] = []
-    for n in map(str, names.tolist()):
-        if n not in seen:
-            seen.append(n)
-    return seen[:_MAX_KERNELS]
+def _name(categories, code) -> str:
+    return str(categories[code]) if code >= 0 else "None"
+
+
+def _names(categories, codes: np.ndarray) -> list[str]:
+    """The first few distinct kernel names, in order of appearance."""
+    seen: list[int] = []
+    for c in codes.tolist():
+        if c not in seen:
+            seen.append(c)
+            if len(seen) == _MAX_KERNELS:
+                break
+    return [_name(categories, c) for c in seen]
 
 
 def analyze(trace: RankTrace, device: int, exposure: pd.DataFrame, windows, durations: np.ndarray,

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..model import RankTrace
+from ..columns import mask, matches
 from ..linking import main_thread, step_of
+from ..model import RankTrace
 from . import intervals as iv
 
 LAUNCH_NAMES = r"Launch|Memcpy|Memset"   # runtime/driver calls that put work on a stream
@@ -56,7 +57,7 @@ def interval_sets(trace: RankTrace, warn) -> Sets:
         warn("other-devices-ignored", f"activity on devices other than {device} is not part of this rank's "
              "metrics", len(others))
         ops = ops[(ops["device"] == device).to_numpy()]
-        kind = ops["kind"].astype(str).to_numpy()
+        kind = ops["kind"].to_numpy(dtype=object)
         s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
         compute = iv.union(s[kind == "compute"], e[kind == "compute"])
         comm = iv.union(s[kind == "comm"], e[kind == "comm"])
@@ -69,8 +70,7 @@ def interval_sets(trace: RankTrace, warn) -> Sets:
     warn("no-device-activity", "no GPU activity in the trace: CPU ops of the main thread are analysed as "
          "compute and gloo collectives as communication", 1)
     on_main = (host["pid"].to_numpy() == main[0]) & (host["tid"].to_numpy() == main[1])
-    cpu = on_main & (host["cat"] == "cpu_op").to_numpy() & ~host["name"].str.startswith(
-        "c10d::").to_numpy(dtype=bool)
+    cpu = on_main & (host["cat"] == "cpu_op").to_numpy() & ~mask(host["name"], lambda n: n.startswith("c10d::"))
     gloo = (host["comm_kind"] == "gloo").to_numpy()
     s, e = host["start_ns"].to_numpy(), host["end_ns"].to_numpy()
     compute = iv.union(s[cpu], e[cpu])
@@ -129,7 +129,7 @@ def _cut_off_launches(trace: RankTrace, lo: int, hi: int, sets: Sets) -> int:
         return 0
     host = trace.host_ops
     launch = (host["correlation"] >= 0).to_numpy() & host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy() \
-        & host["name"].str.contains(LAUNCH_NAMES).to_numpy(dtype=bool) \
+        & matches(host["name"], LAUNCH_NAMES, "search") \
         & (host["start_ns"] >= lo).to_numpy() & (host["start_ns"] < hi).to_numpy()
     rows = np.flatnonzero(launch)
     if rows.size == 0:

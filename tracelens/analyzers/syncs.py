@@ -21,6 +21,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..columns import Lookup, matches, objects
 from ..linking import take
 from ..model import RankTrace
 from ..report import Diagnosis
@@ -39,38 +40,29 @@ _MAX_CHAIN = 6
 _SOURCE_FRAME = re.compile(r"\.py\(\d+\)")
 
 
-def _matches(col: pd.Series, pattern: re.Pattern | str, how: str = "match") -> np.ndarray:
-    """Regex test on a categorical column, done once per distinct value rather than per row."""
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        cats = col.cat.categories.astype(str)
-        hit = np.asarray(getattr(cats.str, how)(pattern), dtype=bool)
-        codes = col.cat.codes.to_numpy()
-        return np.where(codes >= 0, hit[np.maximum(codes, 0)], False) if hit.size else np.zeros(len(col), bool)
-    return np.asarray(getattr(col.astype(str).str, how)(pattern), dtype=bool)
-
-
 def stall_calls(trace: RankTrace, device: int) -> pd.DataFrame:
     """Every host call (or unexplained device sync) that made the host wait, one row each."""
     host, dev = trace.host_ops, trace.device_ops
     runtime = host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy()
-    blocking = runtime & _matches(host["name"], _SYNC_CALLS)
+    blocking = runtime & matches(host["name"], _SYNC_CALLS)
     # Async copies block the host when they involve pageable memory.
     on_dev = (dev["device"] == device).to_numpy()
-    pageable = on_dev & (dev["kind"] == "memcpy").to_numpy() & _matches(dev["name"], "Pageable", "contains") \
+    pageable = on_dev & (dev["kind"] == "memcpy").to_numpy() & matches(dev["name"], "Pageable", "search") \
         & (dev["launch_idx"] >= 0).to_numpy()
     async_rows = dev["launch_idx"].to_numpy()[pageable]
-    async_rows = async_rows[runtime[async_rows] & _matches(host["name"], _ASYNC_COPIES)[async_rows]]
+    async_rows = async_rows[runtime[async_rows] & matches(host["name"], _ASYNC_COPIES)[async_rows]]
     blocking[async_rows] = True
     rows = np.flatnonzero(blocking)
     # Device sync records whose host call is not in the trace still mark a stall.
     orphan = on_dev & (dev["kind"] == "sync").to_numpy() & dev["name"].isin(_HOST_STALL_SYNCS).to_numpy() \
         & (dev["launch_idx"] < 0).to_numpy()
     frame = pd.DataFrame({
-        "host_idx": rows, "call": host["name"].to_numpy()[rows].astype(str) if rows.size else np.array([], str),
+        "host_idx": rows, "call": objects(Lookup(host["name"]).many(rows.tolist())),
         "start_ns": host["start_ns"].to_numpy()[rows], "end_ns": host["end_ns"].to_numpy()[rows]})
     if orphan.any():
         frame = pd.concat([frame, pd.DataFrame({
-            "host_idx": np.full(int(orphan.sum()), -1), "call": dev["name"].to_numpy()[orphan].astype(str),
+            "host_idx": np.full(int(orphan.sum()), -1),
+            "call": objects(Lookup(dev["name"]).many(np.flatnonzero(orphan).tolist())),
             "start_ns": dev["start_ns"].to_numpy()[orphan], "end_ns": dev["end_ns"].to_numpy()[orphan]})],
             ignore_index=True)
     return frame.sort_values("start_ns", kind="stable").reset_index(drop=True)
@@ -97,26 +89,12 @@ def measure(calls: pd.DataFrame, busy: iv.IntervalSet, comm: iv.IntervalSet, lau
         end_of_step=later >= limit, drained_ns=drained)
 
 
-class _Lookup:
-    """``col[i]`` as a string, read through the categorical codes without converting the whole column."""
-
-    def __init__(self, col: pd.Series) -> None:
-        if isinstance(col.dtype, pd.CategoricalDtype):
-            self._codes, self._cats = col.cat.codes.to_numpy(), col.cat.categories.astype(str).to_numpy()
-        else:
-            self._codes, self._cats = np.arange(len(col)), col.astype(str).to_numpy()
-
-    def __getitem__(self, i: int) -> str:
-        c = self._codes[i]
-        return self._cats[c] if c >= 0 else ""
-
-
 def chains(trace: RankTrace, host_rows: np.ndarray) -> tuple[list[str], list[str | None]]:
     """For each host row: its CPU-op ancestry ``outer → … → call`` and the nearest Python frame."""
     host = trace.host_ops
     parent = host["parent"].to_numpy()
-    name = _Lookup(host["name"])                 # per-row strings only for the rows a chain visits
-    cat = _Lookup(host["cat"])
+    name = Lookup(host["name"])                 # per-row strings only for the rows a chain visits
+    cat = Lookup(host["cat"])
     memo: dict[int, tuple[tuple[str, ...], str | None]] = {}
 
     def up(row: int) -> tuple[tuple[str, ...], str | None]:
@@ -153,8 +131,8 @@ def analyze(trace: RankTrace, device: int, busy: iv.IntervalSet, comm: iv.Interv
     if calls.empty:
         return []
     host = trace.host_ops
-    is_launch = host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy() & _matches(host["name"], LAUNCH_NAMES,
-                                                                                         "contains")
+    is_launch = host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy() \
+        & matches(host["name"], LAUNCH_NAMES, "search")
     launches = np.sort(host["start_ns"].to_numpy()[is_launch])
     m = measure(calls, busy, comm, launches, windows.start, windows.end, windows.step)
     if windows.step.size == 1 and windows.step[0] < 0:

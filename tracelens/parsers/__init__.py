@@ -1,16 +1,22 @@
-"""Find trace files and parse them into RankTraces (one per file, one per rank)."""
+"""Find trace files and parse them into RankTraces (one per file, one per rank).
+
+Importing this package does not import pandas: discovery and the Kineto decode workers start first, so
+that a fresh process decodes while it imports pandas (see :mod:`.workers`).
+"""
 
 from __future__ import annotations
 
 import glob as _glob
 import re
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
-from ..classify import user_rules
 from ..errors import InputError, UsageError
-from ..model import RankTrace
-from . import kineto, nsys, rundir
+from . import rundir
+
+if TYPE_CHECKING:
+    from ..model import RankTrace
+    from .workers import DecodePool
 
 KINETO_SUFFIXES = (".json", ".json.gz", ".json.tmp", ".json.gz.tmp")
 NSYS_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep")
@@ -49,8 +55,15 @@ def discover(paths: Iterable[str]) -> list[Path]:
     return [f for f in unique if not (f.suffix.lower() == ".sqlite" and f.with_suffix("") in reports)]
 
 
-def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: str | None = None) -> list[RankTrace]:
-    """The RankTraces in one file: one for a Kineto trace, one per GPU process for an nsys export."""
+def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: str | None = None,
+               pool: DecodePool | None = None) -> list[RankTrace]:
+    """The RankTraces in one file: one for a Kineto trace, one per GPU process for an nsys export.
+
+    ``pool``: decode workers that may already hold this file's columns.
+    """
+    from ..classify import user_rules
+    from . import kineto, nsys
+
     fmt = detect_format(path) or _sniff(path)
     try:
         rules = user_rules(comm_patterns)
@@ -60,7 +73,7 @@ def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: st
         raise UsageError(f"bad pattern: {exc}") from None
     if fmt == "nsys":
         return nsys.parse(path, rules, step_pattern)
-    return [kineto.parse(path, rules, step_pattern)]
+    return [kineto.parse(path, rules, step_pattern, decoded=pool.take(path) if pool else None)]
 
 
 def _sniff(path: Path) -> str:
@@ -73,26 +86,57 @@ def _sniff(path: Path) -> str:
     return "nsys" if head.startswith(b"SQLite format 3") else "kineto"
 
 
+def _format_or_none(path: Path) -> str | None:
+    try:
+        return detect_format(path) or _sniff(path)
+    except InputError:
+        return None  # reported when the file is parsed
+
+
 def load(paths: Iterable[str] | str, comm_patterns: tuple[str, ...] = (),
-         on_file: Callable[[Path], None] | None = None, step_pattern: str | None = None) -> list[RankTrace]:
+         on_file: Callable[[Path], None] | None = None, step_pattern: str | None = None,
+         jobs: int | None = None) -> list[RankTrace]:
     """Parse every trace under ``paths`` and settle each one's rank.
 
     ``comm_patterns``: extra regexes for communication kernels; ``step_pattern``: a regex naming the
-    step ranges (NVTX ranges or profiler annotations) to use instead of ``ProfilerStep#N``.
+    step ranges (NVTX ranges or profiler annotations) to use instead of ``ProfilerStep#N``; ``jobs``:
+    Kineto decode worker processes (0: decode in this process; None: decide, see :func:`.workers.jobs_for`).
     """
     if isinstance(paths, (str, Path)):
         paths = [str(paths)]
-    return load_files(discover([str(p) for p in paths]), comm_patterns, on_file, step_pattern)
+    files = discover([str(p) for p in paths])
+    return load_files(files, comm_patterns, on_file, step_pattern, pool=start_decoding(files, jobs))
+
+
+def start_decoding(files: list[Path], jobs: int | None = None) -> DecodePool | None:
+    """Start decoding the Kineto files among ``files`` in worker processes, when that pays (else None).
+
+    Call it before anything imports pandas to decode while pandas loads; pass the pool to
+    :func:`load_files`, which closes it.
+    """
+    from . import workers
+
+    kineto_files = [f for f in files if _format_or_none(f) == "kineto"]
+    n = workers.jobs_for(kineto_files, jobs)
+    return workers.DecodePool(kineto_files, n) if n else None
 
 
 def load_files(files: list[Path], comm_patterns: tuple[str, ...] = (),
-               on_file: Callable[[Path], None] | None = None, step_pattern: str | None = None) -> list[RankTrace]:
-    """Parse already-discovered trace files (see :func:`discover`) and settle each one's rank."""
+               on_file: Callable[[Path], None] | None = None, step_pattern: str | None = None,
+               pool: DecodePool | None = None) -> list[RankTrace]:
+    """Parse already-discovered trace files (see :func:`discover`) and settle each one's rank.
+
+    ``pool``: from :func:`start_decoding`; closed here, whatever happens.
+    """
     traces = []
-    for f in files:
-        if on_file:
-            on_file(f)
-        traces.extend(parse_file(f, tuple(comm_patterns), step_pattern))
+    try:
+        for f in files:
+            if on_file:
+                on_file(f)
+            traces.extend(parse_file(f, tuple(comm_patterns), step_pattern, pool))
+    finally:
+        if pool is not None:
+            pool.close()
     _settle_ranks(traces)
     rundir.attach(traces)
     return sorted(traces, key=lambda t: (t.meta.rank, t.meta.source))

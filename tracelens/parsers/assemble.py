@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .. import classify, linking
+from ..columns import Lookup, mask, objects
 from ..model import (COLLECTIVE_COLUMNS, DEVICE_COLUMNS, HOST_COLUMNS, STEP_COLUMNS, THREAD_COLUMNS,
                      RankTrace, RunMeta)
 
@@ -25,18 +26,11 @@ COMM_META_COLUMNS = {"table": "object", "row": "int64", "collective": "object", 
                      "pg_desc": "object", "seq": "int64", "dims_nelems": "int64", "input_type": "object"}
 
 
-_RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
-
-
-def rank_in_file_name(name: str) -> int | None:
-    """The rank a file name states (``rank3``, ``rank-3``, ``worker_3``, ``%q{RANK}`` outputs), if any."""
-    m = _RANK_IN_NAME.search(name)
-    return int(m.group(1)) if m else None
-
-
-def empty_comm_meta() -> pd.DataFrame:
-    """The collective-metadata table of a parser that found none (see :func:`build`)."""
-    return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in COMM_META_COLUMNS.items()})
+def comm_meta_frame(rows: list[tuple] = ()) -> pd.DataFrame:
+    """The collective-metadata table (see :func:`build`) from tuples in COMM_META_COLUMNS order."""
+    values = list(zip(*rows)) if rows else [()] * len(COMM_META_COLUMNS)
+    return pd.DataFrame({c: np.array(v, dtype=np.int64) if t == "int64" else objects(v)
+                         for (c, t), v in zip(COMM_META_COLUMNS.items(), values)})
 
 
 def steps_from_host(host: pd.DataFrame, pattern: str | None = None) -> pd.DataFrame:
@@ -98,11 +92,10 @@ def build(meta: RunMeta, device: pd.DataFrame, host: pd.DataFrame, steps: pd.Dat
     meta.warnings.add("unlinked-device-ops", "device activities whose launch call is not in the trace "
                       "(step taken from their own start time)", unlinked)
 
-    names = host["name"]
     # Ops that wrap a collective: torch's record_param_comms / nccl:* / c10d::* and NCCL's own API
     # ranges (ncclAllReduce, ncclGroupEnd, ... in nsys NVTX), inside which launched kernels are comm.
-    scope = (names.eq("record_param_comms") | names.str.startswith(("nccl:", "c10d::"))
-             | names.str.match(_NCCL_API)).to_numpy(dtype=bool)
+    scope = mask(host["name"], lambda n: n == "record_param_comms" or n.startswith(("nccl:", "c10d::"))
+                 or _NCCL_API.match(n))
     scope_row = linking.nearest_ancestor(parent, device["launch_idx"].to_numpy(), scope, include_self=False)
     _classify(device, scope_row, comm_meta, comm_rules)
     device = _clip_same_stream(device, meta)
@@ -123,13 +116,13 @@ def build(meta: RunMeta, device: pd.DataFrame, host: pd.DataFrame, steps: pd.Dat
 def _gloo_flags(host: pd.DataFrame) -> np.ndarray:
     """``gloo`` for gloo:* collectives on a thread other than the training loop's (kineto-format.md §11)."""
     out = np.full(len(host), None, dtype=object)
-    is_gloo = host["name"].str.startswith("gloo:").to_numpy(dtype=bool)
+    is_gloo = mask(host["name"], lambda n: n.startswith("gloo:"))
     if not is_gloo.any():
-        return out
+        return objects(out)
     main = linking.main_thread(host)
     off_main = ~((host["pid"].to_numpy() == main[0]) & (host["tid"].to_numpy() == main[1])) if main else True
     out[is_gloo & off_main] = "gloo"
-    return out
+    return objects(out)
 
 
 def _classify(device: pd.DataFrame, scope_row: np.ndarray, comm_meta: pd.DataFrame, comm_rules) -> None:
@@ -148,20 +141,20 @@ def _classify(device: pd.DataFrame, scope_row: np.ndarray, comm_meta: pd.DataFra
     name_kind, name_rule = classify.match_names(names, classify.DEFAULT_RULES + tuple(comm_rules))
     by_name = is_kernel & (name_kind != None)  # noqa: E711 (element-wise)
     by_scope = is_kernel & (scope_row >= 0)
-    ce = is_copy & (names.str.contains("PtoP", regex=False).to_numpy() | device["cross_device"].to_numpy())
+    ce = is_copy & (mask(names, lambda n: "PtoP" in n) | device["cross_device"].to_numpy())
 
-    for mask, ck, r in ((ce, "ce_copy", "ce-copy"), (by_scope, "nccl", "comm-scope"),
-                        (by_name, name_kind, name_rule), (has_args, "nccl", "collective-args")):
+    for hit, ck, r in ((ce, "ce_copy", "ce-copy"), (by_scope, "nccl", "comm-scope"),
+                       (by_name, name_kind, name_rule), (has_args, "nccl", "collective-args")):
         # Applied lowest priority first so the strongest signal's label wins.
-        comm_kind[mask] = ck[mask] if isinstance(ck, np.ndarray) else ck
-        rule[mask] = r[mask] if isinstance(r, np.ndarray) else r
-        kind[mask] = "comm"
+        comm_kind[hit] = ck[hit] if isinstance(ck, np.ndarray) else ck
+        rule[hit] = r[hit] if isinstance(r, np.ndarray) else r
+        kind[hit] = "comm"
     # A named RCCL/NCCL family keeps its more specific label over the generic collective-args one.
     named = has_args & by_name
     comm_kind[named] = name_kind[named]
-    device["kind"] = kind
-    device["comm_kind"] = comm_kind
-    device["rule"] = rule
+    device["kind"] = pd.Categorical(kind)
+    device["comm_kind"] = objects(comm_kind, index=device.index)
+    device["rule"] = objects(rule, index=device.index)
 
 
 def _clip_same_stream(device: pd.DataFrame, meta: RunMeta) -> pd.DataFrame:
@@ -201,16 +194,16 @@ def _collectives(device: pd.DataFrame, host: pd.DataFrame, comm_meta: pd.DataFra
                                      *(comm_meta[c].tolist() for c in meta_cols)):
             by_table[table].setdefault(row, tuple(vals))
     host_meta, dev_meta = by_table["host"], by_table["device"]
-    names = host["name"].to_numpy(dtype=object)
-    rpc = host["name"].eq("record_param_comms").to_numpy(dtype=bool)
-    scope_ann = host["name"].str.startswith("nccl:").to_numpy(dtype=bool)
+    names = Lookup(host["name"])
+    rpc = mask(host["name"], lambda n: n == "record_param_comms")
+    scope_ann = mask(host["name"], lambda n: n.startswith("nccl:"))
 
     comm_rows = np.flatnonzero((device["kind"] == "comm").to_numpy())
     launches = device["launch_idx"].to_numpy()[comm_rows]
     rpc_row = linking.nearest_ancestor(parent, launches, rpc, include_self=False)
     ann_row = linking.nearest_ancestor(parent, launches, scope_ann, include_self=False)
     gloo_rows = np.flatnonzero((host["comm_kind"] == "gloo").to_numpy())
-    kernel_names = device["name"].to_numpy(dtype=object)[comm_rows].tolist()
+    kernel_names = Lookup(device["name"]).many(comm_rows.tolist())
 
     none = (None,) * len(meta_cols)
     records = []
@@ -229,7 +222,7 @@ def _collectives(device: pd.DataFrame, host: pd.DataFrame, comm_meta: pd.DataFra
     }
     values = list(zip(*records)) if records else [()] * len(cols)
     for c, v in zip(cols, values):
-        frame[c] = np.array(v, dtype=object)
+        frame[c] = np.array(v, dtype=np.int64) if COLLECTIVE_COLUMNS[c] == "int64" else objects(v)
     return pd.DataFrame(frame)
 
 

@@ -25,7 +25,8 @@ from pandas.api.types import union_categoricals
 
 from ..errors import InputError
 from ..envlist import allowed_env
-from ..model import RankTrace, RunMeta, empty_frame, THREAD_COLUMNS
+from ..meta import RunMeta, rank_in_file_name
+from ..model import THREAD_COLUMNS, RankTrace, empty_frame
 from . import assemble
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -199,7 +200,7 @@ def parse(path: Path, comm_rules=(), step_pattern: str | None = None) -> list[Ra
         hst = hst.assign(start_ns=hst["start_ns"] + base, end_ns=hst["end_ns"] + base).drop(columns=["proc"])
         thr = threads[threads["proc"] == proc].drop(columns=["proc"]).reset_index(drop=True)
         steps = assemble.steps_from_host(hst, step_pattern)
-        traces.append(assemble.build(meta, dev, hst, steps, thr, assemble.empty_comm_meta(), comm_rules))
+        traces.append(assemble.build(meta, dev, hst, steps, thr, assemble.comm_meta_frame(), comm_rules))
     return traces
 
 
@@ -492,6 +493,6 @@ def _ranks(envs: list[tuple[int, dict[str, str]]], procs: list[int],
         if rank is not None:
             out[proc] = (rank, "environment")
             continue
-        from_name = assemble.rank_in_file_name(source.name)
+        from_name = rank_in_file_name(source.name)
         out[proc] = (from_name, "file name") if from_name is not None and len(procs) == 1 else (None, "order")
     return out

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..envlist import allowed_env
-from ..model import RankTrace
 from ..rundir_layout import MANIFEST, MANIFEST_SCHEMA, REPORT, WORKERS
+
+if TYPE_CHECKING:
+    from ..model import RankTrace
 
 NOT_TRACES = frozenset({MANIFEST, REPORT})
 

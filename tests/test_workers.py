@@ -1,0 +1,123 @@
+"""Kineto decode workers: same result as decoding in-process, errors passed through, failures fall back."""
+
+import gzip
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tracelens
+from tracelens.errors import InputError, UsageError
+from tracelens.parsers import workers
+from tracelens.parsers.kineto_decode import decode_file
+
+from conftest import SAMPLES
+
+
+def _json(traces) -> bytes:
+    return tracelens.analyze(traces).to_json()
+
+
+@pytest.mark.parametrize("sample", ["wfbp_100", "straggler", "gloo_sawtooth"])
+def test_workers_give_the_same_report_as_decoding_here(sample):
+    folder = SAMPLES / sample
+    # Reference: every file decoded in this process (jobs=0). Several files over two workers exercise the
+    # round-robin assignment and the in-order hand-out.
+    assert _json(tracelens.load(str(folder), jobs=2)) == _json(tracelens.load(str(folder), jobs=0))
+
+
+def test_worker_columns_equal_local_columns():
+    f = sorted((SAMPLES / "wfbp_100").glob("rank0*"))[0]
+    with workers.DecodePool([f], 1) as pool:
+        remote = pool.take(f)
+    local = decode_file(f)
+    assert remote is not None, "the worker answered nothing"
+    assert remote.meta.rank == local.meta.rank and remote.comm_meta == local.comm_meta
+    for table in ("device", "host"):
+        assert remote.__dict__[table].keys() == local.__dict__[table].keys()
+        for name, col in local.__dict__[table].items():
+            other = remote.__dict__[table][name]
+            if hasattr(col, "codes"):
+                assert (other.codes == col.codes).all() and other.categories == col.categories, name
+            else:
+                assert (other == col).all(), name
+
+
+def test_files_taken_out_of_order(tmp_path):
+    files = sorted((SAMPLES / "straggler").glob("*.json.gz"))
+    assert len(files) == 4
+    with workers.DecodePool(files, 1) as pool:   # one worker answers in order; take() asks in reverse
+        got = [pool.take(f) for f in reversed(files)]
+    assert [c.meta.source for c in got] == [str(f) for f in reversed(files)]
+
+
+def test_an_input_error_found_by_a_worker_names_the_file(tmp_path):
+    good = sorted((SAMPLES / "wfbp_100").glob("rank0*"))[0]
+    bad = tmp_path / "rank1.json.gz"
+    bad.write_bytes(good.read_bytes()[:200])          # truncated gzip
+    with pytest.raises(InputError) as local:
+        tracelens.load([str(good), str(bad)], jobs=0)
+    with pytest.raises(InputError) as remote:
+        tracelens.load([str(good), str(bad)], jobs=2)
+    assert str(remote.value) == str(local.value)
+    assert remote.value.path == str(bad) and "truncated or corrupt gzip" in remote.value.message
+
+
+def test_a_worker_that_cannot_run_falls_back_to_decoding_here(monkeypatch):
+    folder = SAMPLES / "straggler"
+    expected = _json(tracelens.load(str(folder), jobs=0))
+    # An interpreter that exits at once: no answer comes back, every file is decoded in this process.
+    monkeypatch.setattr(workers.sys, "executable", "/bin/true" if Path("/bin/true").exists() else "true")
+    assert _json(tracelens.load(str(folder), jobs=2)) == expected
+
+
+def test_close_stops_every_worker():
+    files = sorted((SAMPLES / "straggler").glob("*.json.gz"))
+    pool = workers.DecodePool(files, 2)
+    pool.take(files[0])
+    pool.close()                                       # files 1..3 never taken
+    assert all(w.proc.poll() is not None for w in pool._workers)
+
+
+def test_jobs_rules(monkeypatch, tmp_path):
+    small = sorted((SAMPLES / "wfbp_100").glob("rank*"))
+    monkeypatch.delenv(workers.JOBS_ENV, raising=False)
+    assert workers.jobs_for(small, 0) == 0
+    assert workers.jobs_for(small, 8) == len(small)       # never more workers than files
+    assert workers.jobs_for(small) == 0                   # the samples are far below MIN_BYTES of JSON
+    monkeypatch.setenv(workers.JOBS_ENV, "1")
+    assert workers.jobs_for(small) == 1
+    monkeypatch.setenv(workers.JOBS_ENV, "many")
+    with pytest.raises(UsageError):
+        workers.jobs_for(small)
+
+
+def test_gzip_trailer_gives_the_json_size(tmp_path):
+    data = b'{"traceEvents": []}' * 1000
+    f = tmp_path / "t.json.gz"
+    f.write_bytes(gzip.compress(data))
+    assert workers._json_bytes(f) == len(data)       # ISIZE trailer, RFC 1952
+    plain = tmp_path / "t.json"
+    plain.write_bytes(data)
+    assert workers._json_bytes(plain) == len(data)
+
+
+def test_cli_output_is_the_same_with_and_without_workers():
+    folder = SAMPLES / "straggler"
+    out = {}
+    for jobs in ("0", "2"):
+        env = {**os.environ, workers.JOBS_ENV: jobs}
+        proc = subprocess.run([sys.executable, "-c", "from tracelens.cli import run; run()", "report", str(folder),
+                               "--format", "json"], capture_output=True, env=env)
+        assert proc.returncode == 0, proc.stderr.decode()
+        out[jobs] = proc.stdout
+    assert out["0"] == out["2"] and b'"schema": "tracelens.report/1"' in out["0"]
+
+
+def test_bad_jobs_setting_is_a_usage_error():
+    env = {**os.environ, workers.JOBS_ENV: "-1"}
+    proc = subprocess.run([sys.executable, "-c", "from tracelens.cli import run; run()", "report",
+                           str(SAMPLES / "straggler")], capture_output=True, text=True, env=env)
+    assert proc.returncode == 2 and "TRACELENS_JOBS" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,54 @@
+"""Reading the model's string columns without converting them row by row.
+
+Name columns are categoricals: 10^5 rows over a few thousand distinct names. A string test is evaluated
+once per distinct name and spread to the rows through the codes; a row's string is looked up through its
+code only for the rows that need one. (pandas' ``.str`` methods on a categorical materialise a string per
+row, which costs tens of milliseconds on a large trace.) Object columns are built as object Series, since
+pandas would otherwise infer its Arrow-backed string dtype and convert back and forth.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+
+def mask(col: pd.Series, test: Callable[[str], object]) -> np.ndarray:
+    """``bool(test(value))`` for every row (False for a missing value), once per distinct value."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        hit = np.fromiter((bool(test(c)) if isinstance(c, str) else False for c in col.cat.categories.tolist()),
+                          bool, len(col.cat.categories))
+        return np.append(hit, False)[col.cat.codes.to_numpy()]   # code -1 (missing) reads the appended False
+    return np.fromiter((isinstance(v, str) and bool(test(v)) for v in col.tolist()), bool, len(col))
+
+
+def matches(col: pd.Series, pattern: re.Pattern | str, how: str = "match") -> np.ndarray:
+    """Regex test per row: ``how`` is "match" (at the start) or "search" (anywhere)."""
+    rx = re.compile(pattern) if isinstance(pattern, str) else pattern
+    return mask(col, rx.match if how == "match" else rx.search)
+
+
+def objects(values, index=None) -> pd.Series:
+    """An object-dtype Series (None stays None; no string dtype inferred)."""
+    return pd.Series(np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values,
+                     dtype=object, index=index)
+
+
+class Lookup:
+    """``col[i]`` as a string ("" when missing), read through the categorical codes."""
+
+    def __init__(self, col: pd.Series) -> None:
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            self._codes, self._cats = col.cat.codes.to_numpy(), col.cat.categories.astype(str).to_numpy()
+        else:
+            self._codes, self._cats = np.arange(len(col)), col.astype(str).to_numpy()
+
+    def __getitem__(self, i: int) -> str:
+        c = self._codes[i]
+        return self._cats[c] if c >= 0 else ""
+
+    def many(self, rows) -> list[str]:
+        return [self[i] for i in rows]

@@ -1,0 +1,203 @@
+"""Kineto decode workers: decode trace files in other processes while this one does something else.
+
+Decoding a Kineto trace (gunzip, JSON, columns; :mod:`.kineto_decode`) needs numpy and msgspec, not
+pandas. In a fresh ``tracelens report`` process importing pandas takes about as long as decoding a 50 MB
+trace, so the CLI starts workers on the Kineto files before it imports pandas, and the two run side by
+side on two cores (bench/RESULTS.md). With several trace files the workers also decode them in parallel
+while this process assembles the ones already decoded.
+
+Workers are fresh interpreters (``sys.executable``), not forks, so they are safe whatever threads this
+process runs and on every platform. Each reads file paths on stdin and writes one pickled answer per path
+on stdout, in order. A worker that cannot start, dies or answers garbage costs nothing but time: the
+file is decoded here instead (where a bug shows its real traceback). An InputError a worker finds is
+raised here exactly as if it had been found here.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from collections import deque
+from pathlib import Path
+
+from ..errors import UsageError
+
+JOBS_ENV = "TRACELENS_JOBS"
+# Below this much Kineto JSON a worker's start-up (an interpreter plus numpy, ~0.1 s of CPU) is not
+# repaid: small files decode in milliseconds.
+MIN_BYTES = 8 << 20
+
+
+def jobs_for(files: list[Path], jobs: int | None = None) -> int:
+    """How many decode workers to start for ``files`` (0: decode in this process).
+
+    ``jobs`` (or ``TRACELENS_JOBS``) decides when given. Otherwise workers are used on a machine with a
+    second core when there is at least MIN_BYTES of JSON to decode and something to overlap with: several files,
+    or a process that has not imported pandas yet.
+    """
+    if jobs is None and os.environ.get(JOBS_ENV, "").strip():
+        value = os.environ[JOBS_ENV].strip()
+        if not value.isdigit():
+            raise UsageError(f"{JOBS_ENV} must be a whole number of worker processes (0: none), not {value!r}")
+        jobs = int(value)
+    if jobs is not None:
+        return max(0, min(int(jobs), len(files)))
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if cpus < 2 or not files or (len(files) == 1 and "pandas" in sys.modules):
+        return 0
+    if sum(_json_bytes(f) for f in files) < MIN_BYTES:
+        return 0
+    return min(cpus, len(files))
+
+
+def _json_bytes(path: Path) -> int:
+    """Size of the JSON in a trace file; for gzip, the size its trailer records (modulo 4 GiB)."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(2) != b"\x1f\x8b":
+                return os.fstat(fh.fileno()).st_size
+            fh.seek(-4, os.SEEK_END)
+            return max(int.from_bytes(fh.read(4), "little"), os.fstat(fh.fileno()).st_size)
+    except OSError:
+        return 0
+
+
+class _Worker:
+    def __init__(self) -> None:
+        self.pending: deque[Path] = deque()
+        self.broken = False
+        # The package root first, so the worker imports this very tracelens whatever the cwd holds.
+        root = str(Path(__file__).resolve().parents[2])
+        code = f"import sys; sys.path.insert(0, {root!r}); from tracelens.parsers.workers import serve; serve()"
+        try:
+            self.proc: subprocess.Popen | None = subprocess.Popen(
+                [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL)
+        except OSError:
+            self.proc, self.broken = None, True
+
+    def send(self, path: Path) -> bool:
+        if self.broken:
+            return False
+        try:
+            pickle.dump(str(path), self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self.proc.stdin.flush()
+        except OSError:
+            self.broken = True
+            return False
+        self.pending.append(path)
+        return True
+
+    def done_sending(self) -> None:
+        if not self.broken:
+            try:
+                self.proc.stdin.close()   # the worker exits after its last answer
+            except OSError:
+                self.broken = True
+
+    def receive(self):
+        """The next answer, or None once the worker is broken."""
+        if self.broken:
+            return None
+        try:
+            return pickle.load(self.proc.stdout)
+        except Exception:  # EOF, a killed worker, a truncated pickle: decode locally from here on
+            self.broken = True
+            return None
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.kill()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        self.proc.wait()
+
+
+class DecodePool:
+    """Workers decoding ``files`` (assigned round-robin); :meth:`take` hands out each file's columns."""
+
+    def __init__(self, files: list[Path], jobs: int) -> None:
+        self._workers = [_Worker() for _ in range(max(1, jobs))]
+        self._owner: dict[Path, _Worker] = {}
+        self._early: dict[Path, object] = {}
+        for i, f in enumerate(files):
+            worker = self._workers[i % len(self._workers)]
+            if worker.send(f):
+                self._owner[f] = worker
+        for worker in self._workers:
+            worker.done_sending()
+
+    def take(self, path: Path):
+        """The decoded columns of ``path``; None when this process should decode it itself. Raises the
+        InputError the worker found."""
+        if path in self._early:
+            return _unpack(self._early.pop(path))
+        worker = self._owner.pop(path, None)
+        if worker is None:
+            return None
+        while worker.pending:
+            head = worker.pending.popleft()
+            answer = worker.receive()
+            if head == path:
+                return _unpack(answer)
+            self._early[head] = answer  # asked out of order: keep it for its own take()
+        return None
+
+    def close(self) -> None:
+        for worker in self._workers:
+            worker.close()
+        self._early.clear()
+
+    def __enter__(self) -> DecodePool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _unpack(answer):
+    if not isinstance(answer, tuple) or len(answer) != 2:
+        return None
+    status, payload = answer
+    if status == "error":
+        raise payload
+    return payload if status == "ok" else None
+
+
+def serve() -> None:
+    """Worker main loop: pickled paths in (all sent at once, then EOF), and for each a pickled
+    ("ok", KinetoColumns) | ("error", InputError) | ("failed", traceback text) out."""
+    import traceback
+
+    from ..errors import TracelensError
+    from .kineto_decode import decode_file
+
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)            # anything printed must not corrupt the answer stream
+    sys.stdout = sys.stderr
+    requests = []
+    while True:
+        try:
+            requests.append(pickle.load(sys.stdin.buffer))
+        except EOFError:
+            break
+    parked: list = []
+    for k, path in enumerate(requests):
+        try:
+            answer = ("ok", decode_file(Path(path), keep_alive=parked if k == len(requests) - 1 else None))
+        except TracelensError as exc:
+            answer = ("error", exc)
+        except Exception:  # a bug, or MemoryError: the caller decodes the file itself
+            answer = ("failed", traceback.format_exc())
+        pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)
+        answers.flush()
+        del answer
+    answers.close()
+    os._exit(0)              # the last file's events were parked, not freed: the exit reclaims them
