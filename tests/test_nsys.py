@@ -239,6 +239,29 @@ def test_mfu_sendrecv_on_the_compute_stream_is_all_exposed():
     assert {c.op for c in rep.collectives} == {"all_to_all", "send_recv"}
 
 
+def test_nccl_payload_sizes_unavailable_without_blobs(tmp_path):
+    # mfu_2gpu_before's NCCL domain (domainId 1) has payload schemas with "Message size [bytes]" but was
+    # exported with EXPORT_PARAM_INCLUDE_BLOBS=false: binaryData is NULL. Its NCCL push/pop ranges per
+    # process, by hand: SELECT globalTid >> 24, count(*) FROM NVTX_EVENTS WHERE domainId = 1 GROUP BY 1
+    # -> 224 and 238 (462 in all).
+    src = corpus_file("nsys/nsys-ai/mfu_2gpu_before.sqlite")
+    rep = report(src)
+    got = {w.rank: (w.code, w.count) for w in rep.warnings if w.code.startswith("nsys-nccl-payload")}
+    assert got == {0: ("nsys-nccl-payload-unavailable", 224), 1: ("nsys-nccl-payload-unavailable", 238)}
+    assert all(c.bytes is None for c in rep.collectives)            # unknown, never guessed
+    # The same export with a payload on every NCCL range: present, but not decoded (still no sizes).
+    copy = tmp_path / "with_blobs.sqlite"
+    copy.write_bytes(src.read_bytes())
+    con = sqlite3.connect(copy)
+    con.execute("UPDATE NVTX_EVENTS SET binaryData = x'0100000000000000' WHERE domainId = 1")
+    con.commit()
+    con.close()
+    rep = report(copy)
+    got = {w.rank: (w.code, w.count) for w in rep.warnings if w.code.startswith("nsys-nccl-payload")}
+    assert got == {0: ("nsys-nccl-payload-undecoded", 224), 1: ("nsys-nccl-payload-undecoded", 238)}
+    assert all(c.bytes is None for c in rep.collectives)
+
+
 def test_h100_stream_synchronize_is_kept():
     # nsys-sqlite.md §8: 8 cudaStreamSynchronize calls, 857 ms in total, the longest 428 ms (4 per process).
     traces = tracelens.load(str(corpus_file("nsys/nsys-ai/h100_2gpu_1s.sqlite")))

@@ -149,20 +149,32 @@ def analyze(trace: RankTrace, device: int, busy: iv.IntervalSet, comm: iv.Interv
 
 
 def _sites(group: pd.DataFrame) -> list[dict]:
-    """Calls aggregated per call site (and end-of-step or not); stalls first, the costliest first."""
-    agg = group.groupby(["site", "end_of_step"], sort=False, dropna=False).agg(
-        call=("call", "first"), frame=("frame", "first"), calls=("call", "size"), stalls=("significant", "sum"),
-        blocked_ns=("blocked_ns", "sum"), max_blocked_ns=("blocked_ns", "max"),
-        idle_after_ns=("idle_after_ns", "sum"), comm_in_flight_ns=("comm_in_flight_ns", "sum"),
-        first_ns=("start_ns", "min")).reset_index()
-    agg["cost"] = agg["blocked_ns"] + agg["idle_after_ns"]
-    agg["quiet"] = agg["stalls"] == 0
-    agg = agg.sort_values(["quiet", "end_of_step", "cost"], ascending=[True, True, False], kind="stable")
-    return [{"site": r.site, "call": r.call, "python_frame": r.frame if isinstance(r.frame, str) else None,
-             "calls": int(r.calls), "stalls": int(r.stalls), "blocked_ns": int(r.blocked_ns),
-             "max_blocked_ns": int(r.max_blocked_ns), "idle_after_ns": int(r.idle_after_ns),
-             "comm_in_flight_ns": int(r.comm_in_flight_ns), "end_of_step": bool(r.end_of_step),
-             "first_ns": int(r.first_ns)} for r in agg.itertuples(index=False)]
+    """Calls aggregated per call site (and end-of-step or not); stalls first, the costliest first.
+
+    A step holds a handful of syncs: plain Python over its rows beats a pandas groupby (~2 ms a step).
+    """
+    acc: dict[tuple[str, bool], dict] = {}
+    columns = ("site", "end_of_step", "call", "frame", "significant", "blocked_ns", "idle_after_ns",
+               "comm_in_flight_ns", "start_ns")
+    for site, end_of_step, call, frame, significant, blocked, idle, comm, start in zip(
+            *(group[c].tolist() for c in columns)):
+        key = (site, bool(end_of_step))
+        a = acc.get(key)
+        if a is None:
+            acc[key] = a = {"site": site, "call": call, "python_frame": None, "calls": 0, "stalls": 0,
+                            "blocked_ns": 0, "max_blocked_ns": int(blocked), "idle_after_ns": 0,
+                            "comm_in_flight_ns": 0, "end_of_step": bool(end_of_step), "first_ns": int(start)}
+        if a["python_frame"] is None and isinstance(frame, str):
+            a["python_frame"] = frame                       # the first call that knows its Python line
+        a["calls"] += 1
+        a["stalls"] += int(bool(significant))
+        a["blocked_ns"] += int(blocked)
+        a["max_blocked_ns"] = max(a["max_blocked_ns"], int(blocked))
+        a["idle_after_ns"] += int(idle)
+        a["comm_in_flight_ns"] += int(comm)
+        a["first_ns"] = min(a["first_ns"], int(start))
+    return sorted(acc.values(), key=lambda x: (x["stalls"] == 0, x["end_of_step"],
+                                               -(x["blocked_ns"] + x["idle_after_ns"])))
 
 
 def _diagnosis(rank, step, group, duration, th) -> Diagnosis:

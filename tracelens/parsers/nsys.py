@@ -164,6 +164,7 @@ def parse(path: Path, comm_rules=(), step_pattern: str | None = None) -> list[Ra
         raise InputError(f"no {KERNEL} table: not an Nsight Systems export with CUDA kernels "
                          "(profile with `nsys profile -t cuda,nvtx`)", path=str(source))
     notes = _export_notes(db)
+    payload_notes = _nccl_payload_notes(db)
     strings = _strings(db)
     device = _device_rows(db, strings)
     host = _host_rows(db, strings)
@@ -190,7 +191,7 @@ def parse(path: Path, comm_rules=(), step_pattern: str | None = None) -> list[Ra
         meta.world_size = len(procs) if len(procs) > 1 else None
         meta.device_names = device_names
         meta.env = _kept_env(envs, proc, len(procs))
-        for code, message, count in notes:
+        for code, message, count in notes + payload_notes.get(proc, []) + payload_notes.get(None, []):
             meta.warnings.add(code, message, count)
         if "globalPid" not in db.columns(KERNEL):
             meta.warnings.add("nsys-no-process-column", "the kernel table has no globalPid column; all GPU rows "
@@ -221,6 +222,32 @@ def _export_notes(db: _Db) -> list[tuple[str, str, int]]:
     if diag:
         notes.append(("nsys-diagnostics", "the capture recorded warnings or errors (DIAGNOSTIC_EVENT)", int(diag)))
     return notes
+
+
+def _nccl_payload_notes(db: _Db) -> dict[int | None, list[tuple[str, str, int]]]:
+    """Per process (None: all of them), why its NCCL ranges give no collective sizes.
+
+    NCCL records each call's message size in an NVTX payload (schema entry "Message size [bytes]"). An
+    export keeps payloads only with ``--include-blobs true``, and tracelens does not decode their binary
+    layout (no export with blobs has been available to check a decoder against), so bytes stay unknown.
+    """
+    entries = "NVTX_PAYLOAD_SCHEMA_ENTRIES"
+    if not db.has(entries) or not {"domainId", "name"} <= db.columns(entries) or "domainId" not in db.columns(NVTX):
+        return {}
+    sized = f"SELECT domainId FROM {entries} WHERE name LIKE 'Message size%'"
+    blob = "binaryData IS NOT NULL" if "binaryData" in db.columns(NVTX) else "0"
+    proc = "globalTid >> 24" if "globalTid" in db.columns(NVTX) else "NULL"
+    out: dict[int | None, list[tuple[str, str, int]]] = {}
+    for key, total, with_blob in db.rows(f"SELECT {proc}, count(*), coalesce(sum({blob}), 0) FROM {NVTX} "
+                                         f"WHERE domainId IN ({sized}) AND eventType IN (59, 60) GROUP BY 1"):
+        if not with_blob:
+            out[key] = [("nsys-nccl-payload-unavailable", "NCCL ranges carry their message size in NVTX payloads, "
+                         "but the export was made without them (nsys export --include-blobs true); collective "
+                         "sizes are unknown", int(total))]
+        else:
+            out[key] = [("nsys-nccl-payload-undecoded", "NCCL ranges carry NVTX binary payloads, which tracelens "
+                         "does not decode yet; collective sizes are unknown", int(with_blob))]
+    return out
 
 
 def _strings(db: _Db) -> dict[int, str]:
