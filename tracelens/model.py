@@ -104,4 +104,11 @@ class RankTrace:
                     assert frame[c].dtype == np.int64, f"{c} is {frame[c].dtype}, expected int64"
         for frame in (self.device_ops, self.host_ops):
             assert (frame["end_ns"].to_numpy() >= frame["start_ns"].to_numpy()).all(), "end before start"
-        assert set(self.device_ops["kind"].astype(str).unique()) <= set(KINDS), "unknown kind"
+        kind = self.device_ops["kind"]
+        if isinstance(kind.dtype, pd.CategoricalDtype):      # checked per category, not per row
+            codes = kind.cat.codes.to_numpy()
+            assert (codes >= 0).all(), "missing kind"
+            used = kind.cat.categories[np.unique(codes)].tolist()
+        else:
+            used = kind.unique().tolist()
+        assert set(used) <= set(KINDS), "unknown kind"

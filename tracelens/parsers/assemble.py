@@ -263,5 +263,5 @@ def _typed(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
             out[c] = col.array if isinstance(col.dtype, pd.CategoricalDtype) else \
                 pd.Categorical(col.to_numpy(dtype=object))
         else:
-            out[c] = col.astype(t).array
+            out[c] = col.array if col.dtype == t else col.astype(t).array
     return pd.DataFrame(out)

@@ -13,7 +13,8 @@ import pandas as pd
 
 from ..model import THREAD_COLUMNS, RankTrace, empty_frame
 from . import assemble
-from .kineto_decode import KinetoColumns, Labels, decode_file, no_cyclic_gc
+from .gcpause import no_cyclic_gc
+from .kineto_decode import KinetoColumns, Labels, decode_file
 
 
 def parse(path: Path, comm_rules=(), step_pattern: str | None = None,

@@ -15,8 +15,6 @@ a RankTrace.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import re
 import zlib
 from dataclasses import dataclass
@@ -36,6 +34,7 @@ except ImportError:  # pragma: no cover - platforms without an isal wheel
 
 from ..errors import InputError
 from ..meta import RunMeta, rank_in_file_name
+from .gcpause import no_cyclic_gc
 
 Num = Union[int, float, None]
 IntOrStr = Union[int, str, None]
@@ -269,20 +268,6 @@ def _int_field(objs: list, field: str) -> np.ndarray:
 
 _get_args, _get_cat, _get_ts, _get_dur = (attrgetter(a) for a in ("args", "cat", "ts", "dur"))
 _get_name, _get_pid, _get_tid = (attrgetter(a) for a in ("name", "pid", "tid"))
-
-
-@contextlib.contextmanager
-def no_cyclic_gc():
-    """Hundreds of thousands of short-lived objects are built while a trace is decoded and assembled; the
-    cyclic GC would rescan them repeatedly (a third of the parse time on a 54 MB trace) and none of them
-    form cycles."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 @dataclass

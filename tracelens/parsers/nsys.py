@@ -11,6 +11,7 @@ The export is opened read-only (``mode=ro`` URI), so a report never modifies a u
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -28,6 +29,7 @@ from ..envlist import allowed_env
 from ..meta import RunMeta, rank_in_file_name
 from ..model import THREAD_COLUMNS, RankTrace, empty_frame
 from . import assemble
+from .gcpause import no_cyclic_gc
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -104,8 +106,13 @@ class _Db:
             raise InputError(f"cannot read the export ({exc})", path=str(self.path)) from None
 
     def ints(self, sql: str, ncols: int) -> np.ndarray:
-        rows = self.rows(sql)
-        return np.array(rows, dtype=np.int64).reshape(len(rows), ncols)
+        """An all-integer query as an (n, ncols) int64 array, read straight off the cursor."""
+        try:
+            flat = np.fromiter(itertools.chain.from_iterable(self.con.execute(sql)), np.int64)
+        except (sqlite3.DatabaseError, TypeError, ValueError, OverflowError):
+            rows = self.rows(sql)           # the error paths (text decoding, unreadable file) live there
+            flat = np.array(rows, dtype=np.int64).reshape(-1)
+        return flat.reshape(-1, ncols)
 
     def pairs(self, table: str) -> list[tuple[str, str]]:
         if not self.has(table) or not {"name", "value"} <= self.columns(table):
@@ -156,6 +163,11 @@ def cached_export(report: Path) -> Path:
 
 def parse(path: Path, comm_rules=(), step_pattern: str | None = None) -> list[RankTrace]:
     """One RankTrace per process of the export that ran GPU work."""
+    with no_cyclic_gc():
+        return _parse(path, comm_rules, step_pattern)
+
+
+def _parse(path: Path, comm_rules, step_pattern: str | None) -> list[RankTrace]:
     source = path
     if path.suffix.lower() in (".nsys-rep", ".qdrep"):
         path = cached_export(path)
@@ -416,14 +428,25 @@ def _host_rows(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
                        f'WHERE n."eventType" IN (59, 60) AND n."end" IS NOT NULL AND n."end" >= n."start"')
         if rows:
             start, end, gtid, name = zip(*rows)
-            raw = pd.Series(name, dtype="str")
-            clean = raw.str.replace(_TORCH_SUFFIX_RE2, "", regex=True)  # vectorised (arrow) over 10^5 ranges
-            torch_op = (raw.str.len() != clean.str.len()).to_numpy(dtype=bool)
+            # Names repeat (10^5 ranges, a few thousand texts): strip torch's suffix once per distinct text.
+            index = dict.fromkeys(name)
+            texts = list(index)
+            # One vectorised (Arrow RE2) replace over the distinct texts.
+            cleaned = pd.Series(texts, dtype="str").str.replace(_TORCH_SUFFIX_RE2, "", regex=True).tolist()
+            names = list(dict.fromkeys(cleaned))
+            code_of = {t: i for i, t in enumerate(names)}
+            for i, t in enumerate(texts):
+                index[t] = i
+            text_codes = np.fromiter(map(index.__getitem__, name), np.int64, len(name))
+            per_text = np.array([code_of[c] for c in cleaned], dtype=np.int64)
+            torch_op = np.array([c != t for t, c in zip(texts, cleaned)], dtype=bool)[text_codes]
             parts.append({
                 "gtid": np.array(gtid, dtype=np.int64),
                 "cat": pd.Categorical.from_codes(torch_op.astype(np.int8), categories=pd.Index(
                     ["user_annotation", "cpu_op"], dtype="str")),
-                "name": pd.Categorical(clean), "start_ns": np.array(start, dtype=np.int64),
+                "name": pd.Categorical.from_codes(per_text[text_codes], categories=pd.Index(names, dtype="str"),
+                                                  validate=False),
+                "start_ns": np.array(start, dtype=np.int64),
                 "end_ns": np.array(end, dtype=np.int64), "correlation": np.full(len(rows), -1, np.int64)})
     if not parts:
         return empty_frame({"proc": "int64", "pid": "int64", "tid": "int64", "cat": "category", "name": "category",
