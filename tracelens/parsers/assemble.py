@@ -203,26 +203,58 @@ def _collectives(device: pd.DataFrame, host: pd.DataFrame, comm_meta: pd.DataFra
     rpc_row = linking.nearest_ancestor(parent, launches, rpc, include_self=False)
     ann_row = linking.nearest_ancestor(parent, launches, scope_ann, include_self=False)
     gloo_rows = np.flatnonzero((host["comm_kind"] == "gloo").to_numpy())
-    kernel_names = Lookup(device["name"]).many(comm_rows.tolist())
 
+    # Each row is described by (its metadata, its annotation's, the annotation's name, the kernel's name);
+    # a run repeats a handful of those thousands of times, so each distinct combination is described once.
     none = (None,) * len(meta_cols)
-    records = []
-    for k, (row, r_row, a_row) in enumerate(zip(comm_rows.tolist(), rpc_row.tolist(), ann_row.tolist())):
-        own = dev_meta.get(row)
-        src = own if own is not None and own[0] is not None else host_meta.get(r_row, none)
-        ann = host_meta.get(a_row, none)
-        records.append(_describe(*src[:8], ann[8], ann[9], names[a_row] if a_row >= 0 else None, kernel_names[k]))
-    for g in gloo_rows.tolist():
-        ann = host_meta.get(g, none)
-        records.append(_describe(*none[:8], ann[8], ann[9], names[g], None))
+    tuples, tuple_id = [none], {none: 0}
+    def ids(meta: dict[int, tuple], n: int, usable=lambda t: True) -> np.ndarray:
+        out = np.zeros(n, dtype=np.int64)
+        for row, t in meta.items():
+            if 0 <= row < n and usable(t):
+                out[row] = tuple_id.setdefault(t, len(tuple_id))
+                if out[row] == len(tuples):
+                    tuples.append(t)
+        return out
+    dev_src = ids(dev_meta, len(device), lambda t: t[0] is not None)[comm_rows]
+    host_ids = ids(host_meta, len(host))
+    host_codes = host["name"].cat.codes.to_numpy() if isinstance(host["name"].dtype, pd.CategoricalDtype) \
+        else np.arange(len(host))
+    dev_codes = device["name"].cat.codes.to_numpy()[comm_rows] \
+        if isinstance(device["name"].dtype, pd.CategoricalDtype) else comm_rows
+
+    def at(values: np.ndarray, rows: np.ndarray, missing: int) -> np.ndarray:
+        return np.where(rows >= 0, values[np.maximum(rows, 0)], missing) if values.size else \
+            np.full(rows.size, missing, dtype=np.int64)
+
+    keys = np.stack([
+        np.concatenate([np.where(dev_src > 0, dev_src, at(host_ids, rpc_row, 0)), np.zeros(gloo_rows.size, np.int64)]),
+        np.concatenate([at(host_ids, ann_row, 0), at(host_ids, gloo_rows, 0)]),
+        np.concatenate([at(host_codes, ann_row, -2), at(host_codes, gloo_rows, -2)]),   # -2: no annotation
+        np.concatenate([dev_codes, np.full(gloo_rows.size, -2)])], axis=1).astype(np.int64)  # -2: no kernel
+    first_row = np.concatenate([ann_row, gloo_rows])
+    kernel_rows = np.concatenate([comm_rows, np.full(gloo_rows.size, -1)])
+    if len(keys):
+        uniq, pick, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    else:
+        uniq, pick, inverse = keys, np.empty(0, np.int64), np.empty(0, np.int64)
+    kernel_name = Lookup(device["name"])
+    described = []
+    for (src, ann, ann_code, _), i in zip(uniq.tolist(), pick.tolist()):
+        s, t = tuples[src], tuples[ann]
+        described.append(_describe(*s[:8], t[8], t[9], names[first_row[i]] if ann_code != -2 else None,
+                                   kernel_name[kernel_rows[i]] if kernel_rows[i] >= 0 else None))
     cols = ["op", "dtype", "in_nelems", "out_nelems", "bytes", "group_size", "pg_name", "pg_desc", "seq"]
     frame = {
-        "device_idx": np.concatenate([comm_rows, np.full(gloo_rows.size, -1)]).astype(np.int64),
+        "device_idx": kernel_rows.astype(np.int64),
         "host_idx": np.concatenate([np.where(rpc_row >= 0, rpc_row, ann_row), gloo_rows]).astype(np.int64),
     }
-    values = list(zip(*records)) if records else [()] * len(cols)
-    for c, v in zip(cols, values):
-        frame[c] = np.array(v, dtype=np.int64) if COLLECTIVE_COLUMNS[c] == "int64" else objects(v)
+    for j, c in enumerate(cols):
+        if COLLECTIVE_COLUMNS[c] == "int64":
+            frame[c] = np.array([d[j] for d in described], dtype=np.int64)[inverse]
+        else:
+            frame[c] = objects(np.array([d[j] for d in described] + [None], dtype=object)[:-1][inverse])
     return pd.DataFrame(frame)
 
 
