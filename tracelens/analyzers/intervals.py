@@ -84,8 +84,11 @@ def subtract(a: IntervalSet, b: IntervalSet) -> IntervalSet:
 
 
 def clip(iset: IntervalSet, lo: int, hi: int) -> IntervalSet:
-    """The part of a set inside ``[lo, hi)``."""
+    """The part of a set inside ``[lo, hi)``; only the members that reach into it are touched (a set is
+    sorted and disjoint, so its ends are sorted too), which keeps per-step clipping of a long run cheap."""
     s, e = iset
+    a, b = int(np.searchsorted(e, lo, side="right")), int(np.searchsorted(s, hi, side="left"))
+    s, e = s[a:max(a, b)], e[a:max(a, b)]
     s2, e2 = np.maximum(s, lo), np.minimum(e, hi)
     keep = e2 > s2
     return s2[keep], e2[keep]
