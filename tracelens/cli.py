@@ -16,17 +16,26 @@ PATTERN_CHOICES = ("sawtooth", "two-phase", "serialized", "partial", "no-comm")
 AGGREGATE_CHOICES = ("median", "mean", "p90", "worst")
 
 
-def _start(paths):
-    """Discover the inputs and start decoding their Kineto files in worker processes. Called before anything
-    imports pandas, so that decoding and that import run side by side; the caller closes the pool."""
+def _load(paths, comm_patterns=(), step_nvtx=None, prepare=None):
+    """Discover the inputs, start decoding their Kineto files in worker processes, run ``prepare`` (imports,
+    argument checks: they overlap the decoding) and parse. Returns (what prepare returned, traces).
+
+    Nothing before this point imports pandas, so in a fresh process the workers decode while it loads.
+    """
     from .parsers import discover, start_decoding
 
     files = discover(paths)
-    return files, start_decoding(files)
+    pool = start_decoding(files)
+    try:
+        prepared = prepare() if prepare else None
+        return prepared, _progress_loader(files, pool, comm_patterns, step_nvtx)
+    finally:
+        if pool is not None:
+            pool.close()
 
 
 def _progress_loader(files, pool, comm_patterns, step_nvtx=None):
-    """Load with a progress bar on stderr when it is a terminal."""
+    """Parse with a progress bar on stderr when it is a terminal."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn
 
@@ -52,15 +61,10 @@ def _report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=()):
     if len(paths) == 1 and is_report_file(paths[0]):
         _limits(thresholds)
         return read_report(paths[0])
-    files, pool = _start(paths)
-    try:
-        from .analyzers import analyze
+    # A bad threshold is still reported before the (slow) parse.
+    limits, traces = _load(paths, comm_patterns, step_nvtx, prepare=lambda: _limits(thresholds))
+    from .analyzers import analyze
 
-        limits = _limits(thresholds)   # a usage error still comes before the (slow) parse
-        traces = _progress_loader(files, pool, comm_patterns, step_nvtx)
-    finally:
-        if pool is not None:
-            pool.close()
     return analyze(traces, limits)
 
 
@@ -204,14 +208,9 @@ def export(paths, out_dir, comm_patterns, step_nvtx) -> None:
 
         tracelens export runs/ddp_bs32/ -o tables/
     """
-    files, pool = _start(paths)
-    try:
-        from .export import export_parquet
+    _, traces = _load(paths, comm_patterns, step_nvtx)
+    from .export import export_parquet
 
-        traces = _progress_loader(files, pool, comm_patterns, step_nvtx)
-    finally:
-        if pool is not None:
-            pool.close()
     for path in export_parquet(traces, out_dir):
         click.echo(str(path))
 
