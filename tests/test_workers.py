@@ -121,3 +121,15 @@ def test_bad_jobs_setting_is_a_usage_error():
     proc = subprocess.run([sys.executable, "-c", "from tracelens.cli import run; run()", "report",
                            str(SAMPLES / "straggler")], capture_output=True, text=True, env=env)
     assert proc.returncode == 2 and "TRACELENS_JOBS" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("jobs", [0, 1])
+def test_loaded_tables_can_be_edited(jobs):
+    # Notebook use: a user's in-place edit must not hit a read-only array (unpickled worker columns, or
+    # frames built without copying pandas' read-only views).
+    t = tracelens.load(str(SAMPLES / "wfbp_100"), jobs=jobs)[0]
+    for name, column in (("device_ops", "start_ns"), ("host_ops", "start_ns"), ("collectives", "device_idx"),
+                         ("steps", "start_ns")):
+        frame = getattr(t, name)
+        frame.loc[frame.index[0], column] = 5
+        assert frame[column].iloc[0] == 5, name
