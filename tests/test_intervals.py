@@ -70,6 +70,23 @@ def test_length_in_windows_matches_oracle(a, windows):
         assert iv.length(iv.clip(A, x, y)) == g
 
 
+@settings(max_examples=300, deadline=None)
+@given(ivs, st.lists(st.tuples(st.integers(0, 40), st.integers(0, 60)), min_size=0, max_size=8))
+def test_clip_many_matches_clip_per_window(a, steps):
+    A = as_set(a)
+    # Sorted, disjoint windows, as step windows are: each starts at or after the previous end.
+    lo, hi, t = [], [], 0
+    for gap, width in steps:
+        lo.append(t + gap)
+        hi.append(t + gap + width)
+        t = hi[-1]
+    w, s, e = iv.clip_many(A, lo, hi)
+    for k, (x, y) in enumerate(zip(lo, hi)):
+        want = iv.clip(A, x, y)
+        assert s[w == k].tolist() == want[0].tolist() and e[w == k].tolist() == want[1].tolist()
+    assert w.tolist() == sorted(w.tolist())
+
+
 def test_touching_intervals_merge_and_empty_inputs():
     # [0,5) and [5,9) touch: one member of length 9 (hand calculation).
     s, e = iv.union([5, 0], [9, 5])

@@ -94,6 +94,22 @@ def clip(iset: IntervalSet, lo: int, hi: int) -> IntervalSet:
     return s2[keep], e2[keep]
 
 
+def clip_many(iset: IntervalSet, lo, hi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The set clipped to every window ``[lo_k, hi_k)`` at once: (window index, starts, ends), grouped by
+    window in the windows' order, members in order within a window. A member that spans several windows
+    appears once in each."""
+    s, e = iset
+    lo = np.asarray(lo, dtype=np.int64)
+    hi = np.asarray(hi, dtype=np.int64)
+    first = np.searchsorted(e, lo, side="right")                 # first member ending after lo
+    count = np.maximum(np.searchsorted(s, hi, side="left") - first, 0)
+    window = np.repeat(np.arange(lo.size), count)
+    member = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count) + np.repeat(first, count)
+    s2, e2 = np.maximum(s[member], lo[window]), np.minimum(e[member], hi[window])
+    keep = e2 > s2
+    return window[keep], s2[keep], e2[keep]
+
+
 def covered_before(iset: IntervalSet, t) -> np.ndarray:
     """``F(t) = |set ∩ (-inf, t)|`` for each t (vectorised)."""
     s, e = iset

@@ -33,61 +33,6 @@ PATTERNS = ("sawtooth", "two-phase", "serialized", "partial", "no-comm")
 _WORST_FIRST = ("two-phase", "serialized", "partial", "sawtooth", "no-comm")
 
 
-def features(compute: iv.IntervalSet, comm: iv.IntervalSet, lo: int, hi: int,
-             comm_starts: np.ndarray, ops: list) -> PatternEvidence:
-    """The evidence for one window; ``comm_starts``/``ops`` describe the comm activities starting in it."""
-    c, k = iv.clip(comm, lo, hi), iv.clip(compute, lo, hi)
-    comm_ns = iv.length(c)
-    op = Counter(o for o in ops if isinstance(o, str)).most_common(1)
-    op = op[0][0] if op else None
-    first_comm = int(c[0][0]) if c[0].size else None
-    compute_start = int(k[0][0]) if k[0].size else None
-    if comm_ns == 0:
-        return PatternEvidence(comm_kernels=int(comm_starts.size), bursts=0, started_during_compute=0,
-                               compute_start_ns=compute_start, compute_phase_end_ns=None, first_comm_ns=first_comm,
-                               first_comm_offset=None, tail_ns=0, tail_fraction=None, op=op)
-    phase_end = _compute_phase_end(c, k)
-    tail = int(iv.length_in(c, [phase_end], [hi])[0])
-    offset = None
-    if compute_start is not None and phase_end > compute_start:
-        offset = round((first_comm - compute_start) / (phase_end - compute_start), 4)
-    return PatternEvidence(
-        comm_kernels=int(comm_starts.size), bursts=_bursts(c, k),
-        started_during_compute=int((comm_starts < phase_end).sum()) if compute_start is not None else 0,
-        compute_start_ns=compute_start, compute_phase_end_ns=phase_end, first_comm_ns=first_comm,
-        first_comm_offset=offset, tail_ns=tail, tail_fraction=ratio(tail, comm_ns), op=op)
-
-
-def _gaps_with_compute(s: np.ndarray, e: np.ndarray, k: iv.IntervalSet) -> np.ndarray:
-    """For consecutive members of a set: does compute run in the gap between member i and i+1?"""
-    return iv.length_in(k, e[:-1], s[1:]) > 0
-
-
-def _compute_phase_end(c: iv.IntervalSet, k: iv.IntervalSet) -> int:
-    """Where the step's exposed communication tail begins (the last comm end when there is none).
-
-    Candidates are the starts of exposed pieces; the tail begins at the candidate p with the most
-    ``exposed comm after p − compute after p (until the last comm ends)``, when that is positive. Compute
-    between p and the end of communication means the compute phase was still going on, so a short exposed
-    gap mid-step, or comm interleaved between compute kernels, does not open the tail; compute overlapping
-    only the very end of the tail (an optimizer starting under gloo bookkeeping) does not close it.
-    """
-    exposed = iv.subtract(c, k)
-    comm_end = int(c[1][-1])
-    p = exposed[0]
-    if p.size == 0:
-        return comm_end
-    exposed_after = np.cumsum((exposed[1] - exposed[0])[::-1])[::-1]
-    compute_after = iv.length_in(k, p, np.full(p.size, comm_end))
-    score = exposed_after - compute_after
-    best = int(np.argmax(score))
-    return int(p[best]) if score[best] > 0 else comm_end
-
-
-def _bursts(c: iv.IntervalSet, k: iv.IntervalSet) -> int:
-    return 1 + int(_gaps_with_compute(c[0], c[1], k).sum())
-
-
 def classify(ev: PatternEvidence, overlap_pct: float | None, th: Thresholds) -> str:
     if ev.tail_fraction is None or overlap_pct is None:
         return "no-comm"
@@ -165,9 +110,89 @@ def step_patterns(sets, windows, overlap_pct: list, exposure: pd.DataFrame, th: 
     ops = exposure["op"].to_numpy(dtype=object)
     order = np.argsort(starts, kind="stable")
     starts, ops = starts[order], ops[order]
+    lo, hi = np.asarray(windows.start, dtype=np.int64), np.asarray(windows.end, dtype=np.int64)
+    a, b = np.searchsorted(starts, lo), np.searchsorted(starts, hi)
+    evidence = step_features(sets.compute, sets.comm, lo, hi, starts, a, b)
     out = []
-    for lo, hi, pct in zip(windows.start.tolist(), windows.end.tolist(), overlap_pct):
-        a, b = np.searchsorted(starts, [lo, hi])
-        ev = features(sets.compute, sets.comm, lo, hi, starts[a:b], ops[a:b].tolist())
+    for ev, i, j, pct in zip(evidence, a.tolist(), b.tolist(), overlap_pct):
+        top = Counter(o for o in ops[i:j].tolist() if isinstance(o, str)).most_common(1)
+        ev.op = top[0][0] if top else None
         out.append((classify(ev, pct, th), ev))
     return out
+
+
+def step_features(compute: iv.IntervalSet, comm: iv.IntervalSet, lo: np.ndarray, hi: np.ndarray,
+                  comm_starts: np.ndarray, a: np.ndarray, b: np.ndarray) -> list[PatternEvidence]:
+    """The evidence of every window at once (``op`` left unset); the comm activities starting in window k
+    are ``comm_starts[a[k]:b[k]]``. Windows are sorted and disjoint, as step windows are.
+
+    With C and K the comm and compute sets clipped to a window, and ``C ∖ K`` its exposed pieces:
+    ``compute_after(p) = |K ∩ [p, end of C)|`` and ``exposed_after(p)`` the exposed length from piece p on;
+    the compute phase ends at the first piece with the largest positive ``exposed_after − compute_after``,
+    else at the end of C. Clipping commutes with the set operations, so they run once on the whole run.
+    """
+    n = lo.size
+    cw, cs, ce = iv.clip_many(comm, lo, hi)
+    kw, ks, _ = iv.clip_many(compute, lo, hi)
+    comm_ns = np.zeros(n, dtype=np.int64)
+    np.add.at(comm_ns, cw, ce - cs)
+    c_first, c_last = _segment_ends(cw, n)
+    k_first, _ = _segment_ends(kw, n)
+    comm_end = np.where(c_last >= 0, ce[np.maximum(c_last, 0)] if ce.size else 0, 0)
+
+    # Compute phase end: per exposed piece, exposed comm after it minus compute after it.
+    xw, xs, xe = iv.clip_many(iv.subtract(comm, compute), lo, hi)
+    length = xe - xs
+    cum = np.cumsum(length)
+    x_first, _ = _segment_ends(xw, n)
+    before = np.where(x_first > 0, cum[np.maximum(x_first - 1, 0)] if cum.size else 0, 0)  # up to each window
+    total = np.zeros(n, dtype=np.int64)
+    np.add.at(total, xw, length)
+    exposed_after = total[xw] - (cum - length - before[xw])
+    score = exposed_after - iv.length_in(compute, xs, comm_end[xw])
+    best = np.full(n, -1, dtype=np.int64)
+    if score.size:
+        top = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(top, xw, score)
+        hit = np.flatnonzero(score == top[xw])
+        windows_hit, first_hit = np.unique(xw[hit], return_index=True)
+        best[windows_hit] = hit[first_hit]
+        best[(best >= 0) & (top <= 0)] = -1
+    phase_end = np.where(best >= 0, xs[np.maximum(best, 0)] if xs.size else 0, comm_end)
+    tail = iv.length_in(comm, np.minimum(phase_end, hi), hi)
+
+    # Bursts: consecutive comm members of a window with compute in the gap between them.
+    gaps = np.zeros(n, dtype=np.int64)
+    if cw.size > 1:
+        same = cw[1:] == cw[:-1]
+        busy = iv.length_in(compute, ce[:-1][same], cs[1:][same]) > 0
+        np.add.at(gaps, cw[1:][same][busy], 1)
+    started = np.searchsorted(comm_starts, phase_end, side="left") - a
+
+    out = []
+    for w in range(n):
+        compute_start = int(ks[k_first[w]]) if k_first[w] >= 0 else None
+        kernels = int(b[w] - a[w])
+        if comm_ns[w] == 0:
+            out.append(PatternEvidence(comm_kernels=kernels, bursts=0, started_during_compute=0,
+                                       compute_start_ns=compute_start, compute_phase_end_ns=None,
+                                       first_comm_ns=None, first_comm_offset=None, tail_ns=0, tail_fraction=None))
+            continue
+        first_comm, end = int(cs[c_first[w]]), int(phase_end[w])
+        offset = None
+        if compute_start is not None and end > compute_start:
+            offset = round((first_comm - compute_start) / (end - compute_start), 4)
+        out.append(PatternEvidence(
+            comm_kernels=kernels, bursts=1 + int(gaps[w]),
+            started_during_compute=int(started[w]) if compute_start is not None else 0,
+            compute_start_ns=compute_start, compute_phase_end_ns=end, first_comm_ns=first_comm,
+            first_comm_offset=offset, tail_ns=int(tail[w]), tail_fraction=ratio(int(tail[w]), int(comm_ns[w]))))
+    return out
+
+
+def _segment_ends(window: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """First and last position of each window's members in a grouped array (-1 for a window without any)."""
+    first = np.searchsorted(window, np.arange(n), side="left")
+    last = np.searchsorted(window, np.arange(n), side="right") - 1
+    empty = last < first
+    return np.where(empty, -1, first), np.where(empty, -1, last)
