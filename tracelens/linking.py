@@ -37,29 +37,37 @@ def host_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.n
         return parent
     order = np.lexsort((-end, start, thread))
     thr, st, en = thread[order], start[order], end[order]
-    bounds = np.flatnonzero(np.diff(thr)) + 1
-    out = np.empty(n, dtype=np.int64)
-    for a, b in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [n]])):
-        local = _parents_nested(st[a:b], en[a:b])
-        if local is None:
-            local = _parents_by_stack(st[a:b], en[a:b])
-        out[a:b] = np.where(local >= 0, local + a, -1)
+    out = _parents_nested(st, en, thr)            # every thread at once, when all of them nest properly
+    if out is None:
+        bounds = np.flatnonzero(np.diff(thr)) + 1
+        out = np.empty(n, dtype=np.int64)
+        for a, b in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [n]])):
+            local = _parents_nested(st[a:b], en[a:b])
+            if local is None:
+                local = _parents_by_stack(st[a:b], en[a:b])
+            out[a:b] = np.where(local >= 0, local + a, -1)
     # Translate positions in the sorted order back to original row numbers.
     parent[order] = np.where(out >= 0, order[np.maximum(out, 0)], -1)
     return parent
 
 
-def _parents_nested(st: np.ndarray, en: np.ndarray) -> np.ndarray | None:
+def _parents_nested(st: np.ndarray, en: np.ndarray, lane: np.ndarray | None = None) -> np.ndarray | None:
     """Stack-walk parents for events sorted by (start, -end) when they nest properly, else None.
 
     With proper nesting, an event's depth is the number of earlier events still open at its start, and
     its parent is the last earlier event one level up. Partial overlaps break that, and are detected by
-    a child outliving its parent (the first offending event always does).
+    a child outliving its parent (the first offending event always does). With ``lane`` (events sorted by
+    lane first), every lane is solved in the same array operations: times are ranked within their lane,
+    after every earlier lane's, so an earlier lane's events are all closed when a lane begins.
     """
     n = st.size
     pos = np.arange(n, dtype=np.int64)
     _, inv = np.unique(np.concatenate([st, en]), return_inverse=True)
     st_r, en_r = inv[:n].astype(np.int64), inv[n:].astype(np.int64)
+    if lane is not None and n:
+        lane_no = np.concatenate([[0], np.cumsum(lane[1:] != lane[:-1])]).astype(np.int64)
+        span = int(inv.max()) + 1
+        st_r, en_r = lane_no * span + st_r, lane_no * span + en_r
     width = n + 1
     ends = np.sort(en_r * width + pos)
     zero = en == st
