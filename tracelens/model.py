@@ -99,9 +99,10 @@ class RankTrace:
                             (self.collectives, COLLECTIVE_COLUMNS), (self.steps, STEP_COLUMNS)):
             missing = set(cols) - set(frame.columns)
             assert not missing, f"missing columns {sorted(missing)}"
+            dtypes = frame.dtypes.to_dict()
             for c, t in cols.items():
                 if t == "int64":
-                    assert frame[c].dtype == np.int64, f"{c} is {frame[c].dtype}, expected int64"
+                    assert dtypes[c] == np.int64, f"{c} is {dtypes[c]}, expected int64"
         for frame in (self.device_ops, self.host_ops):
             assert (frame["end_ns"].to_numpy() >= frame["start_ns"].to_numpy()).all(), "end before start"
         kind = self.device_ops["kind"]

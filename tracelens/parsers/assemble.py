@@ -279,21 +279,31 @@ def _describe(coll, dtype, in_n, out_n, group, pg_name, pg_desc, seq, dims, in_t
 
 
 def _typed(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
-    """Exactly the contract's columns, in order, with the contract's dtypes (-1 for missing ints)."""
-    out = {}
+    """Exactly the contract's columns, in order, with the contract's dtypes (-1 for missing ints).
+
+    Only the columns that need it are converted; the rest are selected as they are (rebuilding a frame
+    column by column costs several times more, for every table of every rank).
+    """
+    fixes = {}
     n = len(frame)
+    dtypes = frame.dtypes.to_dict()
     for c, t in columns.items():
-        if c not in frame.columns:
-            out[c] = np.full(n, -1, dtype=np.int64) if t == "int64" else pd.Series([None] * n, dtype=t).array
-            continue
-        col = frame[c]
-        if t == "int64":
-            if col.dtype != np.int64:
-                col = pd.to_numeric(col, errors="coerce").fillna(-1).astype(np.int64)
-            out[c] = col.to_numpy()
+        have = dtypes.get(c)
+        if have is None:
+            fixes[c] = np.full(n, -1, dtype=np.int64) if t == "int64" else pd.Series([None] * n, dtype=t).array
+        elif t == "int64":
+            if have != np.int64:
+                fixes[c] = pd.to_numeric(frame[c], errors="coerce").fillna(-1).astype(np.int64).to_numpy()
         elif t == "category":
-            out[c] = col.array if isinstance(col.dtype, pd.CategoricalDtype) else \
-                pd.Categorical(col.to_numpy(dtype=object))
-        else:
-            out[c] = col.array if col.dtype == t else col.astype(t).array
-    return pd.DataFrame(out)
+            if not isinstance(have, pd.CategoricalDtype):
+                fixes[c] = pd.Categorical(frame[c].to_numpy(dtype=object))
+        elif have != t:
+            fixes[c] = frame[c].astype(t).array
+    if fixes:
+        frame = frame.assign(**fixes)
+    if list(frame.columns) != list(columns):
+        frame = frame[list(columns)]
+    index = frame.index
+    if not (isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1):
+        frame = frame.reset_index(drop=True)
+    return frame
