@@ -34,7 +34,8 @@ def test_worker_columns_equal_local_columns():
         remote = pool.take(f)
     local = decode_file(f)
     assert remote is not None, "the worker answered nothing"
-    assert remote.meta.rank == local.meta.rank and remote.comm_meta == local.comm_meta
+    assert remote.meta.rank == local.meta.rank
+    assert {c: list(v) for c, v in remote.comm_meta.items()} == {c: list(v) for c, v in local.comm_meta.items()}
     for table in ("device", "host"):
         assert remote.__dict__[table].keys() == local.__dict__[table].keys()
         for name, col in local.__dict__[table].items():

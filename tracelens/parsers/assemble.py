@@ -26,11 +26,12 @@ COMM_META_COLUMNS = {"table": "object", "row": "int64", "collective": "object", 
                      "pg_desc": "object", "seq": "int64", "dims_nelems": "int64", "input_type": "object"}
 
 
-def comm_meta_frame(rows: list[tuple] = ()) -> pd.DataFrame:
-    """The collective-metadata table (see :func:`build`) from tuples in COMM_META_COLUMNS order."""
-    values = list(zip(*rows)) if rows else [()] * len(COMM_META_COLUMNS)
-    return pd.DataFrame({c: np.array(v, dtype=np.int64) if t == "int64" else objects(v)
-                         for (c, t), v in zip(COMM_META_COLUMNS.items(), values)})
+def comm_meta_frame(columns: dict | None = None) -> pd.DataFrame:
+    """The collective-metadata table (see :func:`build`) from columns named like COMM_META_COLUMNS."""
+    columns = columns or {}
+    n = len(columns.get("row", ()))
+    return pd.DataFrame({c: np.asarray(columns.get(c, np.full(n, -1)), dtype=np.int64) if t == "int64"
+                         else objects(columns.get(c, [None] * n)) for c, t in COMM_META_COLUMNS.items()})
 
 
 def steps_from_host(host: pd.DataFrame, pattern: str | None = None) -> pd.DataFrame:
@@ -187,13 +188,31 @@ def _collectives(device: pd.DataFrame, host: pd.DataFrame, comm_meta: pd.DataFra
     """
     meta_cols = ["collective", "dtype", "in_nelems", "out_nelems", "group_size", "pg_name", "pg_desc", "seq",
                  "dims_nelems", "input_type"]
-    # A few rows per collective: plain dicts beat pandas reindexing at this size.
-    by_table: dict[str, dict[int, tuple]] = {"host": {}, "device": {}}
-    if len(comm_meta):
-        for table, row, *vals in zip(comm_meta["table"].tolist(), comm_meta["row"].tolist(),
-                                     *(comm_meta[c].tolist() for c in meta_cols)):
-            by_table[table].setdefault(row, tuple(vals))
-    host_meta, dev_meta = by_table["host"], by_table["device"]
+    # Each metadata row's description (every field but the per-collective sequence number) as a small id:
+    # a run repeats a handful of descriptions over 10^5 rows. Id 0 is "no metadata".
+    cm = comm_meta.drop_duplicates(["table", "row"], keep="first") if len(comm_meta) else comm_meta
+    none = (None,) * len(meta_cols)
+    tuples = [none]
+    key = np.zeros(len(cm), dtype=np.int64)
+    if len(cm):
+        codes = np.stack([pd.factorize(cm[c], use_na_sentinel=False)[0] for c in meta_cols if c != "seq"], axis=1)
+        _, first, inverse = np.unique(codes, axis=0, return_index=True, return_inverse=True)
+        key = inverse.reshape(-1) + 1
+        rep = cm.iloc[first]                             # one row per description
+        values = [rep[c].tolist() for c in meta_cols]
+        tuples += [tuple(None if c == "seq" else v[i] for c, v in zip(meta_cols, values)) for i in range(len(rep))]
+    table, row = cm["table"].to_numpy(dtype=object), cm["row"].to_numpy()
+    seq = cm["seq"].to_numpy()
+
+    def per_row(which: str, n: int, where=None) -> tuple[np.ndarray, np.ndarray]:
+        """(description id, seq) of each row of a table, 0 and -1 where it carries no metadata."""
+        ids, seqs = np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+        sel = (table == which) & (row >= 0) & (row < n)
+        if where is not None:
+            sel &= where
+        ids[row[sel]], seqs[row[sel]] = key[sel], seq[sel]
+        return ids, seqs
+
     names = Lookup(host["name"])
     rpc = mask(host["name"], lambda n: n == "record_param_comms")
     scope_ann = mask(host["name"], lambda n: n.startswith("nccl:"))
@@ -206,18 +225,9 @@ def _collectives(device: pd.DataFrame, host: pd.DataFrame, comm_meta: pd.DataFra
 
     # Each row is described by (its metadata, its annotation's, the annotation's name, the kernel's name);
     # a run repeats a handful of those thousands of times, so each distinct combination is described once.
-    none = (None,) * len(meta_cols)
-    tuples, tuple_id = [none], {none: 0}
-    def ids(meta: dict[int, tuple], n: int, usable=lambda t: True) -> np.ndarray:
-        out = np.zeros(n, dtype=np.int64)
-        for row, t in meta.items():
-            if 0 <= row < n and usable(t):
-                out[row] = tuple_id.setdefault(t, len(tuple_id))
-                if out[row] == len(tuples):
-                    tuples.append(t)
-        return out
-    dev_src = ids(dev_meta, len(device), lambda t: t[0] is not None)[comm_rows]
-    host_ids = ids(host_meta, len(host))
+    dev_ids, dev_seq = per_row("device", len(device), cm["collective"].notna().to_numpy() if len(cm) else None)
+    host_ids, host_seq = per_row("host", len(host))
+    dev_src, dev_src_seq = dev_ids[comm_rows], dev_seq[comm_rows]
     host_codes = host["name"].cat.codes.to_numpy() if isinstance(host["name"].dtype, pd.CategoricalDtype) \
         else np.arange(len(host))
     dev_codes = device["name"].cat.codes.to_numpy()[comm_rows] \
@@ -227,6 +237,8 @@ def _collectives(device: pd.DataFrame, host: pd.DataFrame, comm_meta: pd.DataFra
         return np.where(rows >= 0, values[np.maximum(rows, 0)], missing) if values.size else \
             np.full(rows.size, missing, dtype=np.int64)
 
+    seq_out = np.concatenate([np.where(dev_src > 0, dev_src_seq, at(host_seq, rpc_row, -1)),
+                              np.full(gloo_rows.size, -1, np.int64)])
     keys = np.stack([
         np.concatenate([np.where(dev_src > 0, dev_src, at(host_ids, rpc_row, 0)), np.zeros(gloo_rows.size, np.int64)]),
         np.concatenate([at(host_ids, ann_row, 0), at(host_ids, gloo_rows, 0)]),
@@ -251,7 +263,9 @@ def _collectives(device: pd.DataFrame, host: pd.DataFrame, comm_meta: pd.DataFra
         "host_idx": np.concatenate([np.where(rpc_row >= 0, rpc_row, ann_row), gloo_rows]).astype(np.int64),
     }
     for j, c in enumerate(cols):
-        if COLLECTIVE_COLUMNS[c] == "int64":
+        if c == "seq":
+            frame[c] = seq_out.astype(np.int64)
+        elif COLLECTIVE_COLUMNS[c] == "int64":
             frame[c] = np.array([d[j] for d in described], dtype=np.int64)[inverse]
         else:
             frame[c] = objects(np.array([d[j] for d in described] + [None], dtype=object)[:-1][inverse])
