@@ -73,6 +73,17 @@ def test_partial_overlaps_and_ties_match_stack_walk(pairs, threads):
     check([(a, a + d) for a, d in pairs], threads)
 
 
+def test_threads_solved_together_never_borrow_a_parent_from_another_thread():
+    # Found by hypothesis: thread 1 holds [0,1], [1,2] and the zero-length [1,1]; thread 0 holds zero-length
+    # ranges at 1 too. The stack walk puts thread 1's [1,1] under its own [1,2] (row 8), never under a
+    # thread-0 event; the all-threads pass must notice and fall back.
+    pairs = [(0, 0), (0, 0), (0, 1), (0, 1), (1, 1), (1, 1), (1, 1), (1, 1), (1, 2)]
+    check(pairs, [0, 0, 0, 1, 0, 0, 0, 1, 1])
+    thread = np.array([0, 0, 0, 1, 0, 0, 0, 1, 1])
+    got = linking.host_parents(thread, np.array([a for a, _ in pairs]), np.array([b for _, b in pairs]))
+    assert got[7] == 8
+
+
 def test_nested_path_is_taken_for_proper_nesting():
     # Hand-made: [0,10] holds [2,4] and [4,9]; [4,9] holds the zero-length [9,9] at its very end.
     st_, en = np.array([0, 2, 4, 9]), np.array([10, 4, 9, 9])

@@ -84,6 +84,8 @@ def _parents_nested(st: np.ndarray, en: np.ndarray, lane: np.ndarray | None = No
     open_at_start = (en[p] > st[has]) | ((en[p] == st[has]) & zero[has])
     if (depth[~has] > 0).any() or not open_at_start.all() or (en[has] > en[p]).any():
         return None
+    if lane is not None and n and (lane[p] != lane[has]).any():   # a broken lane borrowed another's event
+        return None
     return par
 
 
