@@ -64,34 +64,37 @@ def findings(trace: RankTrace, device: int, exposure: pd.DataFrame, th: Threshol
     codes, starts, ends, launches = d["name"], d["start"], d["end"], d["launch"]
     compute = d["kind"] == _code(kinds, "compute")
     longest = int((ends - starts).max())
+    lo_all, hi_all, launch_all = d["launch_end"][comm], starts[comm], launches[comm]
+    # Candidate ranges for both cases, found for all collectives at once: (a) activities that can reach into
+    # the wait [launch end, start); (b) activities that can still run at the launch.
+    wait_a, wait_b = np.searchsorted(starts, lo_all - longest), np.searchsorted(starts, hi_all)
+    run_a, run_b = (np.searchsorted(starts, launch_all - longest, side="right"),
+                    np.searchsorted(starts, launch_all, side="right"))
     rows = []
-    for i, row, start, launch, launch_end, stream in zip(
-            comm.tolist(), d["row"][comm].tolist(), starts[comm].tolist(), launches[comm].tolist(),
-            d["launch_end"][comm].tolist(), d["stream"][comm].tolist()):
+    for i, row, start, launch, lo, stream, wa, wb, ra, rb in zip(
+            comm.tolist(), d["row"][comm].tolist(), hi_all.tolist(), launch_all.tolist(), lo_all.tolist(),
+            d["stream"][comm].tolist(), wait_a.tolist(), wait_b.tolist(), run_a.tolist(), run_b.tolist()):
         exp_ns = exposed.get(row, 0)
-        lo, hi = launch_end, start
+        hi = start
         if hi - lo > th.launch_prompt_ns:                       # (a): it waited after its launch
-            a, b = np.searchsorted(starts, [lo - longest, hi])
-            idx = np.arange(a, b)
-            idx = idx[ends[idx] > lo]
-            later = idx[compute[idx] & (launches[idx] > launch) & (starts[idx] >= lo)]
-            earlier = idx[launches[idx] < launch]
-            if later.size:
-                wait = iv.clip(iv.union(starts[later], ends[later]), lo, hi)
-                delay = iv.length(iv.subtract(wait, iv.union(starts[earlier], ends[earlier])))
+            s_, e_, l_ = starts[wa:wb], ends[wa:wb], launches[wa:wb]
+            reach = e_ > lo
+            later = reach & compute[wa:wb] & (l_ > launch) & (s_ >= lo)
+            if later.any():
+                earlier = reach & (l_ < launch)
+                wait = iv.clip(iv.union(s_[later], e_[later]), lo, hi)
+                delay = iv.length(iv.subtract(wait, iv.union(s_[earlier], e_[earlier])))
                 if delay >= th.launch_min_delay_ns:
                     rows.append(("queued", start, launch, _name(names, codes[i]), stream, delay, exp_ns,
-                                 _names(names, codes[later])))
+                                 _names(names, codes[wa:wb][later])))
             continue
         # (b): prompt start; compute launched before it was running when it was launched.
-        a, b = np.searchsorted(starts, [launch - longest, launch], side="right")
-        idx = np.arange(a, b)                                     # only these can still run at the launch
-        running = idx[compute[idx] & (launches[idx] < launch) & (ends[idx] > launch)]
-        if running.size:
-            delay = int(launch - starts[running].min())
+        running = compute[ra:rb] & (launches[ra:rb] < launch) & (ends[ra:rb] > launch)
+        if running.any():
+            delay = int(launch - starts[ra:rb][running].min())
             if delay >= th.launch_min_delay_ns:
                 rows.append(("late", start, launch, _name(names, codes[i]), stream, delay, exp_ns,
-                             _names(names, codes[running])))
+                             _names(names, codes[ra:rb][running])))
     return pd.DataFrame(rows, columns=columns)
 
 
