@@ -267,7 +267,7 @@ def _int_field(objs: list, field: str) -> np.ndarray:
 
 
 _get_args, _get_cat, _get_ts, _get_dur = (attrgetter(a) for a in ("args", "cat", "ts", "dur"))
-_get_name, _get_pid, _get_tid = (attrgetter(a) for a in ("name", "pid", "tid"))
+_get_name = attrgetter("name")
 
 
 @dataclass
@@ -362,7 +362,7 @@ def decode_file(path: Path, keep_alive: list | None = None) -> KinetoColumns:
         carries = np.array([n == "record_param_comms" or n.startswith(("nccl:", "gloo:")) for n in names.categories]
                            + [False], dtype=bool)                     # the extra False is code -1
         host_comm = np.flatnonzero(carries[names.codes]).tolist()
-        comm_meta = merge_comm_meta([_comm_meta(dev_args, dev_comm, "device"),
+        comm_meta = _merge_comm_meta([_comm_meta(dev_args, dev_comm, "device"),
                                      _comm_meta(host_args, host_comm, "host")])
         return KinetoColumns(meta, device, host, threads, comm_meta)
 
@@ -466,7 +466,7 @@ def _per_distinct(raws: list, fn) -> list:
     return list(map(seen.__getitem__, texts))
 
 
-def merge_comm_meta(parts: list[dict]) -> dict:
+def _merge_comm_meta(parts: list[dict]) -> dict:
     """Concatenate comm-metadata column dicts (see :func:`_comm_meta`)."""
     return {c: np.concatenate([p[c] for p in parts]) if isinstance(parts[0][c], np.ndarray)
             else [v for p in parts for v in p[c]] for c in parts[0]}
