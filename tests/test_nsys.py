@@ -15,6 +15,8 @@ import pytest
 import tracelens
 from tracelens import synth
 from tracelens.cli import main
+from tracelens.errors import InputError
+from tracelens.parsers import nsys
 
 STEP_KEYS = ("step", "start_ns", "end_ns", "duration_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns",
              "idle_ns", "overlap_pct", "exposed_comm_fraction")
@@ -195,6 +197,54 @@ def test_non_utf8_strings_are_replaced_not_fatal(tmp_path):
     con.close()
     traces = tracelens.load(str(path))
     assert "Jos\ufffd" in set(traces[0].threads["name"])
+
+
+def _table(tmp_path, rows):
+    path = tmp_path / "t.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE t (a, b, s)")
+    con.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
+    con.commit()
+    con.close()
+    return nsys._Db(path)
+
+
+def test_columns_read_whole_match_row_by_row(tmp_path):
+    rows = [(-1, 2**62, "aten::mm, seq = 3"), (0, 7, ""), (5, -(2**63), "x,y")]
+    db = _table(tmp_path, rows)
+    a, b, s = db.select("SELECT a, b, s FROM t ORDER BY rowid", "iit")
+    assert a.tolist() == [-1, 0, 5] and b.tolist() == [2**62, 7, -(2**63)] and s == ["aten::mm, seq = 3", "", "x,y"]
+    assert [c.tolist() for c in db.select("SELECT a, b FROM t WHERE a > 99", "ii")] == [[], []]
+    assert db.ints("SELECT a, b FROM t ORDER BY rowid", 2).tolist() == [[-1, 2**62], [0, 7], [5, -(2**63)]]
+
+
+def test_columns_that_cannot_be_aggregated_go_row_by_row(tmp_path):
+    # A text holding the aggregate's separator, and a REAL in an integer column: both read as by a plain
+    # cursor (the REAL truncated, as numpy converts it).
+    db = _table(tmp_path, [(1.5, 2, "a\x1fb"), (3, 4, "c")])
+    a, b, s = db.select("SELECT a, b, s FROM t ORDER BY rowid", "iit")
+    assert a.tolist() == [1, 3] and b.tolist() == [2, 4] and s == ["a\x1fb", "c"]
+
+
+def test_non_integer_value_is_an_input_error(tmp_path):
+    db = _table(tmp_path, [("abc", 2, "")])
+    with pytest.raises(InputError, match="non-integer"):
+        db.select("SELECT a, b FROM t", "ii")
+
+
+def test_non_utf8_nvtx_text_is_replaced(tmp_path):
+    (path,) = synth.write_nsys(synth.SCENARIOS["one_bucket"], tmp_path, per_rank=False)
+    con = sqlite3.connect(path)
+    text = "text" if "text" in {r[1] for r in con.execute("PRAGMA table_info(NVTX_EVENTS)")} else None
+    if text:
+        con.execute("UPDATE NVTX_EVENTS SET text = CAST(x'4a6f73e9' AS TEXT) WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS WHERE eventType = 59)")
+    else:
+        con.execute("UPDATE StringIds SET value = CAST(x'4a6f73e9' AS TEXT) "
+                    "WHERE id = (SELECT textId FROM NVTX_EVENTS WHERE eventType = 59 LIMIT 1)")
+    con.commit()
+    con.close()
+    names = set(tracelens.load(str(path))[0].host_ops["name"])
+    assert "Jos\ufffd" in names
 
 
 # --------------------------------------------------------------------------------------------- real exports
