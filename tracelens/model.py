@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .columns import frame_of
 from .meta import RunMeta
 
 KINDS = ("compute", "comm", "memcpy", "memset", "sync")
@@ -72,7 +73,7 @@ THREAD_COLUMNS = {"pid": "int64", "tid": "int64", "name": "object"}
 
 
 def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()})
+    return frame_of({c: pd.Series([], dtype=t) for c, t in columns.items()})
 
 
 @dataclass

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..columns import mask, matches
+from ..columns import frame_of, mask, matches
 from ..linking import main_thread, step_of
 from ..model import RankTrace
 from . import intervals as iv
@@ -150,7 +150,7 @@ def step_metrics(sets: Sets, w: Windows) -> pd.DataFrame:
     comm = iv.length_in(sets.comm, w.start, w.end)
     overlap = iv.length_in(overlap_set, w.start, w.end)
     busy = iv.length_in(sets.busy, w.start, w.end)
-    return pd.DataFrame({
+    return frame_of({
         "step": w.step, "start_ns": w.start, "end_ns": w.end, "duration_ns": duration,
         "compute_ns": compute, "comm_ns": comm, "overlap_ns": overlap, "exposed_comm_ns": comm - overlap,
         "idle_ns": duration - busy, "complete": w.complete,
@@ -175,7 +175,7 @@ def collective_exposure(trace: RankTrace, sets: Sets) -> pd.DataFrame:
         rows = np.full(len(coll), -1, dtype=np.int64)
     s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
     covered = iv.length_in(sets.compute, s, e)
-    return pd.DataFrame({
+    return frame_of({
         "step": step, "device_idx": rows, "name": name, "op": coll["op"].to_numpy(), "bytes": coll["bytes"].to_numpy(),
         "start_ns": s, "duration_ns": e - s, "exposed_ns": (e - s) - covered,
     })

@@ -21,7 +21,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..columns import Lookup, matches, objects
+from ..columns import Lookup, frame_of, matches, objects
 from ..linking import take
 from ..model import RankTrace
 from ..report import Diagnosis
@@ -56,11 +56,11 @@ def stall_calls(trace: RankTrace, device: int) -> pd.DataFrame:
     # Device sync records whose host call is not in the trace still mark a stall.
     orphan = on_dev & (dev["kind"] == "sync").to_numpy() & dev["name"].isin(_HOST_STALL_SYNCS).to_numpy() \
         & (dev["launch_idx"] < 0).to_numpy()
-    frame = pd.DataFrame({
+    frame = frame_of({
         "host_idx": rows, "call": objects(Lookup(host["name"]).many(rows.tolist())),
         "start_ns": host["start_ns"].to_numpy()[rows], "end_ns": host["end_ns"].to_numpy()[rows]})
     if orphan.any():
-        frame = pd.concat([frame, pd.DataFrame({
+        frame = pd.concat([frame, frame_of({
             "host_idx": np.full(int(orphan.sum()), -1),
             "call": objects(Lookup(dev["name"]).many(np.flatnonzero(orphan).tolist())),
             "start_ns": dev["start_ns"].to_numpy()[orphan], "end_ns": dev["end_ns"].to_numpy()[orphan]})],

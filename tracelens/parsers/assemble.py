@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .. import classify, linking
-from ..columns import Lookup, mask, objects
+from ..columns import Lookup, frame_of, mask, objects
 from ..model import (COLLECTIVE_COLUMNS, DEVICE_COLUMNS, HOST_COLUMNS, STEP_COLUMNS, THREAD_COLUMNS,
                      RankTrace, RunMeta)
 
@@ -30,7 +30,7 @@ def comm_meta_frame(columns: dict | None = None) -> pd.DataFrame:
     """The collective-metadata table (see :func:`build`) from columns named like COMM_META_COLUMNS."""
     columns = columns or {}
     n = len(columns.get("row", ()))
-    return pd.DataFrame({c: np.asarray(columns.get(c, np.full(n, -1)), dtype=np.int64) if t == "int64"
+    return frame_of({c: np.asarray(columns.get(c, np.full(n, -1)), dtype=np.int64) if t == "int64"
                          else objects(columns.get(c, [None] * n)) for c, t in COMM_META_COLUMNS.items()})
 
 
@@ -63,7 +63,7 @@ def steps_from_host(host: pd.DataFrame, pattern: str | None = None) -> pd.DataFr
     for k, (i, m) in enumerate(kept):
         digits = next((g for g in m.groups() if g and g.isdigit()), None) if m.groups() else None
         nums.append(int(digits) if digits is not None else k)
-    steps = pd.DataFrame({"step": np.array(nums, dtype=np.int64),
+    steps = frame_of({"step": np.array(nums, dtype=np.int64),
                           "start_ns": np.array([start[i] for i, _ in kept], dtype=np.int64),
                           "end_ns": np.array([end[i] for i, _ in kept], dtype=np.int64)})
     return steps.drop_duplicates("step").reset_index(drop=True)
@@ -269,7 +269,7 @@ def _collectives(device: pd.DataFrame, host: pd.DataFrame, comm_meta: pd.DataFra
             frame[c] = np.array([d[j] for d in described], dtype=np.int64)[inverse]
         else:
             frame[c] = objects(np.array([d[j] for d in described] + [None], dtype=object)[:-1][inverse])
-    return pd.DataFrame(frame)
+    return frame_of(frame)
 
 
 def _num(v) -> int:

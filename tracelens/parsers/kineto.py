@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..columns import frame_of
 from ..model import THREAD_COLUMNS, RankTrace, empty_frame
 from . import assemble
 from .gcpause import no_cyclic_gc
@@ -25,10 +26,10 @@ def parse(path: Path, comm_rules=(), step_pattern: str | None = None,
 
 def build(cols: KinetoColumns, comm_rules=(), step_pattern: str | None = None) -> RankTrace:
     with no_cyclic_gc():
-        device = pd.DataFrame({name: _column(v) for name, v in cols.device.items()})
-        host = pd.DataFrame({name: _column(v) for name, v in cols.host.items()})
+        device = frame_of({name: _column(v) for name, v in cols.device.items()})
+        host = frame_of({name: _column(v) for name, v in cols.host.items()})
         steps = assemble.steps_from_host(host, step_pattern)
-        threads = pd.DataFrame(cols.threads) if len(cols.threads["name"]) else empty_frame(THREAD_COLUMNS)
+        threads = frame_of(cols.threads) if len(cols.threads["name"]) else empty_frame(THREAD_COLUMNS)
         comm_meta = assemble.comm_meta_frame(cols.comm_meta)
         return assemble.build(cols.meta, device, host, steps, threads, comm_meta, comm_rules)
 

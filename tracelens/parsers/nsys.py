@@ -16,8 +16,10 @@ import re
 import shutil
 import sqlite3
 import subprocess
+import threading
 import urllib.parse
 import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +31,7 @@ from pandas.api.types import union_categoricals
 from ..errors import InputError
 from ..envlist import allowed_env
 from ..meta import RunMeta, rank_in_file_name
+from ..columns import frame_of
 from ..model import THREAD_COLUMNS, RankTrace, empty_frame
 from . import assemble
 from .gcpause import no_cyclic_gc
@@ -61,21 +64,36 @@ _API_SUFFIX = re.compile(r"_v\d+$")
 # torch's NVTX ranges (emit_nvtx / --pytorch=autograd-nvtx) append ", seq = N, op_id = N, sizes = [...]";
 # dropping it gives Kineto's name for the same op ("aten::mm, seq = 3, op_id = 77" -> "aten::mm").
 _TORCH_SUFFIX_RE2 = r"(?s), (?:seq|op_id|sizes|input_op_ids) = .*$"
+# Reader threads for the large queries; more than three tables rarely matter.
+_READERS = max(1, min(3, os.cpu_count() or 1))
 RANK_ENV = ("RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
 
 
 class _Db:
-    """A read-only connection with feature detection."""
+    """A read-only connection with feature detection, and reader threads for the large queries."""
 
     def __init__(self, path: Path):
         self.path = path
-        uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+        self._uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
         try:
-            self.con = sqlite3.connect(uri, uri=True)
+            self.con = self._connect()
             self.tables = {n for (n,) in self.con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except sqlite3.DatabaseError as exc:
             raise InputError(f"not a readable SQLite database ({exc})", path=str(path)) from None
         self._cols: dict[str, set[str]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+
+    def _connect(self) -> sqlite3.Connection:
+        # Reader threads' connections are closed by the thread that closes the _Db, after the pool is done.
+        return sqlite3.connect(self._uri, uri=True, check_same_thread=False)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        for con in self._readers + [self.con]:
+            con.close()
 
     def has(self, table: str) -> bool:
         return table in self.tables
@@ -91,24 +109,25 @@ class _Db:
         expr = f'coalesce("{name}", {default})' if name in self.columns(table) else default
         return f'{expr} AS "{alias or name}"'
 
-    def rows(self, sql: str, params=()) -> list[tuple]:
+    def rows(self, sql: str, params=(), con: sqlite3.Connection | None = None) -> list[tuple]:
+        con = con or self.con
         try:
             try:
-                return self.con.execute(sql, params).fetchall()
+                return con.execute(sql, params).fetchall()
             except sqlite3.OperationalError as exc:
                 if "decode" not in str(exc):
                     raise
                 # Windows exports can hold latin-1 user names (gotcha 7): replace, never crash. Only this
                 # query pays for decoding in Python.
-                self.con.text_factory = lambda b: b.decode("utf-8", "replace")
+                con.text_factory = lambda b: b.decode("utf-8", "replace")
                 try:
-                    return self.con.execute(sql, params).fetchall()
+                    return con.execute(sql, params).fetchall()
                 finally:
-                    self.con.text_factory = str
+                    con.text_factory = str
         except sqlite3.DatabaseError as exc:
             raise InputError(f"cannot read the export ({exc})", path=str(self.path)) from None
 
-    def select(self, sql: str, kinds: str) -> list:
+    def select(self, sql: str, kinds: str, con: sqlite3.Connection | None = None) -> list:
         """A query's columns, one letter of ``kinds`` per column: ``i`` an int64 array, ``t`` a list of str.
 
         Handing rows one at a time from SQLite to Python costs more than the scan itself (~0.3 µs a
@@ -116,18 +135,33 @@ class _Db:
         What that cannot carry goes row by row instead: a value that is not an integer, a text holding the
         separator, an aggregate past SQLite's length limit, text that is not UTF-8.
         """
+        con = con or self.con
         names = [f"c{i}" for i in range(len(kinds))]
         aggs = ", ".join(f"group_concat({c})" if k == "i" else f"group_concat({c}, char(31))"
                          for c, k in zip(names, kinds))
         try:
-            row = self.con.execute(f"WITH q({', '.join(names)}) AS ({sql}) SELECT count(*), {aggs} FROM q").fetchone()
+            row = con.execute(f"WITH q({', '.join(names)}) AS ({sql}) SELECT count(*), {aggs} FROM q").fetchone()
         except sqlite3.DatabaseError:
             row = None
         out = _split_aggregates(row, kinds) if row is not None else None
-        return out if out is not None else self._row_columns(sql, kinds)
+        return out if out is not None else self._row_columns(sql, kinds, con)
 
-    def _row_columns(self, sql: str, kinds: str) -> list:
-        rows = self.rows(sql)
+    def later(self, sql: str, kinds: str) -> Future:
+        """:meth:`select` on a reader thread. sqlite3 lets go of the GIL while SQLite scans and aggregates,
+        so on several cores the large tables are read side by side (one read-only connection per thread)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="tracelens-sqlite")
+        return self._pool.submit(self._select_on_reader, sql, kinds)
+
+    def _select_on_reader(self, sql: str, kinds: str) -> list:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = self._local.con = self._connect()
+            self._readers.append(con)
+        return self.select(sql, kinds, con)
+
+    def _row_columns(self, sql: str, kinds: str, con: sqlite3.Connection) -> list:
+        rows = self.rows(sql, con=con)
         cols = list(zip(*rows)) if rows else [()] * len(kinds)
         try:
             return [np.array(c, dtype=np.int64) if k == "i" else ["" if v is None else str(v) for v in c]
@@ -223,14 +257,22 @@ def _parse(path: Path, comm_rules, step_pattern: str | None) -> list[RankTrace]:
     if path.suffix.lower() in (".nsys-rep", ".qdrep"):
         path = cached_export(path)
     db = _Db(path)
+    try:
+        return _parse_db(db, source, comm_rules, step_pattern)
+    finally:
+        db.close()
+
+
+def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> list[RankTrace]:
     if not db.has(KERNEL):
         raise InputError(f"no {KERNEL} table: not an Nsight Systems export with CUDA kernels "
                          "(profile with `nsys profile -t cuda,nvtx`)", path=str(source))
+    queries = _start_queries(db)
     notes = _export_notes(db)
     payload_notes = _nccl_payload_notes(db)
     strings = _strings(db)
-    device = _device_rows(db, strings)
-    host = _host_rows(db, strings)
+    device = _device_rows(queries, strings)
+    host = _host_rows(queries, strings)
     threads = _thread_rows(db, strings)
     base = _base_ns(db)
     procs = sorted(set(device["proc"].unique().tolist()))
@@ -335,24 +377,61 @@ def api_name(name: str) -> str:
     return _API_SUFFIX.sub("", name)
 
 
-def _device_rows(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
-    """Kernels, copies, sets and syncs of every process, with the process key in ``proc``."""
-    parts = []
+def _start_queries(db: _Db) -> dict[str, Future]:
+    """Every large query, started at once on the reader threads, the largest tables first."""
+    q = {}
+    if db.has(NVTX) and {"start", "end", "eventType"} <= db.columns(NVTX):
+        n = NVTX
+        text = 'n."text"' if "text" in db.columns(n) else "NULL"
+        join, by_id = "", "NULL"
+        if "textId" in db.columns(n) and db.has("StringIds"):
+            join, by_id = 'LEFT JOIN StringIds s ON s.id = n."textId"', "s.value"
+        tid = 'coalesce(n."globalTid", 0)' if "globalTid" in db.columns(n) else "0"
+        q["nvtx"] = db.later(f'SELECT n."start", n."end", {tid}, coalesce({text}, {by_id}, \'\') FROM {n} n {join} '
+                             f'WHERE n."eventType" IN (59, 60) AND n."end" IS NOT NULL AND n."end" >= n."start"',
+                             "iiit")
+    if db.has(RUNTIME):
+        r = RUNTIME
+        where = "WHERE eventClass IN (0, 1)" if "eventClass" in db.columns(r) else ""
+        q["runtime"] = db.later(f"SELECT {db.col(r, 'start')}, {db.col(r, 'end')}, {db.col(r, 'globalTid', '0')}, "
+                                f"{db.col(r, 'correlationId')}, {db.col(r, 'nameId')}, "
+                                f"{db.col(r, 'eventClass', '0')} FROM {r} {where}", "i" * 6)
     lane = lambda t: ", ".join([db.col(t, "start"), db.col(t, "end"), db.col(t, "deviceId", "0"),  # noqa: E731
                                 db.col(t, "contextId", "0"), db.col(t, "streamId"), db.col(t, "correlationId"),
                                 f'{db.col(t, "globalPid", "0")}'])
+    q["kernel"] = db.later(f"SELECT {lane(KERNEL)}, {db.col(KERNEL, 'demangledName', db_short(db))} "
+                           f"FROM {KERNEL}", "i" * 8)
+    if db.has(MEMCPY):
+        q["memcpy"] = db.later(f"SELECT {lane(MEMCPY)}, {db.col(MEMCPY, 'bytes')}, {db.col(MEMCPY, 'copyKind', '0')}, "
+                               f"{db.col(MEMCPY, 'srcKind', '7')}, {db.col(MEMCPY, 'dstKind', '7')}, "
+                               f"{db.col(MEMCPY, 'srcDeviceId')}, {db.col(MEMCPY, 'dstDeviceId')} FROM {MEMCPY}",
+                               "i" * 13)
+    if db.has(MEMSET):
+        q["memset"] = db.later(f"SELECT {lane(MEMSET)}, {db.col(MEMSET, 'bytes')}, "
+                               f"{db.col(MEMSET, 'memKind', '2')} FROM {MEMSET}", "i" * 9)
+    if db.has(SYNC):
+        q["sync"] = db.later(_sync_sql(db), "i" * 8)
+    return q
+
+
+def _block(query: Future) -> np.ndarray:
+    """A started all-integer query's columns as one (rows, columns) array."""
+    return np.stack(query.result(), axis=1)
+
+
+def _device_rows(q: dict[str, Future], strings: dict[int, str]) -> pd.DataFrame:
+    """Kernels, copies, sets and syncs of every process, with the process key in ``proc``."""
+    parts = []
     cols = ["start", "end", "device", "context", "stream", "correlation", "gpid"]
 
-    k = db.ints(f"SELECT {lane(KERNEL)}, {db.col(KERNEL, 'demangledName', db_short(db))} FROM {KERNEL}", 8)
+    k = _block(q["kernel"])
     frame = _columns(k[:, :7], cols)
     frame["kind"], frame["name"] = _const("compute", len(k)), _named(k[:, 7], strings)
     frame["bytes"], frame["cross_device"] = np.full(len(k), -1, np.int64), np.zeros(len(k), bool)
     parts.append(frame)
 
-    if db.has(MEMCPY):
-        m = db.ints(f"SELECT {lane(MEMCPY)}, {db.col(MEMCPY, 'bytes')}, {db.col(MEMCPY, 'copyKind', '0')}, "
-                    f"{db.col(MEMCPY, 'srcKind', '7')}, {db.col(MEMCPY, 'dstKind', '7')}, "
-                    f"{db.col(MEMCPY, 'srcDeviceId')}, {db.col(MEMCPY, 'dstDeviceId')} FROM {MEMCPY}", 13)
+    if "memcpy" in q:
+        m = _block(q["memcpy"])
         frame = _columns(m[:, :7], cols)
         frame["kind"] = _const("memcpy", len(m))
         frame["name"] = pd.Categorical([f"Memcpy {COPY_KIND.get(c, 'Unknown')} ({MEM_KIND.get(s, 'Unknown')} -> "
@@ -360,19 +439,18 @@ def _device_rows(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
         frame["bytes"] = m[:, 7]
         frame["cross_device"] = (m[:, 8] == 10) | ((m[:, 11] >= 0) & (m[:, 12] >= 0) & (m[:, 11] != m[:, 12]))
         parts.append(frame)
-    if db.has(MEMSET):
-        s = db.ints(f"SELECT {lane(MEMSET)}, {db.col(MEMSET, 'bytes')}, {db.col(MEMSET, 'memKind', '2')} "
-                    f"FROM {MEMSET}", 9)
+    if "memset" in q:
+        s = _block(q["memset"])
         frame = _columns(s[:, :7], cols)
         frame["kind"] = _const("memset", len(s))
         frame["name"] = pd.Categorical([f"Memset ({MEM_KIND.get(k_, 'Unknown')})" for k_ in s[:, 8].tolist()])
         frame["bytes"], frame["cross_device"] = s[:, 7], np.zeros(len(s), bool)
         parts.append(frame)
-    if db.has(SYNC):
-        parts.append(_sync_rows(db, strings, cols))
+    if "sync" in q:
+        parts.append(_sync_rows(_block(q["sync"]), strings, cols))
     out = _stack(parts)
     out["proc"] = out.pop("gpid") >> 24
-    return pd.DataFrame(out)
+    return frame_of(out)
 
 
 def _columns(block: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
@@ -402,7 +480,8 @@ def db_short(db: _Db) -> str:
     return '"shortName"' if "shortName" in db.columns(KERNEL) else "-1"
 
 
-def _sync_rows(db: _Db, strings: dict[int, str], cols: list[str]) -> pd.DataFrame:
+def _sync_sql(db: _Db) -> str:
+    """Sync records with the name of the runtime call behind each (same correlation id and process)."""
     y = SYNC
     rt = db.columns(RUNTIME)
     join = ""
@@ -416,7 +495,10 @@ def _sync_rows(db: _Db, strings: dict[int, str], cols: list[str]) -> pd.DataFram
     sel = ", ".join(f'coalesce(y."{c}", {d})' if c in db.columns(y) else d for c, d in (
         ("start", "-1"), ("end", "-1"), ("deviceId", "0"), ("contextId", "0"), ("streamId", "-1"),
         ("correlationId", "-1"), ("globalPid", "0")))
-    rows = db.ints(f"SELECT {sel}, {api} FROM {y} y {join} GROUP BY y.rowid", 8)
+    return f"SELECT {sel}, {api} FROM {y} y {join} GROUP BY y.rowid"
+
+
+def _sync_rows(rows: np.ndarray, strings: dict[int, str], cols: list[str]) -> dict:
     frame = _columns(rows[:, :7], cols)
     frame["stream"] = np.where(frame["stream"] == NO_ID, -1, frame["stream"])
     frame["kind"] = _const("sync", len(rows))
@@ -439,7 +521,7 @@ def _device_frame(rows: pd.DataFrame, base: int, meta: RunMeta) -> pd.DataFrame:
     bad = (rows["end"] < rows["start"]).to_numpy()
     meta.warnings.add("negative-duration", "events with a negative duration were clamped to 0", int(bad.sum()))
     start = rows["start"].to_numpy() + base
-    return pd.DataFrame({
+    return frame_of({
         "device": rows["device"].to_numpy(),
         "stream": stream,
         "kind": rows["kind"].array,
@@ -452,15 +534,11 @@ def _device_frame(rows: pd.DataFrame, base: int, meta: RunMeta) -> pd.DataFrame:
     })
 
 
-def _host_rows(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
+def _host_rows(q: dict[str, Future], strings: dict[int, str]) -> pd.DataFrame:
     """Runtime/driver API calls and NVTX ranges, as host rows with the process key in ``proc``."""
     parts = []
-    if db.has(RUNTIME):
-        r = RUNTIME
-        where = "WHERE eventClass IN (0, 1)" if "eventClass" in db.columns(r) else ""
-        a = db.ints(f"SELECT {db.col(r, 'start')}, {db.col(r, 'end')}, {db.col(r, 'globalTid', '0')}, "
-                    f"{db.col(r, 'correlationId')}, {db.col(r, 'nameId')}, {db.col(r, 'eventClass', '0')} "
-                    f"FROM {r} {where}", 6)
+    if "runtime" in q:
+        a = _block(q["runtime"])
         names = _named(a[:, 4], strings, api_name)
         driver = (a[:, 5] == 1) | np.isin(names.codes, [i for i, n in enumerate(names.categories)
                                                         if re.match(r"cu[A-Z]", n)])
@@ -468,16 +546,8 @@ def _host_rows(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
             "gtid": a[:, 2], "cat": pd.Categorical.from_codes(
                 driver.astype(np.int8), categories=pd.Index(["cuda_runtime", "cuda_driver"], dtype="str")),
             "name": names, "start_ns": a[:, 0], "end_ns": np.maximum(a[:, 1], a[:, 0]), "correlation": a[:, 3]})
-    if db.has(NVTX) and {"start", "end", "eventType"} <= db.columns(NVTX):
-        n = NVTX
-        text = 'n."text"' if "text" in db.columns(n) else "NULL"
-        join, by_id = "", "NULL"
-        if "textId" in db.columns(n) and db.has("StringIds"):
-            join, by_id = 'LEFT JOIN StringIds s ON s.id = n."textId"', "s.value"
-        tid = 'coalesce(n."globalTid", 0)' if "globalTid" in db.columns(n) else "0"
-        start, end, gtid, name = db.select(
-            f'SELECT n."start", n."end", {tid}, coalesce({text}, {by_id}, \'\') FROM {n} n {join} '
-            f'WHERE n."eventType" IN (59, 60) AND n."end" IS NOT NULL AND n."end" >= n."start"', "iiit")
+    if "nvtx" in q:
+        start, end, gtid, name = q["nvtx"].result()
         if name:
             # Torch's ranges make nearly every text distinct ("seq = N"); the suffix is stripped once per
             # distinct text and the cleaned names encoded, all inside Arrow (RE2), no per-row Python.
@@ -501,7 +571,7 @@ def _host_rows(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
                             "start_ns": "int64", "end_ns": "int64", "correlation": "int64", "external_id": "int64"})
     cols = _stack(parts)
     gtid = cols.pop("gtid")
-    host = pd.DataFrame({"proc": gtid >> 24, "pid": (gtid >> 24) & 0xFFFFFF, "tid": gtid & 0xFFFFFF, **cols})
+    host = frame_of({"proc": gtid >> 24, "pid": (gtid >> 24) & 0xFFFFFF, "tid": gtid & 0xFFFFFF, **cols})
     host["external_id"] = -1
     return host
 
@@ -512,7 +582,7 @@ def _thread_rows(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
         frame.insert(0, "proc", pd.Series([], dtype="int64"))
         return frame
     rows = db.ints('SELECT coalesce("globalTid", 0), coalesce("nameId", -1) FROM ThreadNames', 2)
-    frame = pd.DataFrame({"proc": rows[:, 0] >> 24, "pid": (rows[:, 0] >> 24) & 0xFFFFFF,
+    frame = frame_of({"proc": rows[:, 0] >> 24, "pid": (rows[:, 0] >> 24) & 0xFFFFFF,
                           "tid": rows[:, 0] & 0xFFFFFF,
                           "name": [strings.get(i, "") for i in rows[:, 1].tolist()]})
     return frame.drop_duplicates(["pid", "tid"], keep="last").reset_index(drop=True)
