@@ -40,6 +40,21 @@ def frame_of(columns: dict) -> pd.DataFrame:
     return pd.DataFrame(columns, columns=pd.Index(list(columns), dtype=object), copy=False)
 
 
+def labels(codes: np.ndarray, names) -> pd.Categorical:
+    """A categorical over distinct ``names`` by code (-1: missing), its categories an object Index.
+
+    Categories in pandas 3's Arrow-backed string dtype are converted back to Python strings on every
+    lookup, string test and union; object categories hold the strings as they are.
+    """
+    return pd.Categorical.from_codes(codes, categories=pd.Index(names, dtype=object), validate=False)
+
+
+def categorical(values) -> pd.Categorical:
+    """Strings (None: missing) as a categorical with sorted object categories, as ``pd.Categorical`` sorts."""
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object), sort=True)
+    return labels(codes, uniques)
+
+
 def objects(values, index=None) -> pd.Series:
     """An object-dtype Series (None stays None; no string dtype inferred)."""
     return pd.Series(np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values,

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .. import classify, linking
-from ..columns import Lookup, frame_of, mask, objects
+from ..columns import Lookup, categorical, frame_of, mask, objects
 from ..model import (COLLECTIVE_COLUMNS, DEVICE_COLUMNS, HOST_COLUMNS, STEP_COLUMNS, THREAD_COLUMNS,
                      RankTrace, RunMeta)
 
@@ -153,7 +153,7 @@ def _classify(device: pd.DataFrame, scope_row: np.ndarray, comm_meta: pd.DataFra
     # A named RCCL/NCCL family keeps its more specific label over the generic collective-args one.
     named = has_args & by_name
     comm_kind[named] = name_kind[named]
-    device["kind"] = pd.Categorical(kind)
+    device["kind"] = categorical(kind)
     device["comm_kind"] = objects(comm_kind, index=device.index)
     device["rule"] = objects(rule, index=device.index)
 
@@ -310,7 +310,7 @@ def _typed(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
                 fixes[c] = pd.to_numeric(frame[c], errors="coerce").fillna(-1).astype(np.int64).to_numpy()
         elif t == "category":
             if not isinstance(have, pd.CategoricalDtype):
-                fixes[c] = pd.Categorical(frame[c].to_numpy(dtype=object))
+                fixes[c] = categorical(frame[c].to_numpy(dtype=object))
         elif have != t:
             fixes[c] = frame[c].astype(t).array
     if fixes:

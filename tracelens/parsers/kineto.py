@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
-from ..columns import frame_of
+from ..columns import frame_of, labels
 from ..model import THREAD_COLUMNS, RankTrace, empty_frame
 from . import assemble
 from .gcpause import no_cyclic_gc
@@ -36,6 +34,5 @@ def build(cols: KinetoColumns, comm_rules=(), step_pattern: str | None = None) -
 
 def _column(values):
     if isinstance(values, Labels):
-        return pd.Categorical.from_codes(values.codes, categories=pd.Index(values.categories, dtype="str"),
-                                         validate=False)
+        return labels(values.codes, values.categories)
     return values

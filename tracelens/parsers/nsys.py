@@ -31,7 +31,7 @@ from pandas.api.types import union_categoricals
 from ..errors import InputError
 from ..envlist import allowed_env
 from ..meta import RunMeta, rank_in_file_name
-from ..columns import frame_of
+from ..columns import categorical, frame_of, labels
 from ..model import THREAD_COLUMNS, RankTrace, empty_frame
 from . import assemble
 from .gcpause import no_cyclic_gc
@@ -369,7 +369,7 @@ def _named(ids: np.ndarray, strings: dict[int, str], clean=None) -> pd.Categoric
         names = [clean(n) for n in names]
     cats, remap = np.unique(np.array(names or [""], dtype=object), return_inverse=True)
     codes = remap[inv] if ids.size else np.empty(0, dtype=np.int64)
-    return pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype="str"), validate=False)
+    return labels(codes, cats)
 
 
 def api_name(name: str) -> str:
@@ -434,7 +434,7 @@ def _device_rows(q: dict[str, Future], strings: dict[int, str]) -> pd.DataFrame:
         m = _block(q["memcpy"])
         frame = _columns(m[:, :7], cols)
         frame["kind"] = _const("memcpy", len(m))
-        frame["name"] = pd.Categorical([f"Memcpy {COPY_KIND.get(c, 'Unknown')} ({MEM_KIND.get(s, 'Unknown')} -> "
+        frame["name"] = categorical([f"Memcpy {COPY_KIND.get(c, 'Unknown')} ({MEM_KIND.get(s, 'Unknown')} -> "
                          f"{MEM_KIND.get(d, 'Unknown')})" for c, s, d in m[:, 8:11].tolist()])
         frame["bytes"] = m[:, 7]
         frame["cross_device"] = (m[:, 8] == 10) | ((m[:, 11] >= 0) & (m[:, 12] >= 0) & (m[:, 11] != m[:, 12]))
@@ -443,7 +443,7 @@ def _device_rows(q: dict[str, Future], strings: dict[int, str]) -> pd.DataFrame:
         s = _block(q["memset"])
         frame = _columns(s[:, :7], cols)
         frame["kind"] = _const("memset", len(s))
-        frame["name"] = pd.Categorical([f"Memset ({MEM_KIND.get(k_, 'Unknown')})" for k_ in s[:, 8].tolist()])
+        frame["name"] = categorical([f"Memset ({MEM_KIND.get(k_, 'Unknown')})" for k_ in s[:, 8].tolist()])
         frame["bytes"], frame["cross_device"] = s[:, 7], np.zeros(len(s), bool)
         parts.append(frame)
     if "sync" in q:
@@ -458,7 +458,7 @@ def _columns(block: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
 
 
 def _const(value: str, n: int) -> pd.Categorical:
-    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([value], dtype="str"))
+    return labels(np.zeros(n, dtype=np.int8), [value])
 
 
 def _stack(parts: list[dict]) -> dict:
@@ -467,8 +467,8 @@ def _stack(parts: list[dict]) -> dict:
     for c in parts[0]:
         vals = [p[c] for p in parts]
         if isinstance(vals[0], pd.Categorical):
-            vals = [v if v.categories.dtype == "str" else pd.Categorical.from_codes(
-                v.codes, categories=pd.Index([str(x) for x in v.categories], dtype="str")) for v in vals]
+            vals = [v if v.categories.dtype == object else labels(v.codes, [str(x) for x in v.categories])
+                    for v in vals]
             out[c] = union_categoricals(vals) if len(vals) > 1 else vals[0]
         else:
             out[c] = np.concatenate([np.asarray(v) for v in vals])
@@ -502,7 +502,7 @@ def _sync_rows(rows: np.ndarray, strings: dict[int, str], cols: list[str]) -> di
     frame = _columns(rows[:, :7], cols)
     frame["stream"] = np.where(frame["stream"] == NO_ID, -1, frame["stream"])
     frame["kind"] = _const("sync", len(rows))
-    frame["name"] = pd.Categorical([SYNC_NAMES.get(api_name(strings.get(i, "")), "Unknown Sync") if i >= 0 else "Unknown Sync"
+    frame["name"] = categorical([SYNC_NAMES.get(api_name(strings.get(i, "")), "Unknown Sync") if i >= 0 else "Unknown Sync"
                      for i in rows[:, 7].tolist()])
     frame["bytes"], frame["cross_device"] = np.full(len(rows), -1, np.int64), np.zeros(len(rows), bool)
     return frame
@@ -543,8 +543,7 @@ def _host_rows(q: dict[str, Future], strings: dict[int, str]) -> pd.DataFrame:
         driver = (a[:, 5] == 1) | np.isin(names.codes, [i for i, n in enumerate(names.categories)
                                                         if re.match(r"cu[A-Z]", n)])
         parts.append({
-            "gtid": a[:, 2], "cat": pd.Categorical.from_codes(
-                driver.astype(np.int8), categories=pd.Index(["cuda_runtime", "cuda_driver"], dtype="str")),
+            "gtid": a[:, 2], "cat": labels(driver.astype(np.int8), ["cuda_runtime", "cuda_driver"]),
             "name": names, "start_ns": a[:, 0], "end_ns": np.maximum(a[:, 1], a[:, 0]), "correlation": a[:, 3]})
     if "nvtx" in q:
         start, end, gtid, name = q["nvtx"].result()
@@ -561,10 +560,8 @@ def _host_rows(q: dict[str, Future], strings: dict[int, str]) -> pd.DataFrame:
             names = names.dictionary.to_pylist()
             parts.append({
                 "gtid": gtid,
-                "cat": pd.Categorical.from_codes(torch_op.astype(np.int8), categories=pd.Index(
-                    ["user_annotation", "cpu_op"], dtype="str")),
-                "name": pd.Categorical.from_codes(per_text, categories=pd.Index(names, dtype="str"),
-                                                  validate=False),
+                "cat": labels(torch_op.astype(np.int8), ["user_annotation", "cpu_op"]),
+                "name": labels(per_text, names),
                 "start_ns": start, "end_ns": end, "correlation": np.full(len(name), -1, np.int64)})
     if not parts:
         return empty_frame({"proc": "int64", "pid": "int64", "tid": "int64", "cat": "category", "name": "category",
