@@ -267,24 +267,30 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
     if not db.has(KERNEL):
         raise InputError(f"no {KERNEL} table: not an Nsight Systems export with CUDA kernels "
                          "(profile with `nsys profile -t cuda,nvtx`)", path=str(source))
-    queries = _start_queries(db)
+    payload_query = _nccl_payload_query(db)
+    if "globalPid" in db.columns(KERNEL):
+        # One set of queries per process, all started now: the readers fetch the next processes' rows while
+        # this thread assembles the first.
+        procs = _gpu_processes(db)
+        queries = {p: _start_queries(db, p) for p in procs}
+    else:
+        procs, queries = [], {None: _start_queries(db, None)}
     notes = _export_notes(db)
-    payload_notes = _nccl_payload_notes(db)
     strings = _strings(db)
-    device = _device_rows(queries, strings)
-    host = _host_rows(queries, strings)
     threads = _thread_rows(db, strings)
     base = _base_ns(db)
-    procs = sorted(set(device["proc"].unique().tolist()))
+    if None in queries:
+        device, host = _device_rows(queries[None], strings), _host_rows(queries[None], strings)
+        if len(device["start"]):
+            # Exports without globalPid (synthetic or trimmed): the only host process owns the GPU rows.
+            host_procs = np.unique(host["proc"])
+            procs = [int(host_procs[0])] if len(host_procs) == 1 else [0]
+            queries = {procs[0]: None}
     if not procs:
         raise InputError("the export has no GPU activity (the kernel table is empty)", path=str(source))
-    host_procs = set(host["proc"].unique().tolist())
-    if len(procs) == 1 and procs[0] not in host_procs and len(host_procs) == 1:
-        # Exports without globalPid (synthetic or trimmed): the only host process owns the GPU rows.
-        device["proc"] = next(iter(host_procs))
-        procs = [next(iter(host_procs))]
     envs = _process_env(db)
     ranks = _ranks(envs, procs, source)
+    payload_notes = _nccl_payload_notes(payload_query)
     size, device_names = source.stat().st_size, _device_names(db)
     traces = []
     for proc in procs:
@@ -298,12 +304,13 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
         meta.env = _kept_env(envs, proc, len(procs))
         for code, message, count in notes + payload_notes.get(proc, []) + payload_notes.get(None, []):
             meta.warnings.add(code, message, count)
-        if "globalPid" not in db.columns(KERNEL):
+        if queries[proc] is None:
             meta.warnings.add("nsys-no-process-column", "the kernel table has no globalPid column; all GPU rows "
                               "were given to one process", 1)
-        dev = _device_frame(device[device["proc"] == proc], base, meta)
-        hst = host[host["proc"] == proc].reset_index(drop=True)
-        hst = hst.assign(start_ns=hst["start_ns"] + base, end_ns=hst["end_ns"] + base).drop(columns=["proc"])
+            hst = _host_frame(host, base, host["proc"] == proc)
+        else:
+            device, hst = _device_rows(queries[proc], strings), _host_frame(_host_rows(queries[proc], strings), base)
+        dev = _device_frame(device, base, meta)
         thr = threads[threads["proc"] == proc].drop(columns=["proc"]).reset_index(drop=True)
         steps = assemble.steps_from_host(hst, step_pattern)
         traces.append(assemble.build(meta, dev, hst, steps, thr, assemble.comm_meta_frame(), comm_rules))
@@ -329,8 +336,8 @@ def _export_notes(db: _Db) -> list[tuple[str, str, int]]:
     return notes
 
 
-def _nccl_payload_notes(db: _Db) -> dict[int | None, list[tuple[str, str, int]]]:
-    """Per process (None: all of them), why its NCCL ranges give no collective sizes.
+def _nccl_payload_query(db: _Db) -> Future | None:
+    """Per process (-1: all of them), NCCL ranges and how many carry a binary payload (started on a reader).
 
     NCCL records each call's message size in an NVTX payload (schema entry "Message size [bytes]"). An
     export keeps payloads only with ``--include-blobs true``, and tracelens does not decode their binary
@@ -338,13 +345,19 @@ def _nccl_payload_notes(db: _Db) -> dict[int | None, list[tuple[str, str, int]]]
     """
     entries = "NVTX_PAYLOAD_SCHEMA_ENTRIES"
     if not db.has(entries) or not {"domainId", "name"} <= db.columns(entries) or "domainId" not in db.columns(NVTX):
-        return {}
+        return None
     sized = f"SELECT domainId FROM {entries} WHERE name LIKE 'Message size%'"
     blob = "binaryData IS NOT NULL" if "binaryData" in db.columns(NVTX) else "0"
-    proc = "globalTid >> 24" if "globalTid" in db.columns(NVTX) else "NULL"
+    proc = "coalesce(globalTid >> 24, -1)" if "globalTid" in db.columns(NVTX) else "-1"
+    return db.later(f"SELECT {proc}, count(*), coalesce(sum({blob}), 0) FROM {NVTX} "
+                    f"WHERE domainId IN ({sized}) AND eventType IN (59, 60) GROUP BY 1", "iii")
+
+
+def _nccl_payload_notes(query: Future | None) -> dict[int | None, list[tuple[str, str, int]]]:
+    """Per process (None: all of them), why its NCCL ranges give no collective sizes."""
     out: dict[int | None, list[tuple[str, str, int]]] = {}
-    for key, total, with_blob in db.rows(f"SELECT {proc}, count(*), coalesce(sum({blob}), 0) FROM {NVTX} "
-                                         f"WHERE domainId IN ({sized}) AND eventType IN (59, 60) GROUP BY 1"):
+    for key, total, with_blob in zip(*(c.tolist() for c in query.result())) if query is not None else ():
+        key = None if key < 0 else key
         if not with_blob:
             out[key] = [("nsys-nccl-payload-unavailable", "NCCL ranges carry their message size in NVTX payloads, "
                          "but the export was made without them (nsys export --include-blobs true); collective "
@@ -377,8 +390,25 @@ def api_name(name: str) -> str:
     return _API_SUFFIX.sub("", name)
 
 
-def _start_queries(db: _Db) -> dict[str, Future]:
-    """Every large query, started at once on the reader threads, the largest tables first."""
+def _gpu_processes(db: _Db) -> list[int]:
+    """The processes (``globalPid >> 24``) that have rows in any device table."""
+    parts = [f"SELECT DISTINCT {_process_of(db, t, 'globalPid')} FROM {t}"
+             for t in (KERNEL, MEMCPY, MEMSET, SYNC) if db.has(t)]
+    return sorted(int(p) for (p,) in db.rows(" UNION ".join(parts)))
+
+
+def _process_of(db: _Db, table: str, column: str, alias: str = "") -> str:
+    """The process key of a row (0 where the column is missing or NULL), as the row readers compute it."""
+    if column not in db.columns(table):
+        return "0"
+    return f'(coalesce({alias + "." if alias else ""}"{column}", 0) >> 24)'
+
+
+def _start_queries(db: _Db, proc: int | None) -> dict[str, Future]:
+    """One process's large queries (every process's with ``proc=None``), started on the reader threads."""
+    def only(table: str, column: str, alias: str = "") -> str:
+        return "1" if proc is None else f"{_process_of(db, table, column, alias)} = {int(proc)}"
+
     q = {}
     if db.has(NVTX) and {"start", "end", "eventType"} <= db.columns(NVTX):
         n = NVTX
@@ -388,29 +418,31 @@ def _start_queries(db: _Db) -> dict[str, Future]:
             join, by_id = 'LEFT JOIN StringIds s ON s.id = n."textId"', "s.value"
         tid = 'coalesce(n."globalTid", 0)' if "globalTid" in db.columns(n) else "0"
         q["nvtx"] = db.later(f'SELECT n."start", n."end", {tid}, coalesce({text}, {by_id}, \'\') FROM {n} n {join} '
-                             f'WHERE n."eventType" IN (59, 60) AND n."end" IS NOT NULL AND n."end" >= n."start"',
-                             "iiit")
-    if db.has(RUNTIME):
-        r = RUNTIME
-        where = "WHERE eventClass IN (0, 1)" if "eventClass" in db.columns(r) else ""
-        q["runtime"] = db.later(f"SELECT {db.col(r, 'start')}, {db.col(r, 'end')}, {db.col(r, 'globalTid', '0')}, "
-                                f"{db.col(r, 'correlationId')}, {db.col(r, 'nameId')}, "
-                                f"{db.col(r, 'eventClass', '0')} FROM {r} {where}", "i" * 6)
+                             f'WHERE n."eventType" IN (59, 60) AND n."end" IS NOT NULL AND n."end" >= n."start" '
+                             f'AND {only(n, "globalTid", "n")}', "iiit")
     lane = lambda t: ", ".join([db.col(t, "start"), db.col(t, "end"), db.col(t, "deviceId", "0"),  # noqa: E731
                                 db.col(t, "contextId", "0"), db.col(t, "streamId"), db.col(t, "correlationId"),
                                 f'{db.col(t, "globalPid", "0")}'])
     q["kernel"] = db.later(f"SELECT {lane(KERNEL)}, {db.col(KERNEL, 'demangledName', db_short(db))} "
-                           f"FROM {KERNEL}", "i" * 8)
+                           f"FROM {KERNEL} WHERE {only(KERNEL, 'globalPid')}", "i" * 8)
     if db.has(MEMCPY):
         q["memcpy"] = db.later(f"SELECT {lane(MEMCPY)}, {db.col(MEMCPY, 'bytes')}, {db.col(MEMCPY, 'copyKind', '0')}, "
                                f"{db.col(MEMCPY, 'srcKind', '7')}, {db.col(MEMCPY, 'dstKind', '7')}, "
-                               f"{db.col(MEMCPY, 'srcDeviceId')}, {db.col(MEMCPY, 'dstDeviceId')} FROM {MEMCPY}",
-                               "i" * 13)
+                               f"{db.col(MEMCPY, 'srcDeviceId')}, {db.col(MEMCPY, 'dstDeviceId')} FROM {MEMCPY} "
+                               f"WHERE {only(MEMCPY, 'globalPid')}", "i" * 13)
     if db.has(MEMSET):
         q["memset"] = db.later(f"SELECT {lane(MEMSET)}, {db.col(MEMSET, 'bytes')}, "
-                               f"{db.col(MEMSET, 'memKind', '2')} FROM {MEMSET}", "i" * 9)
+                               f"{db.col(MEMSET, 'memKind', '2')} FROM {MEMSET} WHERE {only(MEMSET, 'globalPid')}",
+                               "i" * 9)
     if db.has(SYNC):
-        q["sync"] = db.later(_sync_sql(db), "i" * 8)
+        q["sync"] = db.later(_sync_sql(db, only(SYNC, "globalPid", "y")), "i" * 8)
+    if db.has(RUNTIME):
+        r = RUNTIME
+        cls = "eventClass IN (0, 1)" if "eventClass" in db.columns(r) else "1"
+        q["runtime"] = db.later(f"SELECT {db.col(r, 'start')}, {db.col(r, 'end')}, {db.col(r, 'globalTid', '0')}, "
+                                f"{db.col(r, 'correlationId')}, {db.col(r, 'nameId')}, "
+                                f"{db.col(r, 'eventClass', '0')} FROM {r} WHERE {cls} AND {only(r, 'globalTid')}",
+                                "i" * 6)
     return q
 
 
@@ -419,8 +451,8 @@ def _block(query: Future) -> np.ndarray:
     return np.stack(query.result(), axis=1)
 
 
-def _device_rows(q: dict[str, Future], strings: dict[int, str]) -> pd.DataFrame:
-    """Kernels, copies, sets and syncs of every process, with the process key in ``proc``."""
+def _device_rows(q: dict[str, Future], strings: dict[int, str]) -> dict:
+    """Kernels, copies, sets and syncs (columns), with the process key in ``proc``."""
     parts = []
     cols = ["start", "end", "device", "context", "stream", "correlation", "gpid"]
 
@@ -450,7 +482,7 @@ def _device_rows(q: dict[str, Future], strings: dict[int, str]) -> pd.DataFrame:
         parts.append(_sync_rows(_block(q["sync"]), strings, cols))
     out = _stack(parts)
     out["proc"] = out.pop("gpid") >> 24
-    return frame_of(out)
+    return out
 
 
 def _columns(block: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
@@ -480,7 +512,7 @@ def db_short(db: _Db) -> str:
     return '"shortName"' if "shortName" in db.columns(KERNEL) else "-1"
 
 
-def _sync_sql(db: _Db) -> str:
+def _sync_sql(db: _Db, where: str = "1") -> str:
     """Sync records with the name of the runtime call behind each (same correlation id and process)."""
     y = SYNC
     rt = db.columns(RUNTIME)
@@ -495,7 +527,7 @@ def _sync_sql(db: _Db) -> str:
     sel = ", ".join(f'coalesce(y."{c}", {d})' if c in db.columns(y) else d for c, d in (
         ("start", "-1"), ("end", "-1"), ("deviceId", "0"), ("contextId", "0"), ("streamId", "-1"),
         ("correlationId", "-1"), ("globalPid", "0")))
-    return f"SELECT {sel}, {api} FROM {y} y {join} GROUP BY y.rowid"
+    return f"SELECT {sel}, {api} FROM {y} y {join} WHERE {where} GROUP BY y.rowid"
 
 
 def _sync_rows(rows: np.ndarray, strings: dict[int, str], cols: list[str]) -> dict:
@@ -508,34 +540,28 @@ def _sync_rows(rows: np.ndarray, strings: dict[int, str], cols: list[str]) -> di
     return frame
 
 
-def _device_frame(rows: pd.DataFrame, base: int, meta: RunMeta) -> pd.DataFrame:
+def _device_frame(rows: dict, base: int, meta: RunMeta) -> pd.DataFrame:
     """One process's device rows in the parser contract; contexts folded into the stream key when needed."""
-    rows = rows.reset_index(drop=True)
-    stream = rows["stream"].to_numpy()
-    ctx_per_dev = rows.loc[rows["kind"] != "sync"].groupby("device")["context"].nunique()
-    if (ctx_per_dev > 1).any():
+    stream, device, context = rows["stream"], rows["device"], rows["context"]
+    kind = rows["kind"]
+    work = kind.codes != (list(kind.categories).index("sync") if "sync" in kind.categories else -2)
+    pairs = np.unique(np.stack([device[work], context[work]], axis=1), axis=0)
+    devices, per_device = np.unique(pairs[:, 0], return_counts=True)
+    if (per_device > 1).any():
         # Stream ids are unique per context only: keep lanes apart by putting the context in the high bits.
-        stream = np.where(stream >= 0, (rows["context"].to_numpy() << 32) | stream, stream)
+        stream = np.where(stream >= 0, (context << 32) | stream, stream)
         meta.warnings.add("nsys-multiple-contexts", "a device had several CUDA contexts; stream ids carry the "
-                          "context in their upper 32 bits", int((ctx_per_dev > 1).sum()))
-    bad = (rows["end"] < rows["start"]).to_numpy()
-    meta.warnings.add("negative-duration", "events with a negative duration were clamped to 0", int(bad.sum()))
-    start = rows["start"].to_numpy() + base
-    return frame_of({
-        "device": rows["device"].to_numpy(),
-        "stream": stream,
-        "kind": rows["kind"].array,
-        "name": rows["name"].array,
-        "start_ns": start,
-        "end_ns": np.maximum(rows["end"].to_numpy() + base, start),
-        "correlation": rows["correlation"].to_numpy(),
-        "bytes": rows["bytes"].to_numpy(),
-        "cross_device": rows["cross_device"].to_numpy(dtype=bool),
-    })
+                          "context in their upper 32 bits", int((per_device > 1).sum()))
+    meta.warnings.add("negative-duration", "events with a negative duration were clamped to 0",
+                      int((rows["end"] < rows["start"]).sum()))
+    start = rows["start"] + base
+    return frame_of({"device": device, "stream": stream, "kind": kind, "name": rows["name"], "start_ns": start,
+                     "end_ns": np.maximum(rows["end"] + base, start), "correlation": rows["correlation"],
+                     "bytes": rows["bytes"], "cross_device": rows["cross_device"].astype(bool)})
 
 
-def _host_rows(q: dict[str, Future], strings: dict[int, str]) -> pd.DataFrame:
-    """Runtime/driver API calls and NVTX ranges, as host rows with the process key in ``proc``."""
+def _host_rows(q: dict[str, Future], strings: dict[int, str]) -> dict:
+    """Runtime/driver API calls and NVTX ranges (columns), with the process key in ``proc``."""
     parts = []
     if "runtime" in q:
         a = _block(q["runtime"])
@@ -563,14 +589,21 @@ def _host_rows(q: dict[str, Future], strings: dict[int, str]) -> pd.DataFrame:
                 "cat": labels(torch_op.astype(np.int8), ["user_annotation", "cpu_op"]),
                 "name": labels(per_text, names),
                 "start_ns": start, "end_ns": end, "correlation": np.full(len(name), -1, np.int64)})
-    if not parts:
-        return empty_frame({"proc": "int64", "pid": "int64", "tid": "int64", "cat": "category", "name": "category",
-                            "start_ns": "int64", "end_ns": "int64", "correlation": "int64", "external_id": "int64"})
-    cols = _stack(parts)
+    none = np.empty(0, np.int64)
+    cols = _stack(parts) if parts else {"gtid": none, "cat": labels(none, []), "name": labels(none, []),
+                                        "start_ns": none, "end_ns": none, "correlation": none}
     gtid = cols.pop("gtid")
-    host = frame_of({"proc": gtid >> 24, "pid": (gtid >> 24) & 0xFFFFFF, "tid": gtid & 0xFFFFFF, **cols})
-    host["external_id"] = -1
-    return host
+    return {"proc": gtid >> 24, "pid": (gtid >> 24) & 0xFFFFFF, "tid": gtid & 0xFFFFFF, **cols}
+
+
+def _host_frame(rows: dict, base: int, keep: np.ndarray | None = None) -> pd.DataFrame:
+    """One process's host rows in the parser contract, on the epoch clock."""
+    if keep is not None:
+        rows = {c: v[keep] for c, v in rows.items()}
+    n = len(rows["start_ns"])
+    return frame_of({"pid": rows["pid"], "tid": rows["tid"], "cat": rows["cat"], "name": rows["name"],
+                     "start_ns": rows["start_ns"] + base, "end_ns": rows["end_ns"] + base,
+                     "correlation": rows["correlation"], "external_id": np.full(n, -1, np.int64)})
 
 
 def _thread_rows(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
