@@ -62,13 +62,21 @@ def _parents_nested(st: np.ndarray, en: np.ndarray, lane: np.ndarray | None = No
     """
     n = st.size
     pos = np.arange(n, dtype=np.int64)
-    _, inv = np.unique(np.concatenate([st, en]), return_inverse=True)
-    st_r, en_r = inv[:n].astype(np.int64), inv[n:].astype(np.int64)
-    if lane is not None and n:
-        lane_no = np.concatenate([[0], np.cumsum(lane[1:] != lane[:-1])]).astype(np.int64)
-        span = int(inv.max()) + 1
-        st_r, en_r = lane_no * span + st_r, lane_no * span + en_r
     width = n + 1
+    lane_no = np.concatenate([[0], np.cumsum(lane[1:] != lane[:-1])]).astype(np.int64) \
+        if lane is not None and n else np.zeros(n, np.int64)
+    lanes = int(lane_no[-1]) + 1 if n else 1
+    low = int(st.min()) if n else 0
+    span = int(en.max()) - low + 1 if n else 1
+    if lanes * span * width < 2**62:
+        # Times relative to the first start keep the keys below in range (the usual case: seconds of capture).
+        st_r, en_r = st - low, en - low
+    else:                                     # else the times' ranks, which order the same way
+        _, inv = np.unique(np.concatenate([st, en]), return_inverse=True)
+        st_r, en_r = inv[:n].astype(np.int64), inv[n:].astype(np.int64)
+        span = int(inv.max()) + 1
+    if lane is not None and n:
+        st_r, en_r = lane_no * span + st_r, lane_no * span + en_r
     ends = np.sort(en_r * width + pos)
     zero = en == st
     # Earlier events closed by this start: ends before it, or at it and listed earlier; a zero-length
