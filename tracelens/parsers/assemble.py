@@ -134,9 +134,10 @@ def _classify(device: pd.DataFrame, scope_row: np.ndarray, comm_meta: pd.DataFra
     is_kernel = kind == "compute"
     is_copy = kind == "memcpy"
 
-    dev_meta = comm_meta[(comm_meta["table"] == "device") & comm_meta["collective"].notna()]
     has_args = np.zeros(n, dtype=bool)
-    has_args[dev_meta["row"].to_numpy()] = True
+    if len(comm_meta):
+        on_device = (comm_meta["table"] == "device").to_numpy() & comm_meta["collective"].notna().to_numpy()
+        has_args[comm_meta["row"].to_numpy()[on_device]] = True
     has_args &= is_kernel
     names = device["name"]
     name_kind, name_rule = classify.match_names(names, classify.DEFAULT_RULES + tuple(comm_rules))
@@ -160,24 +161,23 @@ def _classify(device: pd.DataFrame, scope_row: np.ndarray, comm_meta: pd.DataFra
 
 def _clip_same_stream(device: pd.DataFrame, meta: RunMeta) -> pd.DataFrame:
     """Cut an activity's end at the next one's start on the same stream (ROCm overruns), and count it."""
-    work = (device["kind"] != "sync").to_numpy()
-    if work.sum() < 2:
+    rows = np.flatnonzero((device["kind"] != "sync").to_numpy())
+    if rows.size < 2:
         return device
-    sub = device.loc[work, ["device", "stream", "start_ns", "end_ns"]]
-    order = np.lexsort((sub["start_ns"].to_numpy(), sub["stream"].to_numpy(), sub["device"].to_numpy()))
-    rows = sub.index.to_numpy()[order]
-    dev, stream = sub["device"].to_numpy()[order], sub["stream"].to_numpy()[order]
-    start, end = sub["start_ns"].to_numpy()[order], sub["end_ns"].to_numpy()[order]
+    dev, stream = device["device"].to_numpy()[rows], device["stream"].to_numpy()[rows]
+    start, end_all = device["start_ns"].to_numpy(), device["end_ns"].to_numpy()
+    start, end = start[rows], end_all[rows]
+    order = np.lexsort((start, stream, dev))
+    rows, dev, stream, start, end = rows[order], dev[order], stream[order], start[order], end[order]
     same_lane = (dev[:-1] == dev[1:]) & (stream[:-1] == stream[1:])
     over = same_lane & (end[:-1] > start[1:])
     if not over.any():
         return device
-    device = device.copy()
-    fix = rows[:-1][over]
-    device.loc[fix, "end_ns"] = start[1:][over]
+    clipped = end_all.copy()
+    clipped[rows[:-1][over]] = start[1:][over]
     meta.warnings.add("same-stream-overlap", "activities overran the next one on the same stream and were clipped",
                       int(over.sum()))
-    return device
+    return device.assign(end_ns=clipped)
 
 
 def _collectives(device: pd.DataFrame, host: pd.DataFrame, comm_meta: pd.DataFrame, parent) -> pd.DataFrame:
