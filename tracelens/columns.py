@@ -25,6 +25,12 @@ def mask(col: pd.Series, test: Callable[[str], object]) -> np.ndarray:
     return np.fromiter((isinstance(v, str) and bool(test(v)) for v in col.tolist()), bool, len(col))
 
 
+def isin(col: pd.Series, values) -> np.ndarray:
+    """``col.isin(values)`` as a bool array, tested once per distinct value."""
+    wanted = frozenset(values)
+    return mask(col, wanted.__contains__)
+
+
 def matches(col: pd.Series, pattern: re.Pattern | str, how: str = "match") -> np.ndarray:
     """Regex test per row: ``how`` is "match" (at the start) or "search" (anywhere)."""
     rx = re.compile(pattern) if isinstance(pattern, str) else pattern

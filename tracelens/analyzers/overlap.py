@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..columns import frame_of, mask, matches
+from ..columns import frame_of, isin, mask, matches
 from ..linking import main_thread, step_of
 from ..model import RankTrace
 from . import intervals as iv
@@ -42,27 +42,29 @@ class Windows:
 
 def primary_device(trace: RankTrace) -> int | None:
     """The device with the most compute+comm time (a rank normally drives one GPU)."""
-    ops = trace.device_ops[trace.device_ops["kind"].isin(["compute", "comm", "memcpy", "memset"]).to_numpy()]
-    if ops.empty:
+    ops = trace.device_ops
+    work = isin(ops["kind"], ("compute", "comm", "memcpy", "memset"))
+    if not work.any():
         return None
-    busy = (ops["end_ns"] - ops["start_ns"]).groupby(ops["device"]).sum()
-    return int(busy.idxmax())
+    ids, inv = np.unique(ops["device"].to_numpy()[work], return_inverse=True)
+    busy = np.zeros(ids.size, dtype=np.int64)
+    np.add.at(busy, inv.reshape(-1), (ops["end_ns"].to_numpy() - ops["start_ns"].to_numpy())[work])
+    return int(ids[np.argmax(busy)])          # the lowest device id among equals
 
 
 def interval_sets(trace: RankTrace, warn) -> Sets:
     device = primary_device(trace)
     if device is not None:
         ops = trace.device_ops
-        others = ops[(ops["device"] != device).to_numpy() & (ops["kind"] != "sync").to_numpy()]
+        on = ops["device"].to_numpy() == device
+        kind = ops["kind"]
+        busy = ~isin(kind, ("sync",))
         warn("other-devices-ignored", f"activity on devices other than {device} is not part of this rank's "
-             "metrics", len(others))
-        ops = ops[(ops["device"] == device).to_numpy()]
-        kind = ops["kind"].to_numpy(dtype=object)
+             "metrics", int((~on & busy).sum()))
         s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
-        compute = iv.union(s[kind == "compute"], e[kind == "compute"])
-        comm = iv.union(s[kind == "comm"], e[kind == "comm"])
-        busy_mask = kind != "sync"
-        return Sets(compute, comm, iv.union(s[busy_mask], e[busy_mask]), "gpu", device)
+        compute, comm, busy = on & isin(kind, ("compute",)), on & isin(kind, ("comm",)), on & busy
+        return Sets(iv.union(s[compute], e[compute]), iv.union(s[comm], e[comm]), iv.union(s[busy], e[busy]),
+                    "gpu", device)
     host = trace.host_ops
     main = main_thread(host)
     if main is None:

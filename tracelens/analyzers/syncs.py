@@ -19,9 +19,8 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 
-from ..columns import Lookup, frame_of, matches, objects
+from ..columns import Lookup, isin, matches
 from ..linking import take
 from ..model import RankTrace
 from ..report import Diagnosis
@@ -40,38 +39,40 @@ _MAX_CHAIN = 6
 _SOURCE_FRAME = re.compile(r"\.py\(\d+\)")
 
 
-def stall_calls(trace: RankTrace, device: int) -> pd.DataFrame:
-    """Every host call (or unexplained device sync) that made the host wait, one row each."""
+def stall_calls(trace: RankTrace, device: int) -> dict[str, np.ndarray]:
+    """Every host call (or unexplained device sync) that made the host wait, one row each, by start time.
+
+    Columns: ``host_idx`` (-1 for a device sync record), ``call`` (names, object array), ``start_ns``,
+    ``end_ns``. A step holds a handful of these, so they stay plain arrays rather than a DataFrame.
+    """
     host, dev = trace.host_ops, trace.device_ops
-    runtime = host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy()
+    runtime = isin(host["cat"], ("cuda_runtime", "cuda_driver"))
     blocking = runtime & matches(host["name"], _SYNC_CALLS)
     # Async copies block the host when they involve pageable memory.
-    on_dev = (dev["device"] == device).to_numpy()
-    pageable = on_dev & (dev["kind"] == "memcpy").to_numpy() & matches(dev["name"], "Pageable", "search") \
-        & (dev["launch_idx"] >= 0).to_numpy()
-    async_rows = dev["launch_idx"].to_numpy()[pageable]
+    on_dev = dev["device"].to_numpy() == device
+    launch = dev["launch_idx"].to_numpy()
+    pageable = on_dev & isin(dev["kind"], ("memcpy",)) & matches(dev["name"], "Pageable", "search") & (launch >= 0)
+    async_rows = launch[pageable]
     async_rows = async_rows[runtime[async_rows] & matches(host["name"], _ASYNC_COPIES)[async_rows]]
     blocking[async_rows] = True
     rows = np.flatnonzero(blocking)
     # Device sync records whose host call is not in the trace still mark a stall.
-    orphan = on_dev & (dev["kind"] == "sync").to_numpy() & dev["name"].isin(_HOST_STALL_SYNCS).to_numpy() \
-        & (dev["launch_idx"] < 0).to_numpy()
-    frame = frame_of({
-        "host_idx": rows, "call": objects(Lookup(host["name"]).many(rows.tolist())),
-        "start_ns": host["start_ns"].to_numpy()[rows], "end_ns": host["end_ns"].to_numpy()[rows]})
-    if orphan.any():
-        frame = pd.concat([frame, frame_of({
-            "host_idx": np.full(int(orphan.sum()), -1),
-            "call": objects(Lookup(dev["name"]).many(np.flatnonzero(orphan).tolist())),
-            "start_ns": dev["start_ns"].to_numpy()[orphan], "end_ns": dev["end_ns"].to_numpy()[orphan]})],
-            ignore_index=True)
-    return frame.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    orphan = np.flatnonzero(on_dev & isin(dev["kind"], ("sync",)) & isin(dev["name"], _HOST_STALL_SYNCS)
+                            & (launch < 0))
+    start = np.concatenate([host["start_ns"].to_numpy()[rows], dev["start_ns"].to_numpy()[orphan]])
+    order = np.argsort(start, kind="stable")
+    return {
+        "host_idx": np.concatenate([rows, np.full(orphan.size, -1)]).astype(np.int64)[order],
+        "call": np.array(Lookup(host["name"]).many(rows.tolist()) + Lookup(dev["name"]).many(orphan.tolist())
+                         + [None], dtype=object)[:-1][order],
+        "start_ns": start[order],
+        "end_ns": np.concatenate([host["end_ns"].to_numpy()[rows], dev["end_ns"].to_numpy()[orphan]])[order]}
 
 
-def measure(calls: pd.DataFrame, busy: iv.IntervalSet, comm: iv.IntervalSet, launches: np.ndarray,
-            win_start: np.ndarray, win_end: np.ndarray, win_step: np.ndarray) -> pd.DataFrame:
-    """Add step, blocked, idle-after, comm-in-flight and end-of-step columns (vectorised over calls)."""
-    s, e = calls["start_ns"].to_numpy(), calls["end_ns"].to_numpy()
+def measure(calls, busy: iv.IntervalSet, comm: iv.IntervalSet, launches: np.ndarray,
+            win_start: np.ndarray, win_end: np.ndarray, win_step: np.ndarray) -> dict[str, np.ndarray]:
+    """The calls' columns plus step, blocked, idle-after, comm-in-flight and end-of-step (vectorised)."""
+    s, e = np.asarray(calls["start_ns"], dtype=np.int64), np.asarray(calls["end_ns"], dtype=np.int64)
     w = np.searchsorted(win_start, s, side="right") - 1
     inside = (w >= 0) & (s < win_end[np.maximum(w, 0)])
     bs, be = busy
@@ -83,10 +84,10 @@ def measure(calls: pd.DataFrame, busy: iv.IntervalSet, comm: iv.IntervalSet, lau
     idle = np.where(still_busy | (nxt < 0), 0, nxt - np.maximum(drained, s))
     later = np.searchsorted(launches, e, side="right")
     limit = np.searchsorted(launches, win_end[np.maximum(w, 0)], side="left")
-    return calls.assign(
-        window=np.where(inside, w, -1), step=np.where(inside, win_step[np.maximum(w, 0)], -1),
-        blocked_ns=e - s, idle_after_ns=np.maximum(idle, 0), comm_in_flight_ns=iv.length_in(comm, s, e),
-        end_of_step=later >= limit, drained_ns=drained)
+    return {**{c: np.asarray(calls[c]) for c in calls},
+            "window": np.where(inside, w, -1), "step": np.where(inside, win_step[np.maximum(w, 0)], -1),
+            "blocked_ns": e - s, "idle_after_ns": np.maximum(idle, 0), "comm_in_flight_ns": iv.length_in(comm, s, e),
+            "end_of_step": later >= limit, "drained_ns": drained}
 
 
 def chains(trace: RankTrace, host_rows: np.ndarray) -> tuple[list[str], list[str | None]]:
@@ -128,25 +129,24 @@ def chains(trace: RankTrace, host_rows: np.ndarray) -> tuple[list[str], list[str
 def analyze(trace: RankTrace, device: int, busy: iv.IntervalSet, comm: iv.IntervalSet, windows,
             durations: np.ndarray, th: Thresholds) -> list[Diagnosis]:
     calls = stall_calls(trace, device)
-    if calls.empty:
+    if not calls["start_ns"].size:
         return []
     host = trace.host_ops
-    is_launch = host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy() \
-        & matches(host["name"], LAUNCH_NAMES, "search")
+    is_launch = isin(host["cat"], ("cuda_runtime", "cuda_driver")) & matches(host["name"], LAUNCH_NAMES, "search")
     launches = np.sort(host["start_ns"].to_numpy()[is_launch])
     m = measure(calls, busy, comm, launches, windows.start, windows.end, windows.step)
     if windows.step.size == 1 and windows.step[0] < 0:
         # No steps: the one window spans the device work; syncs just outside it still belong to the run.
-        m["window"], m["step"] = 0, -1
-    chain, frame = chains(trace, m["host_idx"].to_numpy())
+        m["window"], m["step"] = np.zeros_like(m["window"]), np.full_like(m["step"], -1)
+    chain, frame = chains(trace, m["host_idx"])
     m["site"] = [c or call for c, call in zip(chain, m["call"].tolist())]
     m["frame"] = frame
     m["significant"] = (m["blocked_ns"] + m["idle_after_ns"]) >= th.stall_min_ns
     # A step holds a handful of syncs: plain lists per window beat a pandas groupby (~1 ms a step).
-    window = m["window"].to_numpy()
+    window = m["window"]
     rows = np.flatnonzero(window >= 0)
     rows = rows[np.argsort(window[rows], kind="stable")]
-    columns = {c: m[c].tolist() for c in _SITE_COLUMNS}
+    columns = {c: list(m[c]) if isinstance(m[c], list) else m[c].tolist() for c in _SITE_COLUMNS}
     out = []
     for part in np.split(rows, np.flatnonzero(np.diff(window[rows])) + 1) if rows.size else []:
         w = int(window[part[0]])
