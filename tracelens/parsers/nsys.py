@@ -26,7 +26,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from pandas.api.types import union_categoricals
 
 from ..errors import InputError
 from ..envlist import allowed_env
@@ -404,7 +403,7 @@ def _process_of(db: _Db, table: str, column: str, alias: str = "") -> str:
     return f'(coalesce({alias + "." if alias else ""}"{column}", 0) >> 24)'
 
 
-def _start_queries(db: _Db, proc: int | None) -> dict[str, Future]:
+def _start_queries(db: _Db, proc: int | None) -> dict:
     """One process's large queries (every process's with ``proc=None``), started on the reader threads."""
     def only(table: str, column: str, alias: str = "") -> str:
         return "1" if proc is None else f"{_process_of(db, table, column, alias)} = {int(proc)}"
@@ -435,7 +434,8 @@ def _start_queries(db: _Db, proc: int | None) -> dict[str, Future]:
                                f"{db.col(MEMSET, 'memKind', '2')} FROM {MEMSET} WHERE {only(MEMSET, 'globalPid')}",
                                "i" * 9)
     if db.has(SYNC):
-        q["sync"] = db.later(_sync_sql(db, only(SYNC, "globalPid", "y")), "i" * 8)
+        q["sync"] = db.later(_sync_sql(db, only(SYNC, "globalPid", "y")), "i" * 7)
+        q["sync_match"] = _sync_match(db)
     if db.has(RUNTIME):
         r = RUNTIME
         cls = "eventClass IN (0, 1)" if "eventClass" in db.columns(r) else "1"
@@ -451,7 +451,7 @@ def _block(query: Future) -> np.ndarray:
     return np.stack(query.result(), axis=1)
 
 
-def _device_rows(q: dict[str, Future], strings: dict[int, str]) -> dict:
+def _device_rows(q: dict, strings: dict[int, str]) -> dict:
     """Kernels, copies, sets and syncs (columns), with the process key in ``proc``."""
     parts = []
     cols = ["start", "end", "device", "context", "stream", "correlation", "gpid"]
@@ -479,7 +479,8 @@ def _device_rows(q: dict[str, Future], strings: dict[int, str]) -> dict:
         frame["bytes"], frame["cross_device"] = s[:, 7], np.zeros(len(s), bool)
         parts.append(frame)
     if "sync" in q:
-        parts.append(_sync_rows(_block(q["sync"]), strings, cols))
+        runtime = _block(q["runtime"]) if "runtime" in q else None
+        parts.append(_sync_rows(_block(q["sync"]), runtime, q["sync_match"], strings, cols))
     out = _stack(parts)
     out["proc"] = out.pop("gpid") >> 24
     return out
@@ -494,17 +495,29 @@ def _const(value: str, n: int) -> pd.Categorical:
 
 
 def _stack(parts: list[dict]) -> dict:
-    """Concatenate column dicts; categoricals are unioned (no per-row string conversion)."""
+    """Concatenate column dicts; categoricals are merged through their codes (no per-row strings)."""
     out = {}
     for c in parts[0]:
         vals = [p[c] for p in parts]
         if isinstance(vals[0], pd.Categorical):
-            vals = [v if v.categories.dtype == object else labels(v.codes, [str(x) for x in v.categories])
-                    for v in vals]
-            out[c] = union_categoricals(vals) if len(vals) > 1 else vals[0]
+            out[c] = _union(vals) if len(vals) > 1 else vals[0]
         else:
             out[c] = np.concatenate([np.asarray(v) for v in vals])
     return out
+
+
+def _union(cats: list[pd.Categorical]) -> pd.Categorical:
+    """The categoricals one after the other, over the union of their categories (first seen first).
+
+    What ``union_categoricals`` does, at a fraction of its cost for a few small category lists.
+    """
+    index: dict = {}
+    codes = []
+    for cat in cats:
+        remap = np.array([index.setdefault(name, len(index)) for name in cat.categories.tolist()] + [-1],
+                         dtype=np.int64)
+        codes.append(remap[cat.codes])               # code -1 (missing) reads the appended -1
+    return labels(np.concatenate(codes), list(index))
 
 
 def db_short(db: _Db) -> str:
@@ -513,29 +526,47 @@ def db_short(db: _Db) -> str:
 
 
 def _sync_sql(db: _Db, where: str = "1") -> str:
-    """Sync records with the name of the runtime call behind each (same correlation id and process)."""
     y = SYNC
-    rt = db.columns(RUNTIME)
-    join = ""
-    api = "-1"
-    if db.has(RUNTIME) and {"correlationId", "nameId"} <= rt:
-        same_proc = "AND (r.globalTid >> 24) = (y.globalPid >> 24)" if \
-            "globalTid" in rt and "globalPid" in db.columns(y) else ""
-        cls = "AND r.eventClass IN (0, 1)" if "eventClass" in rt else ""
-        join = f"LEFT JOIN {RUNTIME} r ON r.correlationId = y.correlationId {same_proc} {cls}"
-        api = "coalesce(r.nameId, -1)"
     sel = ", ".join(f'coalesce(y."{c}", {d})' if c in db.columns(y) else d for c, d in (
         ("start", "-1"), ("end", "-1"), ("deviceId", "0"), ("contextId", "0"), ("streamId", "-1"),
         ("correlationId", "-1"), ("globalPid", "0")))
-    return f"SELECT {sel}, {api} FROM {y} y {join} WHERE {where} GROUP BY y.rowid"
+    return f"SELECT {sel} FROM {y} y WHERE {where}"
 
 
-def _sync_rows(rows: np.ndarray, strings: dict[int, str], cols: list[str]) -> dict:
+def _sync_match(db: _Db) -> str | None:
+    """How a sync record finds the runtime call behind it: by correlation id within its process ("process"),
+    by correlation id alone where either table lacks the process column ("any"), or not at all."""
+    rt = db.columns(RUNTIME)
+    if not db.has(RUNTIME) or not {"correlationId", "nameId"} <= rt or "correlationId" not in db.columns(SYNC):
+        return None
+    return "process" if "globalTid" in rt and "globalPid" in db.columns(SYNC) else "any"
+
+
+def _sync_rows(rows: np.ndarray, runtime: np.ndarray | None, match: str | None, strings: dict[int, str],
+               cols: list[str]) -> dict:
+    """Sync records named after the runtime call behind each (same correlation id, and process if known).
+
+    The match is made here on the runtime rows already read rather than by a join in SQLite, which builds
+    a temporary index over the whole runtime table for every process's query."""
     frame = _columns(rows[:, :7], cols)
     frame["stream"] = np.where(frame["stream"] == NO_ID, -1, frame["stream"])
     frame["kind"] = _const("sync", len(rows))
+    api = np.full(len(rows), -1, dtype=np.int64)
+    if match is not None and runtime is not None and len(runtime) and len(rows):
+        # Runtime columns: start, end, globalTid, correlationId, nameId, eventClass.
+        r_proc, y_proc = (runtime[:, 2] >> 24, rows[:, 6] >> 24) if match == "process" else \
+            (np.zeros(len(runtime), np.int64), np.zeros(len(rows), np.int64))
+        procs, inv = np.unique(np.concatenate([r_proc, y_proc]), return_inverse=True)
+        inv = inv.reshape(-1)
+        r_key = (inv[:len(runtime)] << 32) | (runtime[:, 3] & 0xFFFFFFFF)
+        y_key = (inv[len(runtime):] << 32) | (rows[:, 5] & 0xFFFFFFFF)
+        order = np.argsort(r_key, kind="stable")
+        at = np.searchsorted(r_key[order], y_key, side="right") - 1     # the last of equal keys, as the join did
+        found = (at >= 0) & (rows[:, 5] >= 0)
+        found[found] = r_key[order][at[found]] == y_key[found]
+        api[found] = runtime[order[at[found]], 4]
     frame["name"] = categorical([SYNC_NAMES.get(api_name(strings.get(i, "")), "Unknown Sync") if i >= 0 else "Unknown Sync"
-                     for i in rows[:, 7].tolist()])
+                     for i in api.tolist()])
     frame["bytes"], frame["cross_device"] = np.full(len(rows), -1, np.int64), np.zeros(len(rows), bool)
     return frame
 
@@ -560,7 +591,7 @@ def _device_frame(rows: dict, base: int, meta: RunMeta) -> pd.DataFrame:
                      "bytes": rows["bytes"], "cross_device": rows["cross_device"].astype(bool)})
 
 
-def _host_rows(q: dict[str, Future], strings: dict[int, str]) -> dict:
+def _host_rows(q: dict, strings: dict[int, str]) -> dict:
     """Runtime/driver API calls and NVTX ranges (columns), with the process key in ``proc``."""
     parts = []
     if "runtime" in q:
