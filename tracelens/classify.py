@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .columns import categorical_of
+
 
 @dataclass(frozen=True)
 class CommRule:
@@ -57,7 +59,11 @@ def user_rules(patterns: list[str] | tuple[str, ...]) -> tuple[CommRule, ...]:
 
 def match_names(names: pd.Series, rules: tuple[CommRule, ...]) -> tuple[np.ndarray, np.ndarray]:
     """(comm_kind, rule) per name, None where no name rule matches; each distinct name is matched once."""
-    codes, uniques = pd.factorize(names, use_na_sentinel=False)
+    cat = categorical_of(names)
+    if cat is not None:                                   # code -1 (missing) reads the appended None
+        codes, uniques = cat.codes, cat.categories.tolist() + [None]
+    else:
+        codes, uniques = pd.factorize(names, use_na_sentinel=False)
     kinds = np.full(len(uniques), None, dtype=object)
     fired = np.full(len(uniques), None, dtype=object)
     compiled = [(r, *r.compiled()) for r in rules]

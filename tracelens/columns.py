@@ -16,12 +16,22 @@ import numpy as np
 import pandas as pd
 
 
-def mask(col: pd.Series, test: Callable[[str], object]) -> np.ndarray:
-    """``bool(test(value))`` for every row (False for a missing value), once per distinct value."""
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        hit = np.fromiter((bool(test(c)) if isinstance(c, str) else False for c in col.cat.categories.tolist()),
-                          bool, len(col.cat.categories))
-        return np.append(hit, False)[col.cat.codes.to_numpy()]   # code -1 (missing) reads the appended False
+def categorical_of(col) -> pd.Categorical | None:
+    """The Categorical behind a column (a categorical Series or a Categorical), else None."""
+    if isinstance(col, pd.Categorical):
+        return col
+    return col.array if isinstance(getattr(col, "dtype", None), pd.CategoricalDtype) else None
+
+
+def mask(col, test: Callable[[str], object]) -> np.ndarray:
+    """``bool(test(value))`` for every row (False for a missing value), once per distinct value.
+
+    ``col``: a Series, a Categorical or an array (as every helper here)."""
+    cat = categorical_of(col)
+    if cat is not None:
+        hit = np.fromiter((bool(test(c)) if isinstance(c, str) else False for c in cat.categories.tolist()),
+                          bool, len(cat.categories))
+        return np.append(hit, False)[cat.codes]   # code -1 (missing) reads the appended False
     return np.fromiter((isinstance(v, str) and bool(test(v)) for v in col.tolist()), bool, len(col))
 
 
@@ -89,11 +99,12 @@ def objects(values, index=None) -> pd.Series:
 class Lookup:
     """``col[i]`` as a string ("" when missing), read through the categorical codes."""
 
-    def __init__(self, col: pd.Series) -> None:
-        if isinstance(col.dtype, pd.CategoricalDtype):
-            self._codes, self._cats = col.cat.codes.to_numpy(), col.cat.categories.astype(str).to_numpy()
+    def __init__(self, col) -> None:
+        cat = categorical_of(col)
+        if cat is not None:
+            self._codes, self._cats = cat.codes, cat.categories.astype(str).to_numpy()
         else:
-            self._codes, self._cats = np.arange(len(col)), col.astype(str).to_numpy()
+            self._codes, self._cats = np.arange(len(col)), np.asarray(col, dtype=object).astype(str)
 
     def __getitem__(self, i: int) -> str:
         c = self._codes[i]

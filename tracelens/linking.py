@@ -7,9 +7,8 @@ launched a device activity (by correlation id), which ProfilerStep span contains
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
-from .columns import mask
+from .columns import isin, mask
 
 
 def take(values: np.ndarray, idx: np.ndarray, default) -> np.ndarray:
@@ -162,16 +161,21 @@ def nearest_ancestor(parent: np.ndarray, rows: np.ndarray, wanted: np.ndarray, i
     return found
 
 
-def main_thread(host: pd.DataFrame) -> tuple[int, int] | None:
-    """The (pid, tid) that ran the training loop: where ProfilerStep spans are, else the busiest cpu_op thread."""
-    if host.empty:
+def main_thread(host) -> tuple[int, int] | None:
+    """The (pid, tid) that ran the training loop: where ProfilerStep spans are, else the busiest cpu_op thread.
+
+    ``host``: the host table, as a DataFrame or a dict of columns."""
+    start, end = np.asarray(host["start_ns"]), np.asarray(host["end_ns"])
+    if start.size == 0:
         return None
-    is_step = mask(host["name"], lambda n: n.startswith("ProfilerStep#"))
-    if is_step.any():
-        cand = host[is_step]
-    else:
-        cand = host[(host["cat"] == "cpu_op").to_numpy() & (host["parent"] < 0).to_numpy()]
-        cand = host if cand.empty else cand
-    busy = (cand["end_ns"] - cand["start_ns"]).groupby([cand["pid"], cand["tid"]]).sum()
-    pid, tid = busy.idxmax()
+    cand = mask(host["name"], lambda n: n.startswith("ProfilerStep#"))
+    if not cand.any():
+        cand = isin(host["cat"], ("cpu_op",)) & (np.asarray(host["parent"]) < 0)
+        if not cand.any():
+            cand = np.ones(start.size, dtype=bool)
+    threads, inv = np.unique(np.stack([np.asarray(host["pid"])[cand], np.asarray(host["tid"])[cand]], axis=1),
+                             axis=0, return_inverse=True)
+    busy = np.zeros(len(threads), dtype=np.int64)
+    np.add.at(busy, inv.reshape(-1), (end - start)[cand])
+    pid, tid = threads[np.argmax(busy)]                 # the first (lowest pid, tid) among equals
     return int(pid), int(tid)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .. import classify, linking
-from ..columns import Lookup, categorical, frame_of, mask, objects
+from ..columns import Lookup, categorical, categorical_of, frame_of, isin, mask, objects
 from ..model import (COLLECTIVE_COLUMNS, DEVICE_COLUMNS, HOST_COLUMNS, STEP_COLUMNS, THREAD_COLUMNS,
                      RankTrace, RunMeta)
 
@@ -34,8 +34,8 @@ def comm_meta_frame(columns: dict | None = None) -> pd.DataFrame:
                          else objects(columns.get(c, [None] * n)) for c, t in COMM_META_COLUMNS.items()})
 
 
-def steps_from_host(host: pd.DataFrame, pattern: str | None = None) -> pd.DataFrame:
-    """Step spans from host ranges: ``ProfilerStep#N``, or the ranges whose name matches ``pattern``.
+def steps_from_host(host, pattern: str | None = None) -> pd.DataFrame:
+    """Step spans from host ranges (a DataFrame or a dict of columns): ``ProfilerStep#N``, or the ranges whose name matches ``pattern``.
 
     With a pattern, a capture group of digits numbers the steps; otherwise they are numbered 0, 1, ...
     in time order. Nested or overlapping matches keep the outermost, earliest range.
@@ -43,15 +43,16 @@ def steps_from_host(host: pd.DataFrame, pattern: str | None = None) -> pd.DataFr
     rx = re.compile(pattern) if pattern else _STEP_NAME
     match = rx.search if pattern else rx.match
     col = host["name"]
-    if isinstance(col.dtype, pd.CategoricalDtype):  # match each distinct name once
-        per_cat = [match(c) if isinstance(c, str) else None for c in col.cat.categories]
-        codes = col.cat.codes.to_numpy()
+    cat = categorical_of(col)
+    if cat is not None:  # match each distinct name once
+        per_cat = [match(c) if isinstance(c, str) else None for c in cat.categories]
+        codes = cat.codes
         rows_hit = np.flatnonzero(np.isin(codes, [j for j, m in enumerate(per_cat) if m]))
         hits = [(int(i), per_cat[codes[i]]) for i in rows_hit]
     else:
         hits = [(i, m) for i, m in ((i, match(n) if isinstance(n, str) else None)
                                     for i, n in enumerate(col.tolist())) if m]
-    start, end = host["start_ns"].to_numpy(), host["end_ns"].to_numpy()
+    start, end = np.asarray(host["start_ns"]), np.asarray(host["end_ns"])
     rows = sorted(((int(start[i]), -int(end[i]), i, m) for i, m in hits))
     kept, last_end = [], None
     for s, neg_e, i, m in rows:
@@ -69,27 +70,26 @@ def steps_from_host(host: pd.DataFrame, pattern: str | None = None) -> pd.DataFr
     return steps.drop_duplicates("step").reset_index(drop=True)
 
 
-def build(meta: RunMeta, device: pd.DataFrame, host: pd.DataFrame, steps: pd.DataFrame,
-          threads: pd.DataFrame, comm_meta: pd.DataFrame, comm_rules=()) -> RankTrace:
-    host = host.reset_index(drop=True)
-    device = device.reset_index(drop=True)
+def build(meta: RunMeta, device, host, steps: pd.DataFrame, threads: pd.DataFrame, comm_meta: pd.DataFrame,
+          comm_rules=()) -> RankTrace:
+    """The RankTrace of one rank. ``device`` and ``host`` are the parser's rows, as DataFrames or as dicts of
+    columns (arrays, Categoricals); they are worked on as columns and become frames once, at the end."""
+    host, device = _columns(host), _columns(device)
     # One int64 per (pid, tid); tids are 32-bit values (negative ones were made positive by newer writers).
-    thread_key = (host["pid"].to_numpy() << 32) | (host["tid"].to_numpy() & 0xFFFFFFFF)
-    parent = linking.host_parents(thread_key, host["start_ns"].to_numpy(), host["end_ns"].to_numpy())
+    thread_key = (host["pid"] << 32) | (host["tid"] & 0xFFFFFFFF)
+    parent = linking.host_parents(thread_key, host["start_ns"], host["end_ns"])
     host["parent"] = parent
     host["comm_kind"] = _gloo_flags(host)
 
-    is_launch = host["cat"].isin(_LAUNCH_CATS).to_numpy()
-    launch_idx = linking.link_by_correlation(device["correlation"].to_numpy(),
-                                             host["correlation"].to_numpy()[is_launch],
+    is_launch = isin(host["cat"], _LAUNCH_CATS)
+    launch_idx = linking.link_by_correlation(device["correlation"], host["correlation"][is_launch],
                                              np.flatnonzero(is_launch))
     device["launch_idx"] = launch_idx
     device["op_idx"] = linking.take(parent, launch_idx, -1)
-    launch_time = np.where(launch_idx >= 0, linking.take(host["start_ns"].to_numpy(), launch_idx, 0),
-                           device["start_ns"].to_numpy())
+    launch_time = np.where(launch_idx >= 0, linking.take(host["start_ns"], launch_idx, 0), device["start_ns"])
     device["step"] = linking.step_of(launch_time, steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(),
                                      steps["step"].to_numpy())
-    unlinked = int(((launch_idx < 0) & (device["kind"] != "sync").to_numpy()).sum())
+    unlinked = int(((launch_idx < 0) & ~isin(device["kind"], ("sync",))).sum())
     meta.warnings.add("unlinked-device-ops", "device activities whose launch call is not in the trace "
                       "(step taken from their own start time)", unlinked)
 
@@ -97,11 +97,10 @@ def build(meta: RunMeta, device: pd.DataFrame, host: pd.DataFrame, steps: pd.Dat
     # ranges (ncclAllReduce, ncclGroupEnd, ... in nsys NVTX), inside which launched kernels are comm.
     scope = mask(host["name"], lambda n: n == "record_param_comms" or n.startswith(("nccl:", "c10d::"))
                  or _NCCL_API.match(n))
-    scope_row = linking.nearest_ancestor(parent, device["launch_idx"].to_numpy(), scope, include_self=False)
+    scope_row = linking.nearest_ancestor(parent, launch_idx, scope, include_self=False)
     _classify(device, scope_row, comm_meta, comm_rules)
-    device = _clip_same_stream(device, meta)
+    _clip_same_stream(device, meta)
     collectives = _collectives(device, host, comm_meta, parent)
-    device = device.drop(columns=["cross_device"])
     trace = RankTrace(
         meta=meta,
         device_ops=_typed(device, DEVICE_COLUMNS),
@@ -114,21 +113,28 @@ def build(meta: RunMeta, device: pd.DataFrame, host: pd.DataFrame, steps: pd.Dat
     return trace
 
 
-def _gloo_flags(host: pd.DataFrame) -> np.ndarray:
+def _columns(rows) -> dict:
+    """A table as a dict of columns: numpy arrays, Categoricals for categorical columns."""
+    items = rows.items() if isinstance(rows, (dict, pd.DataFrame)) else rows
+    return {c: v if isinstance(v, pd.Categorical) else categorical_of(v) if categorical_of(v) is not None
+            else np.asarray(v) for c, v in items}
+
+
+def _gloo_flags(host: dict) -> np.ndarray:
     """``gloo`` for gloo:* collectives on a thread other than the training loop's (kineto-format.md §11)."""
-    out = np.full(len(host), None, dtype=object)
+    out = np.full(len(host["start_ns"]), None, dtype=object)
     is_gloo = mask(host["name"], lambda n: n.startswith("gloo:"))
     if not is_gloo.any():
-        return objects(out)
+        return out
     main = linking.main_thread(host)
-    off_main = ~((host["pid"].to_numpy() == main[0]) & (host["tid"].to_numpy() == main[1])) if main else True
+    off_main = ~((host["pid"] == main[0]) & (host["tid"] == main[1])) if main else True
     out[is_gloo & off_main] = "gloo"
-    return objects(out)
+    return out
 
 
-def _classify(device: pd.DataFrame, scope_row: np.ndarray, comm_meta: pd.DataFrame, comm_rules) -> None:
-    n = len(device)
-    kind = device["kind"].to_numpy(dtype=object).copy()
+def _classify(device: dict, scope_row: np.ndarray, comm_meta: pd.DataFrame, comm_rules) -> None:
+    n = len(device["start_ns"])
+    kind = np.asarray(device["kind"], dtype=object).copy()
     comm_kind = np.full(n, None, dtype=object)
     rule = np.full(n, None, dtype=object)
     is_kernel = kind == "compute"
@@ -143,7 +149,7 @@ def _classify(device: pd.DataFrame, scope_row: np.ndarray, comm_meta: pd.DataFra
     name_kind, name_rule = classify.match_names(names, classify.DEFAULT_RULES + tuple(comm_rules))
     by_name = is_kernel & (name_kind != None)  # noqa: E711 (element-wise)
     by_scope = is_kernel & (scope_row >= 0)
-    ce = is_copy & (mask(names, lambda n: "PtoP" in n) | device["cross_device"].to_numpy())
+    ce = is_copy & (mask(names, lambda n: "PtoP" in n) | device["cross_device"].astype(bool))
 
     for hit, ck, r in ((ce, "ce_copy", "ce-copy"), (by_scope, "nccl", "comm-scope"),
                        (by_name, name_kind, name_rule), (has_args, "nccl", "collective-args")):
@@ -155,32 +161,31 @@ def _classify(device: pd.DataFrame, scope_row: np.ndarray, comm_meta: pd.DataFra
     named = has_args & by_name
     comm_kind[named] = name_kind[named]
     device["kind"] = categorical(kind)
-    device["comm_kind"] = objects(comm_kind, index=device.index)
-    device["rule"] = objects(rule, index=device.index)
+    device["comm_kind"] = comm_kind
+    device["rule"] = rule
 
 
-def _clip_same_stream(device: pd.DataFrame, meta: RunMeta) -> pd.DataFrame:
+def _clip_same_stream(device: dict, meta: RunMeta) -> None:
     """Cut an activity's end at the next one's start on the same stream (ROCm overruns), and count it."""
-    rows = np.flatnonzero((device["kind"] != "sync").to_numpy())
+    rows = np.flatnonzero(~isin(device["kind"], ("sync",)))
     if rows.size < 2:
-        return device
-    dev, stream = device["device"].to_numpy()[rows], device["stream"].to_numpy()[rows]
-    start, end_all = device["start_ns"].to_numpy(), device["end_ns"].to_numpy()
-    start, end = start[rows], end_all[rows]
+        return
+    dev, stream = device["device"][rows], device["stream"][rows]
+    start, end = device["start_ns"][rows], device["end_ns"][rows]
     order = np.lexsort((start, stream, dev))
     rows, dev, stream, start, end = rows[order], dev[order], stream[order], start[order], end[order]
     same_lane = (dev[:-1] == dev[1:]) & (stream[:-1] == stream[1:])
     over = same_lane & (end[:-1] > start[1:])
     if not over.any():
-        return device
-    clipped = end_all.copy()
+        return
+    clipped = device["end_ns"].copy()
     clipped[rows[:-1][over]] = start[1:][over]
+    device["end_ns"] = clipped
     meta.warnings.add("same-stream-overlap", "activities overran the next one on the same stream and were clipped",
                       int(over.sum()))
-    return device.assign(end_ns=clipped)
 
 
-def _collectives(device: pd.DataFrame, host: pd.DataFrame, comm_meta: pd.DataFrame, parent) -> pd.DataFrame:
+def _collectives(device: dict, host: dict, comm_meta: pd.DataFrame, parent) -> dict:
     """One row per comm activity (and per gloo collective), with the best metadata available.
 
     Metadata sources in order: the kernel's own collective args, the enclosing ``record_param_comms``,
@@ -217,21 +222,21 @@ def _collectives(device: pd.DataFrame, host: pd.DataFrame, comm_meta: pd.DataFra
     rpc = mask(host["name"], lambda n: n == "record_param_comms")
     scope_ann = mask(host["name"], lambda n: n.startswith("nccl:"))
 
-    comm_rows = np.flatnonzero((device["kind"] == "comm").to_numpy())
-    launches = device["launch_idx"].to_numpy()[comm_rows]
+    comm_rows = np.flatnonzero(isin(device["kind"], ("comm",)))
+    launches = device["launch_idx"][comm_rows]
     rpc_row = linking.nearest_ancestor(parent, launches, rpc, include_self=False)
     ann_row = linking.nearest_ancestor(parent, launches, scope_ann, include_self=False)
-    gloo_rows = np.flatnonzero((host["comm_kind"] == "gloo").to_numpy())
+    gloo_rows = np.flatnonzero(host["comm_kind"] == "gloo")
 
     # Each row is described by (its metadata, its annotation's, the annotation's name, the kernel's name);
     # a run repeats a handful of those thousands of times, so each distinct combination is described once.
-    dev_ids, dev_seq = per_row("device", len(device), cm["collective"].notna().to_numpy() if len(cm) else None)
-    host_ids, host_seq = per_row("host", len(host))
+    n_dev, n_host = len(device["start_ns"]), len(host["start_ns"])
+    dev_ids, dev_seq = per_row("device", n_dev, cm["collective"].notna().to_numpy() if len(cm) else None)
+    host_ids, host_seq = per_row("host", n_host)
     dev_src, dev_src_seq = dev_ids[comm_rows], dev_seq[comm_rows]
-    host_codes = host["name"].cat.codes.to_numpy() if isinstance(host["name"].dtype, pd.CategoricalDtype) \
-        else np.arange(len(host))
-    dev_codes = device["name"].cat.codes.to_numpy()[comm_rows] \
-        if isinstance(device["name"].dtype, pd.CategoricalDtype) else comm_rows
+    host_cat, dev_cat = categorical_of(host["name"]), categorical_of(device["name"])
+    host_codes = host_cat.codes.astype(np.int64) if host_cat is not None else np.arange(n_host)
+    dev_codes = dev_cat.codes.astype(np.int64)[comm_rows] if dev_cat is not None else comm_rows
 
     def at(values: np.ndarray, rows: np.ndarray, missing: int) -> np.ndarray:
         return np.where(rows >= 0, values[np.maximum(rows, 0)], missing) if values.size else \
@@ -268,8 +273,8 @@ def _collectives(device: pd.DataFrame, host: pd.DataFrame, comm_meta: pd.DataFra
         elif COLLECTIVE_COLUMNS[c] == "int64":
             frame[c] = np.array([d[j] for d in described], dtype=np.int64)[inverse]
         else:
-            frame[c] = objects(np.array([d[j] for d in described] + [None], dtype=object)[:-1][inverse])
-    return frame_of(frame)
+            frame[c] = np.array([d[j] for d in described] + [None], dtype=object)[:-1][inverse]
+    return frame
 
 
 def _num(v) -> int:
@@ -292,32 +297,24 @@ def _describe(coll, dtype, in_n, out_n, group, pg_name, pg_desc, seq, dims, in_t
     return op, dtype, in_n, out_n, size, group, _str(pg_name), _str(pg_desc), _num(seq)
 
 
-def _typed(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
+def _typed(table, columns: dict[str, str]) -> pd.DataFrame:
     """Exactly the contract's columns, in order, with the contract's dtypes (-1 for missing ints).
 
-    Only the columns that need it are converted; the rest are selected as they are (rebuilding a frame
-    column by column costs several times more, for every table of every rank).
+    ``table``: a DataFrame or a dict of columns. Columns that already have the contract's type are used as
+    they are; only the others are converted, and the frame is built once.
     """
-    fixes = {}
-    n = len(frame)
-    dtypes = frame.dtypes.to_dict()
+    cols = _columns(table)
+    n = len(next(iter(cols.values()))) if cols else 0
+    out = {}
     for c, t in columns.items():
-        have = dtypes.get(c)
-        if have is None:
-            fixes[c] = np.full(n, -1, dtype=np.int64) if t == "int64" else pd.Series([None] * n, dtype=t).array
+        v = cols.get(c)
+        if v is None:
+            out[c] = np.full(n, -1, dtype=np.int64) if t == "int64" else pd.Series([None] * n, dtype=t).array
         elif t == "int64":
-            if have != np.int64:
-                fixes[c] = pd.to_numeric(frame[c], errors="coerce").fillna(-1).astype(np.int64).to_numpy()
+            out[c] = v if v.dtype == np.int64 else \
+                pd.to_numeric(pd.Series(v), errors="coerce").fillna(-1).astype(np.int64).to_numpy()
         elif t == "category":
-            if not isinstance(have, pd.CategoricalDtype):
-                fixes[c] = categorical(frame[c].to_numpy(dtype=object))
-        elif have != t:
-            fixes[c] = frame[c].astype(t).array
-    if fixes:
-        frame = frame.assign(**fixes)
-    if list(frame.columns) != list(columns):
-        frame = frame[list(columns)]
-    index = frame.index
-    if not (isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1):
-        frame = frame.reset_index(drop=True)
-    return frame
+            out[c] = v if isinstance(v, pd.Categorical) else categorical(np.asarray(v, dtype=object))
+        else:
+            out[c] = v if v.dtype == t else np.asarray(v, dtype=object) if t == "object" else pd.array(v, dtype=t)
+    return frame_of(out)

@@ -24,8 +24,8 @@ def parse(path: Path, comm_rules=(), step_pattern: str | None = None,
 
 def build(cols: KinetoColumns, comm_rules=(), step_pattern: str | None = None) -> RankTrace:
     with no_cyclic_gc():
-        device = frame_of({name: _column(v) for name, v in cols.device.items()})
-        host = frame_of({name: _column(v) for name, v in cols.host.items()})
+        device = {name: _column(v) for name, v in cols.device.items()}
+        host = {name: _column(v) for name, v in cols.host.items()}
         steps = assemble.steps_from_host(host, step_pattern)
         threads = frame_of(cols.threads) if len(cols.threads["name"]) else empty_frame(THREAD_COLUMNS)
         comm_meta = assemble.comm_meta_frame(cols.comm_meta)

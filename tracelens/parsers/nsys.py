@@ -306,10 +306,10 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
         if queries[proc] is None:
             meta.warnings.add("nsys-no-process-column", "the kernel table has no globalPid column; all GPU rows "
                               "were given to one process", 1)
-            hst = _host_frame(host, base, host["proc"] == proc)
+            hst = _host_columns(host, base, host["proc"] == proc)
         else:
-            device, hst = _device_rows(queries[proc], strings), _host_frame(_host_rows(queries[proc], strings), base)
-        dev = _device_frame(device, base, meta)
+            device, hst = _device_rows(queries[proc], strings), _host_columns(_host_rows(queries[proc], strings), base)
+        dev = _device_columns(device, base, meta)
         thr = threads[threads["proc"] == proc].drop(columns=["proc"]).reset_index(drop=True)
         steps = assemble.steps_from_host(hst, step_pattern)
         traces.append(assemble.build(meta, dev, hst, steps, thr, assemble.comm_meta_frame(), comm_rules))
@@ -571,8 +571,8 @@ def _sync_rows(rows: np.ndarray, runtime: np.ndarray | None, match: str | None, 
     return frame
 
 
-def _device_frame(rows: dict, base: int, meta: RunMeta) -> pd.DataFrame:
-    """One process's device rows in the parser contract; contexts folded into the stream key when needed."""
+def _device_columns(rows: dict, base: int, meta: RunMeta) -> dict:
+    """One process's device rows (columns) in the parser contract; contexts folded into the stream key when needed."""
     stream, device, context = rows["stream"], rows["device"], rows["context"]
     kind = rows["kind"]
     work = kind.codes != (list(kind.categories).index("sync") if "sync" in kind.categories else -2)
@@ -586,9 +586,9 @@ def _device_frame(rows: dict, base: int, meta: RunMeta) -> pd.DataFrame:
     meta.warnings.add("negative-duration", "events with a negative duration were clamped to 0",
                       int((rows["end"] < rows["start"]).sum()))
     start = rows["start"] + base
-    return frame_of({"device": device, "stream": stream, "kind": kind, "name": rows["name"], "start_ns": start,
-                     "end_ns": np.maximum(rows["end"] + base, start), "correlation": rows["correlation"],
-                     "bytes": rows["bytes"], "cross_device": rows["cross_device"].astype(bool)})
+    return {"device": device, "stream": stream, "kind": kind, "name": rows["name"], "start_ns": start,
+            "end_ns": np.maximum(rows["end"] + base, start), "correlation": rows["correlation"],
+            "bytes": rows["bytes"], "cross_device": rows["cross_device"].astype(bool)}
 
 
 def _host_rows(q: dict, strings: dict[int, str]) -> dict:
@@ -627,14 +627,14 @@ def _host_rows(q: dict, strings: dict[int, str]) -> dict:
     return {"proc": gtid >> 24, "pid": (gtid >> 24) & 0xFFFFFF, "tid": gtid & 0xFFFFFF, **cols}
 
 
-def _host_frame(rows: dict, base: int, keep: np.ndarray | None = None) -> pd.DataFrame:
-    """One process's host rows in the parser contract, on the epoch clock."""
+def _host_columns(rows: dict, base: int, keep: np.ndarray | None = None) -> dict:
+    """One process's host rows (columns) in the parser contract, on the epoch clock."""
     if keep is not None:
         rows = {c: v[keep] for c, v in rows.items()}
     n = len(rows["start_ns"])
-    return frame_of({"pid": rows["pid"], "tid": rows["tid"], "cat": rows["cat"], "name": rows["name"],
-                     "start_ns": rows["start_ns"] + base, "end_ns": rows["end_ns"] + base,
-                     "correlation": rows["correlation"], "external_id": np.full(n, -1, np.int64)})
+    return {"pid": rows["pid"], "tid": rows["tid"], "cat": rows["cat"], "name": rows["name"],
+            "start_ns": rows["start_ns"] + base, "end_ns": rows["end_ns"] + base,
+            "correlation": rows["correlation"], "external_id": np.full(n, -1, np.int64)}
 
 
 def _thread_rows(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
