@@ -266,14 +266,16 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
     if not db.has(KERNEL):
         raise InputError(f"no {KERNEL} table: not an Nsight Systems export with CUDA kernels "
                          "(profile with `nsys profile -t cuda,nvtx`)", path=str(source))
-    payload_query = _nccl_payload_query(db)
     if "globalPid" in db.columns(KERNEL):
         # One set of queries per process, all started now: the readers fetch the next processes' rows while
         # this thread assembles the first.
         procs = _gpu_processes(db)
-        queries = {p: _start_queries(db, p) for p in procs}
+        queries = {p: _start_queries(db, p) for p in procs[:1]}
+        payload_query = _nccl_payload_query(db)
+        queries.update({p: _start_queries(db, p) for p in procs[1:]})
     else:
         procs, queries = [], {None: _start_queries(db, None)}
+        payload_query = _nccl_payload_query(db)
     notes = _export_notes(db)
     strings = _strings(db)
     threads = _thread_rows(db, strings)
@@ -289,10 +291,16 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
         raise InputError("the export has no GPU activity (the kernel table is empty)", path=str(source))
     envs = _process_env(db)
     ranks = _ranks(envs, procs, source)
-    payload_notes = _nccl_payload_notes(payload_query)
     size, device_names = source.stat().st_size, _device_names(db)
     traces = []
+    payload_notes = None
     for proc in procs:
+        if queries[proc] is None:
+            hst = _host_columns(host, base, host["proc"] == proc)
+        else:
+            device, hst = _device_rows(queries[proc], strings), _host_columns(_host_rows(queries[proc], strings), base)
+        if payload_notes is None:               # its query ran beside the first process's
+            payload_notes = _nccl_payload_notes(payload_query)
         meta = RunMeta(source=str(source), format="nsys", bytes=size)
         meta.base_ns = base
         rank, rule = ranks[proc]
@@ -306,9 +314,6 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
         if queries[proc] is None:
             meta.warnings.add("nsys-no-process-column", "the kernel table has no globalPid column; all GPU rows "
                               "were given to one process", 1)
-            hst = _host_columns(host, base, host["proc"] == proc)
-        else:
-            device, hst = _device_rows(queries[proc], strings), _host_columns(_host_rows(queries[proc], strings), base)
         dev = _device_columns(device, base, meta)
         thr = threads[threads["proc"] == proc].drop(columns=["proc"]).reset_index(drop=True)
         steps = assemble.steps_from_host(hst, step_pattern)
@@ -404,21 +409,19 @@ def _process_of(db: _Db, table: str, column: str, alias: str = "") -> str:
 
 
 def _start_queries(db: _Db, proc: int | None) -> dict:
-    """One process's large queries (every process's with ``proc=None``), started on the reader threads."""
+    """One process's large queries (every process's with ``proc=None``), started on the reader threads:
+    the runtime calls and device tables first (the device rows need both), the NVTX ranges last."""
     def only(table: str, column: str, alias: str = "") -> str:
         return "1" if proc is None else f"{_process_of(db, table, column, alias)} = {int(proc)}"
 
     q = {}
-    if db.has(NVTX) and {"start", "end", "eventType"} <= db.columns(NVTX):
-        n = NVTX
-        text = 'n."text"' if "text" in db.columns(n) else "NULL"
-        join, by_id = "", "NULL"
-        if "textId" in db.columns(n) and db.has("StringIds"):
-            join, by_id = 'LEFT JOIN StringIds s ON s.id = n."textId"', "s.value"
-        tid = 'coalesce(n."globalTid", 0)' if "globalTid" in db.columns(n) else "0"
-        q["nvtx"] = db.later(f'SELECT n."start", n."end", {tid}, coalesce({text}, {by_id}, \'\') FROM {n} n {join} '
-                             f'WHERE n."eventType" IN (59, 60) AND n."end" IS NOT NULL AND n."end" >= n."start" '
-                             f'AND {only(n, "globalTid", "n")}', "iiit")
+    if db.has(RUNTIME):
+        r = RUNTIME
+        cls = "eventClass IN (0, 1)" if "eventClass" in db.columns(r) else "1"
+        q["runtime"] = db.later(f"SELECT {db.col(r, 'start')}, {db.col(r, 'end')}, {db.col(r, 'globalTid', '0')}, "
+                                f"{db.col(r, 'correlationId')}, {db.col(r, 'nameId')}, "
+                                f"{db.col(r, 'eventClass', '0')} FROM {r} WHERE {cls} AND {only(r, 'globalTid')}",
+                                "i" * 6)
     lane = lambda t: ", ".join([db.col(t, "start"), db.col(t, "end"), db.col(t, "deviceId", "0"),  # noqa: E731
                                 db.col(t, "contextId", "0"), db.col(t, "streamId"), db.col(t, "correlationId"),
                                 f'{db.col(t, "globalPid", "0")}'])
@@ -436,13 +439,16 @@ def _start_queries(db: _Db, proc: int | None) -> dict:
     if db.has(SYNC):
         q["sync"] = db.later(_sync_sql(db, only(SYNC, "globalPid", "y")), "i" * 7)
         q["sync_match"] = _sync_match(db)
-    if db.has(RUNTIME):
-        r = RUNTIME
-        cls = "eventClass IN (0, 1)" if "eventClass" in db.columns(r) else "1"
-        q["runtime"] = db.later(f"SELECT {db.col(r, 'start')}, {db.col(r, 'end')}, {db.col(r, 'globalTid', '0')}, "
-                                f"{db.col(r, 'correlationId')}, {db.col(r, 'nameId')}, "
-                                f"{db.col(r, 'eventClass', '0')} FROM {r} WHERE {cls} AND {only(r, 'globalTid')}",
-                                "i" * 6)
+    if db.has(NVTX) and {"start", "end", "eventType"} <= db.columns(NVTX):
+        n = NVTX
+        text = 'n."text"' if "text" in db.columns(n) else "NULL"
+        join, by_id = "", "NULL"
+        if "textId" in db.columns(n) and db.has("StringIds"):
+            join, by_id = 'LEFT JOIN StringIds s ON s.id = n."textId"', "s.value"
+        tid = 'coalesce(n."globalTid", 0)' if "globalTid" in db.columns(n) else "0"
+        q["nvtx"] = db.later(f'SELECT n."start", n."end", {tid}, coalesce({text}, {by_id}, \'\') FROM {n} n {join} '
+                             f'WHERE n."eventType" IN (59, 60) AND n."end" IS NOT NULL AND n."end" >= n."start" '
+                             f'AND {only(n, "globalTid", "n")}', "iiit")
     return q
 
 
