@@ -24,8 +24,7 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Re
 
         sets = overlap.interval_sets(t, warn)
         windows = overlap.step_windows(t, sets, warn)
-        frame = overlap.step_metrics(sets, windows)
-        steps = [_step(row) for row in frame.itertuples(index=False)]
+        steps = _steps(overlap.step_metrics(sets, windows))
         exp = overlap.collective_exposure(t, sets)
         shapes = pattern.step_patterns(sets, windows, [s.overlap_pct for s in steps], exp, th)
         for st, (verdict, evidence) in zip(steps, shapes):
@@ -60,14 +59,16 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Re
                   diagnoses=diagnoses)
 
 
-def _step(row) -> StepMetrics:
-    return StepMetrics(
-        step=None if row.step < 0 else int(row.step), start_ns=int(row.start_ns), end_ns=int(row.end_ns),
-        duration_ns=int(row.duration_ns), compute_ns=int(row.compute_ns), comm_ns=int(row.comm_ns),
-        overlap_ns=int(row.overlap_ns), exposed_comm_ns=int(row.exposed_comm_ns), idle_ns=int(row.idle_ns),
-        overlap_pct=ratio(int(row.overlap_ns), int(row.comm_ns), 100.0),
-        exposed_comm_fraction=ratio(int(row.exposed_comm_ns), int(row.duration_ns)),
-        complete=bool(row.complete))
+def _steps(frame) -> list[StepMetrics]:
+    cols = ("step", "start_ns", "end_ns", "duration_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns",
+            "idle_ns", "complete")
+    return [StepMetrics(
+        step=None if step < 0 else step, start_ns=start, end_ns=end, duration_ns=duration, compute_ns=compute,
+        comm_ns=comm, overlap_ns=overlap, exposed_comm_ns=exposed, idle_ns=idle,
+        overlap_pct=ratio(overlap, comm, 100.0), exposed_comm_fraction=ratio(exposed, duration),
+        complete=bool(complete))
+        for step, start, end, duration, compute, comm, overlap, exposed, idle, complete in zip(
+            *(frame[c].tolist() for c in cols))]
 
 
 def _totals(steps: list[StepMetrics]) -> Totals:

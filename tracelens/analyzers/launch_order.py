@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..columns import frame_of, isin
 from ..model import RankTrace
 from ..report import Diagnosis
 from . import intervals as iv
@@ -27,7 +28,7 @@ _MAX_KERNELS = 3
 def _device_arrays(trace: RankTrace, device: int) -> dict[str, np.ndarray]:
     """The device's non-sync activities as arrays sorted by start (names as categorical codes)."""
     dev = trace.device_ops
-    keep = np.flatnonzero((dev["device"] == device).to_numpy() & (dev["kind"] != "sync").to_numpy())
+    keep = np.flatnonzero((dev["device"].to_numpy() == device) & ~isin(dev["kind"], ("sync",)))
     order = keep[np.argsort(dev["start_ns"].to_numpy()[keep], kind="stable")]
     lidx = dev["launch_idx"].to_numpy()[order]
     host = trace.host_ops
@@ -95,7 +96,17 @@ def findings(trace: RankTrace, device: int, exposure: pd.DataFrame, th: Threshol
             if delay >= th.launch_min_delay_ns:
                 rows.append(("late", start, launch, _name(names, codes[i]), stream, delay, exp_ns,
                              _names(names, codes[ra:rb][running])))
-    return pd.DataFrame(rows, columns=columns)
+    if not rows:
+        return pd.DataFrame(columns=columns)
+    return frame_of({c: _objects(v) if c in ("kind", "name", "kernels") else np.array(v, dtype=np.int64)
+                     for c, v in zip(columns, zip(*rows))})
+
+
+def _objects(values) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)   # element by element: a list value stays one element
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
 
 
 def _name(categories, code) -> str:

@@ -162,23 +162,24 @@ def step_metrics(sets: Sets, w: Windows) -> pd.DataFrame:
 def collective_exposure(trace: RankTrace, sets: Sets) -> pd.DataFrame:
     """Per collective: its interval and the part of it no compute covered."""
     coll = trace.collectives
+    dev_idx = coll["device_idx"].to_numpy()
     if sets.mode == "gpu":
-        coll = coll[coll["device_idx"] >= 0]
-        ops = trace.device_ops.iloc[coll["device_idx"].to_numpy()]
-        keep = (ops["device"] == sets.device).to_numpy()
-        coll, ops = coll[keep], ops[keep]
-        name, step = ops["name"].to_numpy(), ops["step"].to_numpy()
-        rows = coll["device_idx"].to_numpy()
+        ops = trace.device_ops
+        sel = np.flatnonzero(dev_idx >= 0)
+        sel = sel[ops["device"].to_numpy()[dev_idx[sel]] == sets.device]
+        rows = dev_idx[sel]
+        step = ops["step"].to_numpy()[rows]
     else:
-        coll = coll[coll["device_idx"] < 0]
-        ops = trace.host_ops.iloc[coll["host_idx"].to_numpy()]
-        name = ops["name"].to_numpy()
-        step = _host_step(trace, ops["start_ns"].to_numpy())
-        rows = np.full(len(coll), -1, dtype=np.int64)
-    s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+        ops = trace.host_ops
+        sel = np.flatnonzero(dev_idx < 0)
+        rows = coll["host_idx"].to_numpy()[sel]
+        step = _host_step(trace, ops["start_ns"].to_numpy()[rows])
+    name = np.asarray(ops["name"].array[rows], dtype=object)
+    s, e = ops["start_ns"].to_numpy()[rows], ops["end_ns"].to_numpy()[rows]
     covered = iv.length_in(sets.compute, s, e)
     return frame_of({
-        "step": step, "device_idx": rows, "name": name, "op": coll["op"].to_numpy(), "bytes": coll["bytes"].to_numpy(),
+        "step": step, "device_idx": rows if sets.mode == "gpu" else np.full(sel.size, -1, dtype=np.int64),
+        "name": name, "op": coll["op"].to_numpy()[sel], "bytes": coll["bytes"].to_numpy()[sel],
         "start_ns": s, "duration_ns": e - s, "exposed_ns": (e - s) - covered,
     })
 
