@@ -177,6 +177,26 @@ def test_measure_by_hand():
     assert m["step"].tolist() == [7, 7]
 
 
+def test_measure_charges_one_idle_stretch_once():
+    # Device busy [0,100) and [400,500). Call A [20,110) waits through the drain at 100: idle 400 - 100 = 300.
+    # Calls B [150,160) and C [200,203) begin after the drain, on an already idle device: they waited on
+    # nothing, so 0 each (before, each was charged its own start-to-400 and the three summed to 790 ns in a
+    # 300 ns gap). D [210,260) on a device idle since 100 also gets 0, however long it blocks.
+    calls = pd.DataFrame({"host_idx": [0, 1, 2, 3], "call": ["cudaEventSynchronize"] * 4,
+                          "start_ns": [20, 150, 200, 210], "end_ns": [110, 160, 203, 260]})
+    busy = iv.union([0, 400], [100, 500])
+    m = syncs.measure(calls, busy, iv.union([], []), np.array([300]), np.array([0]), np.array([1000]),
+                      np.array([1]))
+    assert m["idle_after_ns"].tolist() == [300, 0, 0, 0]
+    # Two threads both waiting through the same drain at 100 ([10,105) and [30,120)): the stretch counts
+    # once, for the call that began first.
+    two = pd.DataFrame({"host_idx": [0, 1], "call": ["cudaStreamSynchronize"] * 2,
+                        "start_ns": [10, 30], "end_ns": [105, 120]})
+    m = syncs.measure(two, busy, iv.union([], []), np.array([300]), np.array([0]), np.array([1000]),
+                      np.array([1]))
+    assert m["idle_after_ns"].tolist() == [300, 0]
+
+
 def test_corpus_alexnet_stream_syncs():
     rep = tracelens.analyze(tracelens.load(str(corpus_file(
         "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"))))

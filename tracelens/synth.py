@@ -262,7 +262,8 @@ def sync_truth(sc: Scenario) -> dict[int, list[dict]]:
             for y in syncs:
                 drained = max(k.end for k in kernels if k.start < y.end)
                 nxt = min(k.start for k in kernels if k.start >= y.end)
-                rows.append(dict(step=step, blocked_ns=y.end - y.start, idle_after_ns=nxt - max(drained, y.start),
+                rows.append(dict(step=step, blocked_ns=y.end - y.start,
+                                 idle_after_ns=nxt - drained if drained > y.start else 0,
                                  comm_in_flight_ns=_pairwise([k for k in kernels if k.comm],
                                                              [_Kernel("", 0, y.start, y.end)])))
         out[rank] = rows

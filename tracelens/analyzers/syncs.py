@@ -6,8 +6,10 @@ device sync records that no host call explains) blocks the CPU until the device 
 waits for the CPU to launch again, and any collective in flight has to finish first. Per call:
 
 - ``blocked_ns``: the call's duration (the CPU was waiting);
-- ``idle_after_ns``: device idle from when it drained (or the call began, if later) to the next activity
-  after the call returned; 0 when the device was still busy on another stream;
+- ``idle_after_ns``: device idle from when it drained, while the call waited, to the next activity after
+  the call returned; 0 when the device was still busy on another stream, or already idle when the call
+  began (the host was behind: the call waited on nothing). One idle stretch counts once, for the first
+  call that waited through its drain;
 - ``comm_in_flight_ns``: communication running on the device while the CPU was blocked;
 - ``end_of_step``: nothing was launched after it in its step (a timing or logging sync: info only).
 
@@ -81,7 +83,13 @@ def measure(calls, busy: iv.IntervalSet, comm: iv.IntervalSet, launches: np.ndar
     still_busy = has_prev & (be[np.maximum(i, 0)] > e)
     drained = np.where(has_prev, be[np.maximum(i, 0)], s)
     nxt = take(bs, np.where(i + 1 < bs.size, i + 1, -1), -1)
-    idle = np.where(still_busy | (nxt < 0), 0, nxt - np.maximum(drained, s))
+    # Only a call that was waiting when the device drained made it idle: one that began after the drain
+    # found an idle device (the host was already behind), and one idle stretch is charged to one call.
+    waited = has_prev & ~still_busy & (nxt >= 0) & (drained > s)
+    first = np.zeros_like(waited)
+    _, at = np.unique(i[waited], return_index=True)
+    first[np.flatnonzero(waited)[at]] = True
+    idle = np.where(first, nxt - drained, 0)
     later = np.searchsorted(launches, e, side="right")
     limit = np.searchsorted(launches, win_end[np.maximum(w, 0)], side="left")
     return {**{c: np.asarray(calls[c]) for c in calls},
