@@ -19,13 +19,21 @@ def take(values: np.ndarray, idx: np.ndarray, default) -> np.ndarray:
     return out
 
 
-def host_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+# How far a child may outlive its parent and still be its child: timer rounding, not structure. Integer-µs
+# traces truncate both a parent's start and its duration, so its end can read up to 2 µs early.
+NEST_SLACK_NS = 2000
+
+
+def host_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray, slack: int = NEST_SLACK_NS) -> np.ndarray:
     """Row of the innermost event enclosing each event on the same thread, -1 at top level.
 
     ``thread`` is any int64 key per event (e.g. factorized (pid, tid)). The result is defined by a stack
-    walk over (thread, start, longest first): an event whose start lies inside the stack top is its child,
-    and a zero-length event at the exact end of the top still counts as inside. Partial overlaps (timer
-    rounding) attach to the overlapping event rather than break the tree (:func:`_parents_by_stack`).
+    walk over (thread, start, longest first): an event's parent is the latest-started event still open at
+    its start that also lasts until its end, give or take ``slack`` ns (timer rounding); a zero-length
+    event at the exact end of an event still counts as inside. An event that outlives every open event by
+    more than that is not anyone's child: torch.profiler's ``ProfilerStep#N+1`` starts inside
+    ``Optimizer.step`` when the schedule is stepped from an optimizer hook, and lasts a whole step longer
+    (:func:`_parents_by_stack`).
 
     Threads whose events nest properly (the usual case) are solved with array operations; a thread
     with any partial overlap falls back to the stack walk, which defines the answer.
@@ -43,7 +51,7 @@ def host_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.n
         for a, b in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [n]])):
             local = _parents_nested(st[a:b], en[a:b])
             if local is None:
-                local = _parents_by_stack(st[a:b], en[a:b])
+                local = _parents_by_stack(st[a:b], en[a:b], slack)
             out[a:b] = np.where(local >= 0, local + a, -1)
     # Translate positions in the sorted order back to original row numbers.
     parent[order] = np.where(out >= 0, order[np.maximum(out, 0)], -1)
@@ -96,22 +104,29 @@ def _parents_nested(st: np.ndarray, en: np.ndarray, lane: np.ndarray | None = No
     return par
 
 
-def _parents_by_stack(st: np.ndarray, en: np.ndarray) -> np.ndarray:
-    """Reference stack walk over events of one thread sorted by (start, -end); positions, -1 at top level."""
+def _parents_by_stack(st: np.ndarray, en: np.ndarray, slack: int = NEST_SLACK_NS) -> np.ndarray:
+    """Reference stack walk over events of one thread sorted by (start, -end); positions, -1 at top level.
+
+    After partial overlaps the stack is not nested any more, so the parent is searched for from the top:
+    the first entry still open at the event's start that lasts until its end (within ``slack``).
+    """
     n = st.size
     st_l, en_l = st.tolist(), en.tolist()
     out = [-1] * n
     stack_i: list[int] = []
     stack_end: list[int] = []
     for k in range(n):
-        s = st_l[k]
-        while stack_end and stack_end[-1] <= s and not (stack_end[-1] == s == en_l[k]):
+        s, e = st_l[k], en_l[k]
+        while stack_end and stack_end[-1] <= s and not (stack_end[-1] == s == e):
             stack_i.pop()
             stack_end.pop()
-        if stack_i:
-            out[k] = stack_i[-1]
+        j = len(stack_end) - 1
+        while j >= 0 and (stack_end[j] + slack < e or (stack_end[j] <= s and not stack_end[j] == s == e)):
+            j -= 1
+        if j >= 0:
+            out[k] = stack_i[j]
         stack_i.append(k)
-        stack_end.append(en_l[k])
+        stack_end.append(e)
     return np.asarray(out, dtype=np.int64)
 
 
