@@ -28,7 +28,9 @@ RUN_DIR = "TRACELENS_RUN_DIR"
 STEPS = "TRACELENS_STEPS"            # "wait,warmup,active"
 WITH_STACK = "TRACELENS_WITH_STACK"  # "1" to record Python stacks
 MODE = "TRACELENS_MODE"              # "torch" (default) | "nsys"
-DEFAULT_STEPS = (3, 2, 5)            # wait, warmup, active: skips start-up noise, records 5 steps
+# wait, warmup, active. The wait skips start-up noise: allocator growth, cuBLAS/NCCL set-up, and DDP's runtime
+# logging, which waits on CUDA timer events (8 cudaEventSynchronize per forward) in its first 10 iterations.
+DEFAULT_STEPS = (10, 2, 5)
 
 _state: "_Agent | None" = None
 

@@ -141,7 +141,7 @@ def report(paths, fmt, output, force, top, thresholds, comm_patterns, step_nvtx)
               help="torch.profiler in every worker, or Nsight Systems around every worker.")
 @click.option("--out", metavar="DIR", help="Run directory (default runs/<timestamp>/).")
 @click.option("--steps", metavar="WAIT,WARMUP,ACTIVE",
-              help="Profiler schedule in training steps after the first (default 3,2,5).")
+              help="Profiler schedule in training steps after the first (default 10,2,5).")
 @click.option("--with-stack", is_flag=True, help="Record Python call stacks (bigger traces).")
 @click.option("--force", is_flag=True, help="Reuse a non-empty run directory.")
 @click.option("--no-report", is_flag=True, help="Only collect; do not analyze the run afterwards.")

@@ -142,10 +142,17 @@ def analyze(trace: RankTrace, device: int, busy: iv.IntervalSet, comm: iv.Interv
     host = trace.host_ops
     is_launch = isin(host["cat"], ("cuda_runtime", "cuda_driver")) & matches(host["name"], LAUNCH_NAMES, "search")
     launches = np.sort(host["start_ns"].to_numpy()[is_launch])
-    m = measure(calls, busy, comm, launches, windows.start, windows.end, windows.step)
     if windows.step.size == 1 and windows.step[0] < 0:
         # No steps: the one window spans the device work; syncs just outside it still belong to the run.
+        m = measure(calls, busy, comm, launches, windows.start, windows.end, windows.step)
         m["window"], m["step"] = np.zeros_like(m["window"]), np.full_like(m["step"], -1)
+    else:
+        # A host call belongs to the step whose host span holds it: the device windows run later than the
+        # host (the GPU finishes step N while the CPU is already in step N+1), and a call at the start of
+        # step N+1 is not the end of step N. Spans in window order (both sorted by start).
+        spans = trace.steps.sort_values("start_ns")
+        m = measure(calls, busy, comm, launches, spans["start_ns"].to_numpy(), spans["end_ns"].to_numpy(),
+                    windows.step)
     chain, frame = chains(trace, m["host_idx"])
     m["site"] = [c or call for c, call in zip(chain, m["call"].tolist())]
     m["frame"] = frame
@@ -234,6 +241,11 @@ def _advice(site: str, call: str) -> str:
                 "indexing): keep it on the GPU, or read it after the step or every N steps")
     if "DeviceSynchronize" in call or call in ("Context Sync",):
         return "torch.cuda.synchronize() in the loop (often timing code): remove it or use CUDA events"
+    if ("EventSynchronize" in call or call == "Event Sync") and "DistributedDataParallel.forward" in site:
+        # c10d's Logger measures forward/backward/comm times with CUDA events (two syncs per measurement)
+        # at iterations 1-10 and every 100th (Reducer::should_collect_runtime_stats).
+        return ("DDP's runtime logging waits on its CUDA timer events in its first 10 iterations and every "
+                "100th: profile later steps (tracelens collect --steps 10,2,5)")
     if "EventSynchronize" in call or call == "Event Sync":
         return "an event is waited on from the CPU (timers): read timings after the step"
     if "Memcpy" in call or "Memset" in call:

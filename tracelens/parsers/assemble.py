@@ -89,9 +89,19 @@ def build(meta: RunMeta, device, host, steps: pd.DataFrame, threads: pd.DataFram
     launch_time = np.where(launch_idx >= 0, linking.take(host["start_ns"], launch_idx, 0), device["start_ns"])
     device["step"] = linking.step_of(launch_time, steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(),
                                      steps["step"].to_numpy())
-    unlinked = int(((launch_idx < 0) & ~isin(device["kind"], ("sync",))).sum())
+    unlinked = (launch_idx < 0) & ~isin(device["kind"], ("sync",))
+    # Correlation ids grow with every launch, so ids below the first recorded launch's were launched before
+    # the capture began: the previous step's tail, still running when recording started (every real
+    # torch.profiler trace has some). Only the rest are launches the trace lost.
+    launch_corr = host["correlation"][is_launch]
+    launch_corr = launch_corr[launch_corr >= 0]
+    early = unlinked & (device["correlation"] >= 0) & (device["correlation"] < launch_corr.min()) \
+        if launch_corr.size else np.zeros_like(unlinked)
+    meta.warnings.add("launched-before-capture", "device activities launched before the capture began (the "
+                      "previous step's tail, still running when recording started); step taken from their "
+                      "own start time", int(early.sum()))
     meta.warnings.add("unlinked-device-ops", "device activities whose launch call is not in the trace "
-                      "(step taken from their own start time)", unlinked)
+                      "(step taken from their own start time)", int((unlinked & ~early).sum()))
 
     # Ops that wrap a collective: torch's record_param_comms / nccl:* / c10d::* and NCCL's own API
     # ranges (ncclAllReduce, ncclGroupEnd, ... in nsys NVTX), inside which launched kernels are comm.
