@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-deps bench samples record-gloo clean
+.PHONY: demo test test-deps bench samples record-gloo record-cuda clean
 
 # The end-to-end collector tests run real jobs under torchrun; they need this CPU build of torch.
 TORCH_PIN ?= torch==2.13.0
@@ -36,7 +36,11 @@ samples: $(STAMP)
 
 # Re-record the real CPU gloo samples with `tracelens collect` (needs `make test-deps`).
 record-gloo: $(STAMP)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python examples/record_gloo_samples.py
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python examples/record_samples.py gloo
+
+# Re-record the single-GPU NCCL samples (needs a CUDA machine with torch in the venv).
+record-cuda: $(STAMP)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python examples/record_samples.py cuda
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis

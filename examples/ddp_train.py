@@ -11,6 +11,8 @@ Shapes worth comparing:
   --bucket-cap-mb 100       one bucket bigger than the model, all-reduced after backward (two-phase)
   --no-sync                 gradients kept local by no_sync(), then one explicit flat all_reduce (two-phase)
   --item-every-step         a host sync (loss.item()) in every step
+  --no-sync --reduce-op avg the explicit all_reduce averages (NCCL only): with one rank, NCCL then runs a
+                            real kernel, where an in-place sum over one rank does no device work at all
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=12, help="training steps (default 12)")
     p.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP bucket size (default 25)")
     p.add_argument("--no-sync", action="store_true", help="no_sync() backward, then one flat all_reduce")
+    p.add_argument("--reduce-op", choices=("sum", "avg"), default="sum",
+                   help="the --no-sync all_reduce: sum then divide (default), or ReduceOp.AVG (NCCL only)")
     p.add_argument("--item-every-step", action="store_true", help="call loss.item() after every backward")
     p.add_argument("--width", type=int, default=448)
     p.add_argument("--depth", type=int, default=8)
@@ -67,8 +71,11 @@ def main(argv=None) -> None:
                 loss = net(x).square().mean()
                 loss.backward()
             flat = torch.cat([q.grad.reshape(-1) for q in net.parameters()])
-            dist.all_reduce(flat)
-            flat /= dist.get_world_size()
+            if a.reduce_op == "avg":
+                dist.all_reduce(flat, op=dist.ReduceOp.AVG)
+            else:
+                dist.all_reduce(flat)
+                flat /= dist.get_world_size()
             offset = 0
             for q in net.parameters():
                 q.grad.copy_(flat[offset:offset + q.numel()].view_as(q))

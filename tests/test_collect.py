@@ -275,7 +275,7 @@ def test_gloo_ddp_under_torchrun(tmp_path):
     needs_torch()
     out = tmp_path / "run"
     proc = cli("collect", "--out", str(out), "--steps", "1,1,3", "--", "torchrun", "--nproc-per-node", "2",
-               TRAIN, "--bucket-cap-mb", "0.25", "--steps", "7",
+               TRAIN, "--backend", "gloo", "--bucket-cap-mb", "0.25", "--steps", "7",
                env={"TORCH_NCCL_HIGH_PRIORITY": "1", "MY_API_TOKEN": "hunter2", "NCCL_IB_SECRET_KEY": "x"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     # One trace per rank, named by the global rank the trace itself records.
@@ -345,7 +345,8 @@ def test_ctrl_c_is_forwarded_and_finished_traces_are_kept(tmp_path):
     needs_torch()
     out = tmp_path / "run"
     proc = subprocess.Popen([str(BIN / "tracelens"), "collect", "--out", str(out), "--steps", "1,1,1000",
-                             "--no-report", "--", "torchrun", "--nproc-per-node", "2", TRAIN, "--steps", "100000"],
+                             "--no-report", "--", "torchrun", "--nproc-per-node", "2", TRAIN, "--backend", "gloo",
+                             "--steps", "100000"],
                             cwd=ROOT, env=job_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
