@@ -331,7 +331,7 @@ def test_a_crashing_rank_does_not_cost_the_other_ranks_their_traces(tmp_path):
     out = tmp_path / "run"
     # Rank 1 fails at its 5th optimizer step, inside the active window (steps 3..8 after the first).
     proc = cli("collect", "--out", str(out), "--steps", "1,1,6", "--", "torchrun", "--nproc-per-node", "2",
-               str(JOBS / "crash.py"), "--fail-rank", "1", "--fail-at", "5", "--steps", "12")
+               str(JOBS / "crash.py"), "--fail-rank", "1", "--fail-at", "5", "--steps", "12", "--backend", "gloo")
     assert proc.returncode == 1, proc.stderr[-3000:]        # torchrun's code when a worker fails
     m = json.loads((out / "manifest.json").read_text())
     status = {r["rank"]: r["status"] for r in m["ranks"]}
