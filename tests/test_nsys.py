@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sqlite3
 import stat
 import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tracelens
 from tracelens import synth
@@ -245,6 +249,32 @@ def test_non_utf8_nvtx_text_is_replaced(tmp_path):
     con.close()
     names = set(tracelens.load(str(path))[0].host_ops["name"])
     assert "Jos\ufffd" in names
+
+
+class _Done:
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
+
+
+_FRAGMENTS = [", op_id = ", ", seq = ", ", sizes = ", ", input_op_ids = ", ", ", "op_id", " = ", ",", "\n", "aten::mm",
+              "7", "[[2, 3]]", "ü", "x"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_FRAGMENTS), max_size=7).map("".join), min_size=1, max_size=12))
+def test_torch_suffix_cut_equals_the_regex_on_every_text(texts):
+    # The NVTX names are cleaned by a split at ", op_id = " and the regex on what is left; the definition is
+    # the regex on the whole text (and a text it shortened is a torch op, cpu_op).
+    n = len(texts)
+    out = nsys._host_rows({"nvtx": _Done((np.arange(n), np.arange(n) + 1, np.zeros(n, np.int64), texts))}, {})
+    names = [out["name"].categories[c] for c in out["name"].codes]
+    cats = [out["cat"].categories[c] for c in out["cat"].codes]
+    want = [re.sub(r"(?s), (?:seq|op_id|sizes|input_op_ids) = .*$", "", t) for t in texts]
+    assert names == want
+    assert cats == ["cpu_op" if w != t else "user_annotation" for w, t in zip(want, texts)]
 
 
 # --------------------------------------------------------------------------------------------- real exports
