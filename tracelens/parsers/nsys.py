@@ -267,41 +267,33 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
     if not db.has(KERNEL):
         raise InputError(f"no {KERNEL} table: not an Nsight Systems export with CUDA kernels "
                          "(profile with `nsys profile -t cuda,nvtx`)", path=str(source))
-    if "globalPid" in db.columns(KERNEL):
-        # One set of queries per process, all started now: the readers fetch the next processes' rows while
-        # this thread assembles the first.
-        procs = _gpu_processes(db)
-        queries = {p: _start_queries(db, p) for p in procs[:1]}
-        payload_query = _nccl_payload_query(db)
-        queries.update({p: _start_queries(db, p) for p in procs[1:]})
-    else:
-        procs, queries = [], {None: _start_queries(db, None)}
-        payload_query = _nccl_payload_query(db)
+    # Every table is read once for all processes, on reader threads, and split by process here: a query per
+    # process would scan every table once per process (no index on globalPid), 1.9x the SQL for 8 ranks.
+    queries = _start_queries(db)
+    payload_query = _nccl_payload_query(db)
     notes = _export_notes(db)
     strings = _strings(db)
     threads = _thread_rows(db, strings)
     base = _base_ns(db)
-    if None in queries:
-        device, host = _device_rows(queries[None], strings), _host_rows(queries[None], strings)
-        if len(device["start"]):
-            # Exports without globalPid (synthetic or trimmed): the only host process owns the GPU rows.
-            host_procs = np.unique(host["proc"])
-            procs = [int(host_procs[0])] if len(host_procs) == 1 else [0]
-            queries = {procs[0]: None}
-    if not procs:
+    device = _device_rows(queries, strings)
+    by_pid = "globalPid" in db.columns(KERNEL)
+    if by_pid:
+        procs = np.unique(device["proc"]).tolist()      # the processes with rows in any device table
+    host = _host_rows(queries, strings)
+    host_procs = np.unique(host["proc"]).tolist()
+    if not by_pid:
+        # Exports without globalPid (synthetic or trimmed): the only host process owns the GPU rows.
+        procs = host_procs[:1] if len(host_procs) == 1 else [0]
+    if not procs or not len(device["start"]):
         raise InputError("the export has no GPU activity (the kernel table is empty)", path=str(source))
     envs = _process_env(db)
     ranks = _ranks(envs, procs, source)
     size, device_names = source.stat().st_size, _device_names(db)
+    payload_notes = _nccl_payload_notes(payload_query)
     traces = []
-    payload_notes = None
     for proc in procs:
-        if queries[proc] is None:
-            hst = _host_columns(host, base, host["proc"] == proc)
-        else:
-            device, hst = _device_rows(queries[proc], strings), _host_columns(_host_rows(queries[proc], strings), base)
-        if payload_notes is None:               # its query ran beside the first process's
-            payload_notes = _nccl_payload_notes(payload_query)
+        dev = device if len(procs) == 1 or not by_pid else _rows(device, device["proc"] == proc)
+        hst = _host_columns(host, base, None if host_procs == [proc] else host["proc"] == proc)
         meta = RunMeta(source=str(source), format="nsys", bytes=size)
         meta.base_ns = base
         rank, rule = ranks[proc]
@@ -312,14 +304,18 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
         meta.env = _kept_env(envs, proc, len(procs))
         for code, message, count in notes + payload_notes.get(proc, []) + payload_notes.get(None, []):
             meta.warnings.add(code, message, count)
-        if queries[proc] is None:
+        if not by_pid:
             meta.warnings.add("nsys-no-process-column", "the kernel table has no globalPid column; all GPU rows "
                               "were given to one process", 1)
-        dev = _device_columns(device, base, meta)
+        dev = _device_columns(dev, base, meta)
         thr = threads[threads["proc"] == proc].drop(columns=["proc"]).reset_index(drop=True)
         steps = assemble.steps_from_host(hst, step_pattern)
         traces.append(assemble.build(meta, dev, hst, steps, thr, assemble.comm_meta_frame(), comm_rules))
     return traces
+
+
+def _rows(columns: dict, keep: np.ndarray) -> dict:
+    return {c: v[keep] for c, v in columns.items()}
 
 
 def _export_notes(db: _Db) -> list[tuple[str, str, int]]:
@@ -395,51 +391,11 @@ def api_name(name: str) -> str:
     return _API_SUFFIX.sub("", name)
 
 
-def _gpu_processes(db: _Db) -> list[int]:
-    """The processes (``globalPid >> 24``) that have rows in any device table."""
-    parts = [f"SELECT DISTINCT {_process_of(db, t, 'globalPid')} FROM {t}"
-             for t in (KERNEL, MEMCPY, MEMSET, SYNC) if db.has(t)]
-    return sorted(int(p) for (p,) in db.rows(" UNION ".join(parts)))
-
-
-def _process_of(db: _Db, table: str, column: str, alias: str = "") -> str:
-    """The process key of a row (0 where the column is missing or NULL), as the row readers compute it."""
-    if column not in db.columns(table):
-        return "0"
-    return f'(coalesce({alias + "." if alias else ""}"{column}", 0) >> 24)'
-
-
-def _start_queries(db: _Db, proc: int | None) -> dict:
-    """One process's large queries (every process's with ``proc=None``), started on the reader threads:
-    the runtime calls and device tables first (the device rows need both), the NVTX ranges last."""
-    def only(table: str, column: str, alias: str = "") -> str:
-        return "1" if proc is None else f"{_process_of(db, table, column, alias)} = {int(proc)}"
-
+def _start_queries(db: _Db) -> dict:
+    """The large queries, started on the reader threads. The NVTX ranges go first: usually the longest read,
+    they would otherwise decide when the host rows can be assembled; the device rows are assembled while
+    they are read."""
     q = {}
-    if db.has(RUNTIME):
-        r = RUNTIME
-        cls = "eventClass IN (0, 1)" if "eventClass" in db.columns(r) else "1"
-        q["runtime"] = db.later(f"SELECT {db.col(r, 'start')}, {db.col(r, 'end')}, {db.col(r, 'globalTid', '0')}, "
-                                f"{db.col(r, 'correlationId')}, {db.col(r, 'nameId')}, "
-                                f"{db.col(r, 'eventClass', '0')} FROM {r} WHERE {cls} AND {only(r, 'globalTid')}",
-                                "i" * 6)
-    lane = lambda t: ", ".join([db.col(t, "start"), db.col(t, "end"), db.col(t, "deviceId", "0"),  # noqa: E731
-                                db.col(t, "contextId", "0"), db.col(t, "streamId"), db.col(t, "correlationId"),
-                                f'{db.col(t, "globalPid", "0")}'])
-    q["kernel"] = db.later(f"SELECT {lane(KERNEL)}, {db.col(KERNEL, 'demangledName', db_short(db))} "
-                           f"FROM {KERNEL} WHERE {only(KERNEL, 'globalPid')}", "i" * 8)
-    if db.has(MEMCPY):
-        q["memcpy"] = db.later(f"SELECT {lane(MEMCPY)}, {db.col(MEMCPY, 'bytes')}, {db.col(MEMCPY, 'copyKind', '0')}, "
-                               f"{db.col(MEMCPY, 'srcKind', '7')}, {db.col(MEMCPY, 'dstKind', '7')}, "
-                               f"{db.col(MEMCPY, 'srcDeviceId')}, {db.col(MEMCPY, 'dstDeviceId')} FROM {MEMCPY} "
-                               f"WHERE {only(MEMCPY, 'globalPid')}", "i" * 13)
-    if db.has(MEMSET):
-        q["memset"] = db.later(f"SELECT {lane(MEMSET)}, {db.col(MEMSET, 'bytes')}, "
-                               f"{db.col(MEMSET, 'memKind', '2')} FROM {MEMSET} WHERE {only(MEMSET, 'globalPid')}",
-                               "i" * 9)
-    if db.has(SYNC):
-        q["sync"] = db.later(_sync_sql(db, only(SYNC, "globalPid", "y")), "i" * 7)
-        q["sync_match"] = _sync_match(db)
     if db.has(NVTX) and {"start", "end", "eventType"} <= db.columns(NVTX):
         n = NVTX
         text = 'n."text"' if "text" in db.columns(n) else "NULL"
@@ -448,8 +404,31 @@ def _start_queries(db: _Db, proc: int | None) -> dict:
             join, by_id = 'LEFT JOIN StringIds s ON s.id = n."textId"', "s.value"
         tid = 'coalesce(n."globalTid", 0)' if "globalTid" in db.columns(n) else "0"
         q["nvtx"] = db.later(f'SELECT n."start", n."end", {tid}, coalesce({text}, {by_id}, \'\') FROM {n} n {join} '
-                             f'WHERE n."eventType" IN (59, 60) AND n."end" IS NOT NULL AND n."end" >= n."start" '
-                             f'AND {only(n, "globalTid", "n")}', "iiit")
+                             f'WHERE n."eventType" IN (59, 60) AND n."end" IS NOT NULL AND n."end" >= n."start"',
+                             "iiit")
+    if db.has(RUNTIME):
+        r = RUNTIME
+        cls = "eventClass IN (0, 1)" if "eventClass" in db.columns(r) else "1"
+        q["runtime"] = db.later(f"SELECT {db.col(r, 'start')}, {db.col(r, 'end')}, {db.col(r, 'globalTid', '0')}, "
+                                f"{db.col(r, 'correlationId')}, {db.col(r, 'nameId')}, "
+                                f"{db.col(r, 'eventClass', '0')} FROM {r} WHERE {cls}",
+                                "i" * 6)
+    lane = lambda t: ", ".join([db.col(t, "start"), db.col(t, "end"), db.col(t, "deviceId", "0"),  # noqa: E731
+                                db.col(t, "contextId", "0"), db.col(t, "streamId"), db.col(t, "correlationId"),
+                                f'{db.col(t, "globalPid", "0")}'])
+    q["kernel"] = db.later(f"SELECT {lane(KERNEL)}, {db.col(KERNEL, 'demangledName', db_short(db))} "
+                           f"FROM {KERNEL}", "i" * 8)
+    if db.has(MEMCPY):
+        q["memcpy"] = db.later(f"SELECT {lane(MEMCPY)}, {db.col(MEMCPY, 'bytes')}, {db.col(MEMCPY, 'copyKind', '0')}, "
+                               f"{db.col(MEMCPY, 'srcKind', '7')}, {db.col(MEMCPY, 'dstKind', '7')}, "
+                               f"{db.col(MEMCPY, 'srcDeviceId')}, {db.col(MEMCPY, 'dstDeviceId')} FROM {MEMCPY}", "i" * 13)
+    if db.has(MEMSET):
+        q["memset"] = db.later(f"SELECT {lane(MEMSET)}, {db.col(MEMSET, 'bytes')}, "
+                               f"{db.col(MEMSET, 'memKind', '2')} FROM {MEMSET}",
+                               "i" * 9)
+    if db.has(SYNC):
+        q["sync"] = db.later(_sync_sql(db), "i" * 7)
+        q["sync_match"] = _sync_match(db)
     return q
 
 
@@ -532,12 +511,12 @@ def db_short(db: _Db) -> str:
     return '"shortName"' if "shortName" in db.columns(KERNEL) else "-1"
 
 
-def _sync_sql(db: _Db, where: str = "1") -> str:
+def _sync_sql(db: _Db) -> str:
     y = SYNC
     sel = ", ".join(f'coalesce(y."{c}", {d})' if c in db.columns(y) else d for c, d in (
         ("start", "-1"), ("end", "-1"), ("deviceId", "0"), ("contextId", "0"), ("streamId", "-1"),
         ("correlationId", "-1"), ("globalPid", "0")))
-    return f"SELECT {sel} FROM {y} y WHERE {where}"
+    return f"SELECT {sel} FROM {y} y"
 
 
 def _sync_match(db: _Db) -> str | None:
