@@ -102,7 +102,12 @@ class Lookup:
     def __init__(self, col) -> None:
         cat = categorical_of(col)
         if cat is not None:
-            self._codes, self._cats = cat.codes, cat.categories.astype(str).to_numpy()
+            cats = cat.categories
+            # The model's categories are object Indexes of str already; astype(str) would go through
+            # pandas 3's Arrow string dtype (~80 µs for a few hundred names).
+            self._codes = cat.codes
+            self._cats = cats.to_numpy(dtype=object) if cats.dtype == object and all(
+                isinstance(c, str) for c in cats) else cats.astype(str).to_numpy()
         else:
             self._codes, self._cats = np.arange(len(col)), np.asarray(col, dtype=object).astype(str)
 

@@ -97,7 +97,8 @@ def findings(trace: RankTrace, device: int, exposure: pd.DataFrame, th: Threshol
                 rows.append(("late", start, launch, _name(names, codes[i]), stream, delay, exp_ns,
                              _names(names, codes[ra:rb][running])))
     if not rows:
-        return pd.DataFrame(columns=columns)
+        return frame_of({c: np.empty(0, dtype=object if c in ("kind", "name", "kernels") else np.int64)
+                         for c in columns})
     return frame_of({c: _objects(v) if c in ("kind", "name", "kernels") else np.array(v, dtype=np.int64)
                      for c, v in zip(columns, zip(*rows))})
 

@@ -28,7 +28,8 @@ COMM_META_COLUMNS = {"table": "object", "row": "int64", "collective": "object", 
 
 def comm_meta_frame(columns: dict | None = None) -> pd.DataFrame:
     """The collective-metadata table (see :func:`build`) from columns named like COMM_META_COLUMNS."""
-    columns = columns or {}
+    if not columns:                  # nsys input has none: skip building ~12 empty Series per rank
+        return frame_of({c: np.empty(0, np.int64 if t == "int64" else object) for c, t in COMM_META_COLUMNS.items()})
     n = len(columns.get("row", ()))
     return frame_of({c: np.asarray(columns.get(c, np.full(n, -1)), dtype=np.int64) if t == "int64"
                          else objects(columns.get(c, [None] * n)) for c, t in COMM_META_COLUMNS.items()})

@@ -31,7 +31,7 @@ from ..errors import InputError
 from ..envlist import allowed_env
 from ..meta import RunMeta, rank_in_file_name
 from ..columns import categorical, frame_of, labels
-from ..model import THREAD_COLUMNS, RankTrace, empty_frame
+from ..model import RankTrace
 from . import assemble
 from .gcpause import no_cyclic_gc
 
@@ -308,7 +308,8 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
             meta.warnings.add("nsys-no-process-column", "the kernel table has no globalPid column; all GPU rows "
                               "were given to one process", 1)
         dev = _device_columns(dev, base, meta)
-        thr = threads[threads["proc"] == proc].drop(columns=["proc"]).reset_index(drop=True)
+        own = threads["proc"] == proc
+        thr = frame_of({c: threads[c][own] for c in ("pid", "tid", "name")})
         steps = assemble.steps_from_host(hst, step_pattern)
         traces.append(assemble.build(meta, dev, hst, steps, thr, assemble.comm_meta_frame(), comm_rules))
     return traces
@@ -628,16 +629,19 @@ def _host_columns(rows: dict, base: int, keep: np.ndarray | None = None) -> dict
             "correlation": rows["correlation"], "external_id": np.full(n, -1, np.int64)}
 
 
-def _thread_rows(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
+def _thread_rows(db: _Db, strings: dict[int, str]) -> dict[str, np.ndarray]:
+    """Thread names as columns (proc, pid, tid, name), the last name recorded for a thread winning."""
     if not db.has("ThreadNames") or not {"globalTid", "nameId"} <= db.columns("ThreadNames"):
-        frame = empty_frame(THREAD_COLUMNS)
-        frame.insert(0, "proc", pd.Series([], dtype="int64"))
-        return frame
+        none = np.empty(0, np.int64)
+        return {"proc": none, "pid": none, "tid": none, "name": np.empty(0, object)}
     rows = db.ints('SELECT coalesce("globalTid", 0), coalesce("nameId", -1) FROM ThreadNames', 2)
-    frame = frame_of({"proc": rows[:, 0] >> 24, "pid": (rows[:, 0] >> 24) & 0xFFFFFF,
-                          "tid": rows[:, 0] & 0xFFFFFF,
-                          "name": [strings.get(i, "") for i in rows[:, 1].tolist()]})
-    return frame.drop_duplicates(["pid", "tid"], keep="last").reset_index(drop=True)
+    gtid = rows[:, 0]
+    key = ((gtid >> 24) & 0xFFFFFF) << 32 | (gtid & 0xFFFFFF)
+    _, last = np.unique(key[::-1], return_index=True)        # the last row of each (pid, tid)
+    keep = np.sort(len(key) - 1 - last)
+    gtid = gtid[keep]
+    return {"proc": gtid >> 24, "pid": (gtid >> 24) & 0xFFFFFF, "tid": gtid & 0xFFFFFF,
+            "name": np.array([strings.get(i, "") for i in rows[keep, 1].tolist()] + [None], dtype=object)[:-1]}
 
 
 def _base_ns(db: _Db) -> int:
