@@ -218,6 +218,9 @@ def test_columns_read_whole_match_row_by_row(tmp_path):
     db = _table(tmp_path, rows)
     a, b, s = db.select("SELECT a, b, s FROM t ORDER BY rowid", "iit")
     assert a.tolist() == [-1, 0, 5] and b.tolist() == [2**62, 7, -(2**63)] and s == ["aten::mm, seq = 3", "", "x,y"]
+    # The same text split inside Arrow ("a"): the same values, empty strings kept.
+    (arrow,) = db.select("SELECT s FROM t ORDER BY rowid", "a")
+    assert arrow.to_pylist() == ["aten::mm, seq = 3", "", "x,y"]
     assert [c.tolist() for c in db.select("SELECT a, b FROM t WHERE a > 99", "ii")] == [[], []]
     assert db.ints("SELECT a, b FROM t ORDER BY rowid", 2).tolist() == [[-1, 2**62], [0, 7], [5, -(2**63)]]
 
@@ -228,6 +231,9 @@ def test_columns_that_cannot_be_aggregated_go_row_by_row(tmp_path):
     db = _table(tmp_path, [(1.5, 2, "a\x1fb"), (3, 4, "c")])
     a, b, s = db.select("SELECT a, b, s FROM t ORDER BY rowid", "iit")
     assert a.tolist() == [1, 3] and b.tolist() == [2, 4] and s == ["a\x1fb", "c"]
+    (arrow,) = db.select("SELECT s FROM t ORDER BY rowid", "a")
+    assert arrow.to_pylist() == ["a\x1fb", "c"]
+    assert db.select("SELECT s FROM t WHERE a > 99", "a")[0].to_pylist() == []
 
 
 def test_non_integer_value_is_an_input_error(tmp_path):

@@ -128,7 +128,8 @@ class _Db:
             raise InputError(f"cannot read the export ({exc})", path=str(self.path)) from None
 
     def select(self, sql: str, kinds: str, con: sqlite3.Connection | None = None) -> list:
-        """A query's columns, one letter of ``kinds`` per column: ``i`` an int64 array, ``t`` a list of str.
+        """A query's columns, one letter of ``kinds`` per column: ``i`` an int64 array, ``t`` a list of str,
+        ``a`` an Arrow string array (split inside Arrow: no Python string per row).
 
         Handing rows one at a time from SQLite to Python costs more than the scan itself (~0.3 µs a
         value), so each column is aggregated inside SQLite into one text (``group_concat``) and split in C.
@@ -164,7 +165,7 @@ class _Db:
         rows = self.rows(sql, con=con)
         cols = list(zip(*rows)) if rows else [()] * len(kinds)
         try:
-            return [np.array(c, dtype=np.int64) if k == "i" else ["" if v is None else str(v) for v in c]
+            return [np.array(c, dtype=np.int64) if k == "i" else _texts(["" if v is None else str(v) for v in c], k)
                     for c, k in zip(cols, kinds)]
         except (TypeError, ValueError, OverflowError):
             raise InputError("the export holds a non-integer value where an integer belongs", path=str(self.path)) \
@@ -188,7 +189,7 @@ def _split_aggregates(row: tuple, kinds: str) -> list | None:
     n, out = row[0], []
     for text, kind in zip(row[1:], kinds):
         if not n:
-            out.append(np.empty(0, np.int64) if kind == "i" else [])
+            out.append(np.empty(0, np.int64) if kind == "i" else _texts([], kind))
             continue
         if not isinstance(text, str):
             return None
@@ -199,12 +200,18 @@ def _split_aggregates(row: tuple, kinds: str) -> list | None:
                     values = np.fromstring(text, dtype=np.int64, sep=",")
             except ValueError:
                 return None
+        elif kind == "a":
+            values = pc.list_flatten(pc.split_pattern(pa.array([text], pa.large_string()), _SEP))
         else:
             values = text.split(_SEP)
         if len(values) != n:
             return None
         out.append(values)
     return out
+
+
+def _texts(values: list[str], kind: str):
+    return pa.array(values, pa.large_string()) if kind == "a" else values
 
 
 def nsys_executable() -> str | None:
@@ -406,7 +413,7 @@ def _start_queries(db: _Db) -> dict:
         tid = 'coalesce(n."globalTid", 0)' if "globalTid" in db.columns(n) else "0"
         q["nvtx"] = db.later(f'SELECT n."start", n."end", {tid}, coalesce({text}, {by_id}, \'\') FROM {n} n {join} '
                              f'WHERE n."eventType" IN (59, 60) AND n."end" IS NOT NULL AND n."end" >= n."start"',
-                             "iiit")
+                             "iiia")
     if db.has(RUNTIME):
         r = RUNTIME
         cls = "eventClass IN (0, 1)" if "eventClass" in db.columns(r) else "1"
@@ -592,12 +599,13 @@ def _host_rows(q: dict, strings: dict[int, str]) -> dict:
             "name": names, "start_ns": a[:, 0], "end_ns": np.maximum(a[:, 1], a[:, 0]), "correlation": a[:, 3]})
     if "nvtx" in q:
         start, end, gtid, name = q["nvtx"].result()
-        if name:
+        if len(name):
             # Torch's ranges make nearly every text distinct (", op_id = N"). Cutting at the op id first is a
             # plain substring split; the few distinct heads left then take the full suffix regex (RE2). The
             # result is the regex's on every text: it cuts at the first suffix keyword, and what precedes
             # ", op_id = " holds any earlier one. All inside Arrow, no per-row Python.
-            split = pc.split_pattern(pa.array(name, pa.string()), _TORCH_OP_ID, max_splits=1)
+            split = pc.split_pattern(name if isinstance(name, pa.Array) else pa.array(name, pa.large_string()),
+                                     _TORCH_OP_ID, max_splits=1)
             heads = pc.dictionary_encode(pc.list_element(split, 0))
             cleaned = pc.replace_substring_regex(heads.dictionary, _TORCH_SUFFIX_RE2, "")
             names = pc.dictionary_encode(cleaned)
