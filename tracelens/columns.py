@@ -117,3 +117,27 @@ class Lookup:
 
     def many(self, rows) -> list[str]:
         return [self[i] for i in rows]
+
+
+def unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(keys, axis=0, return_index=True, return_inverse=True)`` for an int64 (rows, k) array,
+    the inverse flat.
+
+    Rows of small integers (ids, codes) are packed into one int64 each, most significant column first, so
+    the order is the same lexicographic one; np.unique's axis=0 path sorts a structured view instead, ~1 ms
+    even for a few thousand rows. Falls back to it when the packed key would not fit.
+    """
+    keys = np.asarray(keys, dtype=np.int64)
+    n, k = keys.shape
+    if n == 0:
+        return keys, np.empty(0, np.int64), np.empty(0, np.int64)
+    low = keys.min(axis=0)
+    span = [int(hi) - int(lo) + 1 for lo, hi in zip(low.tolist(), keys.max(axis=0).tolist())]   # Python ints: no overflow
+    if int(np.prod([float(x) for x in span])) < 2**62:
+        packed = np.zeros(n, dtype=np.int64)
+        for j in range(k):
+            packed = packed * span[j] + (keys[:, j] - low[j])
+        _, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
+        return keys[first], first, inverse.reshape(-1)
+    uniq, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    return uniq, first, inverse.reshape(-1)

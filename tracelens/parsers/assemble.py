@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .. import classify, linking
-from ..columns import Lookup, categorical, categorical_of, frame_of, isin, mask, objects
+from ..columns import Lookup, categorical, categorical_of, frame_of, isin, labels, mask, objects, unique_rows
 from ..model import (COLLECTIVE_COLUMNS, DEVICE_COLUMNS, HOST_COLUMNS, STEP_COLUMNS, THREAD_COLUMNS,
                      RankTrace, RunMeta)
 
@@ -145,11 +145,11 @@ def _gloo_flags(host: dict) -> np.ndarray:
 
 def _classify(device: dict, scope_row: np.ndarray, comm_meta: pd.DataFrame, comm_rules) -> None:
     n = len(device["start_ns"])
-    kind = np.asarray(device["kind"], dtype=object).copy()
+    is_comm = np.zeros(n, dtype=bool)
     comm_kind = np.full(n, None, dtype=object)
     rule = np.full(n, None, dtype=object)
-    is_kernel = kind == "compute"
-    is_copy = kind == "memcpy"
+    is_kernel = isin(device["kind"], ("compute",))
+    is_copy = isin(device["kind"], ("memcpy",))
 
     has_args = np.zeros(n, dtype=bool)
     if len(comm_meta):
@@ -167,13 +167,28 @@ def _classify(device: dict, scope_row: np.ndarray, comm_meta: pd.DataFrame, comm
         # Applied lowest priority first so the strongest signal's label wins.
         comm_kind[hit] = ck[hit] if isinstance(ck, np.ndarray) else ck
         rule[hit] = r[hit] if isinstance(r, np.ndarray) else r
-        kind[hit] = "comm"
+        is_comm |= hit
     # A named RCCL/NCCL family keeps its more specific label over the generic collective-args one.
     named = has_args & by_name
     comm_kind[named] = name_kind[named]
-    device["kind"] = categorical(kind)
+    device["kind"] = _relabel(device["kind"], is_comm, "comm")
     device["comm_kind"] = comm_kind
     device["rule"] = rule
+
+
+def _relabel(col, rows: np.ndarray, value: str) -> pd.Categorical:
+    """``col`` with ``rows`` set to ``value``, as a categorical over the sorted values in use (what
+    :func:`categorical` of the edited strings gives), computed on the codes."""
+    cat = categorical_of(col)
+    if cat is None:
+        cat = categorical(np.asarray(col, dtype=object))
+    names = list(cat.categories) + [value]
+    codes = np.where(rows, len(names) - 1, cat.codes.astype(np.int64))
+    used = np.unique(codes[codes >= 0])
+    labels_ = sorted({names[c] for c in used.tolist()})
+    at = {v: i for i, v in enumerate(labels_)}
+    remap = np.array([at.get(v, -1) for v in names] + [-1], dtype=np.int64)
+    return labels(remap[codes], labels_)
 
 
 def _clip_same_stream(device: dict, meta: RunMeta) -> None:
@@ -212,8 +227,8 @@ def _collectives(device: dict, host: dict, comm_meta: pd.DataFrame, parent) -> d
     key = np.zeros(len(cm), dtype=np.int64)
     if len(cm):
         codes = np.stack([pd.factorize(cm[c], use_na_sentinel=False)[0] for c in meta_cols if c != "seq"], axis=1)
-        _, first, inverse = np.unique(codes, axis=0, return_index=True, return_inverse=True)
-        key = inverse.reshape(-1) + 1
+        _, first, inverse = unique_rows(codes)
+        key = inverse + 1
         rep = cm.iloc[first]                             # one row per description
         values = [rep[c].tolist() for c in meta_cols]
         tuples += [tuple(None if c == "seq" else v[i] for c, v in zip(meta_cols, values)) for i in range(len(rep))]
@@ -262,11 +277,7 @@ def _collectives(device: dict, host: dict, comm_meta: pd.DataFrame, parent) -> d
         np.concatenate([dev_codes, np.full(gloo_rows.size, -2)])], axis=1).astype(np.int64)  # -2: no kernel
     first_row = np.concatenate([ann_row, gloo_rows])
     kernel_rows = np.concatenate([comm_rows, np.full(gloo_rows.size, -1)])
-    if len(keys):
-        uniq, pick, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-        inverse = inverse.reshape(-1)
-    else:
-        uniq, pick, inverse = keys, np.empty(0, np.int64), np.empty(0, np.int64)
+    uniq, pick, inverse = unique_rows(keys)
     kernel_name = Lookup(device["name"])
     described = []
     for (src, ann, ann_code, _), i in zip(uniq.tolist(), pick.tolist()):
