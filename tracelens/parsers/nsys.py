@@ -87,7 +87,11 @@ class _Db:
 
     def _connect(self) -> sqlite3.Connection:
         # Reader threads' connections are closed by the thread that closes the _Db, after the pool is done.
-        return sqlite3.connect(self._uri, uri=True, check_same_thread=False)
+        con = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
+        # Pages read in place instead of copied in by a read() each (~6 % of a report). SQLite's caveat, a
+        # file truncated by another process while mapped, does not arise for an export being reported on.
+        con.execute("PRAGMA mmap_size = 1073741824")
+        return con
 
     def close(self) -> None:
         if self._pool is not None:
