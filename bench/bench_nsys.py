@@ -6,7 +6,8 @@ work on a shared machine). The target is a ratio of at most 2.
 
     python bench/bench_nsys.py [EXPORT.sqlite ...] [--runs N] [--synthetic-steps N]
 
-Without arguments: the largest corpus export plus a generated export (wfbp_100 scenario, many steps).
+Without arguments: the largest corpus export plus two generated exports (wfbp_100 scenario): one rank with
+many steps, and eight ranks in one file.
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ def main() -> int:
             paths.append(DEFAULT)
         sc = replace(synth.SCENARIOS["wfbp_100"], steps=args.synthetic_steps, ranks=1)
         paths += synth.write_nsys(sc, Path(tmp.name) / f"wfbp_100_x{args.synthetic_steps}")
+        # Eight ranks in one export (one process each): every table holds all of them.
+        sc = replace(synth.SCENARIOS["wfbp_100"], steps=40, ranks=8, clock_offsets_ns=[0] * 8, rank_slowdown=[1.0] * 8)
+        paths += synth.write_nsys(sc, Path(tmp.name) / "wfbp_100_8ranks", per_rank=False)
     tracelens_report(paths[0])  # imports and page cache, not counted
     for path in paths:
         rows = read_rows(path)

@@ -301,10 +301,11 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
     ranks = _ranks(envs, procs, source)
     size, device_names = source.stat().st_size, _device_names(db)
     payload_notes = _nccl_payload_notes(payload_query)
+    device_of, host_of = _by_process(device), _by_process(host)
     traces = []
     for proc in procs:
-        dev = device if len(procs) == 1 or not by_pid else _rows(device, device["proc"] == proc)
-        hst = _host_columns(host, base, None if host_procs == [proc] else host["proc"] == proc)
+        dev = device if len(procs) == 1 or not by_pid else device_of(proc)
+        hst = _host_columns(host if host_procs == [proc] else host_of(proc), base)
         meta = RunMeta(source=str(source), format="nsys", bytes=size)
         meta.base_ns = base
         rank, rule = ranks[proc]
@@ -326,8 +327,20 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
     return traces
 
 
-def _rows(columns: dict, keep: np.ndarray) -> dict:
-    return {c: v[keep] for c, v in columns.items()}
+def _by_process(columns: dict):
+    """``proc -> that process's rows``: the columns reordered by process once (stable), then sliced per
+    process, instead of a boolean mask over every column for every process."""
+    cache: dict = {}
+
+    def rows(proc: int) -> dict:
+        if not cache:
+            order = np.argsort(columns["proc"], kind="stable")
+            cache.update({c: v[order] for c, v in columns.items()})
+        procs = cache["proc"]
+        a, b = np.searchsorted(procs, proc, side="left"), np.searchsorted(procs, proc, side="right")
+        return {c: v[a:b] for c, v in cache.items()}
+
+    return rows
 
 
 def _export_notes(db: _Db) -> list[tuple[str, str, int]]:
@@ -631,10 +644,8 @@ def _host_rows(q: dict, strings: dict[int, str]) -> dict:
     return {"proc": gtid >> 24, "pid": (gtid >> 24) & 0xFFFFFF, "tid": gtid & 0xFFFFFF, **cols}
 
 
-def _host_columns(rows: dict, base: int, keep: np.ndarray | None = None) -> dict:
+def _host_columns(rows: dict, base: int) -> dict:
     """One process's host rows (columns) in the parser contract, on the epoch clock."""
-    if keep is not None:
-        rows = {c: v[keep] for c, v in rows.items()}
     n = len(rows["start_ns"])
     return {"pid": rows["pid"], "tid": rows["tid"], "cat": rows["cat"], "name": rows["name"],
             "start_ns": rows["start_ns"] + base, "end_ns": rows["end_ns"] + base,
