@@ -281,7 +281,6 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
     # Every table is read once for all processes, on reader threads, and split by process here: a query per
     # process would scan every table once per process (no index on globalPid), 1.9x the SQL for 8 ranks.
     queries = _start_queries(db)
-    payload_query = _nccl_payload_query(db)
     notes = _export_notes(db)
     strings = _strings(db)
     threads = _thread_rows(db, strings)
@@ -300,7 +299,7 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
     envs = _process_env(db)
     ranks = _ranks(envs, procs, source)
     size, device_names = source.stat().st_size, _device_names(db)
-    payload_notes = _nccl_payload_notes(payload_query)
+    payload_notes = _nccl_payload_notes(db, queries)
     device_of, host_of = _by_process(device), _by_process(host)
     traces = []
     for proc in procs:
@@ -362,35 +361,40 @@ def _export_notes(db: _Db) -> list[tuple[str, str, int]]:
     return notes
 
 
-def _nccl_payload_query(db: _Db) -> Future | None:
-    """Per process (-1: all of them), NCCL ranges and how many carry a binary payload (started on a reader).
+_PAYLOAD_ENTRIES = "NVTX_PAYLOAD_SCHEMA_ENTRIES"
+
+
+def _has_payload_schemas(db: _Db) -> bool:
+    return db.has(_PAYLOAD_ENTRIES) and {"domainId", "name"} <= db.columns(_PAYLOAD_ENTRIES) \
+        and "domainId" in db.columns(NVTX)
+
+
+def _nccl_payload_notes(db: _Db, q: dict) -> dict[int | None, list[tuple[str, str, int]]]:
+    """Per process (None: all of them), why its NCCL ranges give no collective sizes.
 
     NCCL records each call's message size in an NVTX payload (schema entry "Message size [bytes]"). An
     export keeps payloads only with ``--include-blobs true``, and tracelens does not decode their binary
     layout (no export with blobs has been available to check a decoder against), so bytes stay unknown.
+    The NCCL ranges are those of the domains with such a schema, counted on the NVTX rows already read.
     """
-    entries = "NVTX_PAYLOAD_SCHEMA_ENTRIES"
-    if not db.has(entries) or not {"domainId", "name"} <= db.columns(entries) or "domainId" not in db.columns(NVTX):
-        return None
-    sized = f"SELECT domainId FROM {entries} WHERE name LIKE 'Message size%'"
-    blob = "binaryData IS NOT NULL" if "binaryData" in db.columns(NVTX) else "0"
-    proc = "coalesce(globalTid >> 24, -1)" if "globalTid" in db.columns(NVTX) else "-1"
-    return db.later(f"SELECT {proc}, count(*), coalesce(sum({blob}), 0) FROM {NVTX} "
-                    f"WHERE domainId IN ({sized}) AND eventType IN (59, 60) GROUP BY 1", "iii")
-
-
-def _nccl_payload_notes(query: Future | None) -> dict[int | None, list[tuple[str, str, int]]]:
-    """Per process (None: all of them), why its NCCL ranges give no collective sizes."""
+    if "nvtx" not in q or not _has_payload_schemas(db):
+        return {}
+    sized = [d for (d,) in db.rows(f"SELECT DISTINCT domainId FROM {_PAYLOAD_ENTRIES} "
+                                   "WHERE name LIKE 'Message size%'") if isinstance(d, int)]
+    _, _, gtid, domain, blob, _ = q["nvtx"].result()
+    nccl = np.isin(domain, sized)
+    procs, total = np.unique(gtid[nccl] >> 24, return_counts=True)
+    with_blob = np.bincount(np.searchsorted(procs, gtid[nccl & (blob != 0)] >> 24), minlength=procs.size)
     out: dict[int | None, list[tuple[str, str, int]]] = {}
-    for key, total, with_blob in zip(*(c.tolist() for c in query.result())) if query is not None else ():
-        key = None if key < 0 else key
-        if not with_blob:
+    for proc, n, blobs in zip(procs.tolist(), total.tolist(), with_blob.tolist()):
+        key = proc or None                 # no thread recorded: the note goes to every process
+        if not blobs:
             out[key] = [("nsys-nccl-payload-unavailable", "NCCL ranges carry their message size in NVTX payloads, "
                          "but the export was made without them (nsys export --include-blobs true); collective "
-                         "sizes are unknown", int(total))]
+                         "sizes are unknown", int(n))]
         else:
             out[key] = [("nsys-nccl-payload-undecoded", "NCCL ranges carry NVTX binary payloads, which tracelens "
-                         "does not decode yet; collective sizes are unknown", int(with_blob))]
+                         "does not decode yet; collective sizes are unknown", int(blobs))]
     return out
 
 
@@ -428,9 +432,15 @@ def _start_queries(db: _Db) -> dict:
         if "textId" in db.columns(n) and db.has("StringIds"):
             join, by_id = 'LEFT JOIN StringIds s ON s.id = n."textId"', "s.value"
         tid = 'coalesce(n."globalTid", 0)' if "globalTid" in db.columns(n) else "0"
-        q["nvtx"] = db.later(f'SELECT n."start", n."end", {tid}, coalesce({text}, {by_id}, \'\') FROM {n} n {join} '
-                             f'WHERE n."eventType" IN (59, 60) AND n."end" IS NOT NULL AND n."end" >= n."start"',
-                             "iiia")
+        # Where NCCL payload schemas exist, each range's domain and payload presence ride along for the
+        # payload notes (a second scan of the largest table otherwise).
+        extra, kinds = "", "iiia"
+        if _has_payload_schemas(db):
+            blob = '(n."binaryData" IS NOT NULL)' if "binaryData" in db.columns(n) else "0"
+            extra, kinds = f'coalesce(n."domainId", -1), {blob}, ', "iiiiia"
+        q["nvtx"] = db.later(f'SELECT n."start", n."end", {tid}, {extra}coalesce({text}, {by_id}, \'\') '
+                             f'FROM {n} n {join} WHERE n."eventType" IN (59, 60) AND n."end" IS NOT NULL '
+                             f'AND n."end" >= n."start"', kinds)
     if db.has(RUNTIME):
         r = RUNTIME
         cls = "eventClass IN (0, 1)" if "eventClass" in db.columns(r) else "1"
@@ -615,7 +625,8 @@ def _host_rows(q: dict, strings: dict[int, str]) -> dict:
             "gtid": a[:, 2], "cat": labels(driver.astype(np.int8), ["cuda_runtime", "cuda_driver"]),
             "name": names, "start_ns": a[:, 0], "end_ns": np.maximum(a[:, 1], a[:, 0]), "correlation": a[:, 3]})
     if "nvtx" in q:
-        start, end, gtid, name = q["nvtx"].result()
+        cols = q["nvtx"].result()
+        start, end, gtid, name = cols[0], cols[1], cols[2], cols[-1]
         if len(name):
             # Torch's ranges make nearly every text distinct (", op_id = N"). Cutting at the op id first is a
             # plain substring split; the few distinct heads left then take the full suffix regex (RE2). The
