@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,15 +12,33 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
 SAMPLES = ROOT / "sample_traces"
+# CI sets this: a corpus test that would skip (corpus or one of its files missing) fails instead.
+REQUIRE_CORPUS = bool(os.environ.get("TRACELENS_REQUIRE_CORPUS"))
+CORPUS_SKIP = "shared corpus"
+
+
+def pytest_configure(config):
+    if REQUIRE_CORPUS and not CORPUS.is_dir():
+        raise pytest.UsageError(f"TRACELENS_REQUIRE_CORPUS is set but the {CORPUS_SKIP} is not at {CORPUS}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under TRACELENS_REQUIRE_CORPUS a skip for want of the corpus is a failure, wherever it was raised."""
+    outcome = yield
+    rep = outcome.get_result()
+    if REQUIRE_CORPUS and rep.skipped and isinstance(rep.longrepr, tuple) and CORPUS_SKIP in str(rep.longrepr[2]):
+        rep.outcome = "failed"
+        rep.longrepr = f"TRACELENS_REQUIRE_CORPUS is set: {rep.longrepr[2]}"
 
 
 def corpus_file(rel: str) -> Path:
     """A corpus file, or a skip with the reason when the shared corpus is not beside the project."""
     path = CORPUS / rel
     if not CORPUS.is_dir():
-        pytest.skip(f"shared corpus not found at {CORPUS} (it ships only beside the project, not in a clone)")
+        pytest.skip(f"{CORPUS_SKIP} not found at {CORPUS} (it ships only beside the project, not in a clone)")
     if not path.exists():
-        pytest.skip(f"corpus file {rel} is missing")
+        pytest.skip(f"{CORPUS_SKIP} file {rel} is missing")
     return path
 
 
