@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-deps bench samples record-gloo record-cuda clean
+.PHONY: demo test test-deps goldens bench samples record-gloo record-cuda clean
 
 # The end-to-end collector tests run real jobs under torchrun; they need this CPU build of torch.
 TORCH_PIN ?= torch==2.13.0
@@ -20,6 +20,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider
+
+# Rewrite tests/golden/ from the current code; review the diff before committing.
+goldens: $(STAMP)
+	$(BIN)/python tests/golden/regen.py
 
 test-deps: $(STAMP)
 	$(BIN)/python -m pip install --quiet $(TORCH_PIN)

@@ -1,0 +1,74 @@
+"""The golden cases: every bundled sample and every synthetic scenario, rendered four ways.
+
+A case's renderings are committed under ``tests/golden/<case>/`` (report.json, text-80.txt, text-120.txt,
+report.md); ``make goldens`` rewrites them, so a changed number shows in review as a diff. Paths in the
+reports are relative to the project root (the cases are read from there), so they are the same on every
+machine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden"
+SAMPLES = ROOT / "sample_traces"
+# Synthetic scenarios are written here first (ignored by git): same bytes every time, same relative paths.
+BUILD = GOLDEN / "_build"
+WIDTHS = (80, 120)
+_written: set[str] = set()   # scenarios written by this process (never trust a folder left by an older generator)
+
+
+def sample_cases() -> list[str]:
+    return sorted(p.name for p in SAMPLES.iterdir() if p.is_dir())
+
+
+def synthetic_cases() -> list[str]:
+    from tracelens import synth
+
+    bundled = set(sample_cases())      # scenarios already bundled as samples are not repeated
+    return [f"synth_{name}" for name in synth.SCENARIOS if name not in bundled]
+
+
+def all_cases() -> list[str]:
+    return sample_cases() + synthetic_cases()
+
+
+@contextmanager
+def _at_root():
+    old = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def _input(case: str) -> str:
+    if case.startswith("synth_"):
+        from tracelens import synth
+
+        name = case.removeprefix("synth_")
+        out = BUILD / name
+        if name not in _written:
+            shutil.rmtree(out, ignore_errors=True)
+            synth.write(synth.SCENARIOS[name], out)
+            _written.add(name)
+        return str(out.relative_to(ROOT))
+    return str((SAMPLES / case).relative_to(ROOT))
+
+
+def render_case(case: str) -> dict[str, str]:
+    """File name -> contents of every rendering of one case, made through the library API."""
+    import tracelens
+    from tracelens.renderers import render
+
+    with _at_root():
+        rep = tracelens.analyze(tracelens.load(_input(case)))
+    out = {"report.json": render(rep, "json"), "report.md": render(rep, "markdown")}
+    for width in WIDTHS:
+        out[f"text-{width}.txt"] = render(rep, "text", color=False, width=width)
+    return out
