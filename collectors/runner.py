@@ -115,7 +115,7 @@ def plan(options: CollectOptions, environ: Optional[dict] = None) -> Plan:
         raise UsageError(f"command not found: {options.command[0]}")
     nsys = None
     if options.profiler == "nsys":
-        from tracelens.parsers.nsys import nsys_executable
+        from tracelens.tools.nsys import nsys_executable
 
         nsys = nsys_executable()
         if not nsys:
@@ -265,7 +265,7 @@ def _report_progress(run_dir: Path, seen: set[str], on_progress) -> set[str]:
 
 def export_reports(run_dir: Path, on_progress=None) -> list[str]:
     """``nsys export --type sqlite`` each rank's report; returns notes for reports that failed."""
-    from tracelens.parsers.nsys import cached_export
+    from tracelens.tools.nsys import cached_export
 
     notes = []
     for rep in sorted(run_dir.glob("rank*.nsys-rep")):

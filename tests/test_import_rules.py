@@ -1,0 +1,89 @@
+"""The house rules of docs/architecture.md, checked on the source: which layer may import which, and who may
+touch files. A new import that breaks a rule fails here, with the file and line."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "tracelens"
+
+# Folder -> the tracelens modules (dotted, below ``tracelens``) it must never import.
+FORBIDDEN = {
+    "tracelens/parsers": ("analyzers", "renderers", "report", "gate", "history", "cli", "collectors"),
+    "tracelens/analyzers": ("parsers", "renderers", "gate", "history", "cli", "collectors", "tools"),
+    "tracelens/renderers": ("analyzers", "parsers", "cli", "collectors", "tools"),
+    "collectors": ("parsers", "analyzers", "renderers", "report", "cli"),
+}
+# Calls and modules that touch files; analyzers see tables, never paths.
+FILE_CALLS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "connect", "mmap", "iterdir", "glob",
+              "rglob", "stat"}
+FILE_MODULES = {"io", "gzip", "sqlite3", "mmap", "shutil", "tempfile", "pathlib", "os", "zlib"}
+
+
+def _modules(folder: str, root: Path = ROOT) -> list[Path]:
+    return sorted((root / folder).rglob("*.py"))
+
+
+def _imports(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
+    """(line, absolute dotted name) of every import in a module, relative imports resolved."""
+    rel = path.relative_to(root).with_suffix("")
+    parts = list(rel.parts)
+    if parts[0] == "collectors":              # installed as tracelens.collectors
+        parts = ["tracelens", *parts]
+    package = parts[:-1] if parts[-1] != "__init__" else parts[:-1]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            mod = ".".join([*base, node.module] if node.module else base)
+            out.append((node.lineno, mod))
+            out += [(node.lineno, f"{mod}.{a.name}") for a in node.names]
+    return out
+
+
+def _violations(folder: str, banned: tuple[str, ...], root: Path = ROOT) -> list[str]:
+    bad = []
+    for path in _modules(folder, root):
+        for line, name in _imports(path, root):
+            for b in banned:
+                if name == f"tracelens.{b}" or name.startswith(f"tracelens.{b}."):
+                    bad.append(f"{path.relative_to(root)}:{line} imports {name}")
+    return bad
+
+
+@pytest.mark.parametrize("folder", sorted(FORBIDDEN))
+def test_layer_imports(folder):
+    assert _modules(folder), f"{folder} has no modules: update the rules"
+    assert _violations(folder, FORBIDDEN[folder]) == []
+
+
+def test_analyzers_never_touch_files():
+    bad = []
+    for path in _modules("tracelens/analyzers"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                fn = node.func
+                name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else None
+                if name in FILE_CALLS:
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno} calls {name}()")
+        for line, name in _imports(path):
+            if name.split(".")[0] in FILE_MODULES:
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    assert bad == []
+
+
+def test_the_rules_catch_a_violation(tmp_path):
+    """The checker itself: a parser importing an analyzer is found, with its line."""
+    fake = tmp_path / "tracelens" / "parsers"
+    fake.mkdir(parents=True)
+    (fake / "bad.py").write_text("from __future__ import annotations\nfrom ..analyzers import overlap\n")
+    assert _violations("tracelens/parsers", FORBIDDEN["tracelens/parsers"], tmp_path) == [
+        "tracelens/parsers/bad.py:2 imports tracelens.analyzers",
+        "tracelens/parsers/bad.py:2 imports tracelens.analyzers.overlap"]

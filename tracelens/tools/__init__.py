@@ -1,0 +1,1 @@
+"""External tools tracelens drives (Nsight Systems), shared by the parsers and the collector."""
