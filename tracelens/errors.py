@@ -13,19 +13,17 @@ class TracelensError(Exception):
 
     exit_code = EXIT_INPUT
 
-    def __init__(self, message: str, *, path: str | None = None, hint: str | None = None):
+    def __init__(self, message: str, *, path: str | None = None):
         super().__init__(message)
         self.message = message
         self.path = path
-        self.hint = hint
 
     def __reduce__(self):
         # Keyword-only fields are not in ``args``; decode workers pickle these errors back to the caller.
-        return _rebuild, (type(self), self.message, self.path, self.hint)
+        return _rebuild, (type(self), self.message, self.path)
 
     def __str__(self) -> str:
-        text = f"{self.path}: {self.message}" if self.path else self.message
-        return f"{text} ({self.hint})" if self.hint else text
+        return f"{self.path}: {self.message}" if self.path else self.message
 
 
 class UsageError(TracelensError):
@@ -40,5 +38,5 @@ class InputError(TracelensError):
     exit_code = EXIT_INPUT
 
 
-def _rebuild(cls, message, path, hint):
-    return cls(message, path=path, hint=hint)
+def _rebuild(cls, message, path):
+    return cls(message, path=path)

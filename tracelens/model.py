@@ -95,22 +95,36 @@ class RankTrace:
         return {key: frame for key, frame in ops.groupby(["device", "stream"], sort=True)}
 
     def validate(self) -> None:
-        """Check the invariants parsers promise; raises AssertionError on a parser bug."""
-        for frame, cols in ((self.device_ops, DEVICE_COLUMNS), (self.host_ops, HOST_COLUMNS),
-                            (self.collectives, COLLECTIVE_COLUMNS), (self.steps, STEP_COLUMNS)):
+        """Check the invariants parsers promise; raises :class:`ModelError` (a parser bug, not a user mistake).
+
+        Real checks, not ``assert``: they must hold under ``python -O`` too.
+        """
+        for table, frame, cols in (("device_ops", self.device_ops, DEVICE_COLUMNS),
+                                   ("host_ops", self.host_ops, HOST_COLUMNS),
+                                   ("collectives", self.collectives, COLLECTIVE_COLUMNS),
+                                   ("steps", self.steps, STEP_COLUMNS)):
             missing = set(cols) - set(frame.columns)
-            assert not missing, f"missing columns {sorted(missing)}"
+            if missing:
+                raise ModelError(f"{table}: missing columns {sorted(missing)}")
             dtypes = frame.dtypes.to_dict()
             for c, t in cols.items():
-                if t == "int64":
-                    assert dtypes[c] == np.int64, f"{c} is {dtypes[c]}, expected int64"
-        for frame in (self.device_ops, self.host_ops):
-            assert (frame["end_ns"].to_numpy() >= frame["start_ns"].to_numpy()).all(), "end before start"
+                if t == "int64" and dtypes[c] != np.int64:
+                    raise ModelError(f"{table}.{c} is {dtypes[c]}, expected int64")
+        for table, frame in (("device_ops", self.device_ops), ("host_ops", self.host_ops)):
+            if not (frame["end_ns"].to_numpy() >= frame["start_ns"].to_numpy()).all():
+                raise ModelError(f"{table}: an event ends before it starts")
         kind = self.device_ops["kind"]
         if isinstance(kind.dtype, pd.CategoricalDtype):      # checked per category, not per row
             codes = kind.cat.codes.to_numpy()
-            assert (codes >= 0).all(), "missing kind"
+            if not (codes >= 0).all():
+                raise ModelError("device_ops: a row has no kind")
             used = kind.cat.categories[np.unique(codes)].tolist()
         else:
             used = kind.unique().tolist()
-        assert set(used) <= set(KINDS), "unknown kind"
+        unknown = set(used) - set(KINDS)
+        if unknown:
+            raise ModelError(f"device_ops: unknown kinds {sorted(unknown)}")
+
+
+class ModelError(Exception):
+    """A parser broke the model's invariants: a bug in tracelens, reported with its traceback."""

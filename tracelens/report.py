@@ -145,9 +145,6 @@ class Report(msgspec.Struct, kw_only=True):
         raw = msgspec.json.encode(self)
         return msgspec.json.format(raw, indent=indent) if indent else raw
 
-    def to_dict(self) -> dict:
-        return msgspec.to_builtins(self)
-
     @classmethod
     def from_json(cls, data: bytes | str) -> "Report":
         """Read a saved report back (unknown keys from newer versions are ignored)."""
