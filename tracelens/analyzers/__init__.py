@@ -26,7 +26,7 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Re
         windows = overlap.step_windows(t, sets, warn)
         steps = _steps(overlap.step_metrics(sets, windows))
         exp = overlap.collective_exposure(t, sets)
-        shapes = pattern.step_patterns(sets, windows, [s.overlap_pct for s in steps], exp, th)
+        shapes = pattern.step_patterns(t, sets, windows, [s.overlap_pct for s in steps], exp, th)
         for st, (verdict, evidence) in zip(steps, shapes):
             st.pattern, st.pattern_evidence = verdict, evidence
             found = pattern.diagnose(t.meta.rank, st.step, verdict, evidence, st, sets.mode, th)
@@ -36,10 +36,11 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Re
             durations = windows.end - windows.start
             diagnoses += syncs.analyze(t, sets.device, sets.busy, sets.comm, windows, durations, th)
             diagnoses += launch_order.analyze(t, sets.device, exp, windows, durations, th)
+        verdict, counts = pattern.majority([s.pattern for s in steps])
         ranks.append(RankResult(
             rank=t.meta.rank, world_size=t.meta.world_size, device=sets.device,
             device_name=_device_name(t, sets.device), mode=sets.mode, source=t.meta.source,
-            steps=steps, totals=_totals(steps), pattern=pattern.majority([s.pattern for s in steps])))
+            steps=steps, totals=_totals(steps), pattern=verdict, pattern_counts=counts))
         collectives += [
             Collective(rank=t.meta.rank, step=None if step < 0 else step, name=str(name),
                        op=op if isinstance(op, str) else None, bytes=None if size < 0 else size,
@@ -87,10 +88,11 @@ def _summary(ranks: list[RankResult]) -> Summary:
     scored = [r for r in ranks if r.totals.exposed_comm_fraction is not None and r.totals.comm_ns > 0]
     worst = max(scored, key=lambda r: r.totals.exposed_comm_fraction).rank if scored else None
     step_ids = {s.step for r in ranks for s in r.steps}
+    verdict, counts = pattern.majority([r.pattern for r in ranks])
     return Summary(ranks=len({r.rank for r in ranks}), steps=len(step_ids),
                    overlap_pct=ratio(overlap_ns, comm, 100.0), exposed_comm_fraction=ratio(exposed, duration),
                    worst_rank=worst, comm_ns=comm, exposed_comm_ns=exposed,
-                   pattern=pattern.majority([r.pattern for r in ranks if r.pattern]))
+                   pattern=verdict, pattern_counts=counts)
 
 
 def _device_name(t: RankTrace, device: int | None) -> str | None:
