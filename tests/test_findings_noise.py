@@ -1,6 +1,6 @@
 """What the report must not hide, and the noise it must not make.
 
-- steps with nothing to overlap get no pattern;
+- steps with nothing to overlap, or NCCL runs recorded without their GPU, get no pattern;
 - the materiality floor: findings under it are info at most.
 """
 
@@ -44,7 +44,7 @@ def pct(x) -> str:
 NUM = r"\d+(?:\.\d+)?"
 
 
-# ------------------------------------------------------------------------------- nothing to overlap
+# ------------------------------------------------------------- nothing to overlap, no GPU recorded
 
 def _gloo_without_compute(path):
     # CPU-only gloo step (µs): the main thread (100) records only its ProfilerStep; two gloo all-reduces of
@@ -77,6 +77,35 @@ def test_corpus_cpu_only_gloo_trace_has_nothing_to_overlap():
     assert st.step == 551 and st.compute_ns == 0 and st.comm_ns > 0
     assert st.pattern is None and rep.ranks[0].pattern is None
     assert [d.severity for d in of(rep, "overlap-pattern")] == ["info"]
+
+
+def _nccl_cpu_only(path):
+    # A DDP step recorded with CPU activity only: torch's nccl:all_reduce scopes, no kernel anywhere.
+    return write_trace(path, [
+        host("ProfilerStep#3", 0, 1000, cat="user_annotation"), host("aten::mm", 10, 400),
+        host("nccl:all_reduce", 500, 20, cat="user_annotation"),
+        host("nccl:all_reduce", 600, 20, cat="user_annotation")],
+        deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+
+
+def test_nccl_without_gpu_activity_is_not_called_gloo(tmp_path):
+    rep = run(_nccl_cpu_only(tmp_path / "rank0.json"))
+    (w,) = [w for w in rep.warnings if w.code == "no-device-activity"]
+    # Before: "... gloo collectives as communication" and a no-comm verdict.
+    assert "gloo" not in w.message and "CPU activity only" in w.message and "ProfilerActivity.CUDA" in w.message
+    assert rep.ranks[0].steps[0].pattern is None and rep.ranks[0].pattern is None
+    (d,) = of(rep, "no-gpu-activity")
+    assert d.severity == "warning" and d.step is None and "ProfilerActivity.CUDA" in d.advice
+    m = re.fullmatch(r"the trace has (\d+) NCCL calls on the CPU, and lists (\d+) GPU, but no kernel, copy or sync "
+                     r"on any GPU: communication and its overlap cannot be measured", d.detail)
+    assert (int(m[1]), int(m[2])) == (d.evidence["nccl_calls"], d.evidence["gpus_listed"]) == (2, 1)
+
+
+def test_corpus_nccl_annotations_without_gpu_events():
+    rep = run(corpus_file("hta/distributed_info_unavailable/distributed_info_not_found.json.gz"))
+    (d,) = of(rep, "no-gpu-activity")
+    assert d.evidence["nccl_calls"] == 6 and d.evidence["gpus_listed"] == 8   # corpus.md: 6 nccl:all_to_all, A100s
+    assert not any("gloo" in w.message for w in rep.warnings)
 
 
 # ----------------------------------------------------------------------------------------- materiality

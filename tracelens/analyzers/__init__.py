@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..model import RankTrace
-from ..report import (Collective, InputFile, RankResult, Report, StepMetrics, Summary, Totals, WarningEntry,
-                      ratio)
+from ..report import (Collective, Diagnosis, InputFile, RankResult, Report, StepMetrics, Summary, Totals,
+                      WarningEntry, ratio)
 from . import launch_order, overlap, pattern, syncs
 from .thresholds import Thresholds
 
@@ -27,7 +27,10 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Re
         steps = _steps(overlap.step_metrics(sets, windows))
         exp = overlap.collective_exposure(t, sets)
         shapes = pattern.step_patterns(t, sets, windows, [s.overlap_pct for s in steps], exp, th)
+        blind = sets.mode == "cpu" and _nccl_without_device(t, diagnoses)
         for st, (verdict, evidence) in zip(steps, shapes):
+            if blind and st.comm_ns == 0:
+                verdict = None      # NCCL ran, but on a GPU the profiler did not record: not "no-comm"
             st.pattern, st.pattern_evidence = verdict, evidence
             found = pattern.diagnose(t.meta.rank, st.step, verdict, evidence, st, sets.mode, th)
             if found is not None:
@@ -54,7 +57,7 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Re
         warnings += [WarningEntry(code=w.code, rank=t.meta.rank, count=w.count, message=w.message)
                      for w in t.meta.warnings]
         warnings += [WarningEntry(code=c, rank=t.meta.rank, count=n, message=m) for c, m, n in notes]
-    order = {"overlap-pattern": 0, "sync-stall": 1, "launch-order": 2}
+    order = {"no-gpu-activity": 0, "overlap-pattern": 1, "sync-stall": 2, "launch-order": 3}
     diagnoses.sort(key=lambda d: (d.rank, -1 if d.step is None else d.step, order.get(d.id, 9)))
     return Report(inputs=inputs, ranks=ranks, summary=_summary(ranks), collectives=collectives, warnings=warnings,
                   diagnoses=diagnoses)
@@ -93,6 +96,24 @@ def _summary(ranks: list[RankResult]) -> Summary:
                    overlap_pct=ratio(overlap_ns, comm, 100.0), exposed_comm_fraction=ratio(exposed, duration),
                    worst_rank=worst, comm_ns=comm, exposed_comm_ns=exposed,
                    pattern=verdict, pattern_counts=counts)
+
+
+def _nccl_without_device(t: RankTrace, diagnoses: list) -> bool:
+    """A CPU-only trace of a run that used NCCL: say that the GPU was not recorded (once per rank)."""
+    calls = overlap.nccl_host_calls(t)
+    if not calls and t.meta.backend != "nccl":
+        return False
+    gpus = len(t.meta.device_names)
+    listed = f", and lists {gpus} GPU{'s' if gpus != 1 else ''}" if gpus else ""
+    diagnoses.append(Diagnosis(
+        id="no-gpu-activity", severity="warning", rank=t.meta.rank, step=None,
+        title="no GPU activity recorded: the profiler recorded the CPU only",
+        detail=(f"the trace has {calls} NCCL call{'s' if calls != 1 else ''} on the CPU{listed}, but no kernel, "
+                "copy or sync on any GPU: communication and its overlap cannot be measured"),
+        advice=("profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] in torch.profiler.profile "
+                "(tracelens collect does), or nsys profile -t cuda,nvtx"),
+        evidence={"nccl_calls": calls, "gpus_listed": gpus, "backend": t.meta.backend}))
+    return True
 
 
 def _device_name(t: RankTrace, device: int | None) -> str | None:
