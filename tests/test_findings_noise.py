@@ -1,13 +1,16 @@
 """What the report must not hide, and the noise it must not make.
 
 - steps with nothing to overlap, or NCCL runs recorded without their GPU, get no pattern;
-- the materiality floor: findings under it are info at most.
+- the materiality floor: findings under it are info at most;
+- stragglers.
 """
 
 from __future__ import annotations
 
 import json
 import re
+
+import pytest
 
 import tracelens
 from tracelens import synth
@@ -106,6 +109,47 @@ def test_corpus_nccl_annotations_without_gpu_events():
     (d,) = of(rep, "no-gpu-activity")
     assert d.evidence["nccl_calls"] == 6 and d.evidence["gpus_listed"] == 8   # corpus.md: 6 nccl:all_to_all, A100s
     assert not any("gloo" in w.message for w in rep.warnings)
+
+
+# ------------------------------------------------------------------------------------------ stragglers
+
+def test_straggler_sentences_and_generator_truth():
+    rep = run(SAMPLES / "straggler")
+    (d,) = of(rep, "straggler")
+    ev = d.evidence
+    # Generator truth (metrics.expected): medians over each rank's 3 steps, then over the 4 ranks.
+    truth = json.loads((SAMPLES / "straggler" / "metrics.expected").read_text())["ranks"]
+
+    def median(xs):
+        xs = sorted(xs)
+        return (xs[len(xs) // 2] + xs[(len(xs) - 1) // 2]) / 2
+
+    step = {int(r): median([s["duration_ns"] for s in rows]) for r, rows in truth.items()}
+    comp = {int(r): median([s["compute_ns"] for s in rows]) for r, rows in truth.items()}
+    assert d.rank == 3 and d.step is None and d.severity == "warning"     # the 1.3x slower rank
+    assert (ev["step_ns"], ev["compute_ns"]) == (step[3], comp[3])
+    assert ev["ranks_step_ns"] == median(list(step.values())) and ev["ranks_compute_ns"] == median(list(comp.values()))
+    m = re.fullmatch(r"straggler: (step|compute) time (\d+) % above the median of (\d+) ranks", d.title)
+    worst = max(ev["step_excess"], ev["compute_excess"])
+    assert m[1] == ("compute" if worst == ev["compute_excess"] else "step") and m[2] == pct(100 * worst)
+    assert int(m[3]) == ev["ranks"] == 4
+    m = re.fullmatch(rf"median step ({NUM}) ms against ({NUM}) ms, median compute ({NUM}) ms against ({NUM}) ms "
+                     r"\(over its (\d+) complete steps and the (\d+) ranks\)", d.detail)
+    assert m.groups() == (ms(ev["step_ns"]), ms(ev["ranks_step_ns"]), ms(ev["compute_ns"]), ms(ev["ranks_compute_ns"]),
+                          str(ev["steps"]), str(ev["ranks"]))
+    # Compute is 1.3x on rank 3 (forward + backward scaled): 30 % above the others, give or take rounding.
+    assert ev["compute_excess"] == pytest.approx(0.3, abs=0.02)
+
+
+@pytest.mark.parametrize("folder", ["wfbp_100", "one_bucket", "compute_bound_8", "serialized", "legacy_wfbp",
+                                    "nsys_wfbp_100", "gloo_sawtooth", "gloo_one_bucket", "gloo_no_sync"])
+def test_balanced_runs_have_no_straggler(folder):
+    assert of(run(SAMPLES / folder), "straggler") == []
+
+
+def test_straggler_threshold(tmp_path):
+    # Rank 3's compute is 29-30 % above the others': a 35 % bar lets it pass.
+    assert of(run(SAMPLES / "straggler", Thresholds(straggler_min_excess=0.35)), "straggler") == []
 
 
 # ----------------------------------------------------------------------------------------- materiality

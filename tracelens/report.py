@@ -103,7 +103,7 @@ class Collective(msgspec.Struct, kw_only=True):
 class Diagnosis(msgspec.Struct, kw_only=True):
     """One finding for one rank and step: a verdict, why it was given, and what to try."""
 
-    id: str                                # overlap-pattern | sync-stall | launch-order | no-gpu-activity
+    id: str                                # overlap-pattern | sync-stall | launch-order | straggler | no-gpu-activity
     severity: str                          # info | warning | critical
     rank: int
     step: Optional[int]

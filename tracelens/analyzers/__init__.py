@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..model import RankTrace
 from ..report import (Collective, Diagnosis, InputFile, RankResult, Report, StepMetrics, Summary, Totals,
                       WarningEntry, ratio)
-from . import launch_order, overlap, pattern, syncs
+from . import launch_order, overlap, pattern, straggler, syncs
 from .thresholds import Thresholds
 
 __all__ = ["analyze", "Thresholds"]
@@ -57,7 +57,8 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Re
         warnings += [WarningEntry(code=w.code, rank=t.meta.rank, count=w.count, message=w.message)
                      for w in t.meta.warnings]
         warnings += [WarningEntry(code=c, rank=t.meta.rank, count=n, message=m) for c, m, n in notes]
-    order = {"no-gpu-activity": 0, "overlap-pattern": 1, "sync-stall": 2, "launch-order": 3}
+    diagnoses += straggler.find(ranks, th)
+    order = {"no-gpu-activity": 0, "straggler": 1, "overlap-pattern": 2, "sync-stall": 3, "launch-order": 4}
     diagnoses.sort(key=lambda d: (d.rank, -1 if d.step is None else d.step, order.get(d.id, 9)))
     return Report(inputs=inputs, ranks=ranks, summary=_summary(ranks), collectives=collectives, warnings=warnings,
                   diagnoses=diagnoses)

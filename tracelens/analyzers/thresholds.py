@@ -30,6 +30,8 @@ class Thresholds:
     # Materiality: a finding whose impact is below either floor is info at most (see material()).
     material_min_fraction: float = 0.03      # impact / step time
     material_min_ns: int = 100_000           # impact in ns
+    # Stragglers (across ranks).
+    straggler_min_excess: float = 0.1        # a rank's median step or compute time this far above the ranks' median
 
     def with_overrides(self, pairs: list[str] | tuple[str, ...]) -> "Thresholds":
         """Apply ``NAME=VALUE`` strings; unknown names or bad values raise :class:`UsageError`."""
