@@ -17,7 +17,7 @@ from tracelens import synth
 from tracelens.analyzers import Thresholds
 from tracelens.cli import main
 
-from conftest import SAMPLES, corpus_file, host, write_trace
+from conftest import SAMPLES, corpus_file, host, kernel, write_trace
 
 US, MS = 1_000, 1_000_000
 
@@ -71,6 +71,19 @@ def test_nothing_to_overlap_has_no_pattern(tmp_path):
     assert m[1] == ms(d.evidence["comm_ns"]) and int(m[2]) == d.evidence["comm_kernels"] == 2
     warn = [w for w in rep.warnings if w.code == "no-device-activity"]
     assert warn and "gloo" in warn[0].message
+
+
+def test_communication_only_gpu_step_has_nothing_to_overlap(tmp_path):
+    # One step (µs) whose device ran two all-reduces of 200 and 100 µs and no compute kernel.
+    nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+    rep = run(write_trace(tmp_path / "rank0.json", [host("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+                                                    kernel(nccl, 100, 200), kernel(nccl, 400, 100)]))
+    (st,) = rep.ranks[0].steps
+    assert st.compute_ns == 0 and st.comm_ns == 300 * US and st.pattern is None   # before: two-phase
+    (d,) = of(rep, "overlap-pattern")
+    assert d.severity == "info" and d.advice.startswith("a communication-only step")
+    m = re.fullmatch(rf"({NUM}) ms of communication \((\d+) all-reduces\) and no compute on the device", d.detail)
+    assert m[1] == ms(d.evidence["comm_ns"]) and int(m[2]) == d.evidence["comm_kernels"] == 2
 
 
 def test_corpus_cpu_only_gloo_trace_has_nothing_to_overlap():
