@@ -74,11 +74,13 @@ def test_pattern_evidence_matches_the_timing_model(name, tail, bursts, offset, t
 
 
 def test_pattern_sentences_name_the_evidence(tmp_path):
+    # Every sentence against its evidence, verdict by verdict: tests/test_findings.py.
     saw = of(report(synth.SCENARIOS["wfbp_100"], tmp_path), "overlap-pattern")[0]
     # 100 all-reduces, 83 of which start before the last backward kernel ends (comm-bound queue, model §6).
-    assert saw.detail == "83 of 100 all-reduces start while compute is still running; 82 % of their time is hidden"
+    assert saw.detail == "83 of 100 all-reduces start during the compute phase; 82 % of their time is hidden"
     two = of(report(synth.SCENARIOS["one_bucket"], tmp_path), "overlap-pattern")[0]
-    assert two.detail.startswith("all communication starts after the last compute kernel; 12.0 ms exposed")
+    # The optimizer kernel runs after the all-reduce: "after the last compute kernel" would be false.
+    assert two.detail.startswith("1 all-reduce starts after the compute phase; 12.00 ms exposed (49 % of the step)")
     assert "bucket_cap_mb" in two.advice and "no_sync" in two.advice
     assert two.severity == "critical"   # 12 ms of a 24.5 ms step exposed, above the 0.25 default
 
@@ -115,13 +117,13 @@ def test_real_gloo_runs(folder, pattern):
     assert of(rep, "sync-stall") == [] and of(rep, "launch-order") == []   # CPU runs: no device to stall
 
 
-def test_cpu_only_corpus_trace_gets_a_pattern():
+def test_cpu_only_corpus_trace_evidence():
     rep = tracelens.analyze(tracelens.load(str(corpus_file(
         "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"))))
     (st,) = rep.ranks[0].steps
     # The trimmed file keeps ProfilerStep#551 and no main-thread cpu_op inside it: all comm is exposed, with
-    # no compute to place it against (offset null, not NaN).
-    assert st.step == 551 and st.compute_ns == 0 and st.pattern == "two-phase"
+    # no compute to place it against (offset null, not NaN), so there is no pattern (tests/test_findings.py).
+    assert st.step == 551 and st.compute_ns == 0 and st.pattern is None
     assert st.pattern_evidence.tail_fraction == 1.0 and st.pattern_evidence.first_comm_offset is None
 
 
@@ -263,7 +265,9 @@ def test_launch_order_scenarios(name, kind, fmt, tmp_path):
         # Generator truth: queued waits the whole wgrad GEMM (1.5 ms); late is launched 1 ms into it.
         assert c["delay_ns"] == (sc.wgrad_ns if kind == "queued" else sc.late_ns)
         assert c["kernels"] == ["void wgrad_gemm_kernel_3<float>(float const*, float*)"]
-        assert d.severity == "warning"
+        # Generator: queued could hide its whole 0.8 ms all-reduce in a 13.1 ms step (6.1 %, above the 3 % floor);
+        # late only the 0.305 ms still exposed (2.4 %): info under the materiality floor.
+        assert d.severity == ("warning" if kind == "queued" else "info")
     if kind == "queued":
         assert "CUDA_DEVICE_MAX_CONNECTIONS=1" in found[0].advice
         assert found[0].evidence["hideable_ns"] == 800_000          # the whole 0.8 ms all-reduce was exposed

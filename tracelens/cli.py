@@ -12,7 +12,7 @@ from . import __version__
 from .errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TracelensError, UsageError
 
 # Kept here (not imported from .gate) so `--help` stays fast; tests check they match.
-PATTERN_CHOICES = ("sawtooth", "two-phase", "serialized", "partial", "no-comm")
+PATTERN_CHOICES = ("sawtooth", "two-phase", "serialized", "partial", "no-comm", "mixed")
 AGGREGATE_CHOICES = ("median", "mean", "p90", "worst")
 
 

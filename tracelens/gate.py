@@ -27,7 +27,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 SCHEMA = "tracelens.gate/1"
 AGGREGATES = ("median", "mean", "p90", "worst")
-PATTERNS = ("sawtooth", "two-phase", "serialized", "partial", "no-comm")
+PATTERNS = ("sawtooth", "two-phase", "serialized", "partial", "no-comm", "mixed")
 
 # The columns the rules read, one row per rank x step (from a Report or from the history database).
 STEP_COLUMNS = ("rank", "step", "complete", "overlap_pct", "exposed_comm_fraction", "exposed_comm_ns", "pattern")
@@ -383,7 +383,8 @@ def _pattern_rule(steps: pd.DataFrame, report: Report, allowed: tuple[str, ...])
         off = mine[~mine["pattern"].isin(allowed)]
         ok = r.pattern in allowed
         step = None if off.empty or pd.isna(off["step"].iloc[0]) else int(off["step"].iloc[0])
-        msg = (f"pattern {r.pattern or 'n/a'} (majority of its steps); "
+        how = "no pattern holds a majority of its steps" if r.pattern == "mixed" else "majority of its steps"
+        msg = (f"pattern {r.pattern or 'n/a'} ({how}); "
                f"{len(off)} of {len(mine)} step(s) are not {'/'.join(allowed)}")
         ranks.append(RankOutcome(rank=r.rank, status="pass" if ok else "fail", value=r.pattern,
                                  worst_step=step, message=msg))

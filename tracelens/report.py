@@ -31,6 +31,8 @@ class PatternEvidence(msgspec.Struct, kw_only=True):
     tail_ns: int                           # comm time at or after the compute phase end
     tail_fraction: Optional[float]         # tail_ns / comm_ns
     op: Optional[str] = None               # the most frequent collective of the step
+    comm_on_compute_stream: Optional[float] = None  # share of comm activity time on a stream that also ran
+                                                    # compute in the step (GPU only; null without comm)
 
 
 class StepMetrics(msgspec.Struct, kw_only=True):
@@ -46,7 +48,8 @@ class StepMetrics(msgspec.Struct, kw_only=True):
     overlap_pct: Optional[float]
     exposed_comm_fraction: Optional[float]
     complete: bool = True
-    pattern: Optional[str] = None          # sawtooth | two-phase | serialized | partial | no-comm
+    pattern: Optional[str] = None          # sawtooth | two-phase | serialized | partial | no-comm; null: comm
+                                           # but no compute (nothing to overlap), or comm not measurable
     pattern_evidence: Optional[PatternEvidence] = None
 
 
@@ -70,7 +73,8 @@ class RankResult(msgspec.Struct, kw_only=True):
     source: str
     steps: list[StepMetrics]
     totals: Totals
-    pattern: Optional[str] = None          # the majority of the steps' patterns
+    pattern: Optional[str] = None          # the strict majority of the steps' patterns, else "mixed"
+    pattern_counts: dict[str, int] = msgspec.field(default_factory=dict)   # steps per pattern
 
 
 class Summary(msgspec.Struct, kw_only=True):
@@ -81,7 +85,8 @@ class Summary(msgspec.Struct, kw_only=True):
     worst_rank: Optional[int]
     comm_ns: int = 0
     exposed_comm_ns: int = 0
-    pattern: Optional[str] = None          # the majority of the ranks' patterns
+    pattern: Optional[str] = None          # the strict majority of the ranks' patterns, else "mixed"
+    pattern_counts: dict[str, int] = msgspec.field(default_factory=dict)   # ranks per pattern
 
 
 class Collective(msgspec.Struct, kw_only=True):
@@ -98,7 +103,7 @@ class Collective(msgspec.Struct, kw_only=True):
 class Diagnosis(msgspec.Struct, kw_only=True):
     """One finding for one rank and step: a verdict, why it was given, and what to try."""
 
-    id: str                                # overlap-pattern | sync-stall | launch-order
+    id: str                                # overlap-pattern | sync-stall | launch-order | straggler | no-gpu-activity
     severity: str                          # info | warning | critical
     rank: int
     step: Optional[int]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ..model import RankTrace
-from ..report import (Collective, InputFile, RankResult, Report, StepMetrics, Summary, Totals, WarningEntry,
-                      ratio)
-from . import launch_order, overlap, pattern, syncs
+from ..report import (Collective, Diagnosis, InputFile, RankResult, Report, StepMetrics, Summary, Totals,
+                      WarningEntry, ratio)
+from . import launch_order, overlap, pattern, straggler, syncs
 from .thresholds import Thresholds
 
 __all__ = ["analyze", "Thresholds"]
@@ -26,8 +26,11 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Re
         windows = overlap.step_windows(t, sets, warn)
         steps = _steps(overlap.step_metrics(sets, windows))
         exp = overlap.collective_exposure(t, sets)
-        shapes = pattern.step_patterns(sets, windows, [s.overlap_pct for s in steps], exp, th)
+        shapes = pattern.step_patterns(t, sets, windows, [s.overlap_pct for s in steps], exp, th)
+        blind = sets.mode == "cpu" and _nccl_without_device(t, diagnoses)
         for st, (verdict, evidence) in zip(steps, shapes):
+            if blind and st.comm_ns == 0:
+                verdict = None      # NCCL ran, but on a GPU the profiler did not record: not "no-comm"
             st.pattern, st.pattern_evidence = verdict, evidence
             found = pattern.diagnose(t.meta.rank, st.step, verdict, evidence, st, sets.mode, th)
             if found is not None:
@@ -36,10 +39,11 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Re
             durations = windows.end - windows.start
             diagnoses += syncs.analyze(t, sets.device, sets.busy, sets.comm, windows, durations, th)
             diagnoses += launch_order.analyze(t, sets.device, exp, windows, durations, th)
+        verdict, counts = pattern.majority([s.pattern for s in steps])
         ranks.append(RankResult(
             rank=t.meta.rank, world_size=t.meta.world_size, device=sets.device,
             device_name=_device_name(t, sets.device), mode=sets.mode, source=t.meta.source,
-            steps=steps, totals=_totals(steps), pattern=pattern.majority([s.pattern for s in steps])))
+            steps=steps, totals=_totals(steps), pattern=verdict, pattern_counts=counts))
         collectives += [
             Collective(rank=t.meta.rank, step=None if step < 0 else step, name=str(name),
                        op=op if isinstance(op, str) else None, bytes=None if size < 0 else size,
@@ -53,7 +57,8 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Re
         warnings += [WarningEntry(code=w.code, rank=t.meta.rank, count=w.count, message=w.message)
                      for w in t.meta.warnings]
         warnings += [WarningEntry(code=c, rank=t.meta.rank, count=n, message=m) for c, m, n in notes]
-    order = {"overlap-pattern": 0, "sync-stall": 1, "launch-order": 2}
+    diagnoses += straggler.find(ranks, th)
+    order = {"no-gpu-activity": 0, "straggler": 1, "overlap-pattern": 2, "sync-stall": 3, "launch-order": 4}
     diagnoses.sort(key=lambda d: (d.rank, -1 if d.step is None else d.step, order.get(d.id, 9)))
     return Report(inputs=inputs, ranks=ranks, summary=_summary(ranks), collectives=collectives, warnings=warnings,
                   diagnoses=diagnoses)
@@ -87,10 +92,29 @@ def _summary(ranks: list[RankResult]) -> Summary:
     scored = [r for r in ranks if r.totals.exposed_comm_fraction is not None and r.totals.comm_ns > 0]
     worst = max(scored, key=lambda r: r.totals.exposed_comm_fraction).rank if scored else None
     step_ids = {s.step for r in ranks for s in r.steps}
+    verdict, counts = pattern.majority([r.pattern for r in ranks])
     return Summary(ranks=len({r.rank for r in ranks}), steps=len(step_ids),
                    overlap_pct=ratio(overlap_ns, comm, 100.0), exposed_comm_fraction=ratio(exposed, duration),
                    worst_rank=worst, comm_ns=comm, exposed_comm_ns=exposed,
-                   pattern=pattern.majority([r.pattern for r in ranks if r.pattern]))
+                   pattern=verdict, pattern_counts=counts)
+
+
+def _nccl_without_device(t: RankTrace, diagnoses: list) -> bool:
+    """A CPU-only trace of a run that used NCCL: say that the GPU was not recorded (once per rank)."""
+    calls = overlap.nccl_host_calls(t)
+    if not calls and t.meta.backend != "nccl":
+        return False
+    gpus = len(t.meta.device_names)
+    listed = f", and lists {gpus} GPU{'s' if gpus != 1 else ''}" if gpus else ""
+    diagnoses.append(Diagnosis(
+        id="no-gpu-activity", severity="warning", rank=t.meta.rank, step=None,
+        title="no GPU activity recorded: the profiler recorded the CPU only",
+        detail=(f"the trace has {calls} NCCL call{'s' if calls != 1 else ''} on the CPU{listed}, but no kernel, "
+                "copy or sync on any GPU: communication and its overlap cannot be measured"),
+        advice=("profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] in torch.profiler.profile "
+                "(tracelens collect does), or nsys profile -t cuda,nvtx"),
+        evidence={"nccl_calls": calls, "gpus_listed": gpus, "backend": t.meta.backend}))
+    return True
 
 
 def _device_name(t: RankTrace, device: int | None) -> str | None:

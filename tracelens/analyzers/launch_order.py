@@ -20,7 +20,7 @@ from ..columns import frame_of, isin
 from ..model import RankTrace
 from ..report import Diagnosis
 from . import intervals as iv
-from .thresholds import Thresholds
+from .thresholds import Thresholds, material
 
 _MAX_KERNELS = 3
 
@@ -166,7 +166,10 @@ def _diagnosis(rank, step, g: pd.DataFrame, duration: int, connections: str | No
         advice.append(f"launch the collective before {_short(worst['kernels'][0])} (issue it as soon as its "
                       "input is ready)")
     hideable = int(np.minimum(g["delay_ns"].to_numpy(), g["exposed_ns"].to_numpy()).sum())
-    severity = "critical" if duration > 0 and hideable >= th.critical_exposed_fraction * duration else "warning"
+    if not material(th, hideable, duration):
+        severity = "info"
+    else:
+        severity = "critical" if duration > 0 and hideable >= th.critical_exposed_fraction * duration else "warning"
     kinds = " and ".join(k for k, part in (("queued behind later-launched compute", queued),
                                              ("launched too late", late)) if not part.empty)
     title = f"launch order: exposed communication {kinds}"
@@ -174,7 +177,8 @@ def _diagnosis(rank, step, g: pd.DataFrame, duration: int, connections: str | No
         id="launch-order", severity=severity, rank=rank, step=None if step < 0 else step, title=title,
         detail="; ".join(parts) + f"; up to {hideable / 1e6:.2f} ms could be hidden ({setting})",
         advice="; ".join(advice),
-        evidence={"cuda_device_max_connections": connections, "hideable_ns": hideable, "collectives": [
+        evidence={"cuda_device_max_connections": connections, "hideable_ns": hideable, "duration_ns": duration,
+                  "impact_ns": hideable, "material": material(th, hideable, duration), "collectives": [
             {"kind": r.kind, "name": str(r.name), "stream": int(r.stream), "start_ns": int(r.start),
              "launch_ns": int(r.launch), "delay_ns": int(r.delay_ns), "exposed_ns": int(r.exposed_ns),
              "kernels": list(r.kernels)} for r in g.itertuples(index=False)]})

@@ -52,6 +52,15 @@ def primary_device(trace: RankTrace) -> int | None:
     return int(ids[np.argmax(busy)])          # the lowest device id among equals
 
 
+_NCCL_HOST = r"nccl:|nccl[A-Z]"        # torch's nccl:* scopes, NCCL's own API ranges (ncclAllReduce, …)
+
+
+def nccl_host_calls(trace: RankTrace) -> int:
+    """Host events that are NCCL calls (a run that used NCCL, whether or not its GPU work was recorded)."""
+    host = trace.host_ops
+    return int(matches(host["name"], _NCCL_HOST).sum()) if len(host) else 0
+
+
 def interval_sets(trace: RankTrace, warn) -> Sets:
     device = primary_device(trace)
     if device is not None:
@@ -69,8 +78,16 @@ def interval_sets(trace: RankTrace, warn) -> Sets:
     main = main_thread(host)
     if main is None:
         return Sets(iv.empty(), iv.empty(), iv.empty(), "cpu", None)
-    warn("no-device-activity", "no GPU activity in the trace: CPU ops of the main thread are analysed as "
-         "compute and gloo collectives as communication", 1)
+    nccl = nccl_host_calls(trace)
+    if nccl or trace.meta.backend == "nccl":
+        # NCCL works only on GPUs: its calls without device activity mean the profiler left the GPU out,
+        # not a gloo run.
+        warn("no-device-activity", f"no GPU activity in the trace although the run used NCCL ({nccl} NCCL "
+             "calls on the CPU): the profiler recorded CPU activity only, so communication and its overlap "
+             "cannot be measured; profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]", 1)
+    else:
+        warn("no-device-activity", "no GPU activity in the trace: CPU ops of the main thread are analysed as "
+             "compute and gloo collectives as communication", 1)
     on_main = (host["pid"].to_numpy() == main[0]) & (host["tid"].to_numpy() == main[1])
     cpu = on_main & (host["cat"] == "cpu_op").to_numpy() & ~mask(host["name"], lambda n: n.startswith("c10d::"))
     gloo = (host["comm_kind"] == "gloo").to_numpy()

@@ -9,11 +9,14 @@ sets clipped to the window:
   with the last communication;
 - ``tail_fraction``: the share of ``len(C)`` at or after the compute phase end;
 - ``bursts``: runs of communication separated by compute;
-- ``first_comm_offset``: where the first communication started, as a fraction of the compute phase.
+- ``first_comm_offset``: where the first communication started, as a fraction of the compute phase;
+- ``comm_on_compute_stream``: the share of comm activity time on a stream that also ran compute in the step.
 
-The rule is applied in order: no communication → ``no-comm``; tail ≥ two_phase_min_tail → ``two-phase``;
-overlap ≥ sawtooth_min_overlap_pct → ``sawtooth``; overlap ≤ serialized_max_overlap_pct with at least
-serialized_min_bursts bursts → ``serialized``; anything else → ``partial``.
+Comm and compute *take turns* when overlap ≤ serialized_max_overlap_pct with at least serialized_min_bursts
+bursts. The rule is applied in order: no communication → ``no-comm``; no compute → no pattern (nothing to
+overlap); sharing the compute stream (≥ serialized_min_shared_fraction) and taking turns → ``serialized``;
+tail ≥ two_phase_min_tail → ``two-phase``; overlap ≥ sawtooth_min_overlap_pct → ``sawtooth``; taking turns →
+``serialized``; anything else → ``partial``. A rank's pattern is a strict majority of its steps', else ``mixed``.
 """
 
 from __future__ import annotations
@@ -24,77 +27,122 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from ..columns import isin
 from ..report import Diagnosis, PatternEvidence, ratio
 from . import intervals as iv
-from .thresholds import Thresholds
+from .thresholds import Thresholds, material as _material
 
 PATTERNS = ("sawtooth", "two-phase", "serialized", "partial", "no-comm")
-# When steps split evenly, the rank takes the worse pattern.
-_WORST_FIRST = ("two-phase", "serialized", "partial", "sawtooth", "no-comm")
+MIXED = "mixed"           # a rank (or run) whose steps (or ranks) have no pattern with a strict majority
 
 
-def classify(ev: PatternEvidence, overlap_pct: float | None, th: Thresholds) -> str:
+def classify(ev: PatternEvidence, overlap_pct: float | None, th: Thresholds) -> str | None:
+    """The step's pattern; None when it has communication but no compute (nothing to overlap)."""
     if ev.tail_fraction is None or overlap_pct is None:
         return "no-comm"
+    if ev.compute_start_ns is None:
+        return None
+    takes_turns = overlap_pct <= th.serialized_max_overlap_pct and ev.bursts >= th.serialized_min_bursts
+    # On one stream nothing can overlap: comm sharing the compute stream and taking turns with it is
+    # serialized whatever its tail looks like (a large last piece would otherwise read as two-phase).
+    if takes_turns and (ev.comm_on_compute_stream or 0) >= th.serialized_min_shared_fraction:
+        return "serialized"
     if ev.tail_fraction >= th.two_phase_min_tail:
         return "two-phase"
     if overlap_pct >= th.sawtooth_min_overlap_pct:
         return "sawtooth"
-    if overlap_pct <= th.serialized_max_overlap_pct and ev.bursts >= th.serialized_min_bursts:
+    if takes_turns:
         return "serialized"
     return "partial"
 
 
-def majority(patterns: list[str]) -> str | None:
-    """The most common pattern, ties going to the worse one; steps without comm count only if all lack it."""
-    with_comm = [p for p in patterns if p != "no-comm"] or patterns
+def majority(patterns: list[str | None]) -> tuple[str | None, dict[str, int]]:
+    """The pattern held by a strict majority of the members with communication, else ``mixed``; and the
+    count of each pattern. Members without communication (``no-comm``) count only when none has any; members
+    without a pattern (nothing to overlap, None) are not counted."""
+    counts = Counter(p for p in patterns if p is not None)
+    with_comm = {p: n for p, n in counts.items() if p != "no-comm"}
     if not with_comm:
-        return None
-    counts = Counter(with_comm)
-    top = max(counts.values())
-    return next(p for p in _WORST_FIRST if counts.get(p) == top)
+        return ("no-comm" if counts else None), dict(counts)
+    top, n = max(with_comm.items(), key=lambda kv: kv[1])
+    return (top if 2 * n > sum(with_comm.values()) else MIXED), dict(counts)
 
 
-def diagnose(rank: int, step: int | None, pattern: str, ev: PatternEvidence, m, mode: str,
+def _verb(n: int) -> str:
+    return "starts" if n == 1 else "start"
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:.2f} ms"
+
+
+def _pct(value: float | None) -> str:
+    return "none" if value is None else f"{value:.0f} %"
+
+
+def diagnose(rank: int, step: int | None, pattern: str | None, ev: PatternEvidence, m, mode: str,
              th: Thresholds) -> Diagnosis | None:
-    """The overlap-pattern entry of one step (``m``: its StepMetrics); None for steps without comm."""
-    if pattern == "no-comm":
+    """The overlap-pattern entry of one step (``m``: its StepMetrics); None for steps without comm.
+
+    Every number a sentence states is in ``evidence`` (as ns, or as the ratio it was rounded from), and a
+    sentence that asserts an order of events is only used when the evidence proves it."""
+    if pattern == "no-comm" or m.comm_ns == 0:
         return None
     what = _plural(ev.op, ev.comm_kernels, mode)
-    hidden = f"{m.overlap_pct:.0f} %" if m.overlap_pct is not None else "none"
-    exposed_ms = f"{m.exposed_comm_ns / 1e6:.1f} ms"
-    where = "the main thread is computing" if mode == "cpu" else "compute is still running"
-    last = "the main thread's last compute" if mode == "cpu" else "the last compute kernel"
-    tail_pct = f"{100 * (ev.tail_fraction or 0):.0f} %"
-    if pattern == "sawtooth":
+    hidden = _pct(m.overlap_pct)
+    exposed = f"{_ms(m.exposed_comm_ns)} exposed ({_pct(100 * (m.exposed_comm_fraction or 0))} of the step)"
+    phase = "the main thread's compute phase" if mode == "cpu" else "the compute phase"
+    tail_pct = _pct(100 * (ev.tail_fraction or 0))
+    if pattern is None:
+        title = "nothing to overlap: no compute in this step"
+        where = "on the main thread" if mode == "cpu" else "on the device"
+        detail = f"{_ms(m.comm_ns)} of communication ({what}) and no compute {where}"
+        advice = ("if the training loop computes in this step, its CPU ops are missing from the trace (the "
+                  "profiler's CPU activity, or a trimmed file)") if mode == "cpu" else \
+            "a communication-only step (benchmark, barrier): there is no compute to hide it behind"
+    elif pattern == "sawtooth":
         title = "sawtooth: communication overlaps compute"
-        detail = f"{ev.started_during_compute} of {what} start while {where}; {hidden} of their time is hidden"
+        detail = (f"{ev.started_during_compute} of {what} {_verb(ev.started_during_compute)} during {phase}; "
+                  f"{hidden} of their time is hidden")
         advice = "" if not m.exposed_comm_ns else \
-            f"{exposed_ms} still exposed at the end of the step: smaller last bucket or earlier launch"
+            f"{exposed}: a smaller last bucket or earlier launches hide more"
     elif pattern == "two-phase":
-        title = "two-phase: communication waits for all compute"
-        lead = "all communication starts" if ev.started_during_compute == 0 else f"{tail_pct} of communication runs"
-        detail = f"{lead} after {last}; {exposed_ms} exposed ({hidden} hidden)"
+        title = "two-phase: communication waits for the end of compute"
+        if ev.started_during_compute == 0:     # every comm activity starts at or after the phase end
+            lead = f"{what} {'starts' if ev.comm_kernels == 1 else 'all start'} after {phase}"
+        else:
+            lead = (f"{tail_pct} of communication ({_ms(ev.tail_ns)} of {_ms(m.comm_ns)}) runs after {phase}, "
+                    f"{ev.started_during_compute} of {what} {_verb(ev.started_during_compute)} during it")
+        detail = f"{lead}; {exposed}, {hidden} hidden"
         advice = ("check bucket_cap_mb (one bucket larger than the model), no_sync with a final all-reduce, "
                   "or a sync before the optimizer")
+    elif pattern == "serialized" and (ev.comm_on_compute_stream or 0) >= th.serialized_min_shared_fraction:
+        title = "serialized: communication on the compute stream, taking turns with compute"
+        detail = (f"{_pct(100 * ev.comm_on_compute_stream)} of communication time runs on a stream that also "
+                  f"runs compute; {what} in {ev.bursts} bursts between compute, {hidden} hidden; {exposed}")
+        advice = ("issue collectives on their own stream (NCCL's internal stream, async_op=True), not the "
+                  "compute stream: nothing on one stream can overlap")
     elif pattern == "serialized":
         title = "serialized: communication between compute, never alongside it"
-        detail = (f"{what} run in {ev.bursts} bursts between compute but only {hidden} of their time is hidden; "
-                  f"{exposed_ms} exposed")
+        detail = f"{what} run in {ev.bursts} bursts between compute but only {hidden} of their time is hidden; {exposed}"
         advice = ("run collectives on their own stream (not the compute stream) and check launch order "
                   "(CUDA_DEVICE_MAX_CONNECTIONS)") if mode == "gpu" else \
             "check that collectives are issued asynchronously (async_op=True / DDP hooks)"
     else:
         title = "partial overlap"
-        detail = f"{hidden} of communication is hidden and {tail_pct} runs after the compute phase; {exposed_ms} exposed"
+        detail = f"{hidden} of communication is hidden and {tail_pct} runs after {phase}; {exposed}"
         advice = "smaller or earlier buckets; launch collectives before the compute they can hide behind"
-    severity = "info" if pattern == "sawtooth" else (
-        "critical" if (m.exposed_comm_fraction or 0) >= th.critical_exposed_fraction else "warning")
-    evidence = {"pattern": pattern, "overlap_pct": m.overlap_pct, "exposed_comm_ns": m.exposed_comm_ns,
-                "exposed_comm_fraction": m.exposed_comm_fraction, **msgspec.structs.asdict(ev)}
+    material = _material(th, m.exposed_comm_ns, m.duration_ns)
+    if pattern in ("sawtooth", None) or not material:
+        severity = "info"
+    else:
+        severity = "critical" if (m.exposed_comm_fraction or 0) >= th.critical_exposed_fraction else "warning"
+    evidence = {"pattern": pattern, "overlap_pct": m.overlap_pct, "comm_ns": m.comm_ns,
+                "exposed_comm_ns": m.exposed_comm_ns, "exposed_comm_fraction": m.exposed_comm_fraction,
+                "duration_ns": m.duration_ns, "impact_ns": m.exposed_comm_ns, "material": material,
+                **msgspec.structs.asdict(ev)}
     return Diagnosis(id="overlap-pattern", severity=severity, rank=rank, step=step, title=title, detail=detail,
                      advice=advice, evidence=evidence)
-
 
 
 def _plural(op: str | None, n: int, mode: str) -> str:
@@ -104,7 +152,7 @@ def _plural(op: str | None, n: int, mode: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def step_patterns(sets, windows, overlap_pct: list, exposure: pd.DataFrame, th: Thresholds):
+def step_patterns(trace, sets, windows, overlap_pct: list, exposure: pd.DataFrame, th: Thresholds):
     """(pattern, evidence) for every window; comm activities come from the collective exposure table."""
     starts = exposure["start_ns"].to_numpy()
     ops = exposure["op"].to_numpy(dtype=object)
@@ -113,12 +161,43 @@ def step_patterns(sets, windows, overlap_pct: list, exposure: pd.DataFrame, th: 
     lo, hi = np.asarray(windows.start, dtype=np.int64), np.asarray(windows.end, dtype=np.int64)
     a, b = np.searchsorted(starts, lo), np.searchsorted(starts, hi)
     evidence = step_features(sets.compute, sets.comm, lo, hi, starts, a, b)
+    shared = shared_stream_fraction(trace, sets.device, lo, hi) if sets.mode == "gpu" else [None] * lo.size
     out = []
-    for ev, i, j, pct in zip(evidence, a.tolist(), b.tolist(), overlap_pct):
+    for ev, i, j, pct, sh in zip(evidence, a.tolist(), b.tolist(), overlap_pct, shared):
         top = Counter(o for o in ops[i:j].tolist() if isinstance(o, str)).most_common(1)
         ev.op = top[0][0] if top else None
+        ev.comm_on_compute_stream = sh
         out.append((classify(ev, pct, th), ev))
     return out
+
+
+def shared_stream_fraction(trace, device: int | None, lo: np.ndarray, hi: np.ndarray) -> list[float | None]:
+    """Per window: the share of its comm activity time (activities starting in it, on ``device``) that ran
+    on a stream which also ran a compute kernel starting in the same window; None without comm activities.
+    Streams are compared within the window only: a comm stream that computes in another step is not shared."""
+    n = lo.size
+    ops = trace.device_ops
+    if device is None or not len(ops) or n == 0:
+        return [None] * n
+    on = ops["device"].to_numpy() == device
+    start, end, stream = (ops[c].to_numpy() for c in ("start_ns", "end_ns", "stream"))
+
+    def in_windows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        w = np.searchsorted(lo, start[rows], side="right") - 1
+        ok = (w >= 0) & (start[rows] < hi[np.maximum(w, 0)])
+        return rows[ok], w[ok]
+
+    comm, cw = in_windows(np.flatnonzero(on & isin(ops["kind"], ("comm",))))
+    comp, kw = in_windows(np.flatnonzero(on & isin(ops["kind"], ("compute",))))
+    code, lanes = pd.factorize(np.concatenate([stream[comm], stream[comp]]))   # hashing: no sort of every op
+    computes = np.zeros((n, len(lanes)), dtype=bool)        # (window, stream) pairs that ran compute
+    computes[kw, code[comm.size:]] = True
+    shared = computes[cw, code[:comm.size]]
+    dur = (end[comm] - start[comm]).astype(np.int64)
+    total, on_shared = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    np.add.at(total, cw, dur)
+    np.add.at(on_shared, cw[shared], dur[shared])
+    return [None if t <= 0 else round(x / t, 4) for x, t in zip(on_shared.tolist(), total.tolist())]
 
 
 def step_features(compute: iv.IntervalSet, comm: iv.IntervalSet, lo: np.ndarray, hi: np.ndarray,

@@ -28,7 +28,7 @@ from ..model import RankTrace
 from ..report import Diagnosis
 from . import intervals as iv
 from .overlap import LAUNCH_NAMES
-from .thresholds import Thresholds
+from .thresholds import Thresholds, material
 
 _SYNC_CALLS = re.compile(
     r"^(cuda|hip)(Stream|Device|Event)Synchronize$|^cu(Stream|Ctx|Event)Synchronize$"
@@ -184,11 +184,13 @@ def _sites(group: dict[str, list]) -> list[dict]:
         if a is None:
             acc[key] = a = {"site": site, "call": call, "python_frame": None, "calls": 0, "stalls": 0,
                             "blocked_ns": 0, "max_blocked_ns": int(blocked), "idle_after_ns": 0,
-                            "comm_in_flight_ns": 0, "end_of_step": bool(end_of_step), "first_ns": int(start)}
+                            "comm_in_flight_ns": 0, "end_of_step": bool(end_of_step), "first_ns": int(start),
+                            "stall_ns": 0}
         if a["python_frame"] is None and isinstance(frame, str):
             a["python_frame"] = frame                       # the first call that knows its Python line
         a["calls"] += 1
         a["stalls"] += int(bool(significant))
+        a["stall_ns"] += int(blocked) + int(idle) if significant else 0
         a["blocked_ns"] += int(blocked)
         a["max_blocked_ns"] = max(a["max_blocked_ns"], int(blocked))
         a["idle_after_ns"] += int(idle)
@@ -204,7 +206,10 @@ def _diagnosis(rank, step, group, duration, th) -> Diagnosis:
     mid = [x for x in stalls if not x["end_of_step"]]
     idle = sum(x["idle_after_ns"] for x in sites)
     blocked = sum(x["blocked_ns"] for x in sites)
-    if not mid:
+    # What the mid-step stalls cost, as the stall rule measures a call: CPU blocked + device idle after.
+    impact = sum(x["stall_ns"] for x in mid)
+    important = material(th, impact, duration)
+    if not mid or not important:
         severity = "info"
     elif duration > 0 and sum(x["idle_after_ns"] for x in mid) >= th.stall_critical_fraction * duration:
         severity = "critical"
@@ -231,7 +236,8 @@ def _diagnosis(rank, step, group, duration, th) -> Diagnosis:
     return Diagnosis(id="sync-stall", severity=severity, rank=rank, step=None if step < 0 else int(step),
                      title=title, detail=detail, advice=advice,
                      evidence={"calls": n, "stalls": sum(x["stalls"] for x in sites), "blocked_ns": blocked,
-                               "idle_after_ns": idle, "mid_step_sites": len(mid), "sites": sites})
+                               "idle_after_ns": idle, "mid_step_sites": len(mid), "duration_ns": duration,
+                               "impact_ns": impact, "material": important, "sites": sites})
 
 
 def _advice(site: str, call: str) -> str:

@@ -18,6 +18,8 @@ class Thresholds:
     sawtooth_min_overlap_pct: float = 50.0   # at least this much of comm hidden (and not two-phase) -> sawtooth
     serialized_max_overlap_pct: float = 10.0  # at most this much hidden ...
     serialized_min_bursts: int = 3           # ... with comm in at least this many runs between compute -> serialized
+    serialized_min_shared_fraction: float = 0.5  # comm time on a stream that also ran compute: at least this
+                                             # share (taking turns as above) -> serialized before any other rule
     critical_exposed_fraction: float = 0.25  # exposed comm / step time from which a non-sawtooth step is critical
     # Sync stalls.
     stall_min_ns: int = 50_000               # CPU blocked + device idle below this is a brief sync, not a stall
@@ -25,6 +27,11 @@ class Thresholds:
     # Launch order.
     launch_min_delay_ns: int = 50_000        # shorter launch-order delays are not reported
     launch_prompt_ns: int = 50_000           # a comm starting within this of its launch did not wait on the device
+    # Materiality: a finding whose impact is below either floor is info at most (see material()).
+    material_min_fraction: float = 0.03      # impact / step time
+    material_min_ns: int = 100_000           # impact in ns
+    # Stragglers (across ranks).
+    straggler_min_excess: float = 0.1        # a rank's median step or compute time this far above the ranks' median
 
     def with_overrides(self, pairs: list[str] | tuple[str, ...]) -> "Thresholds":
         """Apply ``NAME=VALUE`` strings; unknown names or bad values raise :class:`UsageError`."""
@@ -43,3 +50,11 @@ class Thresholds:
                 raise UsageError(f"threshold {name} must not be negative, got {value!r}")
             changes[name] = number
         return replace(self, **changes)
+
+
+def material(th: Thresholds, impact_ns: int, step_ns: int) -> bool:
+    """Whether a finding's impact (exposed communication, stall time, launch delay, …) matters: at least
+    ``material_min_ns`` and at least ``material_min_fraction`` of its step. Below either floor a finding is
+    ``info`` at most, so sub-millisecond noise in long steps and tiny absolute times in short ones do not
+    raise warnings. Every diagnosis decides its severity through this one function."""
+    return impact_ns >= th.material_min_ns and impact_ns >= th.material_min_fraction * max(step_ns, 0)

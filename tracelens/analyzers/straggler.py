@@ -1,0 +1,53 @@
+"""Stragglers: a rank whose steps or compute take longer than the other ranks'.
+
+Per rank, the median step duration and the median compute time over its complete steps; across ranks,
+the median of those medians. A rank more than ``straggler_min_excess`` above the ranks' median in either
+is flagged (docs/metrics.md, "Stragglers"). Only slower ranks are flagged: the others wait for a slow rank
+in their collectives, so a fast rank is not the problem. Why the rank is slow is not analysed here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..report import Diagnosis, RankResult
+from .thresholds import Thresholds, material
+
+
+def _median(values: list[int]) -> int:
+    return int(round(float(np.median(np.asarray(values, dtype=np.int64)))))
+
+
+def find(ranks: list[RankResult], th: Thresholds) -> list[Diagnosis]:
+    rows = []
+    for r in ranks:
+        done = [s for s in r.steps if s.complete]
+        if done:
+            rows.append((r.rank, len(done), _median([s.duration_ns for s in done]),
+                         _median([s.compute_ns for s in done])))
+    if len(rows) < 2:
+        return []
+    step_all, compute_all = _median([x[2] for x in rows]), _median([x[3] for x in rows])
+    out = []
+    for rank, n, step_ns, compute_ns in rows:
+        step_excess = (step_ns - step_all) / step_all if step_all > 0 else None
+        compute_excess = (compute_ns - compute_all) / compute_all if compute_all > 0 else None
+        over = {k: v for k, v in (("step time", step_excess), ("compute time", compute_excess))
+                if v is not None and v > th.straggler_min_excess}
+        if not over:
+            continue
+        what, excess = max(over.items(), key=lambda kv: kv[1])
+        impact = max(step_ns - step_all, compute_ns - compute_all)
+        important = material(th, impact, step_all)
+        out.append(Diagnosis(
+            id="straggler", severity="warning" if important else "info", rank=rank, step=None,
+            title=f"straggler: {what} {100 * excess:.0f} % above the median of {len(rows)} ranks",
+            detail=(f"median step {step_ns / 1e6:.2f} ms against {step_all / 1e6:.2f} ms, median compute "
+                    f"{compute_ns / 1e6:.2f} ms against {compute_all / 1e6:.2f} ms (over its {n} complete steps "
+                    f"and the {len(rows)} ranks)"),
+            advice=("the other ranks wait for this one in their collectives: compare its kernels, GPU clocks "
+                    "(power or thermal throttling), input pipeline and host load with theirs"),
+            evidence={"step_ns": step_ns, "ranks_step_ns": step_all, "compute_ns": compute_ns,
+                      "ranks_compute_ns": compute_all, "step_excess": step_excess, "compute_excess": compute_excess,
+                      "steps": n, "ranks": len(rows), "impact_ns": impact, "material": important}))
+    return out
