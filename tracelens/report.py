@@ -61,6 +61,19 @@ class Totals(msgspec.Struct, kw_only=True):
     exposed_comm_fraction: Optional[float]
 
 
+class PreCapture(msgspec.Struct, kw_only=True):
+    """Device work launched before the capture began (its launch is not in the trace): earlier steps'
+    work still running when recording started. It belongs to no step; reported once per rank."""
+
+    kernels: int                           # compute and communication kernels
+    copies: int                            # memory copies and sets
+    busy_ns: int                           # length of the union of all of it
+    comm_ns: int                           # length of the union of its communication
+    copy_ns: int                           # length of the union of its copies and sets
+    start_ns: int                          # first start
+    end_ns: int                            # last end: no step's window begins before it
+
+
 class RankResult(msgspec.Struct, kw_only=True):
     rank: int
     world_size: Optional[int]
@@ -71,6 +84,7 @@ class RankResult(msgspec.Struct, kw_only=True):
     steps: list[StepMetrics]
     totals: Totals
     pattern: Optional[str] = None          # the majority of the steps' patterns
+    pre_capture: Optional[PreCapture] = None   # on the rank's main device; None when there was none
 
 
 class Summary(msgspec.Struct, kw_only=True):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..model import RankTrace
-from ..report import (Collective, InputFile, RankResult, Report, StepMetrics, Summary, Totals, WarningEntry,
-                      ratio)
+from ..report import (Collective, InputFile, PreCapture, RankResult, Report, StepMetrics, Summary, Totals,
+                      WarningEntry, ratio)
 from . import launch_order, overlap, pattern, syncs
 from .thresholds import Thresholds
 
@@ -36,10 +36,12 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Re
             durations = windows.end - windows.start
             diagnoses += syncs.analyze(t, sets.device, sets.busy, sets.comm, windows, durations, th)
             diagnoses += launch_order.analyze(t, sets.device, exp, windows, durations, th)
+        pre = overlap.pre_capture(t, sets)
         ranks.append(RankResult(
             rank=t.meta.rank, world_size=t.meta.world_size, device=sets.device,
             device_name=_device_name(t, sets.device), mode=sets.mode, source=t.meta.source,
-            steps=steps, totals=_totals(steps), pattern=pattern.majority([s.pattern for s in steps])))
+            steps=steps, totals=_totals(steps), pattern=pattern.majority([s.pattern for s in steps]),
+            pre_capture=None if pre is None else PreCapture(**pre)))
         collectives += [
             Collective(rank=t.meta.rank, step=None if step < 0 else step, name=str(name),
                        op=op if isinstance(op, str) else None, bytes=None if size < 0 else size,

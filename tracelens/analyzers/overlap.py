@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..columns import frame_of, isin, mask, matches
-from ..linking import main_thread, step_of
+from ..linking import LAUNCH_CATS, launched_before_capture, main_thread, step_of
 from ..model import RankTrace
 from . import intervals as iv
 
@@ -82,7 +82,8 @@ def interval_sets(trace: RankTrace, warn) -> Sets:
 
 
 def step_windows(trace: RankTrace, sets: Sets, warn) -> Windows:
-    """Windows per the step rule: [max(prev end, span start), max(span end, end of work launched in it)]."""
+    """Windows per the step rule (docs/metrics.md, Steps): from max(span start, end of the device work
+    launched before the step, previous window's end) to max(span end, end of the work launched in it)."""
     steps = trace.steps.sort_values("start_ns")
     if steps.empty:
         warn("no-steps", "no ProfilerStep annotations: the whole trace is reported as one step", 1)
@@ -91,7 +92,10 @@ def step_windows(trace: RankTrace, sets: Sets, warn) -> Windows:
     num, s, e = (steps[c].to_numpy() for c in ("step", "start_ns", "end_ns"))
     work_end = _work_end_per_step(trace, sets, num, s, e)
     end = np.maximum(e, work_end)
-    start = s.copy()
+    # When the CPU runs ahead, a step's span begins while the GPU still runs earlier steps (those launched
+    # before the capture too): that work is not the step's, so the window waits for it to finish.
+    start = np.maximum(s, _work_end_before(trace, sets, s)) if sets.mode == "gpu" else s.copy()
+    end = np.maximum(end, start)
     for k in range(1, start.size):  # windows never overlap; a step begins where the previous one ended
         start[k] = max(start[k], end[k - 1])
         end[k] = max(end[k], start[k])
@@ -123,6 +127,58 @@ def _work_end_per_step(trace: RankTrace, sets: Sets, num, s, e) -> np.ndarray:
         inside = (i >= 0) & (host["start_ns"].to_numpy() < e[np.maximum(i, 0)])
         last = pd.Series(host["end_ns"].to_numpy()[inside]).groupby(num[i[inside]]).max()
     return np.maximum(e, last.reindex(num).fillna(-1).to_numpy(dtype=np.int64))
+
+
+def _device_work(trace: RankTrace, sets: Sets) -> np.ndarray:
+    """Rows of device work on the analysed device: what steps launch and windows are made of (not syncs)."""
+    ops = trace.device_ops
+    return np.flatnonzero((ops["device"].to_numpy() == sets.device) & ~isin(ops["kind"], ("sync",)))
+
+
+def pre_capture_rows(trace: RankTrace, sets: Sets) -> np.ndarray:
+    """Rows of device work on the analysed device launched before the capture began."""
+    if sets.mode != "gpu":
+        return np.empty(0, dtype=np.int64)
+    rows = _device_work(trace, sets)
+    ops, host = trace.device_ops, trace.host_ops
+    launch_corr = host["correlation"].to_numpy()[isin(host["cat"], LAUNCH_CATS)]
+    early = launched_before_capture(ops["correlation"].to_numpy()[rows], ops["launch_idx"].to_numpy()[rows],
+                                    launch_corr)
+    return rows[early]
+
+
+def _work_end_before(trace: RankTrace, sets: Sets, t: np.ndarray) -> np.ndarray:
+    """For each time in ``t`` (sorted), the end of the device work launched before it (-1 if none).
+
+    Work launched before the capture counts as launched before every step; work whose launch is lost for
+    another reason counts at its own start, as for its step."""
+    rows = _device_work(trace, sets)
+    if rows.size == 0:
+        return np.full(t.size, -1, dtype=np.int64)
+    ops = trace.device_ops
+    launch = ops["launch_idx"].to_numpy()[rows]
+    at = np.where(launch >= 0, trace.host_ops["start_ns"].to_numpy()[np.maximum(launch, 0)],
+                  ops["start_ns"].to_numpy()[rows])
+    at[np.isin(rows, pre_capture_rows(trace, sets))] = np.iinfo(np.int64).min
+    order = np.argsort(at, kind="stable")
+    reach = np.maximum.accumulate(ops["end_ns"].to_numpy()[rows][order])
+    i = np.searchsorted(at[order], t, side="left") - 1          # launched strictly before t
+    return np.where(i >= 0, reach[np.maximum(i, 0)], -1)
+
+
+def pre_capture(trace: RankTrace, sets: Sets) -> dict | None:
+    """The device work launched before the capture, once per rank: counts, busy/comm/copy time, extent."""
+    rows = pre_capture_rows(trace, sets)
+    if rows.size == 0:
+        return None
+    ops = trace.device_ops
+    kind = ops["kind"]
+    kernel, comm = isin(kind, ("compute", "comm"))[rows], isin(kind, ("comm",))[rows]
+    copy = isin(kind, ("memcpy", "memset"))[rows]
+    s, e = ops["start_ns"].to_numpy()[rows], ops["end_ns"].to_numpy()[rows]
+    return {"kernels": int(kernel.sum()), "copies": int(copy.sum()),
+            "busy_ns": iv.length(iv.union(s, e)), "comm_ns": iv.length(iv.union(s[comm], e[comm])),
+            "copy_ns": iv.length(iv.union(s[copy], e[copy])), "start_ns": int(s.min()), "end_ns": int(e.max())}
 
 
 def _cut_off_launches(trace: RankTrace, lo: int, hi: int, sets: Sets) -> int:
