@@ -47,6 +47,7 @@ def test_gpu_running_behind_the_cpu(lag, fmt, tmp_path):
             assert (s.start_ns, s.end_ns) == (t0 + (lag + i) * STEP_NS, t0 + (lag + i + 1) * STEP_NS)
             assert (s.duration_ns, s.compute_ns, s.comm_ns, s.overlap_ns, s.exposed_comm_ns, s.idle_ns) == (
                 STEP_NS, COMPUTE_NS, COMM_NS, OVERLAP_NS, COMM_NS - OVERLAP_NS, 0)
+            assert s.copy_ns == 0
         assert r.totals.duration_ns == 3 * STEP_NS and r.totals.compute_ns == 3 * COMPUTE_NS
         # The work launched before the capture, once: `lag` whole steps.
         pre = r.pre_capture

@@ -43,9 +43,12 @@ class StepMetrics(msgspec.Struct, kw_only=True):
     overlap_ns: int
     exposed_comm_ns: int
     idle_ns: int
+    copy_ns: int = 0
     overlap_pct: Optional[float]
     exposed_comm_fraction: Optional[float]
     complete: bool = True
+    memcpy_ns: int = 0                     # copy_ns split: memory copies (that are not communication) ...
+    memset_ns: int = 0                     # ... and memory sets; copy_ns is their union
     pattern: Optional[str] = None          # sawtooth | two-phase | serialized | partial | no-comm
     pattern_evidence: Optional[PatternEvidence] = None
 
@@ -57,8 +60,11 @@ class Totals(msgspec.Struct, kw_only=True):
     overlap_ns: int
     exposed_comm_ns: int
     idle_ns: int
+    copy_ns: int = 0
     overlap_pct: Optional[float]
     exposed_comm_fraction: Optional[float]
+    memcpy_ns: int = 0
+    memset_ns: int = 0
 
 
 class PreCapture(msgspec.Struct, kw_only=True):
@@ -112,7 +118,7 @@ class Collective(msgspec.Struct, kw_only=True):
 class Diagnosis(msgspec.Struct, kw_only=True):
     """One finding for one rank and step: a verdict, why it was given, and what to try."""
 
-    id: str                                # overlap-pattern | sync-stall | launch-order
+    id: str                                # overlap-pattern | sync-stall | launch-order | memcpy-bound
     severity: str                          # info | warning | critical
     rank: int
     step: Optional[int]

@@ -1,7 +1,7 @@
 """Per-step compute/communication overlap for one rank (definitions: docs/metrics.md).
 
 GPU mode (the rank has device activity): on the rank's main device, K = ∪ compute kernels, C = ∪ comm
-activities, M = ∪ memcpy/memset; sync events are never busy time. CPU mode (no device activity, e.g.
+activities, M = ∪ memcpy/memset (also kept apart as copies); sync events are never busy time. CPU mode (no device activity, e.g.
 gloo): K = ∪ main-thread cpu_op intervals except the ``c10d::*`` enqueue ops, C = ∪ gloo collectives on
 worker threads. Every metric is a length of a set clipped to the step window.
 """
@@ -30,6 +30,9 @@ class Sets:
     busy: iv.IntervalSet
     mode: str
     device: int | None
+    memcpy: iv.IntervalSet = iv.empty()     # memory copies that are not communication
+    memset: iv.IntervalSet = iv.empty()
+    copy: iv.IntervalSet = iv.empty()       # memcpy ∪ memset
 
 
 @dataclass
@@ -63,8 +66,11 @@ def interval_sets(trace: RankTrace, warn) -> Sets:
              "metrics", int((~on & busy).sum()))
         s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
         compute, comm, busy = on & isin(kind, ("compute",)), on & isin(kind, ("comm",)), on & busy
+        memcpy, memset = on & isin(kind, ("memcpy",)), on & isin(kind, ("memset",))
+        copy = memcpy | memset
         return Sets(iv.union(s[compute], e[compute]), iv.union(s[comm], e[comm]), iv.union(s[busy], e[busy]),
-                    "gpu", device)
+                    "gpu", device, iv.union(s[memcpy], e[memcpy]), iv.union(s[memset], e[memset]),
+                    iv.union(s[copy], e[copy]))
     host = trace.host_ops
     main = main_thread(host)
     if main is None:
@@ -211,7 +217,9 @@ def step_metrics(sets: Sets, w: Windows) -> pd.DataFrame:
     return frame_of({
         "step": w.step, "start_ns": w.start, "end_ns": w.end, "duration_ns": duration,
         "compute_ns": compute, "comm_ns": comm, "overlap_ns": overlap, "exposed_comm_ns": comm - overlap,
-        "idle_ns": duration - busy, "complete": w.complete,
+        "idle_ns": duration - busy, "copy_ns": iv.length_in(sets.copy, w.start, w.end),
+        "memcpy_ns": iv.length_in(sets.memcpy, w.start, w.end), "memset_ns": iv.length_in(sets.memset, w.start, w.end),
+        "complete": w.complete,
     })
 
 

@@ -25,6 +25,9 @@ class Thresholds:
     # Launch order.
     launch_min_delay_ns: int = 50_000        # shorter launch-order delays are not reported
     launch_prompt_ns: int = 50_000           # a comm starting within this of its launch did not wait on the device
+    # Copies.
+    copy_bound_fraction: float = 0.5         # copy time nothing overlapped / step time from which copies dominate
+    copy_critical_fraction: float = 0.8      # ... and from which that is critical
 
     def with_overrides(self, pairs: list[str] | tuple[str, ...]) -> "Thresholds":
         """Apply ``NAME=VALUE`` strings; unknown names or bad values raise :class:`UsageError`."""
