@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 
-from ..columns import categorical_of, isin, mask
+from ..columns import categorical_of, isin
 from ..model import RankTrace
 from ..report import Diagnosis, StepMetrics
 from . import intervals as iv
@@ -61,9 +61,8 @@ def analyze(trace: RankTrace, sets, windows, steps: list[StepMetrics], th: Thres
     fire = np.flatnonzero((duration > 0) & (share >= th.copy_bound_fraction))
     if fire.size == 0:
         return []
-    breakdown = _by_direction(trace, sets.device, lo[fire], hi[fire])
+    breakdown, pageable = _by_direction(trace, sets.device, lo[fire], hi[fire])
     breakdown["memset"] = iv.length_in(sets.memset, lo[fire], hi[fire])
-    pageable = _pageable(trace, sets.device, lo[fire], hi[fire])
     out = []
     for j, w in enumerate(fire.tolist()):
         st = steps[w]
@@ -90,29 +89,22 @@ def analyze(trace: RankTrace, sets, windows, steps: list[StepMetrics], th: Thres
     return out
 
 
-def _memcpy_rows(trace: RankTrace, device: int) -> np.ndarray:
+def _by_direction(trace: RankTrace, device: int, lo: np.ndarray, hi: np.ndarray):
+    """Per copy direction, the length of the union of its copies inside each window; and the same for the
+    copies from or to pageable memory."""
     ops = trace.device_ops
-    return np.flatnonzero((ops["device"].to_numpy() == device) & isin(ops["kind"], ("memcpy",)))
-
-
-def _by_direction(trace: RankTrace, device: int, lo: np.ndarray, hi: np.ndarray) -> dict[str, np.ndarray]:
-    """Per copy direction, the length of the union of its copies inside each window."""
-    rows = _memcpy_rows(trace, device)
-    ops = trace.device_ops
-    names = ops["name"]
-    cat = categorical_of(names)
-    if cat is not None:            # one regex per distinct name
-        per_cat = np.array([_direction(c) if isinstance(c, str) else "other" for c in cat.categories.tolist()]
-                           + ["other"], dtype=object)
-        direction = per_cat[cat.codes[rows]]
+    rows = np.flatnonzero((ops["device"].to_numpy() == device) & isin(ops["kind"], ("memcpy",)))
+    cat = categorical_of(ops["name"])
+    if cat is not None:            # names are read once per distinct name among the copies
+        codes = cat.codes[rows].astype(np.int64)
+        used = np.unique(codes)
+        texts = [cat.categories[c] if c >= 0 else "" for c in used.tolist()]
+        at = np.searchsorted(used, codes)
     else:
-        direction = np.array([_direction(str(n)) for n in names.to_numpy()[rows]], dtype=object)
+        texts = [str(n) for n in ops["name"].to_numpy()[rows]]
+        at = np.arange(rows.size)
+    direction = np.array([_direction(t) for t in texts], dtype=object)[at]
+    paged = np.array(["Pageable" in t for t in texts], dtype=bool)[at]
     s, e = ops["start_ns"].to_numpy()[rows], ops["end_ns"].to_numpy()[rows]
-    return {d: iv.length_in(iv.union(s[direction == d], e[direction == d]), lo, hi) for d in np.unique(direction)}
-
-
-def _pageable(trace: RankTrace, device: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    rows = _memcpy_rows(trace, device)
-    ops = trace.device_ops
-    rows = rows[mask(ops["name"], lambda n: "Pageable" in n)[rows]]
-    return iv.length_in(iv.union(ops["start_ns"].to_numpy()[rows], ops["end_ns"].to_numpy()[rows]), lo, hi)
+    out = {d: iv.length_in(iv.union(s[direction == d], e[direction == d]), lo, hi) for d in np.unique(direction)}
+    return out, iv.length_in(iv.union(s[paged], e[paged]), lo, hi)

@@ -8,7 +8,7 @@ worker threads. Every metric is a length of a set clipped to the step window.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -33,6 +33,10 @@ class Sets:
     memcpy: iv.IntervalSet = iv.empty()     # memory copies that are not communication
     memset: iv.IntervalSet = iv.empty()
     copy: iv.IntervalSet = iv.empty()       # memcpy ∪ memset
+    # device_ops rows of the busy activities on the analysed device, and per row whether it was launched
+    # before the capture began (GPU mode only)
+    work: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    early: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=bool))
 
 
 @dataclass
@@ -68,9 +72,10 @@ def interval_sets(trace: RankTrace, warn) -> Sets:
         compute, comm, busy = on & isin(kind, ("compute",)), on & isin(kind, ("comm",)), on & busy
         memcpy, memset = on & isin(kind, ("memcpy",)), on & isin(kind, ("memset",))
         copy = memcpy | memset
+        work = np.flatnonzero(busy)
         return Sets(iv.union(s[compute], e[compute]), iv.union(s[comm], e[comm]), iv.union(s[busy], e[busy]),
                     "gpu", device, iv.union(s[memcpy], e[memcpy]), iv.union(s[memset], e[memset]),
-                    iv.union(s[copy], e[copy]))
+                    iv.union(s[copy], e[copy]), work, _launched_before_capture(trace, work))
     host = trace.host_ops
     main = main_thread(host)
     if main is None:
@@ -135,22 +140,12 @@ def _work_end_per_step(trace: RankTrace, sets: Sets, num, s, e) -> np.ndarray:
     return np.maximum(e, last.reindex(num).fillna(-1).to_numpy(dtype=np.int64))
 
 
-def _device_work(trace: RankTrace, sets: Sets) -> np.ndarray:
-    """Rows of device work on the analysed device: what steps launch and windows are made of (not syncs)."""
-    ops = trace.device_ops
-    return np.flatnonzero((ops["device"].to_numpy() == sets.device) & ~isin(ops["kind"], ("sync",)))
-
-
-def pre_capture_rows(trace: RankTrace, sets: Sets) -> np.ndarray:
-    """Rows of device work on the analysed device launched before the capture began."""
-    if sets.mode != "gpu":
-        return np.empty(0, dtype=np.int64)
-    rows = _device_work(trace, sets)
+def _launched_before_capture(trace: RankTrace, rows: np.ndarray) -> np.ndarray:
+    """Which of these device rows were launched before the capture began (see linking)."""
     ops, host = trace.device_ops, trace.host_ops
     launch_corr = host["correlation"].to_numpy()[isin(host["cat"], LAUNCH_CATS)]
-    early = launched_before_capture(ops["correlation"].to_numpy()[rows], ops["launch_idx"].to_numpy()[rows],
-                                    launch_corr)
-    return rows[early]
+    return launched_before_capture(ops["correlation"].to_numpy()[rows], ops["launch_idx"].to_numpy()[rows],
+                                   launch_corr)
 
 
 def _work_end_before(trace: RankTrace, sets: Sets, t: np.ndarray) -> np.ndarray:
@@ -158,23 +153,22 @@ def _work_end_before(trace: RankTrace, sets: Sets, t: np.ndarray) -> np.ndarray:
 
     Work launched before the capture counts as launched before every step; work whose launch is lost for
     another reason counts at its own start, as for its step."""
-    rows = _device_work(trace, sets)
-    if rows.size == 0:
-        return np.full(t.size, -1, dtype=np.int64)
-    ops = trace.device_ops
+    rows, ops = sets.work, trace.device_ops
     launch = ops["launch_idx"].to_numpy()[rows]
-    at = np.where(launch >= 0, trace.host_ops["start_ns"].to_numpy()[np.maximum(launch, 0)],
-                  ops["start_ns"].to_numpy()[rows])
-    at[np.isin(rows, pre_capture_rows(trace, sets))] = np.iinfo(np.int64).min
-    order = np.argsort(at, kind="stable")
-    reach = np.maximum.accumulate(ops["end_ns"].to_numpy()[rows][order])
-    i = np.searchsorted(at[order], t, side="left") - 1          # launched strictly before t
-    return np.where(i >= 0, reach[np.maximum(i, 0)], -1)
+    at = np.where(launch >= 0, trace.host_ops["start_ns"].to_numpy()[np.maximum(launch, 0)] if len(trace.host_ops)
+                  else 0, ops["start_ns"].to_numpy()[rows])
+    at[sets.early] = np.iinfo(np.int64).min
+    # Bucket b holds the work launched at or after t[b-1] and before t[b]; a running maximum over the
+    # buckets gives each t the end of everything launched before it (no sort of the activities).
+    bucket = np.searchsorted(t, at, side="right")
+    last = np.full(t.size + 1, -1, dtype=np.int64)
+    np.maximum.at(last, bucket, ops["end_ns"].to_numpy()[rows])
+    return np.maximum.accumulate(last)[:-1]
 
 
 def pre_capture(trace: RankTrace, sets: Sets) -> dict | None:
     """The device work launched before the capture, once per rank: counts, busy/comm/copy time, extent."""
-    rows = pre_capture_rows(trace, sets)
+    rows = sets.work[sets.early]
     if rows.size == 0:
         return None
     ops = trace.device_ops
