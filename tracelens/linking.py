@@ -166,6 +166,20 @@ def link_by_correlation(device_corr: np.ndarray, launch_corr: np.ndarray, launch
     return out
 
 
+# Host event categories of the runtime/driver calls that launch device work (matched by correlation id).
+LAUNCH_CATS = ("cuda_runtime", "cuda_driver", "xpu_runtime", "privateuse1_runtime")
+
+
+def launched_before_capture(device_corr: np.ndarray, launch_idx: np.ndarray, launch_corr: np.ndarray) -> np.ndarray:
+    """Device activities launched before the capture began: no launch call in the trace, and a correlation
+    id below every recorded launch's (``launch_corr``: the launch calls' ids). Ids grow with every launch,
+    so these are work the CPU queued before recording started, not launches the trace lost."""
+    recorded = launch_corr[launch_corr >= 0]
+    if recorded.size == 0:
+        return np.zeros(device_corr.size, dtype=bool)
+    return (launch_idx < 0) & (device_corr >= 0) & (device_corr < recorded.min())
+
+
 def step_of(times: np.ndarray, step_start: np.ndarray, step_end: np.ndarray, step_num: np.ndarray) -> np.ndarray:
     """Step number whose [start, end) host span contains each time, -1 if none (spans sorted by start)."""
     if step_start.size == 0:

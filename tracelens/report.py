@@ -45,9 +45,12 @@ class StepMetrics(msgspec.Struct, kw_only=True):
     overlap_ns: int
     exposed_comm_ns: int
     idle_ns: int
+    copy_ns: int = 0
     overlap_pct: Optional[float]
     exposed_comm_fraction: Optional[float]
     complete: bool = True
+    memcpy_ns: int = 0                     # copy_ns split: memory copies (that are not communication) ...
+    memset_ns: int = 0                     # ... and memory sets; copy_ns is their union
     pattern: Optional[str] = None          # sawtooth | two-phase | serialized | partial | no-comm; null: comm
                                            # but no compute (nothing to overlap), or comm not measurable
     pattern_evidence: Optional[PatternEvidence] = None
@@ -60,8 +63,24 @@ class Totals(msgspec.Struct, kw_only=True):
     overlap_ns: int
     exposed_comm_ns: int
     idle_ns: int
+    copy_ns: int = 0
     overlap_pct: Optional[float]
     exposed_comm_fraction: Optional[float]
+    memcpy_ns: int = 0
+    memset_ns: int = 0
+
+
+class PreCapture(msgspec.Struct, kw_only=True):
+    """Device work launched before the capture began (its launch is not in the trace): earlier steps'
+    work still running when recording started. It belongs to no step; reported once per rank."""
+
+    kernels: int                           # compute and communication kernels
+    copies: int                            # memory copies and sets
+    busy_ns: int                           # length of the union of all of it
+    comm_ns: int                           # length of the union of its communication
+    copy_ns: int                           # length of the union of its copies and sets
+    start_ns: int                          # first start
+    end_ns: int                            # last end: no step's window begins before it
 
 
 class RankResult(msgspec.Struct, kw_only=True):
@@ -75,6 +94,7 @@ class RankResult(msgspec.Struct, kw_only=True):
     totals: Totals
     pattern: Optional[str] = None          # the strict majority of the steps' patterns, else "mixed"
     pattern_counts: dict[str, int] = msgspec.field(default_factory=dict)   # steps per pattern
+    pre_capture: Optional[PreCapture] = None   # on the rank's main device; None when there was none
 
 
 class Summary(msgspec.Struct, kw_only=True):
@@ -103,7 +123,8 @@ class Collective(msgspec.Struct, kw_only=True):
 class Diagnosis(msgspec.Struct, kw_only=True):
     """One finding for one rank and step: a verdict, why it was given, and what to try."""
 
-    id: str                                # overlap-pattern | sync-stall | launch-order | straggler | no-gpu-activity
+    id: str                                # overlap-pattern | sync-stall | launch-order | memcpy-bound |
+                                           # straggler | no-gpu-activity
     severity: str                          # info | warning | critical
     rank: int
     step: Optional[int]

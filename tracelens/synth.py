@@ -55,6 +55,9 @@ class Scenario:
                                             # "late": all-reduce launched late_ns after wgrad started
     late_ns: int = 0
     env: dict = field(default_factory=dict)  # process environment an nsys export records (META_DATA_CAPTURE)
+    # The CPU runs this many steps ahead of the GPU (see _pipelined): when the capture begins, the device
+    # still has that many earlier steps queued, launched before the capture (their launches are not in it).
+    gpu_lag_steps: int = 0
 
     @property
     def explicit(self) -> bool:
@@ -90,6 +93,10 @@ SCENARIOS = {
     # All-reduce launched 1 ms after the weight-gradient GEMM it could have overlapped had started.
     "late_comm": Scenario("late_comm", [(1 * MS, 800 * US)] * 4, wgrad_ns=1500 * US, launch_issue="late",
                           late_ns=1 * MS),
+    # A well-pipelined job: the CPU runs one (two) steps ahead of the GPU, so the capture opens with one (two)
+    # steps of device work launched before it, and every step's work runs while the CPU is in later steps.
+    "gpu_behind_1": Scenario("gpu_behind_1", [(1 * MS, 400 * US)] * 4, first_step=3, gpu_lag_steps=1),
+    "gpu_behind_2": Scenario("gpu_behind_2", [(1 * MS, 400 * US)] * 4, first_step=3, gpu_lag_steps=2),
 }
 
 
@@ -204,8 +211,14 @@ def _timeline(sc: Scenario, rank: int):
     """Yield (step, host span start, host span end, kernels, syncs) relative to the rank's clock zero.
 
     Every kernel carries its launch time. The classic scenarios launch everything before the GPU starts,
-    in device order; the diagnosis scenarios model each launch (:func:`_explicit_step`).
+    in device order; the diagnosis scenarios model each launch (:func:`_explicit_step`); the pipelined
+    ones launch a step while the GPU is still running earlier ones (:func:`_pipelined`).
     """
+    if sc.gpu_lag_steps:
+        for step, span_start, span_end, kernels in _pipelined(sc, rank):
+            if step >= sc.first_step:
+                yield step, span_start, span_end, kernels, []
+        return
     t = 1 * MS
     for k in range(sc.steps):
         if sc.explicit:
@@ -218,6 +231,45 @@ def _timeline(sc: Scenario, rank: int):
                 kr.launch = t + (i + 1) * HOST_SLOT
         yield sc.first_step + k, t, span_end, kernels, syncs
         t = max(kr.end for kr in kernels) + sc.step_gap_ns
+
+
+def _pipelined(sc: Scenario, rank: int):
+    """Every step of a job whose CPU runs ``gpu_lag_steps`` steps ahead of the GPU, the steps launched
+    before the capture included (step numbers below ``first_step``, span None, launches -1).
+
+    The GPU runs the steps back to back: step j's device work starts where step j-1's ends (its kernels
+    were queued long before). The CPU begins step j when the GPU begins step j - lag (it is held back by
+    the launch queue, a bounded prefetch, a sync on an older step's result) and spends one host slot per
+    launch, so its ProfilerStep span ends long before its device work does.
+    """
+    assert not sc.explicit, "pipelined scenarios launch whole steps"
+    lag = sc.gpu_lag_steps
+    n = len(sc.forward_ns) + 2 * len(sc.buckets) + (1 if sc.optimizer_ns else 0)
+    span = (n + 2) * HOST_SLOT
+    gpu_start, kernels_of, t = [], [], 1 * MS
+    for _ in range(lag + sc.steps):
+        kernels = _step_kernels(sc, rank, t)
+        gpu_start.append(t)
+        kernels_of.append(kernels)
+        t = max(k.end for k in kernels)
+    for j, kernels in enumerate(kernels_of):
+        step = sc.first_step - lag + j
+        if j < lag:
+            yield step, None, None, kernels
+            continue
+        s = gpu_start[j - lag]
+        assert s + span <= gpu_start[j - lag + 1], "the host span must fit in one device step"
+        for i, kr in enumerate(sorted(kernels, key=lambda kr: kr.start)):
+            kr.launch = s + (i + 1) * HOST_SLOT
+            assert kr.launch < kr.start
+        yield step, s, s + span, kernels
+
+
+def _pre_capture(sc: Scenario, rank: int) -> list[_Kernel]:
+    """Device work launched before the capture began (its launches are not in the trace)."""
+    if not sc.gpu_lag_steps:
+        return []
+    return [k for step, _, _, ks in _pipelined(sc, rank) if step < sc.first_step for k in ks]
 
 
 def _pairwise(a: list[_Kernel], b: list[_Kernel]) -> int:
@@ -234,6 +286,10 @@ def expected(sc: Scenario) -> dict[int, list[dict]]:
     truth: dict[int, list[dict]] = {}
     for rank in range(sc.ranks):
         rows = []
+        # The step window: from the later of the span start and the end of all device work launched
+        # before the step (work launched before the capture included), to the later of the span end and
+        # the end of the step's own work.
+        before = max((k.end for k in _pre_capture(sc, rank)), default=0)
         for step, span_start, span_end, kernels, _ in _timeline(sc, rank):
             comp = [k for k in kernels if not k.comm and not k.memcpy]
             comm = [k for k in kernels if k.comm]
@@ -243,14 +299,39 @@ def expected(sc: Scenario) -> dict[int, list[dict]]:
             overlap = _pairwise(comm, comp)
             copy_ns = sum(k.end - k.start for k in copies)
             busy = compute_ns + comm_ns + copy_ns - overlap - _pairwise(copies, comm)
+            start = max(span_start, before)
             end = max(span_end, max(k.end for k in kernels))
-            duration = end - span_start
+            # The sums above are the step's own kernels; the scenarios never let another step's work into
+            # the window, nor this step's out of it.
+            assert all(start <= k.start and k.end <= end for k in kernels)
+            before = max(before, max(k.end for k in kernels))
+            duration = end - start
             origin = _origin(sc, rank)
-            rows.append(dict(step=step, start_ns=origin + span_start, end_ns=origin + end, duration_ns=duration,
+            rows.append(dict(step=step, start_ns=origin + start, end_ns=origin + end, duration_ns=duration,
                              compute_ns=compute_ns, comm_ns=comm_ns, overlap_ns=overlap,
                              exposed_comm_ns=comm_ns - overlap, idle_ns=duration - busy))
         truth[rank] = rows
     return truth
+
+
+def pre_capture_truth(sc: Scenario) -> dict[int, dict | None]:
+    """Per rank, the device work launched before the capture: kernel count, busy and comm time (by
+    arithmetic: the steps run one after the other, comm kernels on one stream, compute on another),
+    first start and last end; None without any."""
+    out: dict[int, dict | None] = {}
+    for rank in range(sc.ranks):
+        ks = _pre_capture(sc, rank)
+        if not ks:
+            out[rank] = None
+            continue
+        comp = [k for k in ks if not k.comm]
+        comm = [k for k in ks if k.comm]
+        comm_ns = sum(k.end - k.start for k in comm)
+        busy = sum(k.end - k.start for k in comp) + comm_ns - _pairwise(comm, comp)
+        origin = _origin(sc, rank)
+        out[rank] = dict(kernels=len(ks), busy_ns=busy, comm_ns=comm_ns,
+                         start_ns=origin + min(k.start for k in ks), end_ns=origin + max(k.end for k in ks))
+    return out
 
 
 def sync_truth(sc: Scenario) -> dict[int, list[dict]]:
@@ -299,6 +380,14 @@ def trace_dict(sc: Scenario, rank: int) -> dict:
                        "dur": _dur(sc, dur), "args": args})
 
     nelems = sc.bucket_bytes // 4
+    coll_args = {"Collective name": "allreduce", "In msg nelems": nelems, "Out msg nelems": nelems,
+                 "Group size": sc.ranks, "dtype": "Float", "Process Group Name": "0",
+                 "Process Group Description": "default_pg"} if sc.era == "modern" else {}
+    for k in _pre_capture(sc, rank):
+        # Launched before the capture: the kernel with its (lower) correlation id, no launch, no CPU op.
+        corr += 1
+        x("kernel", k.name, k.start, k.end - k.start, p=rank, t=k.stream, device=rank, stream=k.stream,
+          correlation=corr, **(coll_args if k.comm else {}))
     for step, span_start, span_end, kernels, syncs in _timeline(sc, rank):
         x("user_annotation", f"ProfilerStep#{step}", span_start, span_end - span_start)
         sync_of = {id(y.copy): y for y in syncs}
@@ -321,12 +410,8 @@ def trace_dict(sc: Scenario, rank: int) -> dict:
                 continue
             if k.comm:
                 x("cpu_op", "c10d::allreduce_", launch - 4 * US, 9 * US, **{"External id": ext})
-                rpc = {"External id": ext}
-                if sc.era == "modern":
-                    rpc.update({"Collective name": "allreduce", "In msg nelems": nelems, "Out msg nelems": nelems,
-                                "Group size": sc.ranks, "dtype": "Float", "Process Group Name": "0",
-                                "Process Group Description": "default_pg"})
-                    kargs.update({k2: v for k2, v in rpc.items() if k2 != "External id"})
+                rpc = {"External id": ext, **coll_args}
+                kargs.update(coll_args)
                 x("cpu_op", "record_param_comms", launch - 3 * US, 7 * US, **rpc)
                 x("user_annotation", "nccl:all_reduce", launch - 2 * US, 5 * US,
                   **{"Input Dims": [[nelems]], "Input type": ["float"]})
@@ -463,6 +548,10 @@ def write_nsys(sc: Scenario, out_dir: str | Path, per_rank: bool = True) -> list
                     (f"PROCESS_{n}:ENVIRONMENT_VARIABLE", f'{k}="{v}"') for k, v in env.items()])
             corr = op_id = 0
             kernels, runtime, ranges, copies, waits = [], [], [], [], []
+            for k in _pre_capture(sc, rank):      # launched before the capture: no runtime row, no range
+                corr += 1
+                kernels.append((shift + k.start, shift + k.end, rank, 1, k.stream, corr, gpid, sid(k.name),
+                                sid(_short(k.name)), 1, 1, 1, 128, 1, 1))
             for step, span_start, span_end, ks, syncs in _timeline(sc, rank):
                 ranges.append((shift + span_start, shift + span_end, f"ProfilerStep#{step}", None, 0))
                 sync_of = {id(y.copy): y for y in syncs}

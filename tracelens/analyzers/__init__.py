@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ..model import RankTrace
-from ..report import (Collective, Diagnosis, InputFile, RankResult, Report, StepMetrics, Summary, Totals,
-                      WarningEntry, ratio)
-from . import launch_order, overlap, pattern, straggler, syncs
+from ..report import (Collective, Diagnosis, InputFile, PreCapture, RankResult, Report, StepMetrics, Summary,
+                      Totals, WarningEntry, ratio)
+from . import copies, launch_order, overlap, pattern, straggler, syncs
 from .thresholds import Thresholds
 
 __all__ = ["analyze", "Thresholds"]
@@ -39,11 +39,14 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Re
             durations = windows.end - windows.start
             diagnoses += syncs.analyze(t, sets.device, sets.busy, sets.comm, windows, durations, th)
             diagnoses += launch_order.analyze(t, sets.device, exp, windows, durations, th)
+            diagnoses += copies.analyze(t, sets, windows, steps, th)
+        pre = overlap.pre_capture(t, sets)
         verdict, counts = pattern.majority([s.pattern for s in steps])
         ranks.append(RankResult(
             rank=t.meta.rank, world_size=t.meta.world_size, device=sets.device,
             device_name=_device_name(t, sets.device), mode=sets.mode, source=t.meta.source,
-            steps=steps, totals=_totals(steps), pattern=verdict, pattern_counts=counts))
+            steps=steps, totals=_totals(steps), pattern=verdict, pattern_counts=counts,
+            pre_capture=None if pre is None else PreCapture(**pre)))
         collectives += [
             Collective(rank=t.meta.rank, step=None if step < 0 else step, name=str(name),
                        op=op if isinstance(op, str) else None, bytes=None if size < 0 else size,
@@ -58,7 +61,8 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Re
                      for w in t.meta.warnings]
         warnings += [WarningEntry(code=c, rank=t.meta.rank, count=n, message=m) for c, m, n in notes]
     diagnoses += straggler.find(ranks, th)
-    order = {"no-gpu-activity": 0, "straggler": 1, "overlap-pattern": 2, "sync-stall": 3, "launch-order": 4}
+    order = {"no-gpu-activity": 0, "straggler": 1, "overlap-pattern": 2, "sync-stall": 3, "launch-order": 4,
+             "memcpy-bound": 5}
     diagnoses.sort(key=lambda d: (d.rank, -1 if d.step is None else d.step, order.get(d.id, 9)))
     return Report(inputs=inputs, ranks=ranks, summary=_summary(ranks), collectives=collectives, warnings=warnings,
                   diagnoses=diagnoses)
@@ -66,19 +70,21 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Re
 
 def _steps(frame) -> list[StepMetrics]:
     cols = ("step", "start_ns", "end_ns", "duration_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns",
-            "idle_ns", "complete")
+            "idle_ns", "copy_ns", "memcpy_ns", "memset_ns", "complete")
     return [StepMetrics(
         step=None if step < 0 else step, start_ns=start, end_ns=end, duration_ns=duration, compute_ns=compute,
-        comm_ns=comm, overlap_ns=overlap, exposed_comm_ns=exposed, idle_ns=idle,
+        comm_ns=comm, overlap_ns=overlap, exposed_comm_ns=exposed, idle_ns=idle, copy_ns=copy,
+        memcpy_ns=memcpy, memset_ns=memset,
         overlap_pct=ratio(overlap, comm, 100.0), exposed_comm_fraction=ratio(exposed, duration),
         complete=bool(complete))
-        for step, start, end, duration, compute, comm, overlap, exposed, idle, complete in zip(
+        for step, start, end, duration, compute, comm, overlap, exposed, idle, copy, memcpy, memset, complete in zip(
             *(frame[c].tolist() for c in cols))]
 
 
 def _totals(steps: list[StepMetrics]) -> Totals:
     """Sums over steps, ratios recomputed from the sums (not averaged)."""
-    keys = ("duration_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns", "idle_ns")
+    keys = ("duration_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns", "idle_ns", "copy_ns",
+            "memcpy_ns", "memset_ns")
     sums = {k: sum(getattr(s, k) for s in steps) for k in keys}
     return Totals(**sums, overlap_pct=ratio(sums["overlap_ns"], sums["comm_ns"], 100.0),
                   exposed_comm_fraction=ratio(sums["exposed_comm_ns"], sums["duration_ns"]))

@@ -1,20 +1,20 @@
 """Per-step compute/communication overlap for one rank (definitions: docs/metrics.md).
 
 GPU mode (the rank has device activity): on the rank's main device, K = ∪ compute kernels, C = ∪ comm
-activities, M = ∪ memcpy/memset; sync events are never busy time. CPU mode (no device activity, e.g.
+activities, M = ∪ memcpy/memset (also kept apart as copies); sync events are never busy time. CPU mode (no device activity, e.g.
 gloo): K = ∪ main-thread cpu_op intervals except the ``c10d::*`` enqueue ops, C = ∪ gloo collectives on
 worker threads. Every metric is a length of a set clipped to the step window.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from ..columns import frame_of, isin, mask, matches
-from ..linking import main_thread, step_of
+from ..linking import LAUNCH_CATS, launched_before_capture, main_thread, step_of
 from ..model import RankTrace
 from . import intervals as iv
 
@@ -30,6 +30,13 @@ class Sets:
     busy: iv.IntervalSet
     mode: str
     device: int | None
+    memcpy: iv.IntervalSet = iv.empty()     # memory copies that are not communication
+    memset: iv.IntervalSet = iv.empty()
+    copy: iv.IntervalSet = iv.empty()       # memcpy ∪ memset
+    # device_ops rows of the busy activities on the analysed device, and per row whether it was launched
+    # before the capture began (GPU mode only)
+    work: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    early: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=bool))
 
 
 @dataclass
@@ -72,8 +79,12 @@ def interval_sets(trace: RankTrace, warn) -> Sets:
              "metrics", int((~on & busy).sum()))
         s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
         compute, comm, busy = on & isin(kind, ("compute",)), on & isin(kind, ("comm",)), on & busy
+        memcpy, memset = on & isin(kind, ("memcpy",)), on & isin(kind, ("memset",))
+        copy = memcpy | memset
+        work = np.flatnonzero(busy)
         return Sets(iv.union(s[compute], e[compute]), iv.union(s[comm], e[comm]), iv.union(s[busy], e[busy]),
-                    "gpu", device)
+                    "gpu", device, iv.union(s[memcpy], e[memcpy]), iv.union(s[memset], e[memset]),
+                    iv.union(s[copy], e[copy]), work, _launched_before_capture(trace, work))
     host = trace.host_ops
     main = main_thread(host)
     if main is None:
@@ -99,7 +110,8 @@ def interval_sets(trace: RankTrace, warn) -> Sets:
 
 
 def step_windows(trace: RankTrace, sets: Sets, warn) -> Windows:
-    """Windows per the step rule: [max(prev end, span start), max(span end, end of work launched in it)]."""
+    """Windows per the step rule (docs/metrics.md, Steps): from max(span start, end of the device work
+    launched before the step, previous window's end) to max(span end, end of the work launched in it)."""
     steps = trace.steps.sort_values("start_ns")
     if steps.empty:
         warn("no-steps", "no ProfilerStep annotations: the whole trace is reported as one step", 1)
@@ -108,7 +120,10 @@ def step_windows(trace: RankTrace, sets: Sets, warn) -> Windows:
     num, s, e = (steps[c].to_numpy() for c in ("step", "start_ns", "end_ns"))
     work_end = _work_end_per_step(trace, sets, num, s, e)
     end = np.maximum(e, work_end)
-    start = s.copy()
+    # When the CPU runs ahead, a step's span begins while the GPU still runs earlier steps (those launched
+    # before the capture too): that work is not the step's, so the window waits for it to finish.
+    start = np.maximum(s, _work_end_before(trace, sets, s)) if sets.mode == "gpu" else s.copy()
+    end = np.maximum(end, start)
     for k in range(1, start.size):  # windows never overlap; a step begins where the previous one ended
         start[k] = max(start[k], end[k - 1])
         end[k] = max(end[k], start[k])
@@ -142,6 +157,47 @@ def _work_end_per_step(trace: RankTrace, sets: Sets, num, s, e) -> np.ndarray:
     return np.maximum(e, last.reindex(num).fillna(-1).to_numpy(dtype=np.int64))
 
 
+def _launched_before_capture(trace: RankTrace, rows: np.ndarray) -> np.ndarray:
+    """Which of these device rows were launched before the capture began (see linking)."""
+    ops, host = trace.device_ops, trace.host_ops
+    launch_corr = host["correlation"].to_numpy()[isin(host["cat"], LAUNCH_CATS)]
+    return launched_before_capture(ops["correlation"].to_numpy()[rows], ops["launch_idx"].to_numpy()[rows],
+                                   launch_corr)
+
+
+def _work_end_before(trace: RankTrace, sets: Sets, t: np.ndarray) -> np.ndarray:
+    """For each time in ``t`` (sorted), the end of the device work launched before it (-1 if none).
+
+    Work launched before the capture counts as launched before every step; work whose launch is lost for
+    another reason counts at its own start, as for its step."""
+    rows, ops = sets.work, trace.device_ops
+    launch = ops["launch_idx"].to_numpy()[rows]
+    at = np.where(launch >= 0, trace.host_ops["start_ns"].to_numpy()[np.maximum(launch, 0)] if len(trace.host_ops)
+                  else 0, ops["start_ns"].to_numpy()[rows])
+    at[sets.early] = np.iinfo(np.int64).min
+    # Bucket b holds the work launched at or after t[b-1] and before t[b]; a running maximum over the
+    # buckets gives each t the end of everything launched before it (no sort of the activities).
+    bucket = np.searchsorted(t, at, side="right")
+    last = np.full(t.size + 1, -1, dtype=np.int64)
+    np.maximum.at(last, bucket, ops["end_ns"].to_numpy()[rows])
+    return np.maximum.accumulate(last)[:-1]
+
+
+def pre_capture(trace: RankTrace, sets: Sets) -> dict | None:
+    """The device work launched before the capture, once per rank: counts, busy/comm/copy time, extent."""
+    rows = sets.work[sets.early]
+    if rows.size == 0:
+        return None
+    ops = trace.device_ops
+    kind = ops["kind"]
+    kernel, comm = isin(kind, ("compute", "comm"))[rows], isin(kind, ("comm",))[rows]
+    copy = isin(kind, ("memcpy", "memset"))[rows]
+    s, e = ops["start_ns"].to_numpy()[rows], ops["end_ns"].to_numpy()[rows]
+    return {"kernels": int(kernel.sum()), "copies": int(copy.sum()),
+            "busy_ns": iv.length(iv.union(s, e)), "comm_ns": iv.length(iv.union(s[comm], e[comm])),
+            "copy_ns": iv.length(iv.union(s[copy], e[copy])), "start_ns": int(s.min()), "end_ns": int(e.max())}
+
+
 def _cut_off_launches(trace: RankTrace, lo: int, hi: int, sets: Sets) -> int:
     """Launch calls in the last step, after its last launch that produced device work, with none of their own."""
     if sets.mode != "gpu":
@@ -172,7 +228,9 @@ def step_metrics(sets: Sets, w: Windows) -> pd.DataFrame:
     return frame_of({
         "step": w.step, "start_ns": w.start, "end_ns": w.end, "duration_ns": duration,
         "compute_ns": compute, "comm_ns": comm, "overlap_ns": overlap, "exposed_comm_ns": comm - overlap,
-        "idle_ns": duration - busy, "complete": w.complete,
+        "idle_ns": duration - busy, "copy_ns": iv.length_in(sets.copy, w.start, w.end),
+        "memcpy_ns": iv.length_in(sets.memcpy, w.start, w.end), "memset_ns": iv.length_in(sets.memset, w.start, w.end),
+        "complete": w.complete,
     })
 
 

@@ -32,6 +32,9 @@ class Thresholds:
     material_min_ns: int = 100_000           # impact in ns
     # Stragglers (across ranks).
     straggler_min_excess: float = 0.1        # a rank's median step or compute time this far above the ranks' median
+    # Copies.
+    copy_bound_fraction: float = 0.5         # copy time nothing overlapped / step time from which copies dominate
+    copy_critical_fraction: float = 0.8      # ... and from which that is critical
 
     def with_overrides(self, pairs: list[str] | tuple[str, ...]) -> "Thresholds":
         """Apply ``NAME=VALUE`` strings; unknown names or bad values raise :class:`UsageError`."""

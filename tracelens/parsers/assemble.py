@@ -18,7 +18,6 @@ from ..columns import Lookup, categorical, categorical_of, frame_of, isin, label
 from ..model import (COLLECTIVE_COLUMNS, DEVICE_COLUMNS, HOST_COLUMNS, STEP_COLUMNS, THREAD_COLUMNS,
                      RankTrace, RunMeta)
 
-_LAUNCH_CATS = ("cuda_runtime", "cuda_driver", "xpu_runtime", "privateuse1_runtime")
 _NCCL_API = re.compile(r"nccl[A-Z]\w*$")
 _STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 COMM_META_COLUMNS = {"table": "object", "row": "int64", "collective": "object", "in_nelems": "int64",
@@ -82,25 +81,24 @@ def build(meta: RunMeta, device, host, steps: pd.DataFrame, threads: pd.DataFram
     host["parent"] = parent
     host["comm_kind"] = _gloo_flags(host)
 
-    is_launch = isin(host["cat"], _LAUNCH_CATS)
+    is_launch = isin(host["cat"], linking.LAUNCH_CATS)
     launch_idx = linking.link_by_correlation(device["correlation"], host["correlation"][is_launch],
                                              np.flatnonzero(is_launch))
     device["launch_idx"] = launch_idx
     device["op_idx"] = linking.take(parent, launch_idx, -1)
     launch_time = np.where(launch_idx >= 0, linking.take(host["start_ns"], launch_idx, 0), device["start_ns"])
-    device["step"] = linking.step_of(launch_time, steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(),
-                                     steps["step"].to_numpy())
+    step = linking.step_of(launch_time, steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(),
+                           steps["step"].to_numpy())
     unlinked = (launch_idx < 0) & ~isin(device["kind"], ("sync",))
-    # Correlation ids grow with every launch, so ids below the first recorded launch's were launched before
-    # the capture began: the previous step's tail, still running when recording started (every real
-    # torch.profiler trace has some). Only the rest are launches the trace lost.
-    launch_corr = host["correlation"][is_launch]
-    launch_corr = launch_corr[launch_corr >= 0]
-    early = unlinked & (device["correlation"] >= 0) & (device["correlation"] < launch_corr.min()) \
-        if launch_corr.size else np.zeros_like(unlinked)
-    meta.warnings.add("launched-before-capture", "device activities launched before the capture began (the "
-                      "previous step's tail, still running when recording started); step taken from their "
-                      "own start time", int(early.sum()))
+    # Launched before the capture began: earlier steps' work, still running when recording started (every
+    # real torch.profiler trace has some; a job whose CPU runs ahead has whole steps of it). It was launched
+    # in no recorded step, so it belongs to none. Only the rest are launches the trace lost.
+    early = unlinked & linking.launched_before_capture(device["correlation"], launch_idx,
+                                                       host["correlation"][is_launch])
+    device["step"] = np.where(early, -1, step)
+    meta.warnings.add("launched-before-capture", "device activities launched before the capture began (earlier "
+                      "steps' work, still running when recording started); they belong to no step and are "
+                      "reported once as the rank's pre-capture work", int(early.sum()))
     meta.warnings.add("unlinked-device-ops", "device activities whose launch call is not in the trace "
                       "(step taken from their own start time)", int((unlinked & ~early).sum()))
 

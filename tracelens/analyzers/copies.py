@@ -1,0 +1,111 @@
+"""Copy-bound steps (``memcpy-bound``): memory copies and sets that nothing overlapped fill most of a step.
+
+Per step window W on the rank's main device, with X = ∪ memcpy/memset activities (copies that are not
+communication) and K ∪ C the compute and communication sets: ``exposed_copy_ns = |(X ∖ (K ∪ C)) ∩ W|``, the
+time the device did nothing but copy. A copy that runs under compute (a prefetch on a side stream) costs
+the step nothing, so only exposed copy time counts. A step whose exposed copy time is at least
+``copy_bound_fraction`` of its duration gets an entry, ``critical`` from ``copy_critical_fraction``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..columns import categorical_of, isin
+from ..model import RankTrace
+from ..report import Diagnosis, StepMetrics
+from . import intervals as iv
+from .thresholds import Thresholds, material
+
+# Copy direction from the activity name: CUDA ``Memcpy HtoD (Pinned -> Device)``, ROCm ``CopyHostToDevice``.
+_DIRECTION = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|HtoA|AtoH|AtoA|AtoD|DtoA)\b|(HostToDevice|DeviceToHost|DeviceToDevice"
+                        r"|HostToHost)")
+_LONG = {"HostToDevice": "HtoD", "DeviceToHost": "DtoH", "DeviceToDevice": "DtoD", "HostToHost": "HtoH"}
+_WORDS = {"HtoD": "host-to-device", "DtoH": "device-to-host", "DtoD": "device-to-device", "HtoH": "host-to-host",
+          "memset": "memory sets", "other": "other copies"}
+
+_ADVICE = {
+    "HtoD": "host-to-device copies hold the step up: load batches into pinned memory (DataLoader(pin_memory=True)), "
+            "copy them with .to(device, non_blocking=True) and prefetch the next batch on a side stream while this "
+            "one computes (or move data loading off the critical path); keep data that does not change on the GPU",
+    "DtoH": "device-to-host copies hold the step up: avoid moving tensors to the CPU every step (.cpu(), .item(), "
+            ".tolist(), logging); copy into pinned buffers with non_blocking=True and read them a step later",
+    "DtoD": "device-to-device copies hold the step up: look for .contiguous(), .clone(), torch.cat and dtype or "
+            "layout conversions that copy whole tensors, and for weights or buffers copied every step",
+    "memset": "memory sets hold the step up: buffers are zeroed every step (zero_grad(set_to_none=False), "
+              "torch.zeros); set gradients to None and allocate with torch.empty where values are overwritten",
+}
+_GENERIC = "memory copies hold the step up: move them off the critical path (pinned memory, non_blocking copies, " \
+           "prefetching on a side stream)"
+_PAGEABLE = "copies from pageable memory are staged through a bounce buffer and block the host: pin the host " \
+            "buffers (pin_memory=True); "
+
+
+def _direction(name: str) -> str:
+    m = _DIRECTION.search(name)
+    if m is None:
+        return "other"
+    return m.group(1) or _LONG[m.group(2)]
+
+
+def analyze(trace: RankTrace, sets, windows, steps: list[StepMetrics], th: Thresholds) -> list[Diagnosis]:
+    if sets.copy[0].size == 0:
+        return []
+    lo, hi = windows.start, windows.end
+    duration = hi - lo
+    others = iv.union(np.concatenate([sets.compute[0], sets.comm[0]]), np.concatenate([sets.compute[1], sets.comm[1]]))
+    exposed = iv.length_in(iv.subtract(sets.copy, others), lo, hi)
+    share = np.divide(exposed, duration, out=np.zeros(duration.size), where=duration > 0)
+    fire = np.flatnonzero((duration > 0) & (share >= th.copy_bound_fraction))
+    if fire.size == 0:
+        return []
+    breakdown, pageable = _by_direction(trace, sets.device, lo[fire], hi[fire])
+    breakdown["memset"] = iv.length_in(sets.memset, lo[fire], hi[fire])
+    out = []
+    for j, w in enumerate(fire.tolist()):
+        st = steps[w]
+        parts = {d: int(v[j]) for d, v in breakdown.items() if v[j] > 0}
+        top = max(parts, key=parts.get) if parts else "other"
+        memcpy_ns = st.memcpy_ns
+        advice = _ADVICE.get(top, _GENERIC)
+        if top != "memset" and memcpy_ns and int(pageable[j]) * 2 >= memcpy_ns:
+            advice = _PAGEABLE + advice
+        is_material = material(th, int(exposed[w]), int(duration[w]))
+        severity = "info" if not is_material else "critical" if share[w] >= th.copy_critical_fraction else "warning"
+        listed = ", ".join(f"{_WORDS.get(d, d)} {v / 1e6:.2f} ms" for d, v in
+                           sorted(parts.items(), key=lambda kv: -kv[1]) if v >= 5_000) or "each under 0.01 ms"
+        out.append(Diagnosis(
+            id="memcpy-bound", severity=severity, rank=trace.meta.rank,
+            step=None if windows.step[w] < 0 else int(windows.step[w]),
+            title=f"memory copies fill {100 * share[w]:.0f} % of the step",
+            detail=f"{exposed[w] / 1e6:.2f} ms of the {duration[w] / 1e6:.2f} ms step ran nothing but copies and sets "
+                   f"({listed}); compute {st.compute_ns / 1e6:.2f} ms, communication {st.comm_ns / 1e6:.2f} ms",
+            advice=advice,
+            evidence={"exposed_copy_ns": int(exposed[w]), "copy_fraction": float(share[w]), "copy_ns": st.copy_ns,
+                      "memcpy_ns": memcpy_ns, "memset_ns": st.memset_ns, "duration_ns": st.duration_ns,
+                      "compute_ns": st.compute_ns, "comm_ns": st.comm_ns, "by_direction": parts,
+                      "pageable_ns": int(pageable[j]), "impact_ns": int(exposed[w]), "material": is_material}))
+    return out
+
+
+def _by_direction(trace: RankTrace, device: int, lo: np.ndarray, hi: np.ndarray):
+    """Per copy direction, the length of the union of its copies inside each window; and the same for the
+    copies from or to pageable memory."""
+    ops = trace.device_ops
+    rows = np.flatnonzero((ops["device"].to_numpy() == device) & isin(ops["kind"], ("memcpy",)))
+    cat = categorical_of(ops["name"])
+    if cat is not None:            # names are read once per distinct name among the copies
+        codes = cat.codes[rows].astype(np.int64)
+        used = np.unique(codes)
+        texts = [cat.categories[c] if c >= 0 else "" for c in used.tolist()]
+        at = np.searchsorted(used, codes)
+    else:
+        texts = [str(n) for n in ops["name"].to_numpy()[rows]]
+        at = np.arange(rows.size)
+    direction = np.array([_direction(t) for t in texts], dtype=object)[at]
+    paged = np.array(["Pageable" in t for t in texts], dtype=bool)[at]
+    s, e = ops["start_ns"].to_numpy()[rows], ops["end_ns"].to_numpy()[rows]
+    out = {d: iv.length_in(iv.union(s[direction == d], e[direction == d]), lo, hi) for d in np.unique(direction)}
+    return out, iv.length_in(iv.union(s[paged], e[paged]), lo, hi)
