@@ -1,0 +1,264 @@
+"""Nsight Systems exports, stage 1 of 4: reading the SQLite tables.
+
+Everything that talks to SQLite: the read-only connection with feature detection (:class:`_Db`; exports
+from 2021 to 2026 differ in tables and columns), each query's columns aggregated inside SQLite and split
+in C instead of handed over row by row, the large tables read side by side on reader threads, pages read
+through mmap, and the SQL of those large queries (what exists in the export decides what they select).
+Kept apart from what the rows mean (:mod:`.nsys_rows`) because nearly all of a report's time is spent
+here, and the fallbacks that keep odd exports readable (row-by-row reads, non-UTF-8 text) live in one place.
+
+The export is opened read-only (``mode=ro`` URI), so a report never modifies a user's file.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import urllib.parse
+import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import InputError
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+NVTX = "NVTX_EVENTS"
+
+_SEP = "\x1f"                            # between the texts of one aggregated column
+# Reader threads for the large queries; more than three tables rarely matter.
+_READERS = max(1, min(3, os.cpu_count() or 1))
+
+
+class _Db:
+    """A read-only connection with feature detection, and reader threads for the large queries."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+        try:
+            self.con = self._connect()
+            self.tables = {n for (n,) in self.con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"not a readable SQLite database ({exc})", path=str(path)) from None
+        self._cols: dict[str, set[str]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+
+    def _connect(self) -> sqlite3.Connection:
+        # Reader threads' connections are closed by the thread that closes the _Db, after the pool is done.
+        con = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
+        # Pages read in place instead of copied in by a read() each (~6 % of a report). SQLite's caveat, a
+        # file truncated by another process while mapped, does not arise for an export being reported on.
+        con.execute("PRAGMA mmap_size = 1073741824")
+        return con
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        for con in self._readers + [self.con]:
+            con.close()
+
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def columns(self, table: str) -> set[str]:
+        if table not in self._cols:
+            self._cols[table] = {r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')} \
+                if table in self.tables else set()
+        return self._cols[table]
+
+    def col(self, table: str, name: str, default: str = "-1", alias: str = "") -> str:
+        """A select expression for a column that may be missing or NULL."""
+        expr = f'coalesce("{name}", {default})' if name in self.columns(table) else default
+        return f'{expr} AS "{alias or name}"'
+
+    def rows(self, sql: str, params=(), con: sqlite3.Connection | None = None) -> list[tuple]:
+        con = con or self.con
+        try:
+            try:
+                return con.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "decode" not in str(exc):
+                    raise
+                # Windows exports can hold latin-1 user names (gotcha 7): replace, never crash. Only this
+                # query pays for decoding in Python.
+                con.text_factory = lambda b: b.decode("utf-8", "replace")
+                try:
+                    return con.execute(sql, params).fetchall()
+                finally:
+                    con.text_factory = str
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"cannot read the export ({exc})", path=str(self.path)) from None
+
+    def select(self, sql: str, kinds: str, con: sqlite3.Connection | None = None) -> list:
+        """A query's columns, one letter of ``kinds`` per column: ``i`` an int64 array, ``t`` a list of str,
+        ``a`` an Arrow string array (split inside Arrow: no Python string per row).
+
+        Handing rows one at a time from SQLite to Python costs more than the scan itself (~0.3 µs a
+        value), so each column is aggregated inside SQLite into one text (``group_concat``) and split in C.
+        What that cannot carry goes row by row instead: a value that is not an integer, a text holding the
+        separator, an aggregate past SQLite's length limit, text that is not UTF-8.
+        """
+        con = con or self.con
+        names = [f"c{i}" for i in range(len(kinds))]
+        aggs = ", ".join(f"group_concat({c})" if k == "i" else f"group_concat({c}, char(31))"
+                         for c, k in zip(names, kinds))
+        try:
+            row = con.execute(f"WITH q({', '.join(names)}) AS ({sql}) SELECT count(*), {aggs} FROM q").fetchone()
+        except sqlite3.DatabaseError:
+            row = None
+        out = _split_aggregates(row, kinds) if row is not None else None
+        return out if out is not None else self._row_columns(sql, kinds, con)
+
+    def later(self, sql: str, kinds: str) -> Future:
+        """:meth:`select` on a reader thread. sqlite3 lets go of the GIL while SQLite scans and aggregates,
+        so on several cores the large tables are read side by side (one read-only connection per thread)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="tracelens-sqlite")
+        return self._pool.submit(self._select_on_reader, sql, kinds)
+
+    def _select_on_reader(self, sql: str, kinds: str) -> list:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = self._local.con = self._connect()
+            self._readers.append(con)
+        return self.select(sql, kinds, con)
+
+    def _row_columns(self, sql: str, kinds: str, con: sqlite3.Connection) -> list:
+        rows = self.rows(sql, con=con)
+        cols = list(zip(*rows)) if rows else [()] * len(kinds)
+        try:
+            return [np.array(c, dtype=np.int64) if k == "i" else _texts(["" if v is None else str(v) for v in c], k)
+                    for c, k in zip(cols, kinds)]
+        except (TypeError, ValueError, OverflowError):
+            raise InputError("the export holds a non-integer value where an integer belongs", path=str(self.path)) \
+                from None
+
+    def ints(self, sql: str, ncols: int) -> np.ndarray:
+        """An all-integer query as an (n, ncols) int64 array."""
+        cols = self.select(sql, "i" * ncols)
+        return np.stack(cols, axis=1) if cols else np.empty((0, 0), np.int64)
+
+    def pairs(self, table: str) -> list[tuple[str, str]]:
+        if not self.has(table) or not {"name", "value"} <= self.columns(table):
+            return []
+        return [(str(n), "" if v is None else str(v)) for n, v in self.rows(f'SELECT name, value FROM "{table}"')]
+
+
+def _split_aggregates(row: tuple, kinds: str) -> list | None:
+    """``(count, aggregate, ...)`` -> columns; None when an aggregate does not split into ``count`` values."""
+    n, out = row[0], []
+    for text, kind in zip(row[1:], kinds):
+        if not n:
+            out.append(np.empty(0, np.int64) if kind == "i" else _texts([], kind))
+            continue
+        if not isinstance(text, str):
+            return None
+        if kind == "i":
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DeprecationWarning)   # a partial parse: caught by the count
+                    values = np.fromstring(text, dtype=np.int64, sep=",")
+            except ValueError:
+                return None
+        elif kind == "a":
+            values = pc.list_flatten(pc.split_pattern(pa.array([text], pa.large_string()), _SEP))
+        else:
+            values = text.split(_SEP)
+        if len(values) != n:
+            return None
+        out.append(values)
+    return out
+
+
+def _texts(values: list[str], kind: str):
+    return pa.array(values, pa.large_string()) if kind == "a" else values
+
+
+_PAYLOAD_ENTRIES = "NVTX_PAYLOAD_SCHEMA_ENTRIES"
+
+
+def _has_payload_schemas(db: _Db) -> bool:
+    """Whether the NVTX query carries each range's domain and payload presence; here because it shapes that
+    query, while what the payloads mean is :mod:`.nsys_payload`'s."""
+    return db.has(_PAYLOAD_ENTRIES) and {"domainId", "name"} <= db.columns(_PAYLOAD_ENTRIES) \
+        and "domainId" in db.columns(NVTX)
+
+
+def _start_queries(db: _Db) -> dict:
+    """The large queries, started on the reader threads. The NVTX ranges go first: usually the longest read,
+    they would otherwise decide when the host rows can be assembled; the device rows are assembled while
+    they are read."""
+    q = {}
+    if db.has(NVTX) and {"start", "end", "eventType"} <= db.columns(NVTX):
+        n = NVTX
+        text = 'n."text"' if "text" in db.columns(n) else "NULL"
+        join, by_id = "", "NULL"
+        if "textId" in db.columns(n) and db.has("StringIds"):
+            join, by_id = 'LEFT JOIN StringIds s ON s.id = n."textId"', "s.value"
+        tid = 'coalesce(n."globalTid", 0)' if "globalTid" in db.columns(n) else "0"
+        # Where NCCL payload schemas exist, each range's domain and payload presence ride along for the
+        # payload notes (a second scan of the largest table otherwise).
+        extra, kinds = "", "iiia"
+        if _has_payload_schemas(db):
+            blob = '(n."binaryData" IS NOT NULL)' if "binaryData" in db.columns(n) else "0"
+            extra, kinds = f'coalesce(n."domainId", -1), {blob}, ', "iiiiia"
+        q["nvtx"] = db.later(f'SELECT n."start", n."end", {tid}, {extra}coalesce({text}, {by_id}, \'\') '
+                             f'FROM {n} n {join} WHERE n."eventType" IN (59, 60) AND n."end" IS NOT NULL '
+                             f'AND n."end" >= n."start"', kinds)
+    if db.has(RUNTIME):
+        r = RUNTIME
+        cls = "eventClass IN (0, 1)" if "eventClass" in db.columns(r) else "1"
+        q["runtime"] = db.later(f"SELECT {db.col(r, 'start')}, {db.col(r, 'end')}, {db.col(r, 'globalTid', '0')}, "
+                                f"{db.col(r, 'correlationId')}, {db.col(r, 'nameId')}, "
+                                f"{db.col(r, 'eventClass', '0')} FROM {r} WHERE {cls}",
+                                "i" * 6)
+    lane = lambda t: ", ".join([db.col(t, "start"), db.col(t, "end"), db.col(t, "deviceId", "0"),  # noqa: E731
+                                db.col(t, "contextId", "0"), db.col(t, "streamId"), db.col(t, "correlationId"),
+                                f'{db.col(t, "globalPid", "0")}'])
+    q["kernel"] = db.later(f"SELECT {lane(KERNEL)}, {db.col(KERNEL, 'demangledName', db_short(db))} "
+                           f"FROM {KERNEL}", "i" * 8)
+    if db.has(MEMCPY):
+        q["memcpy"] = db.later(f"SELECT {lane(MEMCPY)}, {db.col(MEMCPY, 'bytes')}, {db.col(MEMCPY, 'copyKind', '0')}, "
+                               f"{db.col(MEMCPY, 'srcKind', '7')}, {db.col(MEMCPY, 'dstKind', '7')}, "
+                               f"{db.col(MEMCPY, 'srcDeviceId')}, {db.col(MEMCPY, 'dstDeviceId')} FROM {MEMCPY}", "i" * 13)
+    if db.has(MEMSET):
+        q["memset"] = db.later(f"SELECT {lane(MEMSET)}, {db.col(MEMSET, 'bytes')}, "
+                               f"{db.col(MEMSET, 'memKind', '2')} FROM {MEMSET}",
+                               "i" * 9)
+    if db.has(SYNC):
+        q["sync"] = db.later(_sync_sql(db), "i" * 7)
+        q["sync_match"] = _sync_match(db)
+    return q
+
+
+def db_short(db: _Db) -> str:
+    """Fallback for exports without ``demangledName``: the short name id, else -1."""
+    return '"shortName"' if "shortName" in db.columns(KERNEL) else "-1"
+
+
+def _sync_sql(db: _Db) -> str:
+    y = SYNC
+    sel = ", ".join(f'coalesce(y."{c}", {d})' if c in db.columns(y) else d for c, d in (
+        ("start", "-1"), ("end", "-1"), ("deviceId", "0"), ("contextId", "0"), ("streamId", "-1"),
+        ("correlationId", "-1"), ("globalPid", "0")))
+    return f"SELECT {sel} FROM {y} y"
+
+
+def _sync_match(db: _Db) -> str | None:
+    """How a sync record finds the runtime call behind it: by correlation id within its process ("process"),
+    by correlation id alone where either table lacks the process column ("any"), or not at all."""
+    rt = db.columns(RUNTIME)
+    if not db.has(RUNTIME) or not {"correlationId", "nameId"} <= rt or "correlationId" not in db.columns(SYNC):
+        return None
+    return "process" if "globalTid" in rt and "globalPid" in db.columns(SYNC) else "any"
