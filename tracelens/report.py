@@ -45,6 +45,7 @@ class StepMetrics(msgspec.Struct, kw_only=True):
     idle_ns: int
     overlap_pct: Optional[float]
     exposed_comm_fraction: Optional[float]
+    copy_ns: int = 0                       # memcpy + memset device time in the step (0 in older reports)
     complete: bool = True
     pattern: Optional[str] = None          # sawtooth | two-phase | serialized | partial | no-comm
     pattern_evidence: Optional[PatternEvidence] = None
@@ -59,6 +60,7 @@ class Totals(msgspec.Struct, kw_only=True):
     idle_ns: int
     overlap_pct: Optional[float]
     exposed_comm_fraction: Optional[float]
+    copy_ns: int = 0                       # memcpy + memset device time (0 in older reports)
 
 
 class RankResult(msgspec.Struct, kw_only=True):
