@@ -83,3 +83,24 @@ def test_console_script_exit_codes(tmp_path):
     proc = subprocess.run([sys.executable, "-c", "from tracelens.cli import run; run()", "report", str(bad)],
                           capture_output=True, text=True)
     assert proc.returncode == 3 and "truncated or corrupt gzip" in proc.stderr
+
+
+def test_markdown_groups_identical_collectives(capsys):
+    # wfbp_100 truth per rank: 100 identical 26.2 MB all-reduces per step over 3 steps; 2.1 ms of each step's
+    # 12 ms of communication exposed in 0.12 ms kernels -> 17 fully exposed + 1 partly = 18 per step:
+    # 54 of the 300 have exposed time, 3 x 2.1 = 6.3 ms in total, the worst one 0.12 ms (first in step 2).
+    code, out, _ = run(capsys, "report", SAMPLE, "--format", "markdown")
+    section = out.split("## Most exposed collectives")[1].split("##")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    assert code == 0 and rows[0] == "| rank | op | size | count | exposed ms | worst ms | worst step | kernel |"
+    assert [row.split(" | ")[:7] for row in rows[1:]] == [
+        ["| 0", "all_reduce", "26.2 MB", "54 of 300", "6.300", "0.120", "2"],
+        ["| 1", "all_reduce", "26.2 MB", "54 of 300", "6.300", "0.120", "2"]]
+
+
+def test_step_tables_show_copy_time(capsys):
+    # The "copy ms" column (memcpy + memset time) follows "idle ms" in both text and Markdown.
+    _, text_out, _ = run(capsys, "report", SAMPLE)
+    assert "│ idle ms │ copy ms │" in text_out.replace("┃", "│")
+    _, md, _ = run(capsys, "report", SAMPLE, "--format", "markdown")
+    assert "| idle ms | copy ms | overlap % |" in md

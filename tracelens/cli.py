@@ -14,9 +14,59 @@ from .errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TracelensError, UsageError
 # Kept here (not imported from .gate) so `--help` stays fast; tests check they match.
 PATTERN_CHOICES = ("sawtooth", "two-phase", "serialized", "partial", "no-comm")
 AGGREGATE_CHOICES = ("median", "mean", "p90", "worst")
+# Text that goes to a file, or to a pipe without COLUMNS, has no terminal to fit: the roomy layout.
+FILE_WIDTH = 160
 
 
-def _load(paths, comm_patterns=(), step_nvtx=None, prepare=None):
+def terminal_width(stream) -> int | None:
+    """The width to fit for text written to ``stream``: COLUMNS when set, else the terminal's size (through
+    the standard library); None for a file or pipe without COLUMNS."""
+    cols = os.environ.get("COLUMNS", "")
+    if cols.isdigit() and int(cols) > 0:
+        return int(cols)
+    if not _isatty(stream):
+        return None
+    if stream is sys.stdout:
+        import shutil   # here, not at the top: every command imports this module, few print to a terminal
+
+        return shutil.get_terminal_size((80, 24)).columns
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (AttributeError, OSError, ValueError):
+        return 80
+
+
+def use_color(flag: bool | None, stream) -> bool:
+    """--color / --no-color when given; else colour on a terminal, unless NO_COLOR is set (no-color.org) or
+    the terminal is dumb."""
+    if flag is not None:
+        return flag
+    return _isatty(stream) and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def echo_fitted(message: str, err: bool = False) -> None:
+    """One message, wrapped (continuation lines indented) to fit the terminal it goes to."""
+    width = terminal_width(sys.stderr if err else sys.stdout)
+    if width and len(message) > width:
+        import textwrap
+
+        message = textwrap.fill(message, width, subsequent_indent="    ", break_on_hyphens=False)
+    click.echo(message, err=err)
+
+
+def color_option(fn):
+    return click.option("--color/--no-color", "color", default=None,
+                        help="Colour the output (default: on a terminal, unless NO_COLOR is set).")(fn)
+
+
+def _load(paths, comm_patterns=(), step_nvtx=None, prepare=None, color=None):
     """Discover the inputs, start decoding their Kineto files in worker processes, run ``prepare`` (imports,
     argument checks: they overlap the decoding) and parse. Returns (what prepare returned, traces).
 
@@ -28,20 +78,20 @@ def _load(paths, comm_patterns=(), step_nvtx=None, prepare=None):
     pool = start_decoding(files)
     try:
         prepared = prepare() if prepare else None
-        return prepared, _progress_loader(files, pool, comm_patterns, step_nvtx)
+        return prepared, _progress_loader(files, pool, comm_patterns, step_nvtx, color)
     finally:
         if pool is not None:
             pool.close()
 
 
-def _progress_loader(files, pool, comm_patterns, step_nvtx=None):
+def _progress_loader(files, pool, comm_patterns, step_nvtx=None, color=None):
     """Parse with a progress bar on stderr when it is a terminal."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn
 
     from .parsers import load_files
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, width=terminal_width(sys.stderr), no_color=not use_color(color, sys.stderr))
     if not console.is_terminal or len(files) < 2:
         return load_files(files, comm_patterns, step_pattern=step_nvtx, pool=pool)
     with Progress(TextColumn("parsing {task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -54,7 +104,7 @@ def _progress_loader(files, pool, comm_patterns, step_nvtx=None):
         return load_files(files, comm_patterns, on_file=step, step_pattern=step_nvtx, pool=pool)
 
 
-def _report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=()):
+def _report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=(), color=None):
     """The Report for the inputs: a saved ``report.json`` is read back; traces are parsed and analyzed."""
     from .report import is_report_file, read_report
 
@@ -62,7 +112,7 @@ def _report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=()):
         _limits(thresholds)
         return read_report(paths[0])
     # A bad threshold is still reported before the (slow) parse.
-    limits, traces = _load(paths, comm_patterns, step_nvtx, prepare=lambda: _limits(thresholds))
+    limits, traces = _load(paths, comm_patterns, step_nvtx, prepare=lambda: _limits(thresholds), color=color)
     from .analyzers import analyze
 
     return analyze(traces, limits)
@@ -74,18 +124,20 @@ def _limits(thresholds):
     return Thresholds().with_overrides(thresholds)
 
 
-def _show(rep, fmt: str = "text", output: str | None = None, force: bool = False, top: int = 10) -> None:
-    """Render a report to standard output (coloured and as wide as a terminal) or to a file."""
+def _show(rep, fmt: str = "text", output: str | None = None, force: bool = False, top: int = 10,
+          color: bool | None = None) -> None:
+    """Render a report to standard output (as wide as the terminal, coloured there) or to a file."""
     from .renderers import render
 
-    to_terminal = output in (None, "-") and sys.stdout.isatty()
-    width = click.get_terminal_size()[0] if to_terminal else 160
-    _write(render(rep, fmt, color=to_terminal, width=max(width, 100), top=top), output, force)
+    stream = sys.stdout if output in (None, "-") else None
+    width = (terminal_width(stream) if stream else None) or FILE_WIDTH
+    colored = use_color(color, stream) if stream else bool(color)
+    _write(render(rep, fmt, color=colored, width=width, top=top), output, force, colored)
 
 
-def _write(text: str, output: str | None, force: bool) -> None:
+def _write(text: str, output: str | None, force: bool, color: bool = False) -> None:
     if output is None or output == "-":
-        click.echo(text, nl=False)
+        click.echo(text, nl=False, color=color)   # click would strip the escapes going into a pipe
         return
     out = Path(output)
     if out.exists() and not force:
@@ -122,10 +174,12 @@ def cli() -> None:
 @click.option("-o", "--output", metavar="FILE", help="Write to FILE instead of standard output.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--top", type=click.IntRange(0), default=10, show_default=True,
-              help="How many of the most exposed collectives to list (text/markdown).")
+              help="How many of the most exposed collectives to list (text/markdown); identical ones (same "
+                   "rank, kernel, op and size) are one row.")
+@color_option
 @threshold_option
 @input_options
-def report(paths, fmt, output, force, top, thresholds, comm_patterns, step_nvtx) -> None:
+def report(paths, fmt, output, force, top, color, thresholds, comm_patterns, step_nvtx) -> None:
     """Report overlap per rank and step, with diagnoses, for trace files, directories or globs
     (or re-render a saved JSON report).
 
@@ -133,7 +187,7 @@ def report(paths, fmt, output, force, top, thresholds, comm_patterns, step_nvtx)
 
         tracelens report runs/ddp_bs32/ --format markdown -o summary.md
     """
-    _show(_report_for(paths, comm_patterns, step_nvtx, thresholds), fmt, output, force, top)
+    _show(_report_for(paths, comm_patterns, step_nvtx, thresholds, color), fmt, output, force, top, color)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -239,9 +293,11 @@ def export(paths, out_dir, comm_patterns, step_nvtx) -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--junit", metavar="FILE", help="Write JUnit XML (a testcase per rule and rank) to FILE.")
 @click.option("--summary-md", metavar="FILE", help="Append a Markdown summary to FILE (e.g. $GITHUB_STEP_SUMMARY).")
+@color_option
 @threshold_option
 @input_options
-def gate(paths, config_path, no_config, fmt, junit, summary_md, thresholds, comm_patterns, step_nvtx, **rules):
+def gate(paths, config_path, no_config, fmt, junit, summary_md, color, thresholds, comm_patterns, step_nvtx,
+         **rules):
     """Fail (exit 1) when overlap regresses: absolute limits, or limits relative to a baseline.
 
     Every rule is applied per rank to the median (--aggregate) of its steps. Rules may also live in
@@ -257,7 +313,7 @@ def gate(paths, config_path, no_config, fmt, junit, summary_md, thresholds, comm
 
     config, where = _gate_config(config_path, no_config)
     config = config.merged(rules).check(where)
-    report = _report_for(paths, comm_patterns, step_nvtx, thresholds)
+    report = _report_for(paths, comm_patterns, step_nvtx, thresholds, color)
     notes, baseline = [], None
     if config.baseline:
         base = _report_for([config.baseline], comm_patterns, step_nvtx, thresholds)
@@ -276,7 +332,9 @@ def gate(paths, config_path, no_config, fmt, junit, summary_md, thresholds, comm
     if fmt == "json":
         click.echo(show.json(result), nl=False)
     else:
-        click.echo(show.text(result, color=sys.stdout.isatty()), nl=False)
+        colored = use_color(color, sys.stdout)
+        click.echo(show.text(result, color=colored, width=terminal_width(sys.stdout) or FILE_WIDTH), nl=False,
+                   color=colored)
     return EXIT_OK if result.passed else EXIT_GATE
 
 
@@ -325,8 +383,8 @@ def history_add(paths, db, label, commit, thresholds, comm_patterns, step_nvtx) 
     with open_db(db, create=True) as handle:
         run_id = add_run(handle, report, label=label, commit=commit, source=" ".join(paths))
     s = report.summary
-    click.echo(f"added run {run_id} ({label}): {s.ranks} rank(s), {s.steps} step(s), overlap {pct(s.overlap_pct)}, "
-               f"exposed {frac(s.exposed_comm_fraction)} -> {db}")
+    echo_fitted(f"added run {run_id} ({label}): {s.ranks} rank(s), {s.steps} step(s), overlap {pct(s.overlap_pct)}, "
+                f"exposed {frac(s.exposed_comm_fraction)} -> {db}")
 
 
 @history.command("list")
@@ -346,7 +404,8 @@ def history_list(db, label, limit, fmt) -> None:
 
     with open_db(db, create=False) as handle:
         runs = list_runs(handle, label, limit)
-    click.echo(show.runs_json(runs) if fmt == "json" else show.runs_text(runs), nl=False)
+    width = terminal_width(sys.stdout) or FILE_WIDTH
+    click.echo(show.runs_json(runs) if fmt == "json" else show.runs_text(runs, width), nl=False)
 
 
 @history.command("show")
@@ -365,7 +424,8 @@ def history_show(run_id, db, fmt) -> None:
 
     with open_db(db, create=False) as handle:
         run, steps = get_run(handle, run_id), run_steps(handle, run_id)
-    click.echo(show.run_json(run, steps) if fmt == "json" else show.run_text(run, steps), nl=False)
+    width = terminal_width(sys.stdout) or FILE_WIDTH
+    click.echo(show.run_json(run, steps) if fmt == "json" else show.run_text(run, steps, width), nl=False)
 
 
 def main(argv: list[str] | None = None) -> int:
