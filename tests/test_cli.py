@@ -85,6 +85,22 @@ def test_console_script_exit_codes(tmp_path):
     assert proc.returncode == 3 and "truncated or corrupt gzip" in proc.stderr
 
 
+def test_unwritable_outputs_are_usage_errors(capsys, tmp_path):
+    # No such folder, or a file where the export folder goes: one line naming the path, exit 2.
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    missing = tmp_path / "no" / "such"
+    for args, path in ((["report", SAMPLE, "-o", str(missing / "r.md")], missing / "r.md"),
+                       (["export", SAMPLE, "-o", str(afile)], afile),
+                       (["gate", SAMPLE, "--no-config", "--min-overlap-pct", "1", "--junit", str(missing / "g.xml")],
+                        missing / "g.xml"),
+                       (["gate", SAMPLE, "--no-config", "--min-overlap-pct", "1", "--summary-md",
+                         str(missing / "g.md")], missing / "g.md")):
+        code, _, err = run(capsys, *args)
+        assert code == 2 and err.startswith(f"tracelens: error: {path}: cannot write output: ")
+        assert err.count("\n") == 1 and "Traceback" not in err
+
+
 def test_markdown_groups_identical_collectives(capsys):
     # wfbp_100 truth per rank: 100 identical 26.2 MB all-reduces per step over 3 steps; 2.1 ms of each step's
     # 12 ms of communication exposed in 0.12 ms kernels -> 17 fully exposed + 1 partly = 18 per step:

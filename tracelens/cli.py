@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -142,7 +143,18 @@ def _write(text: str, output: str | None, force: bool, color: bool = False) -> N
     out = Path(output)
     if out.exists() and not force:
         raise UsageError("output file exists (use --force to overwrite)", path=output)
-    out.write_text(text, encoding="utf-8")
+    with writing(output):
+        out.write_text(text, encoding="utf-8")
+
+
+@contextmanager
+def writing(path):
+    """An output that cannot be written (no such folder, no permission, a folder where a file goes) is the
+    user's to fix: a usage error naming it, not a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        raise UsageError(f"cannot write output: {exc.strerror or exc}", path=str(path)) from None
 
 
 def input_options(fn):
@@ -265,7 +277,9 @@ def export(paths, out_dir, comm_patterns, step_nvtx) -> None:
     _, traces = _load(paths, comm_patterns, step_nvtx)
     from .export import export_parquet
 
-    for path in export_parquet(traces, out_dir):
+    with writing(out_dir):
+        written = export_parquet(traces, out_dir)
+    for path in written:
         click.echo(str(path))
 
 
@@ -325,9 +339,10 @@ def gate(paths, config_path, no_config, fmt, junit, summary_md, color, threshold
         notes += [why] if why else []
     result = gating.evaluate(report, config, baseline, source=" ".join(paths), notes=notes)
     if junit:
-        Path(junit).write_bytes(show.junit(result))
+        with writing(junit):
+            Path(junit).write_bytes(show.junit(result))
     if summary_md:
-        with open(summary_md, "a", encoding="utf-8") as fh:
+        with writing(summary_md), open(summary_md, "a", encoding="utf-8") as fh:
             fh.write(show.markdown(result))
     if fmt == "json":
         click.echo(show.json(result), nl=False)
