@@ -209,6 +209,69 @@ def test_export(columns, tmp_path):
     assert "tables/device_ops.parquet" in lines and (tmp_path / "tables" / "device_ops.parquet").is_file()
 
 
+# --------------------------------------------------------------------------- collect's closing summary
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_collect_summary_of_a_job_without_traces(columns, tmp_path):
+    # The job never imports torch, so nothing is recorded: the long warning wraps, exit code 4.
+    code, out = in_terminal(["collect", "--out", "run", "--", sys.executable, "-c", "print('job ran')"], columns,
+                            cwd=tmp_path)
+    lines = assert_fits(code, out, columns, expected_code=4)
+    assert "job ran" in lines and any("no rank wrote a trace" in line for line in lines)
+
+
+FAKE_NSYS = r'''#!{python}
+"""Nsight Systems stand-in: `profile` runs the command and leaves a report; `export` copies the
+generator's SQLite export of wfbp_100 rank 0."""
+import os, shutil, subprocess, sys
+args = sys.argv[1:]
+if args[0] == "profile":
+    out = args[args.index("-o") + 1]
+    code = subprocess.call(args[args.index("-o") + 2:])
+    open(out + ".nsys-rep", "wb").write(b"fake")
+    sys.exit(code)
+shutil.copy(os.environ["FAKE_NSYS_EXPORT"], args[args.index("--output") + 1])
+'''
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_collect_summary_and_report_in_a_terminal(columns, tmp_path):
+    from tracelens import synth
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "nsys").write_text(FAKE_NSYS.format(python=sys.executable))
+    (bindir / "nsys").chmod(0o755)
+    synth.write_nsys(synth.SCENARIOS["wfbp_100"], tmp_path / "exports", per_rank=True)
+    env = {"PATH": f"{bindir}{os.pathsep}{clean_env()['PATH']}", "FAKE_NSYS_EXPORT":
+           str(tmp_path / "exports" / "rank0.sqlite"), "TRACELENS_NSYS": str(bindir / "nsys")}
+    code, out = in_terminal(["collect", "--profiler", "nsys", "--out", "run", "--", sys.executable, "-c",
+                             "print('job ran')"], columns, env=env, cwd=tmp_path)
+    lines = assert_fits(code, out, columns)
+    assert any(line.startswith("tracelens: job exited with 0; traces for 1 of 1 rank(s)") for line in lines)
+    assert_step_rows_intact(lines, json.loads((tmp_path / "run" / "report.json").read_text()))
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("columns", (80,))
+def test_collect_of_a_real_gloo_job_in_a_terminal(columns, tmp_path):
+    from test_collect import TRAIN, needs_torch
+
+    needs_torch()
+    code, out = in_terminal(["collect", "--out", "run", "--steps", "1,1,3", "--", "torchrun", "--nproc-per-node",
+                             "2", TRAIN, "--backend", "gloo", "--bucket-cap-mb", "0.25", "--steps", "7"], columns,
+                            env={"OMP_NUM_THREADS": "1"}, cwd=tmp_path, timeout=300)
+    # The job's own output (torch's profiler notes, torchrun's) is not tracelens's to fit: check from the
+    # closing summary on, and every tracelens line before it.
+    lines = lines_of(out)
+    end = next(i for i, line in enumerate(lines) if line.startswith("tracelens: job exited with"))
+    ours = [line for line in lines[:end] if line.startswith("tracelens:")] + lines[end:]
+    assert_fits(code, "\n".join(ours), columns)
+    assert any(line.startswith("summary: 2 rank(s), 3 step(s)") for line in ours)
+    assert_step_rows_intact(ours, json.loads((tmp_path / "run" / "report.json").read_text()))
+
+
 # --------------------------------------------------------------------------- colour and width switches
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TracelensError, UsageError
+from .errors import EXIT_GATE, EXIT_NO_TRACE, EXIT_OK, EXIT_USAGE, TracelensError, UsageError
 
 # Kept here (not imported from .gate) so `--help` stays fast; tests check they match.
 PATTERN_CHOICES = ("sawtooth", "two-phase", "serialized", "partial", "no-comm")
@@ -50,6 +50,12 @@ def _isatty(stream) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+def say(message: str) -> None:
+    """A ``tracelens: ...`` line on stderr, wrapped at the terminal's width (or COLUMNS); a log file
+    without COLUMNS gets it whole, for grep."""
+    echo_fitted(message, err=True)
 
 
 def echo_fitted(message: str, err: bool = False) -> None:
@@ -211,16 +217,21 @@ def report(paths, fmt, output, force, top, color, thresholds, comm_patterns, ste
 @click.option("--with-stack", is_flag=True, help="Record Python call stacks (bigger traces).")
 @click.option("--force", is_flag=True, help="Reuse a non-empty run directory.")
 @click.option("--no-report", is_flag=True, help="Only collect; do not analyze the run afterwards.")
+@color_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def collect(profiler, out, steps, with_stack, force, no_report, command) -> int:
+def collect(profiler, out, steps, with_stack, force, no_report, color, command) -> int:
     """Run a training command with every rank profiled; keep traces, NCCL logs and a manifest, then report.
 
-    The training script is not changed. Exit code: the job's.
+    The training script is not changed. A full trace needs 1+WAIT+WARMUP+ACTIVE training steps (18 with the
+    default --steps 10,2,5); a job that ends inside the active window keeps a partial one.
+
+    Exit code: the job's; 4 when the job succeeded but no rank wrote a trace; 2 for a usage error.
+    Ctrl-C is passed on to the job: SIGINT, again SIGTERM, a third time SIGKILL.
 
     Example:
 
     \b
-        tracelens collect --out runs/exp7 -- torchrun --nproc-per-node 8 train.py --lr 3e-4
+        tracelens collect --out runs/exp7 -- torchrun --nproc-per-node 8 train.py
     """
     from .collectors import runner
     from .renderers.common import size
@@ -230,36 +241,43 @@ def collect(profiler, out, steps, with_stack, force, no_report, command) -> int:
         command=list(command), out=Path(out) if out else None, profiler=profiler, with_stack=with_stack,
         force=force, steps=runner.parse_steps(steps) if steps else runner.DEFAULT_STEPS, steps_given=bool(steps))
     plan = runner.plan(options)
-    err = click.get_text_stream("stderr")
-    click.echo(f"tracelens: collecting into {plan.run_dir}/ ({profiler}; steps wait,warmup,active = "
-               f"{','.join(map(str, options.steps))})", err=True)
+    say(f"tracelens: collecting into {plan.run_dir}/ ({profiler}; steps wait,warmup,active = "
+        f"{','.join(map(str, options.steps))})")
 
     def progress(event: dict) -> None:
         if event["event"] == "trace":
             ranks = ", ".join(map(str, event["ranks"]))
-            click.echo(f"tracelens: {event['file']} written ({size(event['bytes'])}); ranks with traces: {ranks} "
-                       f"({len(event['ranks'])} of {event['world_size']})", file=err)
+            say(f"tracelens: {event['file']} written ({size(event['bytes'])}); ranks with traces: {ranks} "
+                f"({len(event['ranks'])} of {event['world_size']})")
         elif event["event"] == "export":
-            click.echo(f"tracelens: exported {event['file']}", file=err)
+            say(f"tracelens: exported {event['file']}")
+        elif event["event"] == "signal":
+            then = f"; again: {event['next']}" if event["next"] else ""
+            say(f"tracelens: {event['received']}: sent {event['sent']} to the job{then}")
 
     result = runner.execute(plan, progress)
     m = result.manifest
     written = [r for r in m["ranks"] if r["trace"]]
-    click.echo(f"tracelens: job exited with {result.exit_code}"
-               + (" after an interrupt" if result.interrupted else "")
-               + f"; traces for {len(written)} of {m['world_size']} rank(s); manifest {plan.run_dir / MANIFEST}",
-               err=True)
+    say(f"tracelens: job exited with {result.exit_code}"
+        + (f" after an interrupt ({', '.join(result.signals_sent)} sent)" if result.interrupted else "")
+        + f"; traces for {len(written)} of {m['world_size']} rank(s); manifest {plan.run_dir / MANIFEST}")
     for w in m["warnings"]:
-        click.echo(f"tracelens: warning: {w}", err=True)
-    if no_report or not written:
+        say(f"tracelens: warning: {w}")
+    if not written:
+        if result.exit_code == 0:
+            # A job that ran fine but left nothing to analyse is a failed collection for a CI script.
+            say(f"tracelens: error: the job succeeded but no rank wrote a trace (exit code {EXIT_NO_TRACE})")
+            return EXIT_NO_TRACE
+        return result.exit_code
+    if no_report:
         return result.exit_code
     try:
-        rep = _report_for([str(plan.run_dir)])
+        rep = _report_for([str(plan.run_dir)], color=color)
     except TracelensError as exc:
-        click.echo(f"tracelens: error: {exc}", err=True)
+        say(f"tracelens: error: {exc}")
         return result.exit_code or exc.exit_code
     (plan.run_dir / REPORT).write_bytes(rep.to_json())
-    _show(rep)
+    _show(rep, color=color)
     return result.exit_code
 
 
