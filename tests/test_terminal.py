@@ -272,6 +272,13 @@ def test_collect_of_a_real_gloo_job_in_a_terminal(columns, tmp_path):
     assert_step_rows_intact(ours, json.loads((tmp_path / "run" / "report.json").read_text()))
 
 
+@pytest.mark.parametrize("command", ["", "report", "collect", "export", "gate", "history", "history add",
+                                     "history list", "history show"])
+def test_help_fits_80_columns(command):
+    code, out = in_terminal([*command.split(), "--help"], 80)
+    assert_fits(code, out, 80)
+
+
 # --------------------------------------------------------------------------- colour and width switches
 
 

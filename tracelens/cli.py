@@ -338,7 +338,8 @@ def gate(paths, config_path, no_config, fmt, junit, summary_md, color, threshold
     Example:
 
     \b
-        tracelens gate runs/ci-1234/ --history ci.db --against main --max-overlap-drop 2 --junit gate.xml
+        tracelens gate runs/ci-1234/ --history ci.db --against main \\
+            --max-overlap-drop 2 --junit gate.xml
     """
     from . import gate as gating
     from .renderers import gate as show
