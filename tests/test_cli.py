@@ -120,3 +120,24 @@ def test_step_tables_show_copy_time(capsys):
     assert "│ idle ms │ copy ms │" in text_out.replace("┃", "│")
     _, md, _ = run(capsys, "report", SAMPLE, "--format", "markdown")
     assert "| idle ms | copy ms | overlap % |" in md
+
+
+def test_names_with_brackets_are_shown_as_written(capsys, tmp_path):
+    # Kernel names and history labels are data, not rich markup: "[/x]" used to raise MarkupError and
+    # "[bar]" vanished.
+    import msgspec
+
+    from tracelens import analyze, load
+    from tracelens.renderers import render
+
+    rep = analyze(load(SAMPLE))
+    name = "ncclKernel<float>[bar][/x]"
+    rep = msgspec.structs.replace(rep, collectives=[msgspec.structs.replace(c, name=name)
+                                                    for c in rep.collectives])
+    assert name in render(rep, "text", width=160)
+    db = str(tmp_path / "h.db")
+    assert run(capsys, "history", "add", SAMPLE, "--db", db, "--label", "exp[3][/x]")[0] == 0
+    code, out, _ = run(capsys, "history", "list", "--db", db)
+    assert code == 0 and "exp[3][/x]" in out
+    code, out, _ = run(capsys, "history", "show", "1", "--db", db)
+    assert code == 0 and "exp[3][/x]" in out

@@ -8,6 +8,7 @@ import msgspec
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from .common import frac, ms, pct
 from .text import Layout, fit, header, new_table
@@ -28,8 +29,9 @@ def _added(created_at: str | None, layout: Layout) -> str:
     return text if layout.boxed else text[:10] if layout.tight else text[:16].replace("T", " ")
 
 
-def _run_cells(r: dict, layout: Layout) -> list[str]:
-    return [str(r["id"]), r["label"] or "", (r["commit"] or "")[:12 if layout.boxed else 8],
+def _run_cells(r: dict, layout: Layout) -> list:
+    # Text, not str: a label such as "exp[3]" is the user's, not rich markup.
+    return [str(r["id"]), Text(r["label"] or ""), Text((r["commit"] or "")[:12 if layout.boxed else 8]),
             _added(r["created_at"], layout), str(r["ranks"]), str(r["steps"]), pct(r["overlap_pct"]),
             frac(r["exposed_comm_fraction"]), r["pattern"] or "", str(r["critical"])]
 
@@ -77,8 +79,8 @@ def _steps_table(steps: pd.DataFrame, layout: Layout) -> Table:
 def run_text(run: dict, steps: pd.DataFrame, width: int = 160) -> str:
     buf = io.StringIO()
     con = _console(buf, width)
-    con.print(runs_text([run], width), end="")
-    con.print(f"source: {run['source']} · tracelens {run['tool_version']}")
+    con.print(runs_text([run], width), end="", markup=False)
+    con.print(f"source: {run['source']} · tracelens {run['tool_version']}", markup=False)
     _, (table,) = fit(con, width, lambda layout: [_steps_table(steps, layout)])
     con.print(table)
     return _trimmed(buf)

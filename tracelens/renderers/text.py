@@ -146,7 +146,7 @@ def _exposed_table(con: Console, width: int, groups, layout: Layout) -> Table:
         for g in groups:
             table.add_row(str(g.rank), g.op or "?", size(g.bytes), f"{g.count} of {g.calls}",
                           ms(g.exposed_ns, layout.decimals), ms(g.worst_ns, layout.decimals),
-                          step_label(g.worst_step), "" if kernel_width is None else short(g.name, kernel_width))
+                          step_label(g.worst_step), Text("" if kernel_width is None else short(g.name, kernel_width)))
         return table
 
     # What the other columns leave of the width goes to the kernel names (at most 60 characters of them);
