@@ -94,6 +94,10 @@ class _Agent:
         self.capturing = False
         self.old_sigterm = None
         self.started_at = time.time()
+        self.counter = None          # fd of workers/rank{R}.{pid}.steps: the step count, rewritten every step
+        self.exited = False          # the exit handlers ran (a process killed by SIGKILL never gets there)
+        self.exit_signal = None      # the signal that ended the process, when it was one
+        self.known_ranks = None      # rank, world size and backend from the process group, once it existed
 
     # -- hooks -------------------------------------------------------------------------------------
 
@@ -127,6 +131,7 @@ class _Agent:
             self._start()
             return
         self.steps += 1
+        self._count()
         if self.mode == "nsys":
             self._nsys_step()
             return
@@ -138,7 +143,13 @@ class _Agent:
 
     def _start(self) -> None:
         atexit.register(self._at_exit)
-        self._record("running")
+        record = self._record("running")
+        try:
+            self.counter = os.open(record.removesuffix(".json") + ".steps", os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                                   0o644)
+            self._count()
+        except OSError:
+            self.counter = None
         if self.mode == "nsys":
             self._nsys_step()
             return
@@ -174,18 +185,28 @@ class _Agent:
         self.partial = self.steps < self.wait + self.warmup + self.active
 
     def _at_exit(self) -> None:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the save
+        # `tracelens collect` turns a second Ctrl-C into SIGTERM (a third into SIGKILL): neither of the first
+        # two may cut the save short.
+        previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+        self.exited = True
+        last = getattr(sys, "last_type", None)     # the exception that is ending the interpreter, if any
+        if last is not None and issubclass(last, KeyboardInterrupt):
+            self.exit_signal = self.exit_signal or "SIGINT"
         try:
-            if self.done:
-                return
-            if self.mode == "nsys":
-                self._nsys_close()
-                self.done = True
-                self._record("finished")
-            else:
-                self._stop()
+            if not self.done:
+                if self.mode == "nsys":
+                    self._nsys_close()
+                    self.done = True
+                else:
+                    self._stop()
+                    return
+            try:        # that the exit handlers ran: only a record, never worth failing the job's exit for
+                self._record("finished" if self.trace or self.mode == "nsys" else "no-trace")
+            except Exception:  # noqa: BLE001
+                pass
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for s, handler in previous.items():
+                signal.signal(s, handler)
 
     # -- nsys -----------------------------------------------------------------------------------------
 
@@ -218,6 +239,16 @@ class _Agent:
 
     # -- the worker record ------------------------------------------------------------------------------
 
+    def _count(self) -> None:
+        """Keep the step count on disk, for the manifest of a worker killed before it could say more
+        (SIGKILL, out of memory): one small write in place per step, no new file, no rename."""
+        if self.counter is None:
+            return
+        try:
+            os.pwrite(self.counter, b"%-12d\n" % self.steps, 0)
+        except OSError:
+            self.counter = None
+
     def _ranks(self) -> dict:
         env = os.environ
         out = {"rank": int(env.get("RANK", 0)), "local_rank": int(env.get("LOCAL_RANK", 0)),
@@ -226,11 +257,13 @@ class _Agent:
         try:
             if dist is not None and dist.is_available() and dist.is_initialized():
                 out.update(rank=dist.get_rank(), world_size=dist.get_world_size(), backend=str(dist.get_backend()))
+                self.known_ranks = out
         except Exception:  # noqa: BLE001 - a broken process group must not break the job
             pass
-        return out
+        # At exit the job may have destroyed its process group already: what it was still holds.
+        return out if out["backend"] or self.known_ranks is None else self.known_ranks
 
-    def _record(self, status: str) -> None:
+    def _record(self, status: str) -> str:
         from tracelens.envlist import allowed_env
 
         torch = self.torch
@@ -238,6 +271,7 @@ class _Agent:
         info = {
             **self._ranks(), "host": socket.gethostname(), "pid": os.getpid(), "status": status,
             "mode": self.mode, "steps_seen": self.steps, "trace": self.trace, "partial": self.partial,
+            "exited": self.exited, "exit_signal": self.exit_signal,
             "schedule": {"wait": self.wait, "warmup": self.warmup, "active": self.active},
             "started_at": self.started_at, "updated_at": time.time(),
             "python": sys.version.split()[0], "torch": torch.__version__, "cuda": torch.version.cuda,
@@ -252,6 +286,7 @@ class _Agent:
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(info, fh, indent=1)
         os.replace(tmp, path)
+        return path
 
 
 def _nccl_version(torch):
@@ -263,4 +298,6 @@ def _nccl_version(torch):
 
 
 def _sigterm_to_exit(signum, frame):
+    if _state is not None:
+        _state.exit_signal = signal.Signals(signum).name
     raise SystemExit(128 + signum)

@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Optional
@@ -89,6 +89,7 @@ class CollectResult:
     exit_code: int
     manifest: dict
     interrupted: bool = False
+    signals_sent: list = field(default_factory=list)     # what was passed on to the job, in order
 
 
 def parse_steps(text: str) -> tuple[int, int, int]:
@@ -122,10 +123,16 @@ def plan(options: CollectOptions, environ: Optional[dict] = None) -> Plan:
             raise UsageError("--profiler nsys needs Nsight Systems: install it so that `nsys` is on PATH (or set "
                              "TRACELENS_NSYS=/path/to/nsys), or use the default torch.profiler mode")
     run_dir = options.out or default_run_dir()
-    if run_dir.exists() and any(run_dir.iterdir()) and not options.force:
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UsageError("--out must name a directory (the run directory), not an existing file", path=str(run_dir))
+    if run_dir.is_dir() and any(run_dir.iterdir()) and not options.force:
         raise UsageError("run directory is not empty (use --force to reuse it)", path=str(run_dir))
-    for sub in (NCCL_LOGS, WORKERS, BOOTSTRAP):
-        (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    try:
+        for sub in (NCCL_LOGS, WORKERS, BOOTSTRAP):
+            (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the run directory: {exc.strerror or exc}",
+                         path=str(exc.filename or run_dir)) from None
     for stale in (f"{WORKERS}/*.json", "rank*.pt.trace.json.gz", "rank*.nsys-rep", "rank*.sqlite", MANIFEST, REPORT):
         for path in run_dir.glob(stale):
             path.unlink()
@@ -204,32 +211,56 @@ def split_launcher(command: list[str]) -> tuple[Optional[list[str]], list[str]]:
 # --------------------------------------------------------------------------------------------- running
 
 
-def execute(p: Plan, on_progress: Optional[Callable[[dict], None]] = None, poll_s: float = 0.5) -> CollectResult:
+ESCALATION = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+
+
+def next_signal(received: int, sent: list[int]) -> signal.Signals:
+    """The signal to pass on to the job: SIGINT for a first Ctrl-C, then one step further per signal
+    received (SIGTERM, then SIGKILL, which stays); a SIGTERM sent to tracelens starts at SIGTERM."""
+    level = ESCALATION.index(received) if received in ESCALATION else 1
+    if sent:
+        level = max(level, ESCALATION.index(sent[-1]) + 1)
+    return ESCALATION[min(level, len(ESCALATION) - 1)]
+
+
+def execute(p: Plan, on_progress: Optional[Callable[[dict], None]] = None, poll_s: float = 0.25) -> CollectResult:
     """Run the job to the end, forwarding Ctrl-C/SIGTERM to it, then export (nsys) and write the manifest.
 
-    The job runs in its own process group: a signal to tracelens is passed on once per press (SIGINT,
-    then SIGTERM, then SIGKILL), so the workers can write the traces they have before they exit.
+    The job runs in its own process group: every signal to tracelens is passed on, one step further each
+    time (SIGINT, then SIGTERM, then SIGKILL), so the workers can write the traces they have before they
+    exit. Each is announced with a ``signal`` progress event.
     """
     started = time.time()
-    signals_seen: list[int] = []
+    sent: list[int] = []
+    announce: list[dict] = []
     try:
         proc = subprocess.Popen(p.argv, env=p.env, **_own_process_group())
     except OSError as exc:
         raise UsageError(f"cannot start {p.argv[0]}: {exc.strerror or exc}") from None
 
     def forward(signum, frame):
-        signals_seen.append(signum)
-        escalate = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
-        sig = signum if len(signals_seen) == 1 else escalate[min(len(signals_seen), 2)]
+        sig = next_signal(signum, sent)
+        sent.append(sig)
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             pass
+        following = None if sig == ESCALATION[-1] else next_signal(signal.SIGINT, sent).name
+        # Announced from the loop below: writing to stderr inside a signal handler could re-enter a write.
+        announce.append({"event": "signal", "received": signal.Signals(signum).name, "sent": sig.name,
+                         "next": following})
+
+    def flush() -> None:
+        while announce:
+            event = announce.pop(0)
+            if on_progress:
+                on_progress(event)
 
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     seen: set[str] = set()
     try:
         while True:
+            flush()
             try:
                 code = proc.wait(timeout=poll_s)
                 break
@@ -238,12 +269,17 @@ def execute(p: Plan, on_progress: Optional[Callable[[dict], None]] = None, poll_
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        flush()
     ended = time.time()
     _report_progress(p.run_dir, seen, on_progress)
     notes = export_reports(p.run_dir, on_progress) if p.nsys else []
+    killed_by = signal.Signals(-code).name if code < 0 else None
     code = 128 + -code if code < 0 else code
-    manifest = write_manifest(p, code, started, ended, notes, interrupted=bool(signals_seen))
-    return CollectResult(run_dir=p.run_dir, exit_code=code, manifest=manifest, interrupted=bool(signals_seen))
+    sent_names = [signal.Signals(s).name for s in sent]
+    manifest = write_manifest(p, code, started, ended, notes, interrupted=bool(sent), signals_sent=sent_names,
+                              killed_by=killed_by)
+    return CollectResult(run_dir=p.run_dir, exit_code=code, manifest=manifest, interrupted=bool(sent),
+                         signals_sent=sent_names)
 
 
 def _own_process_group() -> dict:
@@ -282,12 +318,21 @@ def export_reports(run_dir: Path, on_progress=None) -> list[str]:
 
 
 def _workers(run_dir: Path) -> list[dict]:
+    """The worker records, each with the step count its counter file holds when that is further along (a
+    worker killed mid-run never rewrote its record)."""
     out = []
     for path in sorted((run_dir / WORKERS).glob("*.json")):
         try:
-            out.append(json.loads(path.read_text(encoding="utf-8")))
+            record = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
+        try:
+            counted = int(path.with_suffix(".steps").read_bytes().split()[0])
+        except (OSError, ValueError, IndexError):
+            counted = None
+        if counted is not None and counted > (record.get("steps_seen") or 0):
+            record["steps_seen"] = counted
+        out.append(record)
     return out
 
 
@@ -298,8 +343,11 @@ def _traces(run_dir: Path) -> dict[int, str]:
 
 
 def write_manifest(p: Plan, exit_code: int, started: float, ended: float, notes: list[str],
-                   interrupted: bool = False) -> dict:
-    """The run's manifest.json: command, exit code, times, hosts and ranks, versions, environment."""
+                   interrupted: bool = False, signals_sent: Optional[list[str]] = None,
+                   killed_by: Optional[str] = None) -> dict:
+    """The run's manifest.json: command, exit code, times, hosts and ranks (with how each ended), versions,
+    environment. ``killed_by`` is the signal that ended the job's own process, if one did."""
+    signals_sent = signals_sent or []
     run_dir = p.run_dir
     workers = _workers(run_dir)
     by_rank: dict[int, dict] = {}
@@ -311,8 +359,10 @@ def write_manifest(p: Plan, exit_code: int, started: float, ended: float, notes:
     logs = {f.name: f for f in (run_dir / NCCL_LOGS).glob("*.log")}
     world = max([w.get("world_size") or 1 for w in workers] + [max(traces, default=-1) + 1, 1])
     ranks, warnings = [], list(notes)
+    single = _single_process(p.options.command)
     for rank in range(world):
         w = by_rank.get(rank, {})
+        end, end_signal = _rank_end(w, signals_sent, killed_by, single)
         log = f"{w.get('host')}.{w.get('pid')}.log" if w else None
         trace = traces.get(rank)
         status = "written" if trace else "missing"
@@ -324,9 +374,10 @@ def write_manifest(p: Plan, exit_code: int, started: float, ended: float, notes:
             "trace_bytes": (run_dir / trace).stat().st_size if trace else None,
             "nccl_log": f"{NCCL_LOGS}/{log}" if log in logs else None, "steps_seen": w.get("steps_seen"),
             "device": w.get("device"), "backend": w.get("backend"), "env": w.get("env", {}),
+            "end": end, "signal": end_signal,
         })
         if not trace:
-            warnings.append(_missing_reason(rank, w, p.options))
+            warnings.append(_missing_reason(rank, w, p.options, end, end_signal, killed_by if single else None))
     first = by_rank.get(0) or (workers[0] if workers else {})
     manifest = {
         "schema": MANIFEST_SCHEMA,
@@ -337,6 +388,8 @@ def write_manifest(p: Plan, exit_code: int, started: float, ended: float, notes:
         "cwd": os.getcwd(),
         "exit_code": exit_code,
         "interrupted": interrupted,
+        "signals_sent": signals_sent,
+        "killed_by": killed_by,
         "started_at": _iso(started), "ended_at": _iso(ended), "duration_s": round(ended - started, 3),
         "steps": dict(zip(("wait", "warmup", "active"), p.options.steps)),
         "with_stack": p.options.with_stack,
@@ -355,12 +408,50 @@ def write_manifest(p: Plan, exit_code: int, started: float, ended: float, notes:
     return manifest
 
 
-def _missing_reason(rank: int, w: dict, options: CollectOptions) -> str:
+def _single_process(command: list[str]) -> bool:
+    """Whether the command is the worker itself (no torchrun launcher between tracelens and it)."""
+    try:
+        return split_launcher(command)[0] is None
+    except UsageError:
+        return False
+
+
+def _rank_end(w: dict, signals_sent: list[str], killed_by: Optional[str], single: bool):
+    """How a worker ended, as (end, signal): ``exited`` (its exit handlers ran; signal: the SIGINT or SIGTERM
+    that made it exit, if one did), ``killed`` (it never got to them: a SIGKILL, the out-of-memory killer, a
+    hard crash; signal when known) or (None, None) without a worker record."""
+    if not w:
+        return None, None
+    if w.get("exited"):
+        return "exited", w.get("exit_signal")
+    if "SIGKILL" in signals_sent:
+        return "killed", "SIGKILL"       # tracelens sent it to the job's whole process group
+    return "killed", killed_by if single else None
+
+
+def _missing_reason(rank: int, w: dict, options: CollectOptions, end: Optional[str] = None,
+                    end_signal: Optional[str] = None, job_killed_by: Optional[str] = None) -> str:
     wait, warmup, active = options.steps
     if not w:
+        if job_killed_by:
+            return (f"rank {rank}: no trace; killed by {job_killed_by} before its first training step (no optimizer "
+                    f"step or tracelens.collectors.step() call had run)")
         return (f"rank {rank}: no trace; the process never reached a training step (no optimizer step or "
                 f"tracelens.collectors.step() call), crashed first, or could not load the agent")
-    return (f"rank {rank}: no trace; the job ran {w.get('steps_seen', 0)} step(s) after the first, fewer than "
+    steps = w.get("steps_seen") or 0
+    recording = min(max(steps - wait - warmup, 0), active)
+    if end == "killed":
+        # steps_seen counts the steps after the first (the first starts the profiler, unrecorded).
+        how = f"killed by {end_signal}" if end_signal else "ended without running its exit handlers (killed or crashed)"
+        if recording:
+            return (f"rank {rank}: no trace; {how} after {steps + 1} step(s), {recording} of them in the profiler's "
+                    f"active window: a killed process cannot save what it recorded")
+        return (f"rank {rank}: no trace; {how} after {steps + 1} step(s), before the profiler's active window "
+                f"(wait+warmup={wait + warmup} steps after the first)")
+    if end_signal:
+        return (f"rank {rank}: no trace; stopped by {end_signal} after {steps + 1} step(s), before the profiler's "
+                f"active window (wait+warmup={wait + warmup} steps after the first)")
+    return (f"rank {rank}: no trace; the job ran {steps} step(s) after the first, fewer than "
             f"wait+warmup={wait + warmup} (try --steps with smaller counts, e.g. --steps 1,1,{active})")
 
 

@@ -35,7 +35,8 @@ def mlp(width: int, depth: int) -> nn.Module:
 
 def parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=12, help="training steps (default 12)")
+    # 20: `tracelens collect`'s default schedule (--steps 10,2,5) needs 1 + 10 + 2 + 5 = 18 for a full trace.
+    p.add_argument("--steps", type=int, default=20, help="training steps (default 20)")
     p.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP bucket size (default 25)")
     p.add_argument("--no-sync", action="store_true", help="no_sync() backward, then one flat all_reduce")
     p.add_argument("--reduce-op", choices=("sum", "avg"), default="sum",

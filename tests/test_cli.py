@@ -83,3 +83,61 @@ def test_console_script_exit_codes(tmp_path):
     proc = subprocess.run([sys.executable, "-c", "from tracelens.cli import run; run()", "report", str(bad)],
                           capture_output=True, text=True)
     assert proc.returncode == 3 and "truncated or corrupt gzip" in proc.stderr
+
+
+def test_unwritable_outputs_are_usage_errors(capsys, tmp_path):
+    # No such folder, or a file where the export folder goes: one line naming the path, exit 2.
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    missing = tmp_path / "no" / "such"
+    for args, path in ((["report", SAMPLE, "-o", str(missing / "r.md")], missing / "r.md"),
+                       (["export", SAMPLE, "-o", str(afile)], afile),
+                       (["gate", SAMPLE, "--no-config", "--min-overlap-pct", "1", "--junit", str(missing / "g.xml")],
+                        missing / "g.xml"),
+                       (["gate", SAMPLE, "--no-config", "--min-overlap-pct", "1", "--summary-md",
+                         str(missing / "g.md")], missing / "g.md")):
+        code, _, err = run(capsys, *args)
+        assert code == 2 and err.startswith(f"tracelens: error: {path}: cannot write output: ")
+        assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_markdown_groups_identical_collectives(capsys):
+    # wfbp_100 truth per rank: 100 identical 26.2 MB all-reduces per step over 3 steps; 2.1 ms of each step's
+    # 12 ms of communication exposed in 0.12 ms kernels -> 17 fully exposed + 1 partly = 18 per step:
+    # 54 of the 300 have exposed time, 3 x 2.1 = 6.3 ms in total, the worst one 0.12 ms (first in step 2).
+    code, out, _ = run(capsys, "report", SAMPLE, "--format", "markdown")
+    section = out.split("## Most exposed collectives")[1].split("##")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    assert code == 0 and rows[0] == "| rank | op | size | count | exposed ms | worst ms | worst step | kernel |"
+    assert [row.split(" | ")[:7] for row in rows[1:]] == [
+        ["| 0", "all_reduce", "26.2 MB", "54 of 300", "6.300", "0.120", "2"],
+        ["| 1", "all_reduce", "26.2 MB", "54 of 300", "6.300", "0.120", "2"]]
+
+
+def test_step_tables_show_copy_time(capsys):
+    # The "copy ms" column (memcpy + memset time) follows "idle ms" in both text and Markdown.
+    _, text_out, _ = run(capsys, "report", SAMPLE)
+    assert "│ idle ms │ copy ms │" in text_out.replace("┃", "│")
+    _, md, _ = run(capsys, "report", SAMPLE, "--format", "markdown")
+    assert "| idle ms | copy ms | overlap % |" in md
+
+
+def test_names_with_brackets_are_shown_as_written(capsys, tmp_path):
+    # Kernel names and history labels are data, not rich markup: "[/x]" used to raise MarkupError and
+    # "[bar]" vanished.
+    import msgspec
+
+    from tracelens import analyze, load
+    from tracelens.renderers import render
+
+    rep = analyze(load(SAMPLE))
+    name = "ncclKernel<float>[bar][/x]"
+    rep = msgspec.structs.replace(rep, collectives=[msgspec.structs.replace(c, name=name)
+                                                    for c in rep.collectives])
+    assert name in render(rep, "text", width=160)
+    db = str(tmp_path / "h.db")
+    assert run(capsys, "history", "add", SAMPLE, "--db", db, "--label", "exp[3][/x]")[0] == 0
+    code, out, _ = run(capsys, "history", "list", "--db", db)
+    assert code == 0 and "exp[3][/x]" in out
+    code, out, _ = run(capsys, "history", "show", "1", "--db", db)
+    assert code == 0 and "exp[3][/x]" in out

@@ -5,6 +5,8 @@ import gzip
 import importlib.util
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -142,6 +144,110 @@ def test_exit_code_is_the_jobs_and_the_manifest_says_why_there_is_no_trace(tmp_p
     assert "job exited with 3" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_no_trace_from_a_job_that_succeeded_is_exit_code_4(tmp_path):
+    # The job exits 0 but never steps an optimizer: nothing can be recorded. A CI script reading the exit code
+    # must see that (4, documented), not the job's 0; --no-report changes nothing.
+    for extra in ([], ["--no-report"]):
+        out = tmp_path / f"run{len(extra)}"
+        proc = cli("collect", "--out", str(out), *extra, "--", PY, "-c", "print('job ran')")
+        assert proc.returncode == 4, proc.stderr
+        assert "job exited with 0; traces for 0 of 1 rank(s)" in proc.stderr
+        assert proc.stderr.rstrip().endswith("the job succeeded but no rank wrote a trace (exit code 4)")
+        assert json.loads((out / "manifest.json").read_text())["exit_code"] == 0     # the job's own code
+
+
+def test_out_naming_an_existing_file_is_a_usage_error(tmp_path, capsys):
+    target = tmp_path / "notes.txt"
+    target.write_text("mine")
+    for extra in ([], ["--force"]):
+        code, _, err = run(capsys, "collect", "--out", str(target), *extra, "--", PY, "-c", "pass")
+        assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+        assert err == f"tracelens: error: {target}: --out must name a directory (the run directory), not an existing file\n"
+    assert target.read_text() == "mine"
+    # A run directory that cannot be created (its parent is that file) is a usage error too.
+    code, _, err = run(capsys, "collect", "--out", str(target / "run"), "--", PY, "-c", "pass")
+    assert code == 2 and "cannot create the run directory" in err and err.count("\n") == 1
+
+
+def _wait_for(path: Path, line: str, proc, timeout: float = 30) -> list[str]:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        lines = path.read_text().splitlines() if path.exists() else []
+        if line in lines:
+            return lines
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    pytest.fail(f"{line!r} never appeared in {path}: {path.read_text() if path.exists() else ''!r} "
+                f"(tracelens exit code {proc.poll()})")
+
+
+def _interrupt_three_times(proc, log: Path) -> list[str]:
+    """Ctrl-C (SIGINT to tracelens) three times, each after the job noted the previous signal."""
+    _wait_for(log, "ready", proc)
+    proc.send_signal(signal.SIGINT)
+    _wait_for(log, "SIGINT", proc)
+    proc.send_signal(signal.SIGINT)
+    _wait_for(log, "SIGTERM", proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    return err.splitlines()
+
+
+def test_ctrl_c_escalates_sigint_sigterm_sigkill_one_per_press(tmp_path):
+    # The job ignores SIGINT and SIGTERM and notes each; only the third Ctrl-C (SIGKILL) can end it.
+    out, log = tmp_path / "run", tmp_path / "signals.log"
+    proc = subprocess.Popen([str(BIN / "tracelens"), "collect", "--out", str(out), "--", PY,
+                             str(JOBS / "stubborn.py"), str(log)], cwd=ROOT, env=job_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    err = _interrupt_three_times(proc, log)
+    assert log.read_text().splitlines() == ["ready", "SIGINT", "SIGTERM"]
+    assert proc.returncode == 128 + signal.SIGKILL                  # 137: the job was killed
+    assert [line for line in err if ": sent SIG" in line] == [
+        "tracelens: SIGINT: sent SIGINT to the job; again: SIGTERM",
+        "tracelens: SIGINT: sent SIGTERM to the job; again: SIGKILL",
+        "tracelens: SIGINT: sent SIGKILL to the job"]
+    assert any(line.startswith("tracelens: job exited with 137 after an interrupt (SIGINT, SIGTERM, SIGKILL sent)")
+               for line in err), err
+    m = json.loads((out / "manifest.json").read_text())
+    assert (m["exit_code"], m["interrupted"], m["killed_by"]) == (137, True, "SIGKILL")
+    assert m["signals_sent"] == ["SIGINT", "SIGTERM", "SIGKILL"]
+    # The job never imported torch, so it never reached a training step: said so, with how it ended.
+    assert m["warnings"] == ["rank 0: no trace; killed by SIGKILL before its first training step (no optimizer "
+                             "step or tracelens.collectors.step() call had run)"]
+
+
+def test_a_sigterm_to_tracelens_is_passed_on_as_sigterm_then_sigkill():
+    # CI runners and schedulers stop jobs with SIGTERM: the job gets SIGTERM at once, a second one SIGKILL.
+    assert runner.next_signal(signal.SIGTERM, []) == signal.SIGTERM
+    assert runner.next_signal(signal.SIGINT, [signal.SIGTERM]) == signal.SIGKILL
+    assert runner.next_signal(signal.SIGINT, [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]) == signal.SIGKILL
+
+
+def test_manifest_says_how_a_rank_ended_and_after_how_many_steps(tmp_path):
+    # Worker records as the agent leaves them: rank 0 was killed mid-run (its record still says "running"
+    # with the 0 steps of its first write; its step counter had reached 5); rank 1 ran its exit handlers
+    # after a SIGTERM at step count 1. Schedule wait=2, warmup=1, active=3.
+    plan = runner.plan(runner.CollectOptions(command=[PY, "-c", "pass"], out=tmp_path / "run", steps=(2, 1, 3)))
+    workers = plan.run_dir / "workers"
+    base = {"status": "running", "steps_seen": 0, "trace": None, "partial": False, "updated_at": 1.0,
+            "host": "vm", "world_size": 2, "exited": False, "exit_signal": None}
+    (workers / "rank0.11.json").write_text(json.dumps({**base, "rank": 0, "pid": 11}))
+    (workers / "rank0.11.steps").write_text("5           \n")
+    (workers / "rank1.12.json").write_text(json.dumps({**base, "rank": 1, "pid": 12, "status": "no-trace",
+                                                       "steps_seen": 1, "exited": True, "exit_signal": "SIGTERM"}))
+    m = runner.write_manifest(plan, 137, 0.0, 1.0, [], interrupted=True,
+                              signals_sent=["SIGINT", "SIGTERM", "SIGKILL"], killed_by="SIGKILL")
+    assert [(r["end"], r["signal"], r["steps_seen"]) for r in m["ranks"]] == [("killed", "SIGKILL", 5),
+                                                                             ("exited", "SIGTERM", 1)]
+    # Rank 0: 5 steps after the first = 6 steps; 5 - (wait 2 + warmup 1) = 2 of them in the active window.
+    assert m["warnings"] == [
+        "rank 0: no trace; killed by SIGKILL after 6 step(s), 2 of them in the profiler's active window: a killed "
+        "process cannot save what it recorded",
+        "rank 1: no trace; stopped by SIGTERM after 2 step(s), before the profiler's active window "
+        "(wait+warmup=3 steps after the first)"]
+
+
 def test_bootstrap_chains_to_an_existing_sitecustomize(tmp_path):
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -155,7 +261,7 @@ def test_bootstrap_chains_to_an_existing_sitecustomize(tmp_path):
                     "pandas": "pandas" in sys.modules, "torch": "torch" in sys.modules}}, open({str(probe)!r}, "w"))
     """)
     proc = cli("collect", "--out", str(tmp_path / "run"), "--", PY, "-c", code, env={"PYTHONPATH": str(mine)})
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 4, proc.stderr      # the job never stepped: no trace (see test_no_trace_exit_code)
     # The user's sitecustomize still ran, the agent is armed, and arming it imported neither pandas nor torch.
     assert json.loads(probe.read_text()) == {"chained": "1", "armed": True, "pandas": False, "torch": False}
 
@@ -360,3 +466,79 @@ def test_ctrl_c_is_forwarded_and_finished_traces_are_kept(tmp_path):
     assert m["interrupted"] is True and m["exit_code"] == proc.returncode
     assert [r["status"] for r in m["ranks"]] == ["partial", "partial"]
     assert all(_trace_rank(out / f"rank{r}.pt.trace.json.gz") == r for r in (0, 1))
+
+
+@pytest.mark.e2e
+def test_a_rank_killed_mid_run_is_reported_killed_after_its_steps(tmp_path):
+    needs_torch()
+    out, log = tmp_path / "run", tmp_path / "signals.log"
+    proc = subprocess.Popen([str(BIN / "tracelens"), "collect", "--out", str(out), "--steps", "2,1,1000", "--",
+                             PY, str(JOBS / "stubborn.py"), str(log), "--train"], cwd=ROOT, env=job_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for(log, "step 8", proc, timeout=120)
+    err = _interrupt_three_times(proc, log)
+    assert proc.returncode == 137, err
+    steps = max(int(line.split()[1]) for line in log.read_text().splitlines() if line.startswith("step "))
+    m = json.loads((out / "manifest.json").read_text())
+    (rank,) = m["ranks"]
+    assert (rank["status"], rank["end"], rank["signal"]) == ("missing", "killed", "SIGKILL")
+    # The agent counts the steps after the first; the job noted each step after the optimizer's hook ran,
+    # so the count is the job's last noted step, or one more if the kill fell between the two.
+    assert rank["steps_seen"] + 1 in (steps, steps + 1)
+    recording = rank["steps_seen"] - 3                 # wait 2 + warmup 1
+    assert m["warnings"] == [f"rank 0: no trace; killed by SIGKILL after {rank['steps_seen'] + 1} step(s), "
+                             f"{recording} of them in the profiler's active window: a killed process cannot "
+                             f"save what it recorded"]
+    assert any(line.startswith("tracelens: warning: rank 0: no trace; killed by SIGKILL after") for line in err)
+
+
+DOCUMENTED = ("README.md", "examples/ddp_train.py", "examples/github-actions-overlap-gate.yml",
+              "sample_traces/README.md")
+
+
+def _documented_example_commands() -> list[list[str]]:
+    """Every `tracelens collect` command on the example job that the documentation shows (backslash
+    continuations joined), as argument lists."""
+    commands = []
+    for rel in DOCUMENTED:
+        text = re.sub(r"\\\n\s*", " ", (ROOT / rel).read_text())
+        for line in text.splitlines():
+            line = line.strip().strip("`")
+            if line.startswith("tracelens collect ") and " -- " in line and "examples/ddp_train.py" in line:
+                args = shlex.split(line)
+                if args not in commands:
+                    commands.append(args)
+    return commands
+
+
+def _option(args: list[str], name: str, default: str) -> str:
+    return args[args.index(name) + 1] if name in args else default
+
+
+def test_documented_example_commands_run_enough_steps_to_record():
+    # A full trace needs 1 + wait + warmup + active training steps (the first one starts the profiler);
+    # the job's step count is its --steps, or the default in examples/ddp_train.py.
+    job_default = re.search(r'"--steps", type=int, default=(\d+)', (ROOT / "examples" / "ddp_train.py").read_text())
+    commands = _documented_example_commands()
+    assert len(commands) >= 4 and job_default, commands
+    for args in commands:
+        split = args.index("--")
+        schedule = [int(n) for n in _option(args[:split], "--steps", "10,2,5").split(",")]
+        job_steps = int(_option(args[split:], "--steps", job_default.group(1)))
+        assert 1 + sum(schedule) <= job_steps, " ".join(args)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("args", [a for a in _documented_example_commands() if "nccl" not in a],
+                         ids=lambda a: " ".join(a[2:]))
+def test_documented_example_commands_record_traces(args, tmp_path):
+    # Run as shown (default --steps 10,2,5 where none is given), the run directory moved into tmp_path.
+    needs_torch()
+    assert args[:2] == ["tracelens", "collect"]
+    if "--out" in args:
+        i = args.index("--out")
+        args = args[:i] + args[i + 2:]
+    proc = cli("collect", "--out", str(tmp_path / "run"), *args[2:], timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert [r["status"] for r in m["ranks"]] == ["written"] * m["world_size"] and m["warnings"] == []

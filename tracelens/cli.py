@@ -4,19 +4,76 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
 from . import __version__
-from .errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TracelensError, UsageError
+from .errors import EXIT_GATE, EXIT_NO_TRACE, EXIT_OK, EXIT_USAGE, TracelensError, UsageError
 
 # Kept here (not imported from .gate) so `--help` stays fast; tests check they match.
 PATTERN_CHOICES = ("sawtooth", "two-phase", "serialized", "partial", "no-comm", "mixed")
 AGGREGATE_CHOICES = ("median", "mean", "p90", "worst")
+# Text that goes to a file, or to a pipe without COLUMNS, has no terminal to fit: the roomy layout.
+FILE_WIDTH = 160
 
 
-def _load(paths, comm_patterns=(), step_nvtx=None, prepare=None):
+def terminal_width(stream) -> int | None:
+    """The width to fit for text written to ``stream``: COLUMNS when set, else the terminal's size (through
+    the standard library); None for a file or pipe without COLUMNS."""
+    cols = os.environ.get("COLUMNS", "")
+    if cols.isdigit() and int(cols) > 0:
+        return int(cols)
+    if not _isatty(stream):
+        return None
+    if stream is sys.stdout:
+        import shutil   # here, not at the top: every command imports this module, few print to a terminal
+
+        return shutil.get_terminal_size((80, 24)).columns
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (AttributeError, OSError, ValueError):
+        return 80
+
+
+def use_color(flag: bool | None, stream) -> bool:
+    """--color / --no-color when given; else colour on a terminal, unless NO_COLOR is set (no-color.org) or
+    the terminal is dumb."""
+    if flag is not None:
+        return flag
+    return _isatty(stream) and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def say(message: str) -> None:
+    """A ``tracelens: ...`` line on stderr, wrapped at the terminal's width (or COLUMNS); a log file
+    without COLUMNS gets it whole, for grep."""
+    echo_fitted(message, err=True)
+
+
+def echo_fitted(message: str, err: bool = False) -> None:
+    """One message, wrapped (continuation lines indented) to fit the terminal it goes to."""
+    width = terminal_width(sys.stderr if err else sys.stdout)
+    if width and len(message) > width:
+        import textwrap
+
+        message = textwrap.fill(message, width, subsequent_indent="    ", break_on_hyphens=False)
+    click.echo(message, err=err)
+
+
+def color_option(fn):
+    return click.option("--color/--no-color", "color", default=None,
+                        help="Colour the output (default: on a terminal, unless NO_COLOR is set).")(fn)
+
+
+def _load(paths, comm_patterns=(), step_nvtx=None, prepare=None, color=None):
     """Discover the inputs, start decoding their Kineto files in worker processes, run ``prepare`` (imports,
     argument checks: they overlap the decoding) and parse. Returns (what prepare returned, traces).
 
@@ -28,20 +85,20 @@ def _load(paths, comm_patterns=(), step_nvtx=None, prepare=None):
     pool = start_decoding(files)
     try:
         prepared = prepare() if prepare else None
-        return prepared, _progress_loader(files, pool, comm_patterns, step_nvtx)
+        return prepared, _progress_loader(files, pool, comm_patterns, step_nvtx, color)
     finally:
         if pool is not None:
             pool.close()
 
 
-def _progress_loader(files, pool, comm_patterns, step_nvtx=None):
+def _progress_loader(files, pool, comm_patterns, step_nvtx=None, color=None):
     """Parse with a progress bar on stderr when it is a terminal."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn
 
     from .parsers import load_files
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, width=terminal_width(sys.stderr), no_color=not use_color(color, sys.stderr))
     if not console.is_terminal or len(files) < 2:
         return load_files(files, comm_patterns, step_pattern=step_nvtx, pool=pool)
     with Progress(TextColumn("parsing {task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -54,7 +111,7 @@ def _progress_loader(files, pool, comm_patterns, step_nvtx=None):
         return load_files(files, comm_patterns, on_file=step, step_pattern=step_nvtx, pool=pool)
 
 
-def _report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=()):
+def _report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=(), color=None):
     """The Report for the inputs: a saved ``report.json`` is read back; traces are parsed and analyzed."""
     from .report import is_report_file, read_report
 
@@ -62,7 +119,7 @@ def _report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=()):
         _limits(thresholds)
         return read_report(paths[0])
     # A bad threshold is still reported before the (slow) parse.
-    limits, traces = _load(paths, comm_patterns, step_nvtx, prepare=lambda: _limits(thresholds))
+    limits, traces = _load(paths, comm_patterns, step_nvtx, prepare=lambda: _limits(thresholds), color=color)
     from .analyzers import analyze
 
     return analyze(traces, limits)
@@ -74,23 +131,36 @@ def _limits(thresholds):
     return Thresholds().with_overrides(thresholds)
 
 
-def _show(rep, fmt: str = "text", output: str | None = None, force: bool = False, top: int = 10) -> None:
-    """Render a report to standard output (coloured and as wide as a terminal) or to a file."""
+def _show(rep, fmt: str = "text", output: str | None = None, force: bool = False, top: int = 10,
+          color: bool | None = None) -> None:
+    """Render a report to standard output (as wide as the terminal, coloured there) or to a file."""
     from .renderers import render
 
-    to_terminal = output in (None, "-") and sys.stdout.isatty()
-    width = click.get_terminal_size()[0] if to_terminal else 160
-    _write(render(rep, fmt, color=to_terminal, width=max(width, 100), top=top), output, force)
+    stream = sys.stdout if output in (None, "-") else None
+    width = (terminal_width(stream) if stream else None) or FILE_WIDTH
+    colored = use_color(color, stream) if stream else bool(color)
+    _write(render(rep, fmt, color=colored, width=width, top=top), output, force, colored)
 
 
-def _write(text: str, output: str | None, force: bool) -> None:
+def _write(text: str, output: str | None, force: bool, color: bool = False) -> None:
     if output is None or output == "-":
-        click.echo(text, nl=False)
+        click.echo(text, nl=False, color=color)   # click would strip the escapes going into a pipe
         return
     out = Path(output)
     if out.exists() and not force:
         raise UsageError("output file exists (use --force to overwrite)", path=output)
-    out.write_text(text, encoding="utf-8")
+    with writing(output):
+        out.write_text(text, encoding="utf-8")
+
+
+@contextmanager
+def writing(path):
+    """An output that cannot be written (no such folder, no permission, a folder where a file goes) is the
+    user's to fix: a usage error naming it, not a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        raise UsageError(f"cannot write output: {exc.strerror or exc}", path=str(path)) from None
 
 
 def input_options(fn):
@@ -122,10 +192,12 @@ def cli() -> None:
 @click.option("-o", "--output", metavar="FILE", help="Write to FILE instead of standard output.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--top", type=click.IntRange(0), default=10, show_default=True,
-              help="How many of the most exposed collectives to list (text/markdown).")
+              help="How many of the most exposed collectives to list (text/markdown); identical ones (same "
+                   "rank, kernel, op and size) are one row.")
+@color_option
 @threshold_option
 @input_options
-def report(paths, fmt, output, force, top, thresholds, comm_patterns, step_nvtx) -> None:
+def report(paths, fmt, output, force, top, color, thresholds, comm_patterns, step_nvtx) -> None:
     """Report overlap per rank and step, with diagnoses, for trace files, directories or globs
     (or re-render a saved JSON report).
 
@@ -133,7 +205,7 @@ def report(paths, fmt, output, force, top, thresholds, comm_patterns, step_nvtx)
 
         tracelens report runs/ddp_bs32/ --format markdown -o summary.md
     """
-    _show(_report_for(paths, comm_patterns, step_nvtx, thresholds), fmt, output, force, top)
+    _show(_report_for(paths, comm_patterns, step_nvtx, thresholds, color), fmt, output, force, top, color)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -145,16 +217,21 @@ def report(paths, fmt, output, force, top, thresholds, comm_patterns, step_nvtx)
 @click.option("--with-stack", is_flag=True, help="Record Python call stacks (bigger traces).")
 @click.option("--force", is_flag=True, help="Reuse a non-empty run directory.")
 @click.option("--no-report", is_flag=True, help="Only collect; do not analyze the run afterwards.")
+@color_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def collect(profiler, out, steps, with_stack, force, no_report, command) -> int:
+def collect(profiler, out, steps, with_stack, force, no_report, color, command) -> int:
     """Run a training command with every rank profiled; keep traces, NCCL logs and a manifest, then report.
 
-    The training script is not changed. Exit code: the job's.
+    The training script is not changed. A full trace needs 1+WAIT+WARMUP+ACTIVE training steps (18 with the
+    default --steps 10,2,5); a job that ends inside the active window keeps a partial one.
+
+    Exit code: the job's; 4 when the job succeeded but no rank wrote a trace; 2 for a usage error.
+    Ctrl-C is passed on to the job: SIGINT, again SIGTERM, a third time SIGKILL.
 
     Example:
 
     \b
-        tracelens collect --out runs/exp7 -- torchrun --nproc-per-node 8 train.py --lr 3e-4
+        tracelens collect --out runs/exp7 -- torchrun --nproc-per-node 8 train.py
     """
     from .collectors import runner
     from .renderers.common import size
@@ -164,36 +241,43 @@ def collect(profiler, out, steps, with_stack, force, no_report, command) -> int:
         command=list(command), out=Path(out) if out else None, profiler=profiler, with_stack=with_stack,
         force=force, steps=runner.parse_steps(steps) if steps else runner.DEFAULT_STEPS, steps_given=bool(steps))
     plan = runner.plan(options)
-    err = click.get_text_stream("stderr")
-    click.echo(f"tracelens: collecting into {plan.run_dir}/ ({profiler}; steps wait,warmup,active = "
-               f"{','.join(map(str, options.steps))})", err=True)
+    say(f"tracelens: collecting into {plan.run_dir}/ ({profiler}; steps wait,warmup,active = "
+        f"{','.join(map(str, options.steps))})")
 
     def progress(event: dict) -> None:
         if event["event"] == "trace":
             ranks = ", ".join(map(str, event["ranks"]))
-            click.echo(f"tracelens: {event['file']} written ({size(event['bytes'])}); ranks with traces: {ranks} "
-                       f"({len(event['ranks'])} of {event['world_size']})", file=err)
+            say(f"tracelens: {event['file']} written ({size(event['bytes'])}); ranks with traces: {ranks} "
+                f"({len(event['ranks'])} of {event['world_size']})")
         elif event["event"] == "export":
-            click.echo(f"tracelens: exported {event['file']}", file=err)
+            say(f"tracelens: exported {event['file']}")
+        elif event["event"] == "signal":
+            then = f"; again: {event['next']}" if event["next"] else ""
+            say(f"tracelens: {event['received']}: sent {event['sent']} to the job{then}")
 
     result = runner.execute(plan, progress)
     m = result.manifest
     written = [r for r in m["ranks"] if r["trace"]]
-    click.echo(f"tracelens: job exited with {result.exit_code}"
-               + (" after an interrupt" if result.interrupted else "")
-               + f"; traces for {len(written)} of {m['world_size']} rank(s); manifest {plan.run_dir / MANIFEST}",
-               err=True)
+    say(f"tracelens: job exited with {result.exit_code}"
+        + (f" after an interrupt ({', '.join(result.signals_sent)} sent)" if result.interrupted else "")
+        + f"; traces for {len(written)} of {m['world_size']} rank(s); manifest {plan.run_dir / MANIFEST}")
     for w in m["warnings"]:
-        click.echo(f"tracelens: warning: {w}", err=True)
-    if no_report or not written:
+        say(f"tracelens: warning: {w}")
+    if not written:
+        if result.exit_code == 0:
+            # A job that ran fine but left nothing to analyse is a failed collection for a CI script.
+            say(f"tracelens: error: the job succeeded but no rank wrote a trace (exit code {EXIT_NO_TRACE})")
+            return EXIT_NO_TRACE
+        return result.exit_code
+    if no_report:
         return result.exit_code
     try:
-        rep = _report_for([str(plan.run_dir)])
+        rep = _report_for([str(plan.run_dir)], color=color)
     except TracelensError as exc:
-        click.echo(f"tracelens: error: {exc}", err=True)
+        say(f"tracelens: error: {exc}")
         return result.exit_code or exc.exit_code
     (plan.run_dir / REPORT).write_bytes(rep.to_json())
-    _show(rep)
+    _show(rep, color=color)
     return result.exit_code
 
 
@@ -211,7 +295,9 @@ def export(paths, out_dir, comm_patterns, step_nvtx) -> None:
     _, traces = _load(paths, comm_patterns, step_nvtx)
     from .export import export_parquet
 
-    for path in export_parquet(traces, out_dir):
+    with writing(out_dir):
+        written = export_parquet(traces, out_dir)
+    for path in written:
         click.echo(str(path))
 
 
@@ -239,9 +325,11 @@ def export(paths, out_dir, comm_patterns, step_nvtx) -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--junit", metavar="FILE", help="Write JUnit XML (a testcase per rule and rank) to FILE.")
 @click.option("--summary-md", metavar="FILE", help="Append a Markdown summary to FILE (e.g. $GITHUB_STEP_SUMMARY).")
+@color_option
 @threshold_option
 @input_options
-def gate(paths, config_path, no_config, fmt, junit, summary_md, thresholds, comm_patterns, step_nvtx, **rules):
+def gate(paths, config_path, no_config, fmt, junit, summary_md, color, thresholds, comm_patterns, step_nvtx,
+         **rules):
     """Fail (exit 1) when overlap regresses: absolute limits, or limits relative to a baseline.
 
     Every rule is applied per rank to the median (--aggregate) of its steps. Rules may also live in
@@ -250,14 +338,15 @@ def gate(paths, config_path, no_config, fmt, junit, summary_md, thresholds, comm
     Example:
 
     \b
-        tracelens gate runs/ci-1234/ --history ci.db --against main --max-overlap-drop 2 --junit gate.xml
+        tracelens gate runs/ci-1234/ --history ci.db --against main \\
+            --max-overlap-drop 2 --junit gate.xml
     """
     from . import gate as gating
     from .renderers import gate as show
 
     config, where = _gate_config(config_path, no_config)
     config = config.merged(rules).check(where)
-    report = _report_for(paths, comm_patterns, step_nvtx, thresholds)
+    report = _report_for(paths, comm_patterns, step_nvtx, thresholds, color)
     notes, baseline = [], None
     if config.baseline:
         base = _report_for([config.baseline], comm_patterns, step_nvtx, thresholds)
@@ -269,14 +358,17 @@ def gate(paths, config_path, no_config, fmt, junit, summary_md, thresholds, comm
         notes += [why] if why else []
     result = gating.evaluate(report, config, baseline, source=" ".join(paths), notes=notes)
     if junit:
-        Path(junit).write_bytes(show.junit(result))
+        with writing(junit):
+            Path(junit).write_bytes(show.junit(result))
     if summary_md:
-        with open(summary_md, "a", encoding="utf-8") as fh:
+        with writing(summary_md), open(summary_md, "a", encoding="utf-8") as fh:
             fh.write(show.markdown(result))
     if fmt == "json":
         click.echo(show.json(result), nl=False)
     else:
-        click.echo(show.text(result, color=sys.stdout.isatty()), nl=False)
+        colored = use_color(color, sys.stdout)
+        click.echo(show.text(result, color=colored, width=terminal_width(sys.stdout) or FILE_WIDTH), nl=False,
+                   color=colored)
     return EXIT_OK if result.passed else EXIT_GATE
 
 
@@ -325,8 +417,8 @@ def history_add(paths, db, label, commit, thresholds, comm_patterns, step_nvtx) 
     with open_db(db, create=True) as handle:
         run_id = add_run(handle, report, label=label, commit=commit, source=" ".join(paths))
     s = report.summary
-    click.echo(f"added run {run_id} ({label}): {s.ranks} rank(s), {s.steps} step(s), overlap {pct(s.overlap_pct)}, "
-               f"exposed {frac(s.exposed_comm_fraction)} -> {db}")
+    echo_fitted(f"added run {run_id} ({label}): {s.ranks} rank(s), {s.steps} step(s), overlap {pct(s.overlap_pct)}, "
+                f"exposed {frac(s.exposed_comm_fraction)} -> {db}")
 
 
 @history.command("list")
@@ -346,7 +438,8 @@ def history_list(db, label, limit, fmt) -> None:
 
     with open_db(db, create=False) as handle:
         runs = list_runs(handle, label, limit)
-    click.echo(show.runs_json(runs) if fmt == "json" else show.runs_text(runs), nl=False)
+    width = terminal_width(sys.stdout) or FILE_WIDTH
+    click.echo(show.runs_json(runs) if fmt == "json" else show.runs_text(runs, width), nl=False)
 
 
 @history.command("show")
@@ -365,7 +458,8 @@ def history_show(run_id, db, fmt) -> None:
 
     with open_db(db, create=False) as handle:
         run, steps = get_run(handle, run_id), run_steps(handle, run_id)
-    click.echo(show.run_json(run, steps) if fmt == "json" else show.run_text(run, steps), nl=False)
+    width = terminal_width(sys.stdout) or FILE_WIDTH
+    click.echo(show.run_json(run, steps) if fmt == "json" else show.run_text(run, steps, width), nl=False)
 
 
 def main(argv: list[str] | None = None) -> int:

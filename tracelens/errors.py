@@ -6,6 +6,7 @@ EXIT_OK = 0
 EXIT_GATE = 1
 EXIT_USAGE = 2
 EXIT_INPUT = 3
+EXIT_NO_TRACE = 4      # collect: the job succeeded but no rank wrote a trace
 
 
 class TracelensError(Exception):

@@ -45,7 +45,7 @@ class StepMetrics(msgspec.Struct, kw_only=True):
     overlap_ns: int
     exposed_comm_ns: int
     idle_ns: int
-    copy_ns: int = 0
+    copy_ns: int = 0                       # memcpy + memset device time in the step (0 in older reports)
     overlap_pct: Optional[float]
     exposed_comm_fraction: Optional[float]
     complete: bool = True

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from ..report import SEVERITIES, Collective, Report
 
 
-def ms(ns: int | None) -> str:
-    return "—" if ns is None else f"{ns / 1e6:,.3f}"
+def ms(ns: int | None, decimals: int = 3) -> str:
+    return "—" if ns is None else f"{ns / 1e6:,.{decimals}f}"
 
 
 def pct(value: float | None) -> str:
@@ -32,29 +32,66 @@ def step_label(step: int | None) -> str:
     return "all" if step is None else str(step)
 
 
-def most_exposed(report: Report, top: int) -> list[Collective]:
-    ranked = sorted(report.collectives, key=lambda c: (-c.exposed_ns, c.rank, c.start_ns))
-    return [c for c in ranked[:top] if c.exposed_ns > 0]
-
-
 def short(name: str, width: int = 60) -> str:
     name = name.removeprefix("void ")
-    return name if len(name) <= width else name[: width - 1] + "…"
+    return name if len(name) <= width else name[: max(width - 1, 0)] + "…"
 
 
 STEP_HEADERS = ("step", "duration ms", "compute ms", "comm ms", "overlap ms", "exposed comm ms", "idle ms",
-                "overlap %", "exposed frac", "pattern")
+                "copy ms", "overlap %", "exposed frac", "pattern")
 
 
-def step_cells(s) -> list[str]:
+def two_lines(header: str) -> str:
+    """``"exposed comm ms"`` -> ``"exposed\ncomm ms"``: a header over two lines, for narrow tables."""
+    return header.replace(" ", "\n", 1)
+
+
+def step_cells(s, decimals: int = 3) -> list[str]:
     label = step_label(s.step) + ("" if getattr(s, "complete", True) else " (cut)")
-    return [label, ms(s.duration_ns), ms(s.compute_ns), ms(s.comm_ns), ms(s.overlap_ns), ms(s.exposed_comm_ns),
-            ms(s.idle_ns), pct(s.overlap_pct), frac(s.exposed_comm_fraction), s.pattern or ""]
+    return [label] + _time_cells(s, decimals) + [pct(s.overlap_pct), frac(s.exposed_comm_fraction), s.pattern or ""]
 
 
-def total_cells(t) -> list[str]:
-    return ["total", ms(t.duration_ns), ms(t.compute_ns), ms(t.comm_ns), ms(t.overlap_ns), ms(t.exposed_comm_ns),
-            ms(t.idle_ns), pct(t.overlap_pct), frac(t.exposed_comm_fraction), ""]
+def total_cells(t, decimals: int = 3) -> list[str]:
+    return ["total"] + _time_cells(t, decimals) + [pct(t.overlap_pct), frac(t.exposed_comm_fraction), ""]
+
+
+def _time_cells(s, decimals: int) -> list[str]:
+    return [ms(ns, decimals) for ns in (s.duration_ns, s.compute_ns, s.comm_ns, s.overlap_ns, s.exposed_comm_ns,
+                                        s.idle_ns, s.copy_ns)]
+
+
+@dataclass
+class ExposedGroup:
+    """The exposed instances of one collective (same rank, kernel name, op and size), shown as one row."""
+
+    rank: int
+    name: str
+    op: str | None
+    bytes: int | None
+    count: int                 # instances with exposed time
+    calls: int                 # all instances of it on the rank, hidden ones included
+    exposed_ns: int            # the instances' exposed times, summed
+    worst_ns: int              # the largest exposed time of one instance
+    worst_step: int | None     # the step of that instance
+
+
+def exposed_groups(report: Report, top: int) -> list[ExposedGroup]:
+    """The ``top`` collectives with the most exposed time in total, identical ones grouped (display only:
+    the report lists every instance with its own ``exposed_ns``)."""
+    groups: dict[tuple, list] = {}
+    for c in report.collectives:
+        g = groups.get(key := (c.rank, c.name, c.op, c.bytes))
+        if g is None:
+            g = groups[key] = [0, 0, 0, 0, None, 0]     # count, calls, exposed, worst, its step, its start
+        g[1] += 1
+        if c.exposed_ns > 0:
+            g[0] += 1
+            g[2] += c.exposed_ns
+            if c.exposed_ns > g[3] or (c.exposed_ns == g[3] and c.start_ns < g[5]):
+                g[3], g[4], g[5] = c.exposed_ns, c.step, c.start_ns
+    ranked = sorted((k for k, g in groups.items() if g[2] > 0), key=lambda k: (-groups[k][2], k[0], groups[k][5]))
+    return [ExposedGroup(rank, name, op, size_, *groups[(rank, name, op, size_)][:5])
+            for rank, name, op, size_ in ranked[:top]]
 
 
 def rank_title(r) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 import xml.etree.ElementTree as ET
 
 import click
@@ -32,22 +33,31 @@ def verdict(result: GateResult) -> str:
     return f"FAILED ({failed} of {len(result.rules)} rules)" if failed else f"passed ({len(result.rules)} rules)"
 
 
-def text(result: GateResult, *, color: bool = False) -> str:
-    """One line per rule, then the notes and the verdict."""
-    width = max((len(r.rule) for r in result.rules), default=0)
+def text(result: GateResult, *, color: bool = False, width: int | None = None) -> str:
+    """One line per rule, then the notes and the verdict; long messages wrap at ``width`` under their
+    column (or, when that column leaves too little room, under the rule)."""
+    rule_w = max((len(r.rule) for r in result.rules), default=0)
     lines = []
     for r in result.rules:
-        mark = _MARK[r.status]
+        lead = f"{_MARK[r.status]}  {r.rule:<{rule_w}}  {_limit(r):<8}  "
+        body = _wrap(lead + r.message, width, " " * (len(lead) if width and width - len(lead) >= 30 else 6))
         if color:
-            mark = click.style(mark, fg=_COLOR[r.status], bold=True)
-        lines.append(f"{mark}  {r.rule:<{width}}  {_limit(r):<8}  {r.message}")
-    lines += [f"note: {n}" for n in result.notes]
+            body = click.style(_MARK[r.status], fg=_COLOR[r.status], bold=True) + body[len(_MARK[r.status]):]
+        lines.append(body)
+    lines += [_wrap(f"note: {n}", width, "      ") for n in result.notes]
     base = f", baseline {result.baseline}" if result.baseline else ""
     head = verdict(result)
+    tail = _wrap(f"gate: {head} — {result.input} ({result.aggregate} over steps, per rank{base})", width, "      ")
     if color:
-        head = click.style(head, fg="red" if result.failed else "green", bold=True)
-    lines.append(f"gate: {head} — {result.input} ({result.aggregate} over steps, per rank{base})")
+        tail = "gate: " + click.style(head, fg="red" if result.failed else "green", bold=True) + tail[6 + len(head):]
+    lines.append(tail)
     return "\n".join(lines) + "\n"
+
+
+def _wrap(line: str, width: int | None, indent: str) -> str:
+    if not width or len(line) <= width:
+        return line
+    return textwrap.fill(line, width, subsequent_indent=indent, break_on_hyphens=False)
 
 
 def json(result: GateResult) -> str:

@@ -8,56 +8,86 @@ import msgspec
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from .common import frac, ms, pct
+from .text import Layout, fit, header, new_table
 
 _RUN_HEADERS = ("id", "label", "commit", "added (UTC)", "ranks", "steps", "overlap %", "exposed frac", "pattern",
                 "critical")
+_STEP_HEADERS = ("rank", "step", "duration ms", "comm ms", "exposed comm ms", "overlap %", "exposed frac", "pattern")
+_LEFT = ("label", "commit", "added (UTC)", "pattern")
 
 
-def _console(buf: io.StringIO) -> Console:
-    return Console(file=buf, width=160, color_system=None, highlight=False)
+def _console(buf: io.StringIO, width: int) -> Console:
+    return Console(file=buf, width=width, color_system=None, highlight=False)
 
 
-def _run_cells(r: dict) -> list[str]:
-    return [str(r["id"]), r["label"] or "", (r["commit"] or "")[:12], r["created_at"] or "", str(r["ranks"]),
-            str(r["steps"]), pct(r["overlap_pct"]), frac(r["exposed_comm_fraction"]), r["pattern"] or "",
-            str(r["critical"])]
+def _added(created_at: str | None, layout: Layout) -> str:
+    """``2025-01-02T03:04:05+00:00``; ``2025-01-02 03:04`` without a box; the date alone when tight."""
+    text = created_at or ""
+    return text if layout.boxed else text[:10] if layout.tight else text[:16].replace("T", " ")
 
 
-def runs_text(runs: list[dict]) -> str:
+def _run_cells(r: dict, layout: Layout) -> list:
+    # Text, not str: a label such as "exp[3]" is the user's, not rich markup.
+    return [str(r["id"]), Text(r["label"] or ""), Text((r["commit"] or "")[:12 if layout.boxed else 8]),
+            _added(r["created_at"], layout), str(r["ranks"]), str(r["steps"]), pct(r["overlap_pct"]),
+            frac(r["exposed_comm_fraction"]), r["pattern"] or "", str(r["critical"])]
+
+
+def _runs_table(runs: list[dict], layout: Layout) -> Table:
+    table = new_table(layout)
+    for h in _RUN_HEADERS:
+        # Labels are the user's: a long one is cut with an ellipsis rather than widening the table.
+        label_max = None if layout.boxed else 12 if layout.tight else 20
+        table.add_column(header("crit" if h == "critical" and layout.tight else h, layout),
+                         justify="left" if h in _LEFT else "right", no_wrap=True, overflow="ellipsis",
+                         max_width=label_max if h == "label" else None)
+    for r in runs:
+        table.add_row(*_run_cells(r, layout))
+    return table
+
+
+def runs_text(runs: list[dict], width: int = 160) -> str:
     if not runs:
         return "no runs\n"
     buf = io.StringIO()
-    table = Table()
-    for h in _RUN_HEADERS:
-        table.add_column(h, justify="right" if h in ("id", "ranks", "steps", "critical") or "%" in h
-                         or "frac" in h else "left")
-    for r in runs:
-        table.add_row(*_run_cells(r))
-    _console(buf).print(table)
-    return buf.getvalue()
+    con = _console(buf, width)
+    _, (table,) = fit(con, width, lambda layout: [_runs_table(runs, layout)])
+    con.print(table)
+    return _trimmed(buf)
 
 
 def runs_json(runs: list[dict]) -> str:
     return msgspec.json.format(msgspec.json.encode(runs), indent=2).decode() + "\n"
 
 
-def run_text(run: dict, steps: pd.DataFrame) -> str:
-    buf = io.StringIO()
-    con = _console(buf)
-    con.print(runs_text([run]), end="")
-    con.print(f"source: {run['source']} · tracelens {run['tool_version']}")
-    table = Table()
-    for h in ("rank", "step", "duration ms", "comm ms", "exposed comm ms", "overlap %", "exposed frac", "pattern"):
-        table.add_column(h, justify="left" if h in ("pattern",) else "right")
+def _steps_table(steps: pd.DataFrame, layout: Layout) -> Table:
+    table = new_table(layout)
+    for h in _STEP_HEADERS:
+        table.add_column(header(h, layout), justify="left" if h == "pattern" else "right", no_wrap=True)
+    d = layout.decimals
     for row in steps.itertuples(index=False):
         step = "all" if pd.isna(row.step) else str(int(row.step))
-        table.add_row(str(row.rank), step + ("" if row.complete else " (cut)"), ms(row.duration_ns),
-                      ms(row.comm_ns), ms(row.exposed_comm_ns), pct(_clean(row.overlap_pct)),
+        table.add_row(str(row.rank), step + ("" if row.complete else " (cut)"), ms(row.duration_ns, d),
+                      ms(row.comm_ns, d), ms(row.exposed_comm_ns, d), pct(_clean(row.overlap_pct)),
                       frac(_clean(row.exposed_comm_fraction)), row.pattern or "")
+    return table
+
+
+def run_text(run: dict, steps: pd.DataFrame, width: int = 160) -> str:
+    buf = io.StringIO()
+    con = _console(buf, width)
+    con.print(runs_text([run], width), end="", markup=False)
+    con.print(f"source: {run['source']} · tracelens {run['tool_version']}", markup=False)
+    _, (table,) = fit(con, width, lambda layout: [_steps_table(steps, layout)])
     con.print(table)
-    return buf.getvalue()
+    return _trimmed(buf)
+
+
+def _trimmed(buf: io.StringIO) -> str:
+    return "".join(line.rstrip(" ") + "\n" for line in buf.getvalue().splitlines())
 
 
 def run_json(run: dict, steps: pd.DataFrame) -> str:

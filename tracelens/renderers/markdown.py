@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..report import Report
-from .common import (STEP_HEADERS, findings, frac, most_exposed, ms, pct, rank_title, short, size, step_cells,
+from .common import (STEP_HEADERS, exposed_groups, findings, frac, ms, pct, rank_title, short, size, step_cells,
                      step_label, steps_label, total_cells)
 
 _ICON = {"info": "ℹ️", "warning": "⚠️", "critical": "🛑"}
@@ -34,12 +34,12 @@ def render(report: Report, top: int = 10) -> str:
         out += [f"## {rank_title(r)}", ""]
         out += _table(STEP_HEADERS, [step_cells(st) for st in r.steps] + [total_cells(r.totals)])
         out.append("")
-    exposed = most_exposed(report, top)
-    if exposed:
+    groups = exposed_groups(report, top)
+    if groups:
         out += ["## Most exposed collectives", ""]
-        out += _table(("rank", "step", "op", "size", "duration ms", "exposed ms", "kernel"),
-                      [(c.rank, step_label(c.step), c.op or "?", size(c.bytes), ms(c.duration_ns), ms(c.exposed_ns),
-                        "`" + short(c.name) + "`") for c in exposed])
+        out += _table(("rank", "op", "size", "count", "exposed ms", "worst ms", "worst step", "kernel"),
+                      [(g.rank, g.op or "?", size(g.bytes), f"{g.count} of {g.calls}", ms(g.exposed_ns),
+                        ms(g.worst_ns), step_label(g.worst_step), "`" + short(g.name) + "`") for g in groups])
         out.append("")
     if report.warnings:
         out += ["## Warnings", ""]

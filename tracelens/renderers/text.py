@@ -1,56 +1,155 @@
-"""Terminal tables (rich). Colour and width are arguments: only the CLI looks at the terminal."""
+"""Terminal tables (rich). Colour and width are arguments: only the CLI looks at the terminal.
+
+Every table takes the roomiest layout that fits the width (``layouts``): boxed, first with one-line
+headers, then with headers over two lines (from 120 columns on); then without a box, with two spaces
+between columns, then one; then tight (the step table leaves out its pattern column, whose values follow
+the table on a line of their own; the history list shortens dates and labels); last with fewer decimals.
+Numbers are never wrapped or cut: only names (kernels, labels) are shortened with an ellipsis and prose
+wraps at the width.
+"""
 
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
+from rich import box
 from rich.console import Console
+from rich.measure import Measurement
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from ..report import Report
-from .common import (STEP_HEADERS, findings, frac, most_exposed, ms, pct, rank_title, short, size, step_cells,
-                     step_label, steps_label, total_cells)
+from .common import (STEP_HEADERS, exposed_groups, findings, frac, ms, pct, rank_title, short, size, step_cells,
+                     step_label, steps_label, total_cells, two_lines)
 
 _STYLE = {"info": "cyan", "warning": "yellow", "critical": "bold red"}
+ROOMY_WIDTH = 120          # from this width on, tables may keep their box
+MIN_KERNEL_WIDTH = 16      # narrower than this, a kernel name says too little: try a tighter layout
+_EXPOSED_HEADERS = ("rank", "op", "size", "count", "exposed ms", "worst ms", "worst step", "kernel")
+
+
+@dataclass(frozen=True)
+class Layout:
+    boxed: bool = True
+    one_line_headers: bool = True
+    gap: int = 2                 # spaces between columns without a box
+    tight: bool = False          # leave out or shorten what a table can spare
+    decimals: int = 3            # of the millisecond columns
+
+
+def layouts(width: int) -> Iterator[Layout]:
+    """The candidate layouts, roomiest first."""
+    if width >= ROOMY_WIDTH:
+        yield Layout()
+        yield Layout(one_line_headers=False)
+    for tight in (False, True):
+        for gap in (2, 1):
+            yield Layout(boxed=False, one_line_headers=False, gap=gap, tight=tight)
+    for decimals in (2, 1, 0):
+        yield Layout(boxed=False, one_line_headers=False, gap=1, tight=True, decimals=decimals)
+
+
+def new_table(layout: Layout) -> Table:
+    if layout.boxed:
+        return Table()
+    # SIMPLE_HEAD draws one rule under the header; its column divider is itself one space wide.
+    return Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, layout.gap - 1, 0, 0))
+
+
+def header(text: str, layout: Layout) -> str:
+    return text if layout.one_line_headers else two_lines(text)
+
+
+def natural_width(con: Console, table: Table) -> int:
+    """The width a table takes when nothing has to wrap."""
+    return Measurement.get(con, con.options.update_width(100_000), table).maximum
+
+
+def fit(con: Console, width: int, build: Callable[[Layout], list[Table]]) -> tuple[Layout, list[Table]]:
+    """The first layout whose tables all fit ``width`` (the tightest one when none does)."""
+    for layout in layouts(width):
+        tables = build(layout)
+        if all(natural_width(con, t) <= width for t in tables):
+            return layout, tables
+    return layout, tables
 
 
 def render(report: Report, color: bool = False, width: int = 120, top: int = 10) -> str:
     buf = io.StringIO()
     con = Console(file=buf, width=width, color_system="standard" if color else None, force_terminal=color,
-                  highlight=False)
-    for r in report.ranks:
-        table = Table(title=rank_title(r), title_justify="left")
-        for i, h in enumerate(STEP_HEADERS):
-            table.add_column(h, justify="left" if h in ("step", "pattern") else "right")
-        for st in r.steps:
-            table.add_row(*step_cells(st))
-        table.add_row(*total_cells(r.totals), style="bold")
+                  no_color=False if color else None, highlight=False, emoji=False)
+    layout, tables = fit(con, width, lambda lay: [_step_table(r, lay) for r in report.ranks])
+    for r, table in zip(report.ranks, tables):
+        con.print(Text(rank_title(r), style="bold"))
         con.print(table)
-    exposed = most_exposed(report, top)
-    if exposed:
-        table = Table(title="most exposed collectives", title_justify="left")
-        for h in ("rank", "step", "op", "size", "duration ms", "exposed ms", "kernel"):
-            table.add_column(h, justify="right" if h.endswith("ms") or h == "size" else "left")
-        for c in exposed:
-            table.add_row(str(c.rank), step_label(c.step), c.op or "?", size(c.bytes), ms(c.duration_ns),
-                          ms(c.exposed_ns), short(c.name, 50))
+        if layout.tight:
+            line = _pattern_line(r.steps)
+            if line:
+                con.print(line, markup=False)
+    groups = exposed_groups(report, top)
+    if groups:
+        _, (table,) = fit(con, width, lambda lay: [_exposed_table(con, width, groups, lay)])
+        con.print(Text("most exposed collectives", style="bold"))
         con.print(table)
     found = findings(report)
     if found:
         con.print("[bold]diagnoses[/bold]")
     for f in found:
         style = _STYLE.get(f.severity, "")
-        con.print(f"[{style}]{f.severity.upper()}[/{style}] rank {f.rank} · {steps_label(f.steps)} · {f.title}",
-                  markup=True, highlight=False)
-        con.print(f"    {f.detail}", markup=False)
+        con.print(Text.assemble((f.severity.upper(), style), f" rank {f.rank} · {steps_label(f.steps)} · {f.title}"))
+        con.print(Padding(Text(f.detail), (0, 0, 0, 4)))
         if f.advice:
-            con.print(f"    try: {f.advice}", markup=False)
+            con.print(Padding(Text(f"try: {f.advice}"), (0, 0, 0, 4)))
     s = report.summary
-    con.print(f"[bold]summary[/bold]: {s.ranks} rank(s), {s.steps} step(s); overlap {pct(s.overlap_pct)} of "
-              f"communication hidden; exposed communication {frac(s.exposed_comm_fraction)} of step time"
-              + (f"; worst rank {s.worst_rank}" if s.worst_rank is not None else "")
-              + (f"; pattern {s.pattern}" if s.pattern else ""))
+    con.print(Text.assemble(("summary", "bold"),
+                            f": {s.ranks} rank(s), {s.steps} step(s); overlap {pct(s.overlap_pct)} of "
+                            f"communication hidden; exposed communication {frac(s.exposed_comm_fraction)} of step "
+                            f"time" + (f"; worst rank {s.worst_rank}" if s.worst_rank is not None else "")
+                            + (f"; pattern {s.pattern}" if s.pattern else "")))
     for w in report.warnings:
         where = f"rank {w.rank}: " if w.rank is not None else ""
-        con.print(f"[yellow]warning[/yellow] {where}{w.code} ×{w.count}: {w.message}")
-    return buf.getvalue()
+        con.print(Text.assemble(("warning", "yellow"), f" {where}{w.code} ×{w.count}: {w.message}"))
+    # Padding and titles fill their lines with spaces; a terminal does not need them.
+    return "".join(line.rstrip(" ") + "\n" for line in buf.getvalue().splitlines())
+
+
+def _step_table(r, layout: Layout) -> Table:
+    table = new_table(layout)
+    headers = STEP_HEADERS[:-1] if layout.tight else STEP_HEADERS
+    for h in headers:
+        table.add_column(header(h, layout), justify="left" if h in ("step", "pattern") else "right", no_wrap=True)
+    n = len(headers)
+    for st in r.steps:
+        table.add_row(*step_cells(st, layout.decimals)[:n])
+    table.add_row(*total_cells(r.totals, layout.decimals)[:n], style="bold")
+    return table
+
+
+def _pattern_line(steps) -> str:
+    """``pattern: sawtooth in steps 2–4; two-phase in step 5`` (the column a narrow table leaves out)."""
+    by_pattern: dict[str, list] = {}
+    for st in steps:
+        if st.pattern:
+            by_pattern.setdefault(st.pattern, []).append(st.step)
+    return ("pattern: " + "; ".join(f"{p} in {steps_label(s)}" for p, s in by_pattern.items())) if by_pattern else ""
+
+
+def _exposed_table(con: Console, width: int, groups, layout: Layout) -> Table:
+    def build(kernel_width: int | None) -> Table:
+        table = new_table(layout)
+        for h in _EXPOSED_HEADERS:
+            table.add_column(header(h, layout), justify="left" if h in ("rank", "op", "kernel") else "right",
+                             no_wrap=True)
+        for g in groups:
+            table.add_row(str(g.rank), g.op or "?", size(g.bytes), f"{g.count} of {g.calls}",
+                          ms(g.exposed_ns, layout.decimals), ms(g.worst_ns, layout.decimals),
+                          step_label(g.worst_step), Text("" if kernel_width is None else short(g.name, kernel_width)))
+        return table
+
+    # What the other columns leave of the width goes to the kernel names (at most 60 characters of them);
+    # below MIN_KERNEL_WIDTH the table no longer fits and fit() tries a tighter layout.
+    room = width - natural_width(con, build(None)) + len("kernel")
+    return build(max(min(room, 60), MIN_KERNEL_WIDTH))

@@ -1,0 +1,325 @@
+"""Every command that prints to a terminal, run as the installed console script inside a real
+pseudo-terminal (the standard library's `pty`, window size set with TIOCSWINSZ) at 80 and 120 columns, with
+COLUMNS and NO_COLOR removed from the environment: the documented exit code, no traceback, and no line
+(ANSI escape sequences stripped) wider than the terminal. click's test runner is not a terminal, so only
+these tests see what a user sees. Colour and width switches (NO_COLOR, COLUMNS, --color/--no-color) too."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, SAMPLES, corpus_file
+
+TRACELENS = Path(sys.executable).parent / "tracelens"      # the installed console script
+WIDTHS = (80, 120)
+ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]")
+SGR = re.compile(r"\x1b\[[0-9;]*m")                       # colour and bold
+BOX = "┃│┏┡└"
+
+
+def clean_env(extra: dict | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR")}
+    env["TERM"] = "xterm-256color"
+    env["PATH"] = os.pathsep.join([str(TRACELENS.parent), env.get("PATH", "")])
+    return {**env, **(extra or {})}
+
+
+def in_terminal(args, columns: int, env: dict | None = None, cwd=ROOT, timeout: float = 180) -> tuple[int, str]:
+    """Run ``tracelens ARGS`` with stdin, stdout and stderr on a pseudo-terminal ``columns`` wide; return its
+    exit code and everything it wrote there."""
+    if not TRACELENS.exists():
+        pytest.fail(f"the console script is not installed next to {sys.executable} (pip install -e .)")
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    proc = subprocess.Popen([str(TRACELENS), *map(str, args)], stdin=slave, stdout=slave, stderr=slave,
+                            env=clean_env(env), cwd=cwd, start_new_session=True)
+    os.close(slave)
+    chunks, deadline = [], time.monotonic() + timeout
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], max(deadline - time.monotonic(), 0))
+            if not ready:
+                proc.kill()
+                pytest.fail(f"tracelens {' '.join(map(str, args))} did not finish in {timeout} s")
+            try:
+                data = os.read(master, 65536)
+            except OSError:          # EIO: the last writer closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(master)
+    code = proc.wait(timeout=30)
+    return code, b"".join(chunks).decode("utf-8", "replace")
+
+
+def lines_of(out: str) -> list[str]:
+    """What the terminal shows, line by line: escapes stripped, split at every line feed and carriage
+    return (a progress bar redraws its line with carriage returns)."""
+    return re.split(r"\r\n|\r|\n", ESCAPE.sub("", out))
+
+
+def assert_fits(code: int, out: str, columns: int, expected_code: int = 0) -> list[str]:
+    assert "Traceback" not in out, out[-3000:]
+    assert code == expected_code, out[-3000:]
+    lines = lines_of(out)
+    wide = [line for line in lines if len(line) > columns]
+    assert not wide, f"{len(wide)} line(s) wider than {columns} columns:\n" + "\n".join(wide)
+    return lines
+
+
+def report_json(path) -> dict:
+    proc = subprocess.run([str(TRACELENS), "report", str(path), "--format", "json"], capture_output=True,
+                          text=True, env=clean_env(), cwd=ROOT, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def assert_step_rows_intact(lines: list[str], rep: dict) -> None:
+    """Every step row of every rank is on one line with all seven millisecond cells whole: the same number
+    of decimals in each, and each equal to the JSON report's value (ns / 1e6) rounded to that many."""
+    rows = [re.sub(f"[{BOX}]", " ", line).split() for line in lines]
+    keys = ("duration_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns", "idle_ns", "copy_ns")
+    for r in rep["ranks"]:
+        title = next(i for i, line in enumerate(lines) if line.startswith(f"rank {r['rank']}/")
+                     or line.startswith(f"rank {r['rank']} "))
+        for st in r["steps"] + [dict(r["totals"], step="total")]:
+            label = "all" if st["step"] is None else str(st["step"])
+            row = next(cells for cells in rows[title + 1:] if cells[:1] == [label])
+            cells = row[1:8] if st.get("complete", True) else row[2:9]
+            decimals = {len(c.split(".")[1]) if "." in c else 0 for c in cells}
+            assert len(decimals) == 1, row
+            (d,) = decimals
+            assert [float(c.replace(",", "")) for c in cells] == [round(st[k] / 1e6, d) for k in keys], row
+
+
+# --------------------------------------------------------------------------- report
+
+REPORT_INPUTS = {
+    "wfbp_100": SAMPLES / "wfbp_100",                 # `make demo`
+    "straggler": SAMPLES / "straggler",               # four ranks
+    "cuda_nccl_item": SAMPLES / "cuda_nccl_item",     # a real H100 recording, long diagnosis text
+    "gloo_sawtooth": SAMPLES / "gloo_sawtooth",       # a real CPU recording
+}
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+@pytest.mark.parametrize("name", sorted(REPORT_INPUTS))
+def test_report_fits_the_terminal(name, columns):
+    code, out = in_terminal(["report", REPORT_INPUTS[name]], columns)
+    lines = assert_fits(code, out, columns)
+    assert_step_rows_intact(lines, report_json(REPORT_INPUTS[name]))
+    assert any(line.startswith("summary: ") for line in lines)
+    # The roomy layout (boxed tables) from 120 columns on; at 80 the tables drop the box.
+    assert any(ch in out for ch in BOX) == (columns >= 120)
+
+
+def test_make_demo_command_at_80_columns():
+    # The Quickstart's `make demo` runs `$(BIN)/tracelens report ...`: the same command, in an 80-column terminal.
+    recipe = (ROOT / "Makefile").read_text().split("\ndemo:")[1].split("\n\n")[0]
+    (command,) = [line.strip() for line in recipe.splitlines() if "tracelens " in line]
+    args = command.split()
+    assert args[0] == "$(BIN)/tracelens", command
+    code, out = in_terminal(args[1:], 80)
+    lines = assert_fits(code, out, 80)
+    assert any(line.startswith("summary: ") for line in lines)
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_report_of_a_corpus_trace_with_long_kernel_names(columns):
+    path = corpus_file("hta/negative_queue_length_values_check/rank0.json.gz")
+    code, out = in_terminal(["report", path], columns)
+    lines = assert_fits(code, out, columns)
+    assert_step_rows_intact(lines, report_json(path))
+    # 19 distinct (kernel, op, size) collectives with exposed time on this rank: --top 10 of them, a row each;
+    # their SendRecv kernel names are longer than the room left: cut with an ellipsis.
+    head = lines.index("most exposed collectives")
+    rows = [re.sub(f"[{BOX}]", " ", line).strip() for line in lines[head + 1:head + 20]]
+    rows = [row for row in rows if row.startswith("0 ")]
+    assert len(rows) == 10 and all("ncclKernel_SendRecv" in row and row.endswith("…") for row in rows), rows
+
+
+def test_most_exposed_collectives_are_grouped():
+    # wfbp_100 truth per rank: 100 identical 26.2 MB all-reduces a step, 3 steps; 2.1 ms exposed per step
+    # in 0.12 ms kernels -> 17 fully exposed + one 0.06 ms part = 18 exposed a step, 54 of 300, 6.3 ms.
+    code, out = in_terminal(["report", SAMPLES / "wfbp_100"], 80)
+    lines = assert_fits(code, out, 80)
+    head = lines.index("most exposed collectives")
+    rows = [line.split() for line in lines[head + 4:head + 6]]
+    assert [row[:9] for row in rows] == [
+        ["0", "all_reduce", "26.2", "MB", "54", "of", "300", "6.300", "0.120"],
+        ["1", "all_reduce", "26.2", "MB", "54", "of", "300", "6.300", "0.120"]]
+    assert lines[head + 6].startswith("diagnoses")       # one row per rank, not ten identical ones
+
+
+# --------------------------------------------------------------------------- gate, history, export
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_gate_pass_and_fail(columns):
+    code, out = in_terminal(["gate", SAMPLES / "wfbp_100", "--no-config", "--min-overlap-pct", "50",
+                             "--no-critical"], columns)
+    assert_fits(code, out, columns, expected_code=0)
+    assert "gate: passed (2 rules)" in ESCAPE.sub("", out)
+    # one_bucket: two-phase, nothing hidden -> every rule fails, with long messages that must wrap.
+    code, out = in_terminal(["gate", SAMPLES / "one_bucket", "--no-config", "--min-overlap-pct", "50",
+                             "--no-critical", "--require-pattern", "sawtooth", "--max-exposed-fraction", "0.1"],
+                            columns)
+    assert_fits(code, out, columns, expected_code=1)
+    assert "FAILED (4 of 4 rules)" in ESCAPE.sub("", out)
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_history_add_list_show(columns, tmp_path):
+    db = tmp_path / "ci-history.db"
+    code, out = in_terminal(["history", "add", SAMPLES / "wfbp_100", "--db", db, "--label",
+                             "feature/a-rather-long-branch-name", "--commit", "0123456789abcdef" * 2], columns)
+    assert_fits(code, out, columns)
+    code, out = in_terminal(["history", "add", SAMPLES / "one_bucket", "--db", db, "--label", "main"], columns)
+    assert_fits(code, out, columns)
+    code, out = in_terminal(["history", "list", "--db", db], columns)
+    lines = assert_fits(code, out, columns)
+    assert sum(bool(re.match(r"^\W*[12]\W", line)) for line in lines) == 2          # both runs listed
+    code, out = in_terminal(["history", "show", "1", "--db", db], columns)
+    lines = assert_fits(code, out, columns)
+    # 2 ranks x 3 steps, each row whole: rank, step, three ms cells as the generator wrote them.
+    rows = [re.sub(f"[{BOX}]", " ", line).split() for line in lines]
+    steps = [row for row in rows if len(row) >= 3 and row[0] in "01" and row[1] in ("2", "3", "4")]
+    assert len(steps) == 6 and all(row[2:5] == ["16.470", "12.000", "2.100"] for row in steps), steps
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_export(columns, tmp_path):
+    code, out = in_terminal(["export", SAMPLES / "wfbp_100", "-o", "tables"], columns, cwd=tmp_path)
+    lines = assert_fits(code, out, columns)
+    assert "tables/device_ops.parquet" in lines and (tmp_path / "tables" / "device_ops.parquet").is_file()
+
+
+# --------------------------------------------------------------------------- collect's closing summary
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_collect_summary_of_a_job_without_traces(columns, tmp_path):
+    # The job never imports torch, so nothing is recorded: the long warning wraps, exit code 4.
+    code, out = in_terminal(["collect", "--out", "run", "--", sys.executable, "-c", "print('job ran')"], columns,
+                            cwd=tmp_path)
+    lines = assert_fits(code, out, columns, expected_code=4)
+    assert "job ran" in lines and any("no rank wrote a trace" in line for line in lines)
+
+
+FAKE_NSYS = r'''#!{python}
+"""Nsight Systems stand-in: `profile` runs the command and leaves a report; `export` copies the
+generator's SQLite export of wfbp_100 rank 0."""
+import os, shutil, subprocess, sys
+args = sys.argv[1:]
+if args[0] == "profile":
+    out = args[args.index("-o") + 1]
+    code = subprocess.call(args[args.index("-o") + 2:])
+    open(out + ".nsys-rep", "wb").write(b"fake")
+    sys.exit(code)
+shutil.copy(os.environ["FAKE_NSYS_EXPORT"], args[args.index("--output") + 1])
+'''
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_collect_summary_and_report_in_a_terminal(columns, tmp_path):
+    from tracelens import synth
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "nsys").write_text(FAKE_NSYS.format(python=sys.executable))
+    (bindir / "nsys").chmod(0o755)
+    synth.write_nsys(synth.SCENARIOS["wfbp_100"], tmp_path / "exports", per_rank=True)
+    env = {"PATH": f"{bindir}{os.pathsep}{clean_env()['PATH']}", "FAKE_NSYS_EXPORT":
+           str(tmp_path / "exports" / "rank0.sqlite"), "TRACELENS_NSYS": str(bindir / "nsys")}
+    code, out = in_terminal(["collect", "--profiler", "nsys", "--out", "run", "--", sys.executable, "-c",
+                             "print('job ran')"], columns, env=env, cwd=tmp_path)
+    lines = assert_fits(code, out, columns)
+    assert any(line.startswith("tracelens: job exited with 0; traces for 1 of 1 rank(s)") for line in lines)
+    assert_step_rows_intact(lines, json.loads((tmp_path / "run" / "report.json").read_text()))
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("columns", (80,))
+def test_collect_of_a_real_gloo_job_in_a_terminal(columns, tmp_path):
+    from test_collect import TRAIN, needs_torch
+
+    needs_torch()
+    code, out = in_terminal(["collect", "--out", "run", "--steps", "1,1,3", "--", "torchrun", "--nproc-per-node",
+                             "2", TRAIN, "--backend", "gloo", "--bucket-cap-mb", "0.25", "--steps", "7"], columns,
+                            env={"OMP_NUM_THREADS": "1"}, cwd=tmp_path, timeout=300)
+    # The job's own output (torch's profiler notes, torchrun's) is not tracelens's to fit: check from the
+    # closing summary on, and every tracelens line before it.
+    lines = lines_of(out)
+    end = next(i for i, line in enumerate(lines) if line.startswith("tracelens: job exited with"))
+    ours = [line for line in lines[:end] if line.startswith("tracelens:")] + lines[end:]
+    assert_fits(code, "\n".join(ours), columns)
+    assert any(line.startswith("summary: 2 rank(s), 3 step(s)") for line in ours)
+    assert_step_rows_intact(ours, json.loads((tmp_path / "run" / "report.json").read_text()))
+
+
+@pytest.mark.parametrize("command", ["", "report", "collect", "export", "gate", "history", "history add",
+                                     "history list", "history show"])
+def test_help_fits_80_columns(command):
+    code, out = in_terminal([*command.split(), "--help"], 80)
+    assert_fits(code, out, 80)
+
+
+# --------------------------------------------------------------------------- colour and width switches
+
+
+def test_no_color_means_no_escape_codes():
+    code, out = in_terminal(["report", SAMPLES / "wfbp_100"], 120)
+    assert code == 0 and SGR.search(out)                              # a terminal gets colour by default
+    code, out = in_terminal(["report", SAMPLES / "wfbp_100"], 120, env={"NO_COLOR": "1"})
+    assert code == 0 and not SGR.search(out), SGR.findall(out)[:5]
+    code, out = in_terminal(["gate", SAMPLES / "one_bucket", "--no-config", "--no-critical"], 120,
+                            env={"NO_COLOR": "1"})
+    assert code == 1 and "FAIL" in out and not SGR.search(out)
+
+
+def test_no_color_flag_in_a_terminal():
+    for args in (["report", SAMPLES / "wfbp_100"], ["gate", SAMPLES / "one_bucket", "--no-config", "--no-critical"]):
+        code, out = in_terminal([*args, "--no-color"], 120)
+        assert code in (0, 1) and not SGR.search(out), SGR.findall(out)[:5]
+
+
+def test_color_flag_forces_colour_into_a_pipe():
+    for args, expected in ((["report", SAMPLES / "wfbp_100"], 0),
+                           (["gate", SAMPLES / "one_bucket", "--no-config", "--no-critical"], 1)):
+        plain = subprocess.run([str(TRACELENS), *map(str, args)], capture_output=True, text=True,
+                               env=clean_env(), cwd=ROOT)
+        forced = subprocess.run([str(TRACELENS), *map(str, args), "--color"], capture_output=True, text=True,
+                                env=clean_env({"NO_COLOR": "1"}), cwd=ROOT)    # the flag beats NO_COLOR
+        assert (plain.returncode, forced.returncode) == (expected, expected)
+        assert not SGR.search(plain.stdout) and SGR.search(forced.stdout)
+        assert ESCAPE.sub("", forced.stdout) == plain.stdout
+
+
+def test_columns_is_honoured_in_a_terminal_and_in_a_pipe():
+    # A 120-column terminal told COLUMNS=80 lays out for 80: no boxed tables, nothing wider.
+    code, out = in_terminal(["report", SAMPLES / "wfbp_100"], 120, env={"COLUMNS": "80"})
+    lines = assert_fits(code, out, 80)
+    assert not any(ch in out for ch in BOX)
+    assert_step_rows_intact(lines, report_json(SAMPLES / "wfbp_100"))
+    piped = subprocess.run([str(TRACELENS), "report", str(SAMPLES / "wfbp_100")], capture_output=True, text=True,
+                           env=clean_env({"COLUMNS": "80"}), cwd=ROOT)
+    assert piped.returncode == 0 and max(map(len, piped.stdout.splitlines())) <= 80
+    # Without COLUMNS a pipe gets the roomy layout (160 columns, one-line headers).
+    wide = subprocess.run([str(TRACELENS), "report", str(SAMPLES / "wfbp_100")], capture_output=True, text=True,
+                          env=clean_env(), cwd=ROOT)
+    assert "exposed comm ms" in wide.stdout and max(map(len, wide.stdout.splitlines())) > 120
