@@ -215,7 +215,8 @@ def test_unreadable_events_are_skipped_alone_with_field_and_index(tmp_path):
                              {"ph": "X", "cat": "kernel", "name": "no_dur", "ts": 5}, kernel("late", "soon", 1)]
     t = tracelens.load(str(write_trace(tmp_path / "r.json", ev)), jobs=0)[0]
     assert len(t.host_ops) == 5 and t.collectives["bytes"].tolist() == [16_384]
-    assert sorted(t.device_ops["name"].tolist()) == ["Memcpy HtoD", "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"]
+    assert sorted(t.device_ops["name"].tolist()) == ["Memcpy HtoD",
+                                                     "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"]
     assert t.device_ops["start_ns"].min() == 20_000
     w = {w.code: w for w in t.meta.warnings}["malformed-events"]
     assert w.count == 5

@@ -65,3 +65,6 @@ class RunMeta:
     env: dict[str, str] = field(default_factory=dict)   # recorded settings that explain results (envlist.env_allowed)
     side_files: list[dict] = field(default_factory=list)  # {path, format, bytes}: e.g. this rank's NCCL log
     warnings: WarningLog = field(default_factory=WarningLog)
+    # Notes about the inputs as a whole (files skipped as not traces), reported once with no rank; a load
+    # gives them to its first trace only.
+    input_warnings: WarningLog = field(default_factory=WarningLog)

@@ -53,6 +53,8 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Re
         warnings += [WarningEntry(code=w.code, rank=t.meta.rank, count=w.count, message=w.message)
                      for w in t.meta.warnings]
         warnings += [WarningEntry(code=c, rank=t.meta.rank, count=n, message=m) for c, m, n in notes]
+        warnings += [WarningEntry(code=w.code, rank=None, count=w.count, message=w.message)
+                     for w in t.meta.input_warnings]
     order = {"overlap-pattern": 0, "sync-stall": 1, "launch-order": 2}
     diagnoses.sort(key=lambda d: (d.rank, -1 if d.step is None else d.step, order.get(d.id, 9)))
     return Report(inputs=inputs, ranks=ranks, summary=_summary(ranks), collectives=collectives, warnings=warnings,
