@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..errors import InputError, UsageError
-from ..report import SCHEMA as REPORT_SCHEMA
-from . import rundir, runs
+from . import rundir
 
 if TYPE_CHECKING:
     from ..model import RankTrace
@@ -83,10 +82,11 @@ def discover(paths: Iterable[str]) -> Inputs:
                   skipped)
 
 
-_SNIFF_CHUNK = 1 << 16
 _TRACE_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _EVENT_LIST = re.compile(rb'\[\s*\{[^{}]*"ph"\s*:')
-_REPORT_HEAD = re.compile(rb'^\{\s*"schema"\s*:\s*"' + re.escape(REPORT_SCHEMA.split("/")[0].encode()) + rb'/')
+# The family of report.SCHEMA, spelt out: decode workers import this package first, and report.py is
+# nothing they need (tests/test_inputs.py recognises a saved report through it).
+_REPORT_HEAD = re.compile(rb'^\{\s*"schema"\s*:\s*"tracelens\.report/')
 
 
 def sniff_json(path: Path) -> str | None:
@@ -99,21 +99,14 @@ def sniff_json(path: Path) -> str | None:
     before its key shows (a gzip stream that ends early) is left to the parser, which says what is wrong
     with it: a trace whose writer died is an input error, not something to skip.
     """
-    window = b""
     started = False
+    window = b""
     try:
         with open(path, "rb") as fh:
-            chunk = fh.read(_SNIFF_CHUNK)
-            inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS) if chunk[:2] == b"\x1f\x8b" else None
-            while chunk:
-                try:
-                    text = inflater.decompress(chunk) if inflater else chunk
-                except zlib.error:
-                    return None
+            for text in _text_pieces(fh):
                 if not started:
                     text = text.lstrip()
                     if not text:
-                        chunk = fh.read(_SNIFF_CHUNK)
                         continue
                     started = True
                     if text[:1] == b"[":
@@ -122,17 +115,33 @@ def sniff_json(path: Path) -> str | None:
                         return "not JSON"
                     if _REPORT_HEAD.match(text):
                         return "a saved tracelens report"
-                window = window[-32:] + text       # the key may straddle two chunks
+                window = window[-32:] + text       # the key may straddle two pieces
                 if _TRACE_KEY.search(window):
                     return None
-                if inflater is not None and inflater.eof:
-                    break
-                chunk = fh.read(_SNIFF_CHUNK)
-    except OSError:
+    except (OSError, zlib.error, EOFError):      # unreadable, corrupt or cut-short gzip: the parser says so
         return None
-    if not started or (inflater is not None and not inflater.eof):
-        return None                            # empty, or a gzip cut short
-    return "no 'traceEvents'"
+    return "no 'traceEvents'" if started else None
+
+
+def _text_pieces(fh, size: int = 1 << 14):
+    """The file's text in pieces of at most 4 * ``size`` bytes, gunzipped when it is gzip (only as far as
+    it is read: a trace's key shows in its first piece). EOFError when a gzip stream ends early."""
+    data = fh.read(size)
+    if data[:2] != b"\x1f\x8b":
+        while data:
+            yield data
+            data = fh.read(4 * size)
+        return
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    while True:
+        text = inflater.decompress(data, 4 * size)
+        if text:
+            yield text
+        if inflater.eof:
+            return
+        data = inflater.unconsumed_tail or fh.read(size)
+        if not data:
+            raise EOFError
 
 
 def describe_skipped(skipped: list[tuple[Path, str]], most: int = 6) -> str:
@@ -230,6 +239,8 @@ def load_files(files: list[Path], comm_patterns: tuple[str, ...] = (),
     finally:
         if pool is not None:
             pool.close()
+    from . import runs
+
     _settle_ranks(traces)
     rundir.attach(traces)           # world sizes from a run directory's manifest, before they are compared
     runs.check_one_run(traces)
