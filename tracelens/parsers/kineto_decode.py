@@ -222,12 +222,12 @@ class DecodeIssues:
                              for f, (n, i) in table.items())
         if self.skipped:
             n = sum(c for c, _ in self.skipped.values())
-            log.add("malformed-events", f"skipped {n} events with a field of the wrong type or missing: "
-                    f"{fields(self.skipped)}", n)
+            log.add("malformed-events", f"skipped {n} event{'s' if n > 1 else ''} with a field of the wrong type "
+                    f"or missing: {fields(self.skipped)}", n)
         if self.coerced:
             n = sum(c for c, _ in self.coerced.values())
-            log.add("coerced-values", f"read {n} values written with another type (a number as text, a whole "
-                    f"number as a float): {fields(self.coerced)}", n)
+            log.add("coerced-values", f"read {n} value{'s' if n > 1 else ''} written with another type (a number "
+                    f"as text, a whole number as a float): {fields(self.coerced)}", n)
         if self.header:
             log.add("malformed-header", "ignored document fields of the wrong type: " + ", ".join(self.header),
                     len(self.header))
