@@ -179,3 +179,12 @@ def test_the_corpus_rank_pair_is_one_run():
     # hta/trace_filter: ranks 0 and 1 of one 128-rank job (corpus.md), a partial rank set.
     folder = corpus_file("hta/trace_filter/sampled_rank-0.json.gz").parent
     assert [t.meta.rank for t in tracelens.load(str(folder), jobs=0)] == [0, 1]
+
+
+def test_runs_named_by_relative_and_absolute_paths_still_give_one_line(tmp_path, monkeypatch, capsys):
+    for name, world in (("bs32", 2), ("bs64", 4)):
+        (tmp_path / name).mkdir()
+        _rank(tmp_path / name / "rank0.json", 0, world)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "report", "bs32", str(tmp_path / "bs64"))
+    assert code == 2 and err.count("\n") == 1 and "bs32/: rank0.json" in err

@@ -111,9 +111,18 @@ def _by_folder(group: list[RankTrace]) -> list[list[RankTrace]]:
     return parts if len(parts) > 1 and not any(_repeats(p) for p in parts) else [group]
 
 
+def _folder(paths) -> str:
+    """The deepest folder holding every path (absolute when relative and absolute paths are mixed)."""
+    parents = [str(Path(p).parent) for p in paths]
+    try:
+        return os.path.commonpath(parents)
+    except ValueError:
+        return os.path.commonpath([os.path.abspath(p) for p in parents])
+
+
 def _describe(group: list[RankTrace]) -> str:
     sources = sorted({t.meta.source for t in group})
-    folder = os.path.commonpath([str(Path(s).parent) for s in sources])
+    folder = _folder(sources)
     names = [os.path.relpath(s, folder) for s in sources]
     shown = ", ".join(names[:3]) + (f", … ({len(names)} files)" if len(names) > 3 else "")
     size = next((t.meta.world_size for t in group if t.meta.world_size), None)
@@ -159,10 +168,10 @@ def _reasons(groups: list[list[RankTrace]]) -> str:
 def _example(groups: list[list[RankTrace]]) -> str:
     """A command reading only the first run: its folder when no other run's file is in it, else its files."""
     mine = sorted({t.meta.source for t in groups[0]})
-    folder = os.path.commonpath([str(Path(s).parent) for s in mine])
-    others = {t.meta.source for g in groups[1:] for t in g}
-    if not any(os.path.commonpath([folder, s]) == folder for s in others):
-        return f"tracelens report {folder}{os.sep}"
+    folder = os.path.abspath(_folder(mine))
+    others = {os.path.abspath(t.meta.source) for g in groups[1:] for t in g}
+    if not any(s.startswith(folder + os.sep) for s in others):
+        return f"tracelens report {_folder(mine)}{os.sep}"
     return "tracelens report " + " ".join(mine[:3]) + (" …" if len(mine) > 3 else "")
 
 
