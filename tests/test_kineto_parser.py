@@ -166,3 +166,103 @@ def test_per_stream_frames():
     nccl = lanes[(1, 14)]
     assert (nccl["kind"] == "comm").all() and len(nccl) == 2020
     assert nccl["start_ns"].is_monotonic_increasing
+
+
+def _mi300_like(bytes_value):
+    """A DDP step shaped like the public MI300 ResNet trace: a memcpy call whose ``args.bytes`` may be text,
+    and an all-reduce whose size is only in its ``nccl:all_reduce`` annotation (``Input Dims``/``Input type``)."""
+    return [host("ProfilerStep#15", 0, 1000, cat="user_annotation"),
+            host("hipMemcpyAsync", 10, 5, cat="cuda_runtime", correlation=1, bytes=bytes_value),
+            kernel("Memcpy HtoD", 20, 5, corr=1, cat="gpu_memcpy"),
+            host("nccl:all_reduce", 100, 50, **{"Input Dims": [[1024, 4]], "Input type": ["float"]}),
+            host("hipExtLaunchKernel", 110, 5, cat="cuda_runtime", correlation=2),
+            kernel("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", 200, 300, stream=20, corr=2),
+            host("aten::mm", 160, 20, **{"Input Dims": [[64, 64], [64, 64]]})]
+
+
+def test_one_text_number_costs_nothing_and_is_counted(tmp_path):
+    # Before, "bytes": "128" sent the whole file down a lenient path that dropped every event with
+    # "Input Dims" (the annotation that sizes the all-reduce): 1024 x 4 float32 = 16,384 bytes, by hand.
+    clean = tracelens.load(str(write_trace(tmp_path / "clean.json", _mi300_like(128))), jobs=0)[0]
+    t = tracelens.load(str(write_trace(tmp_path / "text.json", _mi300_like("128"))), jobs=0)[0]
+    assert t.host_ops["name"].tolist() == clean.host_ops["name"].tolist()
+    assert len(t.host_ops) == 5
+    assert t.collectives["bytes"].tolist() == [16_384]
+    warned = {w.code: w for w in t.meta.warnings}
+    assert "malformed-events" not in warned
+    assert warned["coerced-values"].count == 1
+    assert "args.bytes (1, first traceEvents[1])" in warned["coerced-values"].message
+
+
+def test_text_times_and_float_ids_are_read_and_counted(tmp_path):
+    # ts "100.5" µs -> 100,500 ns; a correlation written 2.0 still links the kernel to its launch.
+    ev = [host("cudaLaunchKernel", "100.5", 5, cat="cuda_runtime", correlation=2.0),
+          kernel("gemm", 200, "30", corr=2)]
+    t = tracelens.load(str(write_trace(tmp_path / "r.json", ev)), jobs=0)[0]
+    assert t.host_ops["start_ns"].tolist() == [100_500]
+    assert t.device_ops["end_ns"].tolist() == [230_000]
+    assert t.device_ops["launch_idx"].tolist() == [0]
+    w = {w.code: w for w in t.meta.warnings}["coerced-values"]
+    assert w.count == 3
+    assert "ts (1, first traceEvents[0])" in w.message and "args.correlation (1, first traceEvents[0])" in w.message
+    assert "dur (1, first traceEvents[1])" in w.message
+
+
+def test_unreadable_events_are_skipped_alone_with_field_and_index(tmp_path):
+    # A missing or null time is skipped, never read as 0 (which put the event at the epoch); a list as
+    # "ph" or an event that is not an object is skipped too; everything else is read.
+    ev = _mi300_like(128) + [kernel("no_time", None, 10), {"ph": ["X"], "name": "odd"}, 7,
+                             {"ph": "X", "cat": "kernel", "name": "no_dur", "ts": 5}, kernel("late", "soon", 1)]
+    t = tracelens.load(str(write_trace(tmp_path / "r.json", ev)), jobs=0)[0]
+    assert len(t.host_ops) == 5 and t.collectives["bytes"].tolist() == [16_384]
+    assert sorted(t.device_ops["name"].tolist()) == ["Memcpy HtoD",
+                                                     "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"]
+    assert t.device_ops["start_ns"].min() == 20_000
+    w = {w.code: w for w in t.meta.warnings}["malformed-events"]
+    assert w.count == 5
+    for part in ("ts (2, first traceEvents[7])", "ph (1, first traceEvents[8])",
+                 "event (not an object) (1, first traceEvents[9])", "dur (1, first traceEvents[10])"):
+        assert part in w.message
+
+
+def test_absolute_float_times_stay_exact_beside_a_bad_event(tmp_path):
+    # The 2024 absolute-float layout (ns_resolution_trace): the digits of 1712195495505582.988 µs must survive
+    # even when another event is malformed and the file is read event by event. (A float64 reads it as
+    # ...583.0; the second time's .25 is what shows that the file's floats carry decimals.)
+    path = tmp_path / "r.json"
+    path.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, '
+                    '"ts": 1712195495505582.988, "dur": 2.5, "args": {"device": 0, "stream": 7, "bytes": "64"}}, '
+                    '{"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, '
+                    '"ts": 1712195495505600.25, "dur": 1.25, "args": {"device": 0, "stream": 7}}, '
+                    '{"ph": "X", "cat": "kernel", "name": "bad", "ts": [1], "dur": 1}]}')
+    t = tracelens.load(str(path), jobs=0)[0]
+    assert t.device_ops["start_ns"].tolist() == [1712195495505582988, 1712195495505600250]
+    assert t.device_ops["end_ns"].tolist() == [1712195495505585488, 1712195495505601500]
+    assert "timestamps-rounded" not in t.meta.warnings.codes()
+
+
+def test_a_bad_document_field_costs_only_itself(tmp_path):
+    # deviceProperties as an object used to make the whole header unreadable, rank 3 included.
+    t = tracelens.load(str(write_trace(tmp_path / "r.json", [kernel("k", 10, 5)],
+                                       distributedInfo={"rank": 3.0, "world_size": "8"},
+                                       deviceProperties={"name": "MI300X"})), jobs=0)[0]
+    assert (t.meta.rank, t.meta.rank_rule, t.meta.world_size) == (3, "distributedInfo", 8)
+    w = {w.code: w for w in t.meta.warnings}
+    assert "deviceProperties" in w["malformed-header"].message
+    assert "distributedInfo.rank (1)" in w["coerced-values"].message
+
+
+def test_numbers_no_column_can_hold_skip_their_event(tmp_path):
+    # bytes 10^29 overflowed int64 in the column build (a traceback); 1e400 is beyond float range; a ts of
+    # 1e17 µs is 10^20 ns, beyond int64. Each is skipped alone; k3 is read as usual (ts 2 µs = 2,000 ns).
+    path = tmp_path / "r.json"
+    path.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, '
+                    '"args": {"bytes": 123456789012345678901234567890}}, '
+                    '{"ph": "X", "cat": "kernel", "name": "k2", "ts": 1e400, "dur": 1}, '
+                    '{"ph": "X", "cat": "kernel", "name": "k3", "ts": 2, "dur": 1}, '
+                    '{"ph": "X", "cat": "kernel", "name": "k4", "ts": 1e17, "dur": 1}]}')
+    t = tracelens.load(str(path), jobs=0)[0]
+    assert t.device_ops["name"].tolist() == ["k3"] and t.device_ops["start_ns"].tolist() == [2_000]
+    w = {w.code: w for w in t.meta.warnings}["malformed-events"]
+    assert w.count == 3
+    assert "args.bytes (1, first traceEvents[0])" in w.message and "ts (2, first traceEvents[1])" in w.message

@@ -46,6 +46,11 @@ class WarningLog:
     def __len__(self) -> int:
         return len(self._items)
 
+    def __eq__(self, other) -> bool:
+        return isinstance(other, WarningLog) and list(self) == list(other)
+
+    __hash__ = None
+
     def codes(self) -> list[str]:
         return list(self._items)
 
@@ -65,3 +70,6 @@ class RunMeta:
     env: dict[str, str] = field(default_factory=dict)   # recorded settings that explain results (envlist.env_allowed)
     side_files: list[dict] = field(default_factory=list)  # {path, format, bytes}: e.g. this rank's NCCL log
     warnings: WarningLog = field(default_factory=WarningLog)
+    # Notes about the inputs as a whole (files skipped as not traces), reported once with no rank; a load
+    # gives them to its first trace only.
+    input_warnings: WarningLog = field(default_factory=WarningLog)

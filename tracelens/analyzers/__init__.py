@@ -60,6 +60,8 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Re
         warnings += [WarningEntry(code=w.code, rank=t.meta.rank, count=w.count, message=w.message)
                      for w in t.meta.warnings]
         warnings += [WarningEntry(code=c, rank=t.meta.rank, count=n, message=m) for c, m, n in notes]
+        warnings += [WarningEntry(code=w.code, rank=None, count=w.count, message=w.message)
+                     for w in t.meta.input_warnings]
     diagnoses += straggler.find(ranks, th)
     order = {"no-gpu-activity": 0, "straggler": 1, "overlap-pattern": 2, "sync-stall": 3, "launch-order": 4,
              "memcpy-bound": 5}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob as _glob
 import re
+import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
@@ -31,28 +32,129 @@ def detect_format(path: Path) -> str | None:
     return None
 
 
-def discover(paths: Iterable[str]) -> list[Path]:
-    """Expand files, directories (searched recursively) and glob patterns into trace files."""
+class Inputs(list):
+    """The trace files to read (a list of paths), and ``skipped``: (path, why) for the files a directory or
+    glob held that are not traces. It passes through callers that only need the paths unchanged."""
+
+    def __init__(self, files=(), skipped=()):
+        super().__init__(files)
+        self.skipped: list[tuple[Path, str]] = list(skipped)
+
+
+def discover(paths: Iterable[str]) -> Inputs:
+    """Expand files, directories (searched recursively) and glob patterns into trace files.
+
+    A file named explicitly is always read (and is an input error if it is not a trace). A JSON file found
+    in a directory or by a glob is read only when its content says it is a trace (:func:`sniff_json`):
+    the others (``config.json``, ``tokenizer.json``, a saved report) are listed in ``skipped``.
+    """
     found: list[Path] = []
+    named: set[Path] = set()
     for arg in paths:
         p = Path(arg)
         if p.is_dir():
-            found += sorted(f for f in p.rglob("*")
-                            if f.is_file() and detect_format(f) and not rundir.is_side_file(f))
+            hits = sorted(f for f in p.rglob("*") if f.is_file() and detect_format(f) and not rundir.is_side_file(f))
         elif p.is_file():
             found.append(p)
+            named.add(p)
+            continue
         elif any(ch in arg for ch in "*?["):
-            found += sorted(Path(f) for f in _glob.glob(arg, recursive=True) if Path(f).is_file())
+            hits = sorted(Path(f) for f in _glob.glob(arg, recursive=True) if Path(f).is_file())
         else:
             raise UsageError("no such file or directory", path=arg)
-    unique = list(dict.fromkeys(found))
+        found += hits
+    skipped: list[tuple[Path, str]] = []
+    unique = []
+    for f in dict.fromkeys(found):
+        why = sniff_json(f) if f not in named and detect_format(f) == "kineto" else None
+        if why is None:
+            unique.append(f)
+        else:
+            skipped.append((f, why))
     if not unique:
-        raise UsageError("no trace files found (expected *.json, *.json.gz, *.sqlite, *.nsys-rep)",
+        extra = f"; {describe_skipped(skipped)}" if skipped else ""
+        raise UsageError(f"no trace files found (expected *.json, *.json.gz, *.sqlite, *.nsys-rep){extra}",
                          path=" ".join(paths))
     # rank0.nsys-rep next to its own export rank0.sqlite is one input, read through the report (which
     # reuses the export while it is current).
     reports = {f.with_suffix("") for f in unique if f.suffix.lower() in (".nsys-rep", ".qdrep")}
-    return [f for f in unique if not (f.suffix.lower() == ".sqlite" and f.with_suffix("") in reports)]
+    return Inputs([f for f in unique if not (f.suffix.lower() == ".sqlite" and f.with_suffix("") in reports)],
+                  skipped)
+
+
+_TRACE_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_EVENT_LIST = re.compile(rb'\[\s*\{[^{}]*"ph"\s*:')
+# The family of report.SCHEMA, spelt out: decode workers import this package first, and report.py is
+# nothing they need (tests/test_inputs.py recognises a saved report through it).
+_REPORT_HEAD = re.compile(rb'^\{\s*"schema"\s*:\s*"tracelens\.report/')
+
+
+def sniff_json(path: Path) -> str | None:
+    """Why a JSON file found in a directory is not a trace, or None when it is one or might be one.
+
+    A trace is an object with a ``traceEvents`` list, or a list of events (``[{"ph": ...``). The key is
+    looked for in the text as it streams in: real traces have it within their first 17 KB, and a file
+    without it is scanned to its end, never parsed. A saved tracelens report is recognised by its schema;
+    text that does not begin as JSON is not a trace. A file that cannot be read, is empty, or is cut short
+    before its key shows (a gzip stream that ends early) is left to the parser, which says what is wrong
+    with it: a trace whose writer died is an input error, not something to skip.
+    """
+    started = False
+    window = b""
+    try:
+        with open(path, "rb") as fh:
+            for text in _text_pieces(fh):
+                if not started:
+                    text = text.lstrip()
+                    if not text:
+                        continue
+                    started = True
+                    if text[:1] == b"[":
+                        return None if _EVENT_LIST.match(text) else "a JSON list, not of events"
+                    if text[:1] != b"{":
+                        return "not JSON"
+                    if _REPORT_HEAD.match(text):
+                        return "a saved tracelens report"
+                window = window[-32:] + text       # the key may straddle two pieces
+                if _TRACE_KEY.search(window):
+                    return None
+    except (OSError, zlib.error, EOFError):      # unreadable, corrupt or cut-short gzip: the parser says so
+        return None
+    return "no 'traceEvents'" if started else None
+
+
+def _text_pieces(fh, size: int = 1 << 14):
+    """The file's text in pieces of at most 4 * ``size`` bytes, gunzipped when it is gzip (only as far as
+    it is read: a trace's key shows in its first piece). EOFError when a gzip stream ends early."""
+    data = fh.read(size)
+    if data[:2] != b"\x1f\x8b":
+        while data:
+            yield data
+            data = fh.read(4 * size)
+        return
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    while True:
+        text = inflater.decompress(data, 4 * size)
+        if text:
+            yield text
+        if inflater.eof:
+            return
+        data = inflater.unconsumed_tail or fh.read(size)
+        if not data:
+            raise EOFError
+
+
+def describe_skipped(skipped: list[tuple[Path, str]], most: int = 6) -> str:
+    """One line naming the files skipped, grouped by reason (at most ``most`` names)."""
+    by_reason: dict[str, list[str]] = {}
+    for f, why in skipped:
+        by_reason.setdefault(why, []).append(str(f))
+    parts = []
+    for why, names in by_reason.items():
+        shown = ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+        parts.append(f"{shown} ({why})")
+    return (f"skipped {len(skipped)} file{'s' if len(skipped) != 1 else ''} that "
+            f"{'are not traces' if len(skipped) != 1 else 'is not a trace'}: " + "; ".join(parts))
 
 
 def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: str | None = None,
@@ -137,9 +239,16 @@ def load_files(files: list[Path], comm_patterns: tuple[str, ...] = (),
     finally:
         if pool is not None:
             pool.close()
+    from . import runs
+
     _settle_ranks(traces)
-    rundir.attach(traces)
-    return sorted(traces, key=lambda t: (t.meta.rank, t.meta.source))
+    rundir.attach(traces)           # world sizes from a run directory's manifest, before they are compared
+    runs.check_one_run(traces)
+    traces = sorted(traces, key=lambda t: (t.meta.rank, t.meta.source))
+    skipped = getattr(files, "skipped", ())
+    if skipped and traces:
+        traces[0].meta.input_warnings.add("not-a-trace", describe_skipped(skipped), len(skipped))
+    return traces
 
 
 def _settle_ranks(traces: list[RankTrace]) -> None:
@@ -159,5 +268,6 @@ def _settle_ranks(traces: list[RankTrace]) -> None:
         seen[t.meta.rank] = seen.get(t.meta.rank, 0) + 1
     for t in traces:
         if seen[t.meta.rank] > 1:
-            t.meta.warnings.add("duplicate-rank", f"{seen[t.meta.rank]} input files claim rank {t.meta.rank}; "
-                                "they may come from different runs")
+            # Across files that is two runs, refused by runs.check_one_run; left here: processes of one
+            # nsys file recording the same RANK.
+            t.meta.warnings.add("duplicate-rank", f"{seen[t.meta.rank]} traces claim rank {t.meta.rank}")

@@ -22,7 +22,7 @@ from decimal import Decimal
 from itertools import repeat
 from operator import attrgetter
 from pathlib import Path
-from typing import Union
+from typing import Annotated, Union
 
 import msgspec
 import numpy as np
@@ -36,8 +36,14 @@ from ..errors import InputError
 from ..meta import RunMeta, rank_in_file_name
 from .gcpause import no_cyclic_gc
 
-Num = Union[int, float, None]
-IntOrStr = Union[int, str, None]
+# Bounded so that a value no int64 column can hold fails in the decoder (and is handled per event, see
+# decode) instead of overflowing later; the bounds cost nothing measurable in the typed pass.
+Int64 = Annotated[int, msgspec.Meta(ge=-2**63, le=2**63 - 1)]
+Float64 = Annotated[float, msgspec.Meta(ge=-2.0**63, lt=2.0**63)]
+Num = Union[Int64, Float64, None]
+IntOrStr = Union[Int64, str, None]
+# Times in µs: within ±2**53 µs, times 1000, they still fit int64 ns.
+Time = Union[Annotated[int, msgspec.Meta(ge=-2**53, le=2**53)], Annotated[float, msgspec.Meta(ge=-2.0**53, le=2.0**53)]]
 
 
 _NO_RAW = msgspec.Raw()
@@ -78,13 +84,17 @@ _NO_ARGS = Args()
 
 
 class Event(msgspec.Struct, tag_field="ph", tag="X", gc=False):
-    """A complete event (``"ph": "X"``): every CPU op, runtime call and device activity."""
+    """A complete event (``"ph": "X"``): every CPU op, runtime call and device activity.
+
+    ``ts`` and ``dur`` are required numbers: an event without its time cannot be placed, and reading a
+    missing one as 0 would put it at the epoch (it is skipped and counted instead, see :func:`decode`).
+    """
+    ts: Time
+    dur: Time
     cat: Union[str, None] = None
     name: Union[str, int, float, None] = None
     pid: IntOrStr = None
     tid: IntOrStr = None
-    ts: Num = None
-    dur: Num = None
     args: Args = _NO_ARGS
 
 
@@ -122,7 +132,7 @@ class Document(msgspec.Struct, gc=False):
     traceEvents: Union[list[AnyEvent], None] = None
     distributedInfo: Union[DistInfo, None] = None
     deviceProperties: Union[list[DeviceProp], None] = None
-    baseTimeNanoseconds: Union[int, None] = None
+    baseTimeNanoseconds: Union[Int64, None] = None
     INFO: Union[list, None] = None
 
 
@@ -166,46 +176,234 @@ def read_bytes(path: Path) -> bytes:
     return raw
 
 
-def decode(raw: bytes, path: str) -> Document:
+def decode(raw: bytes, path: str, issues: DecodeIssues | None = None) -> tuple[Document, list | None]:
+    """The typed document, and None; or, when some value does not have its expected type, the document
+    read event by event and the JSON text of every event kept (for the exact re-read of timestamps).
+
+    The whole file is decoded typed in one call (the common, clean case). Only when that fails is it
+    split into raw events, which are decoded typed again in chunks; a chunk that fails is decoded event
+    by event, and only the failing events are repaired (:func:`_decode_repaired`) or skipped. So one bad
+    event costs only itself: every other event is decoded exactly as in a clean file.
+    """
     try:
         doc = _DECODER.decode(raw)
+        kept = None
     except msgspec.ValidationError:
-        doc = _decode_lenient(raw, path)
+        doc, kept = _decode_per_event(raw, path, issues if issues is not None else DecodeIssues())
     except msgspec.DecodeError as exc:
         raise InputError(f"not valid JSON ({exc})", path=path) from None
     if isinstance(doc, list):
         doc = Document(traceEvents=doc)
     if doc.traceEvents is None:
         raise InputError("not a PyTorch profiler trace (no 'traceEvents' list)", path=path)
-    return doc
+    return doc, kept
 
 
-def _decode_lenient(raw: bytes, path: str) -> Document:
-    """Slow path for files with unexpected field types: convert event by event, skip what does not fit."""
+class DecodeIssues:
+    """Values repaired and events skipped while decoding one file, per field (a dotted path such as
+    ``args.bytes``), each with its count and the index in ``traceEvents`` of its first event."""
+
+    def __init__(self) -> None:
+        self.skipped: dict[str, list[int]] = {}     # field -> [events, first index]
+        self.coerced: dict[str, list[int]] = {}     # field -> [values, first index]
+        self.header: list[str] = []                 # document-level fields ignored
+
+    @staticmethod
+    def _note(table: dict, field: str, index: int) -> None:
+        entry = table.get(field)
+        if entry is None:
+            table[field] = [1, index]
+        else:
+            entry[0] += 1
+
+    def to_warnings(self, log) -> None:
+        def fields(table):
+            return ", ".join(f"{f} ({n}, first traceEvents[{i}])" if i >= 0 else f"{f} ({n})"
+                             for f, (n, i) in table.items())
+        if self.skipped:
+            n = sum(c for c, _ in self.skipped.values())
+            log.add("malformed-events", f"skipped {n} event{'s' if n > 1 else ''} with a field of the wrong type "
+                    f"or missing: {fields(self.skipped)}", n)
+        if self.coerced:
+            n = sum(c for c, _ in self.coerced.values())
+            log.add("coerced-values", f"read {n} value{'s' if n > 1 else ''} written with another type (a number "
+                    f"as text, a whole number as a float): {fields(self.coerced)}", n)
+        if self.header:
+            log.add("malformed-header", "ignored document fields of the wrong type: " + ", ".join(self.header),
+                    len(self.header))
+
+
+class _RawDocument(msgspec.Struct, gc=False):
+    """The document with every field we read left undecoded (the per-event path, see :func:`decode`)."""
+    traceEvents: msgspec.Raw = _NO_RAW
+    distributedInfo: msgspec.Raw = _NO_RAW
+    deviceProperties: msgspec.Raw = _NO_RAW
+    baseTimeNanoseconds: msgspec.Raw = _NO_RAW
+    INFO: msgspec.Raw = _NO_RAW
+
+
+_RAW_DOC = msgspec.json.Decoder(Union[_RawDocument, list[msgspec.Raw]])
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+_EVENTS = msgspec.json.Decoder(list[AnyEvent])
+_EVENT = msgspec.json.Decoder(AnyEvent)
+_HEADER = {"distributedInfo": msgspec.json.Decoder(Union[DistInfo, None]),
+           "deviceProperties": msgspec.json.Decoder(Union[list[DeviceProp], None]),
+           "baseTimeNanoseconds": msgspec.json.Decoder(Union[Int64, None]),
+           "INFO": msgspec.json.Decoder(Union[list, None])}
+# Floats stay their written text (a Raw), so an event re-encoded after a repair keeps every digit.
+_UNTYPED = msgspec.json.Decoder(float_hook=lambda text: msgspec.Raw(text.encode()))
+_CHUNK = 2048            # events decoded per typed call on the per-event path
+_ERROR_AT = re.compile(r" - at `\$(.*)`$")
+_PATH_PART = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]")
+_MISSING = re.compile(r"missing required field `([^`]+)`")
+_NUMBER_TEXT = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_INT64 = Decimal(2**63)
+
+
+def _decode_per_event(raw: bytes, path: str, issues: DecodeIssues) -> tuple[Document, list]:
     try:
-        obj = msgspec.json.decode(raw)
+        top = _RAW_DOC.decode(raw)
+    except msgspec.ValidationError:
+        raise InputError("not a PyTorch profiler trace (no 'traceEvents' list)", path=path) from None
     except msgspec.DecodeError as exc:
         raise InputError(f"not valid JSON ({exc})", path=path) from None
-    events = obj if isinstance(obj, list) else obj.get("traceEvents") if isinstance(obj, dict) else None
-    if not isinstance(events, list):
-        raise InputError("not a PyTorch profiler trace (no 'traceEvents' list)", path=path)
-    good, bad = [], 0
-    for e in events:
-        if not isinstance(e, dict) or e.get("ph") not in KNOWN_PHASES:
-            bad += not isinstance(e, dict)  # an unknown phase is not ours to read, not malformed
-            continue
+    doc = Document()
+    if isinstance(top, list):
+        pieces = top
+    else:
+        if not top.traceEvents:
+            return doc, []       # decode() reports the missing list
         try:
-            good.append(msgspec.convert(e, AnyEvent, strict=False))
+            pieces = _RAW_LIST.decode(top.traceEvents)
         except msgspec.ValidationError:
-            bad += 1
-    header = {k: v for k, v in obj.items() if k != "traceEvents"} if isinstance(obj, dict) else {}
+            raise InputError("not a PyTorch profiler trace (no 'traceEvents' list)", path=path) from None
+        for name, decoder in _HEADER.items():
+            text = getattr(top, name)
+            if text:
+                value = _decode_repaired(text, decoder, name, -1, issues, header=True)
+                setattr(doc, name, value)
+    events, kept = [], []
+    for at in range(0, len(pieces), _CHUNK):
+        chunk = pieces[at:at + _CHUNK]
+        try:
+            events += _EVENTS.decode(b"[" + b",".join(chunk) + b"]")
+            kept += chunk
+            continue
+        except msgspec.ValidationError:
+            pass
+        for k, piece in enumerate(chunk):
+            try:
+                events.append(_EVENT.decode(piece))
+                kept.append(piece)
+                continue
+            except msgspec.ValidationError as exc:
+                error = str(exc)
+            event = _decode_event(piece, error, at + k, issues)
+            if event is not None:
+                events.append(event[0])
+                kept.append(event[1])
+    doc.traceEvents = events
+    return doc, kept
+
+
+def _decode_event(piece, error: str, index: int, issues: DecodeIssues):
+    """(event, its JSON text) for an event the typed decoder refused with ``error``, repaired where the value
+    is a number of the wrong JSON type; None when it is skipped. Unknown phases are not ours to read: skipped
+    quietly."""
     try:
-        doc = msgspec.convert(header, Document, strict=False)
-    except msgspec.ValidationError:
-        doc = Document()
-    doc.traceEvents = good
-    doc.INFO = (doc.INFO or []) + [f"tracelens: skipped {bad} malformed events"] if bad else doc.INFO
-    return doc
+        obj = _UNTYPED.decode(piece)
+    except msgspec.ValidationError:         # a number beyond float range (1e400)
+        parts, missing = _error_field(error)
+        DecodeIssues._note(issues.skipped, ".".join(map(str, parts)) or "event", index)
+        return None
+    if not isinstance(obj, dict):
+        DecodeIssues._note(issues.skipped, "event (not an object)", index)
+        return None
+    ph = obj.get("ph")
+    if isinstance(ph, str) and ph not in KNOWN_PHASES:
+        return None
+    return _decode_repaired(piece, _EVENT, "", index, issues, obj=obj, with_text=True, error=error)
+
+
+def _decode_repaired(piece, decoder, prefix: str, index: int, issues: DecodeIssues, header: bool = False,
+                     obj=None, with_text: bool = False, error: str | None = None):
+    """Decode ``piece`` typed; while the decoder names a field whose value is recoverable (a number
+    written as text, a whole number written as a float), replace it by that number and try again.
+    Returns the value (with its repaired JSON text when ``with_text``), or None when it cannot be read.
+    ``error``: the typed decoder's message, when the caller has already tried."""
+    if error is None:
+        try:
+            value = decoder.decode(piece)
+            return (value, piece) if with_text else value
+        except msgspec.ValidationError as exc:
+            error = str(exc)
+    if obj is None:
+        try:
+            obj = _UNTYPED.decode(piece)
+        except msgspec.ValidationError:     # a number beyond float range
+            obj = None
+    repaired: list[str] = []
+    while True:
+        parts, missing = _error_field(error)
+        field = ".".join(str(p) for p in ([prefix] if prefix else []) + parts + ([missing] if missing else []))
+        holder, key = _locate(obj, parts)
+        new = None if missing or holder is None or field in repaired else _recovered(holder[key])
+        if new is None:
+            if header:
+                issues.header.append(field or prefix)
+            else:
+                DecodeIssues._note(issues.skipped, field or "event", index)
+            return None
+        holder[key] = new
+        repaired.append(field)
+        text = msgspec.json.encode(obj)
+        try:
+            value = decoder.decode(text)
+        except msgspec.ValidationError as exc:
+            error = str(exc)
+            continue
+        for f in repaired:
+            DecodeIssues._note(issues.coerced, f, index)
+        return (value, text) if with_text else value
+
+
+def _error_field(message: str) -> tuple[list, str | None]:
+    """The path (keys and list indexes) a msgspec ValidationError points at, and the name of a missing
+    required field."""
+    at = _ERROR_AT.search(message)
+    parts = [int(i) if i else k for k, i in _PATH_PART.findall(at.group(1))] if at else []
+    missing = _MISSING.search(message)
+    return parts, missing.group(1) if missing else None
+
+
+def _locate(obj, parts: list):
+    """(container, key) of the value at ``parts`` inside ``obj``; (None, None) when the path is not there."""
+    if not parts:
+        return None, None
+    for p in parts[:-1]:
+        try:
+            obj = obj[p]
+        except (KeyError, IndexError, TypeError):
+            return None, None
+    last = parts[-1]
+    if isinstance(obj, dict) and last in obj or isinstance(obj, list) and isinstance(last, int) and last < len(obj):
+        return obj, last
+    return None, None
+
+
+def _recovered(value):
+    """The number ``value`` stands for as JSON text (a Raw), or None: a finite number written as a string
+    (``"123.5"``), or a float with no fraction (``7.0``, read where an integer is expected)."""
+    if isinstance(value, str):
+        text = value.strip()
+        if _NUMBER_TEXT.fullmatch(text) and abs(Decimal(text)) < _INT64:
+            return msgspec.Raw(text.encode())
+        return None
+    if isinstance(value, msgspec.Raw):      # a float, as written (see _UNTYPED)
+        number = Decimal(bytes(value).decode())
+        if number == number.to_integral_value() and abs(number) < _INT64:
+            return msgspec.Raw(str(int(number)).encode())
+    return None
 
 
 def _times_ns(values: list, force: bool = False) -> np.ndarray | None:
@@ -216,8 +414,6 @@ def _times_ns(values: list, force: bool = False) -> np.ndarray | None:
     Larger floats (absolute epoch µs with decimals, 2024 nightlies) return None unless ``force``.
     """
     arr = np.array(values)
-    if arr.dtype == object:  # a missing ts/dur (None) somewhere
-        arr = np.array([0 if v is None else v for v in values])
     if arr.dtype.kind in "iu" or arr.size == 0:
         return arr.astype(np.int64) * 1000
     arr = arr.astype(np.float64)
@@ -322,11 +518,16 @@ def decode_file(path: Path, keep_alive: list | None = None) -> KinetoColumns:
     with no_cyclic_gc():
         raw = read_bytes(path)
         meta = RunMeta(source=str(path), format="kineto", bytes=path.stat().st_size)
-        doc = decode(raw, str(path))
+        issues = DecodeIssues()
+        doc, kept = decode(raw, str(path), issues)
         events = doc.traceEvents
+        if not events and issues.skipped:
+            raise InputError("no event of the trace could be read (wrong type or missing: "
+                             + ", ".join(issues.skipped) + ")", path=str(path))
         if not events:
             raise InputError("the trace has no events ('traceEvents' is empty)", path=str(path))
         _fill_meta(doc, meta, path)
+        issues.to_warnings(meta.warnings)
         xs = [e for e in events if e.__class__ is Event]
         threads = _thread_names([e for e in events if e.__class__ is MetaEvent])
 
@@ -339,8 +540,8 @@ def decode_file(path: Path, keep_alive: list | None = None) -> KinetoColumns:
         dev_mask = np.isin(np.array(cat_names, dtype=object), list(DEVICE_CATS))[codes]
         host_mask = np.isin(np.array(cat_names, dtype=object), list(HOST_CATS))[codes]
 
-        start, dur = _event_times(raw, events, xs, meta)
-        del raw
+        start, dur = _event_times(raw if kept is None else kept, events, xs, meta)
+        del raw, kept
         start += doc.baseTimeNanoseconds or 0
         meta.warnings.add("negative-duration", "events with a negative duration were clamped to 0",
                           int(((dev_mask | host_mask) & (dur < 0)).sum()))
@@ -367,14 +568,15 @@ def decode_file(path: Path, keep_alive: list | None = None) -> KinetoColumns:
         return KinetoColumns(meta, device, host, threads, comm_meta)
 
 
-def _event_times(raw: bytes, events: list, xs: list, meta: RunMeta) -> tuple[np.ndarray, np.ndarray]:
-    """(ts, dur) of the complete events in int64 ns, before the base time is added."""
+def _event_times(source, events: list, xs: list, meta: RunMeta) -> tuple[np.ndarray, np.ndarray]:
+    """(ts, dur) of the complete events in int64 ns, before the base time is added. ``source``: the file's
+    JSON, or the JSON text of each event kept (files decoded event by event)."""
     ts = list(map(_get_ts, xs))
     start = _times_ns(ts)
     if start is not None:
         return start, _times_ns(list(map(_get_dur, xs)), force=True)
     # Absolute float µs with decimals: re-read the written digits exactly, once per file.
-    exact = _exact_times(raw, len(events))
+    exact = _exact_times(source, len(events))
     if exact is None:
         meta.warnings.add("timestamps-rounded", "absolute float timestamps could not be re-read exactly; "
                           "sub-microsecond digits may be rounded", 1)
@@ -383,9 +585,11 @@ def _event_times(raw: bytes, events: list, xs: list, meta: RunMeta) -> tuple[np.
     return _decimal_ns([t.ts for t in sel]), _decimal_ns([t.dur for t in sel])
 
 
-def _exact_times(raw: bytes, n: int) -> list | None:
+def _exact_times(source, n: int) -> list | None:
     """Re-decode only ts/dur as Decimal (the 2024 absolute-float era); None if events do not line up."""
-    doc = msgspec.json.decode(raw, type=Union[_TimesDoc, list[_TimesOnly]])
+    if isinstance(source, list):     # the events kept, as their JSON text
+        source = b"[" + b",".join(source) + b"]"
+    doc = msgspec.json.decode(source, type=Union[_TimesDoc, list[_TimesOnly]])
     times = doc if isinstance(doc, list) else doc.traceEvents
     return times if len(times) == n else None
 
@@ -489,10 +693,7 @@ def _fill_meta(doc: Document, meta: RunMeta, path: Path) -> None:
     meta.device_names = [p.name for p in (doc.deviceProperties or []) if p.name]
     meta.base_ns = doc.baseTimeNanoseconds or 0
     for line in doc.INFO or []:
-        if isinstance(line, str) and line.startswith("tracelens: skipped"):
-            meta.warnings.add("malformed-events", line.removeprefix("tracelens: "),
-                              int(re.findall(r"\d+", line)[0]))
-        elif isinstance(line, str) and "Record counts" in line:
+        if isinstance(line, str) and "Record counts" in line:
             dropped = sum(int(x) for x in re.findall(r"=\s*(\d+)", line))
             meta.warnings.add("profiler-dropped-records",
                               "the profiler reported out-of-range or blocklisted records it did not write",

@@ -16,14 +16,14 @@ from ..rundir_layout import MANIFEST, MANIFEST_SCHEMA, REPORT, WORKERS
 if TYPE_CHECKING:
     from ..model import RankTrace
 
-NOT_TRACES = frozenset({MANIFEST, REPORT})
-
-
 def is_side_file(path: Path) -> bool:
-    """Files of a run directory that look like traces by name but are not (manifest, report, worker
-    records)."""
-    if path.name in NOT_TRACES:
+    """Files of a run directory that look like traces by name but are not, and are read (the manifest)
+    or written (its report, worker records) by tracelens itself: left out without a warning. Any other
+    JSON that is not a trace is recognised by its content (see :func:`tracelens.parsers.sniff_json`)."""
+    if path.name == MANIFEST:
         return True
+    if path.name == REPORT:
+        return (path.parent / MANIFEST).is_file()
     return path.parent.name == WORKERS and (path.parent.parent / MANIFEST).is_file()
 
 
