@@ -14,8 +14,9 @@ import pytest
 
 import tracelens
 from tracelens import synth
-from tracelens.analyzers import Thresholds
+from tracelens.analyzers import Thresholds, straggler, wording
 from tracelens.cli import main
+from tracelens.report import RankResult, StepMetrics, Totals
 
 from conftest import SAMPLES, corpus_file, host, kernel, write_trace
 
@@ -152,6 +153,29 @@ def test_straggler_sentences_and_generator_truth():
                           str(ev["steps"]), str(ev["ranks"]))
     # Compute is 1.3x on rank 3 (forward + backward scaled): 30 % above the others, give or take rounding.
     assert ev["compute_excess"] == pytest.approx(0.3, abs=0.02)
+
+
+def _rank(rank: int, steps: list[tuple[int, int]]) -> RankResult:
+    """A RankResult whose complete steps have these (duration, compute) in ns; other fields do not matter."""
+    metrics = [StepMetrics(step=k, start_ns=0, end_ns=d, duration_ns=d, compute_ns=c, comm_ns=0, overlap_ns=0,
+                           exposed_comm_ns=0, idle_ns=d - c, overlap_pct=None, exposed_comm_fraction=0.0)
+               for k, (d, c) in enumerate(steps)]
+    totals = Totals(duration_ns=0, compute_ns=0, comm_ns=0, overlap_ns=0, exposed_comm_ns=0, idle_ns=0,
+                    overlap_pct=None, exposed_comm_fraction=None)
+    return RankResult(rank=rank, world_size=3, device=0, device_name=None, mode="gpu", source=f"rank{rank}",
+                      steps=metrics, totals=totals)
+
+
+def test_a_rank_with_longer_steps_but_the_same_compute_is_a_step_time_straggler():
+    # Ranks 0 and 1: 10 ms steps with 6 ms compute; rank 2: 12 ms steps (it waits longer), the same compute.
+    # Ranks' medians: step 10 ms, compute 6 ms; rank 2 is (12 - 10) / 10 = 20 % over in step time only.
+    ranks = [_rank(0, [(10 * MS, 6 * MS)] * 2), _rank(1, [(10 * MS, 6 * MS)] * 2), _rank(2, [(12 * MS, 6 * MS)] * 2)]
+    (f,) = straggler.find(ranks, Thresholds())
+    assert (f.rank, f.verdict, f.evidence["step_excess"], f.evidence["compute_excess"]) == (2, "step-time", 0.2, 0.0)
+    d = wording.diagnosis(f)
+    assert d.title == "straggler: step time 20 % above the median of 3 ranks" and d.severity == "warning"
+    assert d.detail == ("median step 12.00 ms against 10.00 ms, median compute 6.00 ms against 6.00 ms (over its 2 "
+                        "complete steps and the 3 ranks)")
 
 
 @pytest.mark.parametrize("folder", ["wfbp_100", "one_bucket", "compute_bound_8", "serialized", "legacy_wfbp",

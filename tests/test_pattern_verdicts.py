@@ -142,6 +142,11 @@ def test_gate_accepts_mixed(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------- sentences against their evidence
+#
+# analyzers/wording.py writes every sentence from a finding's evidence; tests/test_wording.py checks each
+# sentence of each verdict on hand-made evidence. Here: the analyzers' entries on generated and real traces,
+# every number of their sentences against their evidence, and the generator truth of that evidence.
+
 
 def fields(template: str, text: str) -> dict[str, str]:
     """The named numbers of a sentence that must match ``template`` in full: a sentence with any other text
@@ -287,5 +292,9 @@ def test_launch_order_sentences(name, tmp_path):
                              rf"\(CUDA_DEVICE_MAX_CONNECTIONS was not recorded\)", d.detail)
         assert m[1] == m[2] == ms(c["delay_ns"]) and m[3] == ms(ev["hideable_ns"])
         assert ev["hideable_ns"] == min(c["delay_ns"], c["exposed_ns"]) == ev["impact_ns"]
+        # The counts and sums the sentence states are evidence (one collective of one kind per entry here).
+        kind = "queued" if name == "queued_comm" else "late"
+        assert ev[kind] == {"count": 1, "delay_ns": c["delay_ns"], "worst": 0}
+        assert ev["late" if kind == "queued" else "queued"] is None
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ..model import RankTrace
-from ..report import (Collective, Diagnosis, InputFile, PreCapture, RankResult, Report, StepMetrics, Summary,
-                      Totals, WarningEntry, ratio)
-from . import copies, launch_order, overlap, pattern, straggler, syncs
+from ..report import (Collective, InputFile, PreCapture, RankResult, Report, StepMetrics, Summary, Totals,
+                      WarningEntry, ratio)
+from . import copies, launch_order, overlap, pattern, straggler, syncs, wording
 from .thresholds import Thresholds
 
 __all__ = ["analyze", "Thresholds"]
@@ -66,6 +66,7 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Re
     order = {"no-gpu-activity": 0, "straggler": 1, "overlap-pattern": 2, "sync-stall": 3, "launch-order": 4,
              "memcpy-bound": 5}
     diagnoses.sort(key=lambda d: (d.rank, -1 if d.step is None else d.step, order.get(d.id, 9)))
+    diagnoses = [wording.diagnosis(f) for f in diagnoses]      # analyzers find, the wording module words
     return Report(inputs=inputs, ranks=ranks, summary=_summary(ranks), collectives=collectives, warnings=warnings,
                   diagnoses=diagnoses)
 
@@ -112,16 +113,9 @@ def _nccl_without_device(t: RankTrace, diagnoses: list) -> bool:
     calls = overlap.nccl_host_calls(t)
     if not calls and t.meta.backend != "nccl":
         return False
-    gpus = len(t.meta.device_names)
-    listed = f", and lists {gpus} GPU{'s' if gpus != 1 else ''}" if gpus else ""
-    diagnoses.append(Diagnosis(
-        id="no-gpu-activity", severity="warning", rank=t.meta.rank, step=None,
-        title="no GPU activity recorded: the profiler recorded the CPU only",
-        detail=(f"the trace has {calls} NCCL call{'s' if calls != 1 else ''} on the CPU{listed}, but no kernel, "
-                "copy or sync on any GPU: communication and its overlap cannot be measured"),
-        advice=("profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] in torch.profiler.profile "
-                "(tracelens collect does), or nsys profile -t cuda,nvtx"),
-        evidence={"nccl_calls": calls, "gpus_listed": gpus, "backend": t.meta.backend}))
+    diagnoses.append(wording.Finding(
+        id="no-gpu-activity", severity="warning", rank=t.meta.rank, step=None, verdict=None,
+        evidence={"nccl_calls": calls, "gpus_listed": len(t.meta.device_names), "backend": t.meta.backend}))
     return True
 
 

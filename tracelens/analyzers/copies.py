@@ -15,34 +15,15 @@ import numpy as np
 
 from ..columns import categorical_of, isin
 from ..model import RankTrace
-from ..report import Diagnosis, StepMetrics
+from ..report import StepMetrics
 from . import intervals as iv
 from .thresholds import Thresholds, material
+from .wording import Finding
 
 # Copy direction from the activity name: CUDA ``Memcpy HtoD (Pinned -> Device)``, ROCm ``CopyHostToDevice``.
 _DIRECTION = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|HtoA|AtoH|AtoA|AtoD|DtoA)\b|(HostToDevice|DeviceToHost|DeviceToDevice"
                         r"|HostToHost)")
 _LONG = {"HostToDevice": "HtoD", "DeviceToHost": "DtoH", "DeviceToDevice": "DtoD", "HostToHost": "HtoH"}
-_WORDS = {"HtoD": "host-to-device", "DtoH": "device-to-host", "DtoD": "device-to-device", "HtoH": "host-to-host",
-          "memset": "memory sets", "other": "other copies"}
-
-_ADVICE = {
-    "HtoD": "host-to-device copies hold the step up: load batches into pinned memory (DataLoader(pin_memory=True)), "
-            "copy them with .to(device, non_blocking=True) and prefetch the next batch on a side stream while this "
-            "one computes (or move data loading off the critical path); keep data that does not change on the GPU",
-    "DtoH": "device-to-host copies hold the step up: avoid moving tensors to the CPU every step (.cpu(), .item(), "
-            ".tolist(), logging); copy into pinned buffers with non_blocking=True and read them a step later",
-    "DtoD": "device-to-device copies hold the step up: look for .contiguous(), .clone(), torch.cat and dtype or "
-            "layout conversions that copy whole tensors, and for weights or buffers copied every step",
-    "memset": "memory sets hold the step up: buffers are zeroed every step (zero_grad(set_to_none=False), "
-              "torch.zeros); set gradients to None and allocate with torch.empty where values are overwritten",
-}
-_GENERIC = "memory copies hold the step up: move them off the critical path (pinned memory, non_blocking copies, " \
-           "prefetching on a side stream)"
-_PAGEABLE = "copies from pageable memory are staged through a bounce buffer and block the host: pin the host " \
-            "buffers (pin_memory=True); "
-
-
 def _direction(name: str) -> str:
     m = _DIRECTION.search(name)
     if m is None:
@@ -50,7 +31,7 @@ def _direction(name: str) -> str:
     return m.group(1) or _LONG[m.group(2)]
 
 
-def analyze(trace: RankTrace, sets, windows, steps: list[StepMetrics], th: Thresholds) -> list[Diagnosis]:
+def analyze(trace: RankTrace, sets, windows, steps: list[StepMetrics], th: Thresholds) -> list[Finding]:
     if sets.copy[0].size == 0:
         return []
     lo, hi = windows.start, windows.end
@@ -68,25 +49,16 @@ def analyze(trace: RankTrace, sets, windows, steps: list[StepMetrics], th: Thres
         st = steps[w]
         parts = {d: int(v[j]) for d, v in breakdown.items() if v[j] > 0}
         top = max(parts, key=parts.get) if parts else "other"
-        memcpy_ns = st.memcpy_ns
-        advice = _ADVICE.get(top, _GENERIC)
-        if top != "memset" and memcpy_ns and int(pageable[j]) * 2 >= memcpy_ns:
-            advice = _PAGEABLE + advice
         is_material = material(th, int(exposed[w]), int(duration[w]))
         severity = "info" if not is_material else "critical" if share[w] >= th.copy_critical_fraction else "warning"
-        listed = ", ".join(f"{_WORDS.get(d, d)} {v / 1e6:.2f} ms" for d, v in
-                           sorted(parts.items(), key=lambda kv: -kv[1]) if v >= 5_000) or "each under 0.01 ms"
-        out.append(Diagnosis(
+        out.append(Finding(
             id="memcpy-bound", severity=severity, rank=trace.meta.rank,
-            step=None if windows.step[w] < 0 else int(windows.step[w]),
-            title=f"memory copies fill {100 * share[w]:.0f} % of the step",
-            detail=f"{exposed[w] / 1e6:.2f} ms of the {duration[w] / 1e6:.2f} ms step ran nothing but copies and sets "
-                   f"({listed}); compute {st.compute_ns / 1e6:.2f} ms, communication {st.comm_ns / 1e6:.2f} ms",
-            advice=advice,
+            step=None if windows.step[w] < 0 else int(windows.step[w]), verdict=None,
             evidence={"exposed_copy_ns": int(exposed[w]), "copy_fraction": float(share[w]), "copy_ns": st.copy_ns,
-                      "memcpy_ns": memcpy_ns, "memset_ns": st.memset_ns, "duration_ns": st.duration_ns,
+                      "memcpy_ns": st.memcpy_ns, "memset_ns": st.memset_ns, "duration_ns": st.duration_ns,
                       "compute_ns": st.compute_ns, "comm_ns": st.comm_ns, "by_direction": parts,
-                      "pageable_ns": int(pageable[j]), "impact_ns": int(exposed[w]), "material": is_material}))
+                      "pageable_ns": int(pageable[j]), "impact_ns": int(exposed[w]), "material": is_material,
+                      "top_direction": top}))
     return out
 
 

@@ -18,9 +18,9 @@ import pandas as pd
 
 from ..columns import frame_of, isin
 from ..model import RankTrace
-from ..report import Diagnosis
 from . import intervals as iv
 from .thresholds import Thresholds, material
+from .wording import Finding
 
 _MAX_KERNELS = 3
 
@@ -126,7 +126,7 @@ def _names(categories, codes: np.ndarray) -> list[str]:
 
 
 def analyze(trace: RankTrace, device: int, exposure: pd.DataFrame, windows, durations: np.ndarray,
-            th: Thresholds) -> list[Diagnosis]:
+            th: Thresholds) -> list[Finding]:
     f = findings(trace, device, exposure, th)
     if f.empty:
         return []
@@ -135,50 +135,31 @@ def analyze(trace: RankTrace, device: int, exposure: pd.DataFrame, windows, dura
     connections = trace.meta.env.get("CUDA_DEVICE_MAX_CONNECTIONS")
     out = []
     for win, g in f[f["window"] >= 0].groupby("window", sort=True):
-        out.append(_diagnosis(trace.meta.rank, int(windows.step[win]), g, int(durations[win]), connections, th))
+        out.append(_finding(trace.meta.rank, int(windows.step[win]), g, int(durations[win]), connections, th))
     return out
 
 
-def _short(name: str) -> str:
-    name = name.removeprefix("void ")
-    base = name.split("(")[0]
-    return base if len(base) <= 60 else base[:59] + "…"
+def _kind(g: pd.DataFrame, kind: str) -> dict | None:
+    """The collectives of one kind in an entry: how many, their summed delay and the position (in the
+    entry's ``collectives``) of the longest delay, the first of equals."""
+    rows = np.flatnonzero(g["kind"].to_numpy() == kind)
+    if not rows.size:
+        return None
+    delay = g["delay_ns"].to_numpy()[rows]
+    return {"count": int(rows.size), "delay_ns": int(delay.sum()), "worst": int(rows[np.argmax(delay)])}
 
 
-def _diagnosis(rank, step, g: pd.DataFrame, duration: int, connections: str | None, th) -> Diagnosis:
-    queued, late = g[g["kind"] == "queued"], g[g["kind"] == "late"]
-    setting = f"CUDA_DEVICE_MAX_CONNECTIONS={connections} in this run" if connections is not None \
-        else "CUDA_DEVICE_MAX_CONNECTIONS was not recorded"
-    parts, advice = [], []
-    if not queued.empty:
-        worst = queued.loc[queued["delay_ns"].idxmax()]
-        parts.append(f"{len(queued)} comm kernel(s) waited {queued['delay_ns'].sum() / 1e6:.2f} ms behind compute "
-                     f"launched after them (worst: {_short(worst['name'])} behind {_short(worst['kernels'][0])}, "
-                     f"{worst['delay_ns'] / 1e6:.2f} ms)")
-        advice.append("set CUDA_DEVICE_MAX_CONNECTIONS=1 so kernels start in launch order"
-                      if connections != "1" else
-                      "kernels already start in launch order here: check what the collective waits on")
-    if not late.empty:
-        worst = late.loc[late["delay_ns"].idxmax()]
-        parts.append(f"{len(late)} comm kernel(s) were launched {late['delay_ns'].sum() / 1e6:.2f} ms after compute "
-                     f"they could have overlapped had started (worst: {_short(worst['name'])} launched "
-                     f"{worst['delay_ns'] / 1e6:.2f} ms into {_short(worst['kernels'][0])})")
-        advice.append(f"launch the collective before {_short(worst['kernels'][0])} (issue it as soon as its "
-                      "input is ready)")
+def _finding(rank, step, g: pd.DataFrame, duration: int, connections: str | None, th) -> Finding:
     hideable = int(np.minimum(g["delay_ns"].to_numpy(), g["exposed_ns"].to_numpy()).sum())
     if not material(th, hideable, duration):
         severity = "info"
     else:
         severity = "critical" if duration > 0 and hideable >= th.critical_exposed_fraction * duration else "warning"
-    kinds = " and ".join(k for k, part in (("queued behind later-launched compute", queued),
-                                             ("launched too late", late)) if not part.empty)
-    title = f"launch order: exposed communication {kinds}"
-    return Diagnosis(
-        id="launch-order", severity=severity, rank=rank, step=None if step < 0 else step, title=title,
-        detail="; ".join(parts) + f"; up to {hideable / 1e6:.2f} ms could be hidden ({setting})",
-        advice="; ".join(advice),
+    return Finding(
+        id="launch-order", severity=severity, rank=rank, step=None if step < 0 else step, verdict=None,
         evidence={"cuda_device_max_connections": connections, "hideable_ns": hideable, "duration_ns": duration,
-                  "impact_ns": hideable, "material": material(th, hideable, duration), "collectives": [
+                  "impact_ns": hideable, "material": material(th, hideable, duration),
+                  "queued": _kind(g, "queued"), "late": _kind(g, "late"), "collectives": [
             {"kind": r.kind, "name": str(r.name), "stream": int(r.stream), "start_ns": int(r.start),
              "launch_ns": int(r.launch), "delay_ns": int(r.delay_ns), "exposed_ns": int(r.exposed_ns),
              "kernels": list(r.kernels)} for r in g.itertuples(index=False)]})

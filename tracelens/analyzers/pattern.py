@@ -28,9 +28,10 @@ import numpy as np
 import pandas as pd
 
 from ..columns import isin
-from ..report import Diagnosis, PatternEvidence, ratio
+from ..report import PatternEvidence, ratio
 from . import intervals as iv
 from .thresholds import Thresholds, material as _material
+from .wording import Finding
 
 PATTERNS = ("sawtooth", "two-phase", "serialized", "partial", "no-comm")
 MIXED = "mixed"           # a rank (or run) whose steps (or ranks) have no pattern with a strict majority
@@ -68,88 +69,28 @@ def majority(patterns: list[str | None]) -> tuple[str | None, dict[str, int]]:
     return (top if 2 * n > sum(with_comm.values()) else MIXED), dict(counts)
 
 
-def _verb(n: int) -> str:
-    return "starts" if n == 1 else "start"
-
-
-def _ms(ns: int) -> str:
-    return f"{ns / 1e6:.2f} ms"
-
-
-def _pct(value: float | None) -> str:
-    return "none" if value is None else f"{value:.0f} %"
-
-
 def diagnose(rank: int, step: int | None, pattern: str | None, ev: PatternEvidence, m, mode: str,
-             th: Thresholds) -> Diagnosis | None:
-    """The overlap-pattern entry of one step (``m``: its StepMetrics); None for steps without comm.
+             th: Thresholds) -> Finding | None:
+    """The overlap-pattern finding of one step (``m``: its StepMetrics); None for steps without comm.
 
-    Every number a sentence states is in ``evidence`` (as ns, or as the ratio it was rounded from), and a
-    sentence that asserts an order of events is only used when the evidence proves it."""
+    Its evidence holds every number its sentences state (analyzers/wording.py words it) and what decided
+    the verdict; the serialized verdict says whether the shared-stream rule (rule 3) decided."""
     if pattern == "no-comm" or m.comm_ns == 0:
         return None
-    what = _plural(ev.op, ev.comm_kernels, mode)
-    hidden = _pct(m.overlap_pct)
-    exposed = f"{_ms(m.exposed_comm_ns)} exposed ({_pct(100 * (m.exposed_comm_fraction or 0))} of the step)"
-    phase = "the main thread's compute phase" if mode == "cpu" else "the compute phase"
-    tail_pct = _pct(100 * (ev.tail_fraction or 0))
-    if pattern is None:
-        title = "nothing to overlap: no compute in this step"
-        where = "on the main thread" if mode == "cpu" else "on the device"
-        detail = f"{_ms(m.comm_ns)} of communication ({what}) and no compute {where}"
-        advice = ("if the training loop computes in this step, its CPU ops are missing from the trace (the "
-                  "profiler's CPU activity, or a trimmed file)") if mode == "cpu" else \
-            "a communication-only step (benchmark, barrier): there is no compute to hide it behind"
-    elif pattern == "sawtooth":
-        title = "sawtooth: communication overlaps compute"
-        detail = (f"{ev.started_during_compute} of {what} {_verb(ev.started_during_compute)} during {phase}; "
-                  f"{hidden} of their time is hidden")
-        advice = "" if not m.exposed_comm_ns else \
-            f"{exposed}: a smaller last bucket or earlier launches hide more"
-    elif pattern == "two-phase":
-        title = "two-phase: communication waits for the end of compute"
-        if ev.started_during_compute == 0:     # every comm activity starts at or after the phase end
-            lead = f"{what} {'starts' if ev.comm_kernels == 1 else 'all start'} after {phase}"
-        else:
-            lead = (f"{tail_pct} of communication ({_ms(ev.tail_ns)} of {_ms(m.comm_ns)}) runs after {phase}, "
-                    f"{ev.started_during_compute} of {what} {_verb(ev.started_during_compute)} during it")
-        detail = f"{lead}; {exposed}, {hidden} hidden"
-        advice = ("check bucket_cap_mb (one bucket larger than the model), no_sync with a final all-reduce, "
-                  "or a sync before the optimizer")
-    elif pattern == "serialized" and (ev.comm_on_compute_stream or 0) >= th.serialized_min_shared_fraction:
-        title = "serialized: communication on the compute stream, taking turns with compute"
-        detail = (f"{_pct(100 * ev.comm_on_compute_stream)} of communication time runs on a stream that also "
-                  f"runs compute; {what} in {ev.bursts} bursts between compute, {hidden} hidden; {exposed}")
-        advice = ("issue collectives on their own stream (NCCL's internal stream, async_op=True), not the "
-                  "compute stream: nothing on one stream can overlap")
-    elif pattern == "serialized":
-        title = "serialized: communication between compute, never alongside it"
-        detail = f"{what} run in {ev.bursts} bursts between compute but only {hidden} of their time is hidden; {exposed}"
-        advice = ("run collectives on their own stream (not the compute stream) and check launch order "
-                  "(CUDA_DEVICE_MAX_CONNECTIONS)") if mode == "gpu" else \
-            "check that collectives are issued asynchronously (async_op=True / DDP hooks)"
-    else:
-        title = "partial overlap"
-        detail = f"{hidden} of communication is hidden and {tail_pct} runs after {phase}; {exposed}"
-        advice = "smaller or earlier buckets; launch collectives before the compute they can hide behind"
+    verdict = "nothing-to-overlap" if pattern is None else pattern
+    if pattern == "serialized" and (ev.comm_on_compute_stream or 0) >= th.serialized_min_shared_fraction:
+        verdict = "serialized-on-compute-stream"
     material = _material(th, m.exposed_comm_ns, m.duration_ns)
     if pattern in ("sawtooth", None) or not material:
         severity = "info"
     else:
         severity = "critical" if (m.exposed_comm_fraction or 0) >= th.critical_exposed_fraction else "warning"
-    evidence = {"pattern": pattern, "overlap_pct": m.overlap_pct, "comm_ns": m.comm_ns,
+    evidence = {"pattern": pattern, "mode": mode, "overlap_pct": m.overlap_pct, "comm_ns": m.comm_ns,
                 "exposed_comm_ns": m.exposed_comm_ns, "exposed_comm_fraction": m.exposed_comm_fraction,
                 "duration_ns": m.duration_ns, "impact_ns": m.exposed_comm_ns, "material": material,
                 **msgspec.structs.asdict(ev)}
-    return Diagnosis(id="overlap-pattern", severity=severity, rank=rank, step=step, title=title, detail=detail,
-                     advice=advice, evidence=evidence)
-
-
-def _plural(op: str | None, n: int, mode: str) -> str:
-    noun = {"all_reduce": "all-reduce", "allreduce": "all-reduce", "all_gather": "all-gather",
-            "reduce_scatter": "reduce-scatter", "all_to_all": "all-to-all", "broadcast": "broadcast",
-            "send_recv": "send/recv"}.get(op or "", "comm kernel" if mode == "gpu" else "collective")
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+    return Finding(id="overlap-pattern", severity=severity, rank=rank, step=step, verdict=verdict,
+                   evidence=evidence)
 
 
 def step_patterns(trace, sets, windows, overlap_pct: list, exposure: pd.DataFrame, th: Thresholds):

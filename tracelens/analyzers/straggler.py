@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..report import Diagnosis, RankResult
+from ..report import RankResult
 from .thresholds import Thresholds, material
+from .wording import Finding
 
 
 def _median(values: list[int]) -> int:
     return int(round(float(np.median(np.asarray(values, dtype=np.int64)))))
 
 
-def find(ranks: list[RankResult], th: Thresholds) -> list[Diagnosis]:
+def find(ranks: list[RankResult], th: Thresholds) -> list[Finding]:
     rows = []
     for r in ranks:
         done = [s for s in r.steps if s.complete]
@@ -32,21 +33,16 @@ def find(ranks: list[RankResult], th: Thresholds) -> list[Diagnosis]:
     for rank, n, step_ns, compute_ns in rows:
         step_excess = (step_ns - step_all) / step_all if step_all > 0 else None
         compute_excess = (compute_ns - compute_all) / compute_all if compute_all > 0 else None
-        over = {k: v for k, v in (("step time", step_excess), ("compute time", compute_excess))
+        over = {k: v for k, v in (("step-time", step_excess), ("compute-time", compute_excess))
                 if v is not None and v > th.straggler_min_excess}
         if not over:
             continue
-        what, excess = max(over.items(), key=lambda kv: kv[1])
+        verdict, _ = max(over.items(), key=lambda kv: kv[1])     # the larger excess names the title
         impact = max(step_ns - step_all, compute_ns - compute_all)
         important = material(th, impact, step_all)
-        out.append(Diagnosis(
+        out.append(Finding(
             id="straggler", severity="warning" if important else "info", rank=rank, step=None,
-            title=f"straggler: {what} {100 * excess:.0f} % above the median of {len(rows)} ranks",
-            detail=(f"median step {step_ns / 1e6:.2f} ms against {step_all / 1e6:.2f} ms, median compute "
-                    f"{compute_ns / 1e6:.2f} ms against {compute_all / 1e6:.2f} ms (over its {n} complete steps "
-                    f"and the {len(rows)} ranks)"),
-            advice=("the other ranks wait for this one in their collectives: compare its kernels, GPU clocks "
-                    "(power or thermal throttling), input pipeline and host load with theirs"),
+            verdict=verdict,
             evidence={"step_ns": step_ns, "ranks_step_ns": step_all, "compute_ns": compute_ns,
                       "ranks_compute_ns": compute_all, "step_excess": step_excess, "compute_excess": compute_excess,
                       "steps": n, "ranks": len(rows), "impact_ns": impact, "material": important}))

@@ -25,10 +25,10 @@ import numpy as np
 from ..columns import Lookup, isin, matches
 from ..linking import take
 from ..model import RankTrace
-from ..report import Diagnosis
 from . import intervals as iv
 from .overlap import LAUNCH_NAMES
 from .thresholds import Thresholds, material
+from .wording import Finding
 
 _SYNC_CALLS = re.compile(
     r"^(cuda|hip)(Stream|Device|Event)Synchronize$|^cu(Stream|Ctx|Event)Synchronize$"
@@ -135,7 +135,7 @@ def chains(trace: RankTrace, host_rows: np.ndarray) -> tuple[list[str], list[str
 
 
 def analyze(trace: RankTrace, device: int, busy: iv.IntervalSet, comm: iv.IntervalSet, windows,
-            durations: np.ndarray, th: Thresholds) -> list[Diagnosis]:
+            durations: np.ndarray, th: Thresholds) -> list[Finding]:
     calls = stall_calls(trace, device)
     if not calls["start_ns"].size:
         return []
@@ -166,7 +166,7 @@ def analyze(trace: RankTrace, device: int, busy: iv.IntervalSet, comm: iv.Interv
     for part in np.split(rows, np.flatnonzero(np.diff(window[rows])) + 1) if rows.size else []:
         w = int(window[part[0]])
         group = {c: [v[i] for i in part.tolist()] for c, v in columns.items()}
-        out.append(_diagnosis(trace.meta.rank, windows.step[w], group, int(durations[w]), th))
+        out.append(_finding(trace.meta.rank, windows.step[w], group, int(durations[w]), th))
     return out
 
 
@@ -200,7 +200,7 @@ def _sites(group: dict[str, list]) -> list[dict]:
                                                -(x["blocked_ns"] + x["idle_after_ns"])))
 
 
-def _diagnosis(rank, step, group, duration, th) -> Diagnosis:
+def _finding(rank, step, group, duration, th) -> Finding:
     sites = _sites(group)
     stalls = [x for x in sites if x["stalls"]]
     mid = [x for x in stalls if not x["end_of_step"]]
@@ -215,45 +215,8 @@ def _diagnosis(rank, step, group, duration, th) -> Diagnosis:
         severity = "critical"
     else:
         severity = "warning"
-    top = sites[0]
-    where = f" in {top['python_frame']}" if top["python_frame"] else ""
-    n = sum(x["calls"] for x in sites)
-    if mid:
-        title = f"sync stall: {top['site']}{where}"
-    elif not stalls:
-        title = f"brief syncs, no stall: {top['site']}{where}"
-    else:
-        title = f"sync at the end of the step: {top['site']}{where}"
-    comm = f"; {top['comm_in_flight_ns'] / 1e6:.2f} ms of communication was in flight" \
-        if top["comm_in_flight_ns"] else ""
-    per = " in this step" if step >= 0 else ""
-    detail = (f"{top['calls']}×{per}, CPU blocked {top['blocked_ns'] / 1e6:.2f} ms, device idle "
-              f"{top['idle_after_ns'] / 1e6:.2f} ms after it{comm}")
-    if len(sites) > 1:
-        detail += f" ({n} syncs from {len(sites)} call sites{per}: {blocked / 1e6:.2f} ms blocked, " \
-                  f"{idle / 1e6:.2f} ms idle)"
-    advice = "" if not mid else _advice(top["site"], top["call"])
-    return Diagnosis(id="sync-stall", severity=severity, rank=rank, step=None if step < 0 else int(step),
-                     title=title, detail=detail, advice=advice,
-                     evidence={"calls": n, "stalls": sum(x["stalls"] for x in sites), "blocked_ns": blocked,
-                               "idle_after_ns": idle, "mid_step_sites": len(mid), "duration_ns": duration,
-                               "impact_ns": impact, "material": important, "sites": sites})
-
-
-def _advice(site: str, call: str) -> str:
-    if re.search(r"aten::(item|_local_scalar_dense|tolist|nonzero|is_nonzero)|aten::(to|_to_copy|copy_)\b", site) \
-            and "Synchronize" in call:
-        return ("a tensor is read on the CPU mid-step (.item(), .cpu(), .tolist(), printing, boolean "
-                "indexing): keep it on the GPU, or read it after the step or every N steps")
-    if "DeviceSynchronize" in call or call in ("Context Sync",):
-        return "torch.cuda.synchronize() in the loop (often timing code): remove it or use CUDA events"
-    if ("EventSynchronize" in call or call == "Event Sync") and "DistributedDataParallel.forward" in site:
-        # c10d's Logger measures forward/backward/comm times with CUDA events (two syncs per measurement)
-        # at iterations 1-10 and every 100th (Reducer::should_collect_runtime_stats).
-        return ("DDP's runtime logging waits on its CUDA timer events in its first 10 iterations and every "
-                "100th: profile later steps (tracelens collect --steps 10,2,5)")
-    if "EventSynchronize" in call or call == "Event Sync":
-        return "an event is waited on from the CPU (timers): read timings after the step"
-    if "Memcpy" in call or "Memset" in call:
-        return "a copy blocks the CPU: use pinned memory (pin_memory=True) and non_blocking=True"
-    return "find the call site in the chain above and move the host read out of the step"
+    return Finding(id="sync-stall", severity=severity, rank=rank, step=None if step < 0 else int(step),
+                   verdict="stall" if mid else "end-of-step" if stalls else "brief",
+                   evidence={"calls": sum(x["calls"] for x in sites), "stalls": sum(x["stalls"] for x in sites),
+                             "blocked_ns": blocked, "idle_after_ns": idle, "mid_step_sites": len(mid),
+                             "duration_ns": duration, "impact_ns": impact, "material": important, "sites": sites})

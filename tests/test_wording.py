@@ -1,0 +1,347 @@
+"""The sentences of every finding, straight from analyzers/wording.py.
+
+Each test gives the wording module hand-made evidence in which every value differs, and checks every
+number of the title, detail and advice against the evidence value it must come from: a sentence that printed
+the wrong value, or a number from anywhere else, fails (each sentence must match its template in full).
+The analyzers' entries on real and generated traces are checked against their evidence in
+test_pattern_verdicts.py, test_findings_noise.py and test_diagnoses.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from tracelens.analyzers import wording
+from tracelens.analyzers.wording import Finding
+
+MS = 1_000_000
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def fields(template: str, text: str) -> dict[str, str]:
+    """The named numbers of a sentence that must match ``template`` in full."""
+    m = re.fullmatch(template, text)
+    assert m, f"{text!r} does not read as {template!r}"
+    return m.groupdict()
+
+
+def ms(ns) -> str:
+    return f"{ns / 1e6:.2f}"
+
+
+def pct(x) -> str:
+    return f"{x:.0f}"
+
+
+NUM = r"\d+(?:\.\d+)?"
+
+
+def _exposed(ev) -> str:
+    return rf"({NUM}) ms exposed \(({NUM}) % of the step\)"
+
+
+def check_exposed(ev, a, b):
+    assert a == ms(ev["exposed_comm_ns"]) and b == pct(100 * ev["exposed_comm_fraction"])
+
+
+def word(id_: str, verdict: str | None, evidence: dict, step: int | None = 4):
+    """The Diagnosis the wording module makes of a finding (severity and rank never change a sentence)."""
+    return wording.diagnosis(Finding(id=id_, severity="warning", rank=2, step=step, verdict=verdict,
+                                     evidence=evidence))
+
+
+def pattern_ev(**changes) -> dict:
+    """Hand-made overlap-pattern evidence, every value distinct (the keys pattern.diagnose writes)."""
+    ev = {"pattern": "two-phase", "mode": "gpu", "overlap_pct": 61.4, "comm_ns": 4_321_000,
+          "exposed_comm_ns": 1_668_000, "exposed_comm_fraction": 0.0873, "duration_ns": 19_100_000,
+          "impact_ns": 1_668_000, "material": True, "comm_kernels": 12, "bursts": 5, "started_during_compute": 7,
+          "compute_start_ns": 1_000, "compute_phase_end_ns": 9_000, "first_comm_ns": 2_000,
+          "first_comm_offset": 0.125, "tail_ns": 1_234_000, "tail_fraction": 0.2856, "op": "all_gather",
+          "comm_on_compute_stream": 0.734}
+    return {**ev, **changes}
+
+
+def test_the_wording_passes_the_finding_through():
+    ev = pattern_ev(pattern="partial")
+    d = word("overlap-pattern", "partial", ev, step=9)
+    assert (d.id, d.severity, d.rank, d.step, d.evidence) == ("overlap-pattern", "warning", 2, 9, ev)
+    # One sentence function per id and verdict, each tested below.
+    assert set(wording.WORDING) == {
+        *(("overlap-pattern", v) for v in ("nothing-to-overlap", "sawtooth", "two-phase",
+                                           "serialized-on-compute-stream", "serialized", "partial")),
+        *(("sync-stall", v) for v in ("stall", "end-of-step", "brief")), ("launch-order", None),
+        ("straggler", "step-time"), ("straggler", "compute-time"), ("no-gpu-activity", None),
+        ("memcpy-bound", None)}
+
+
+def test_the_wording_module_only_formats():
+    # It imports the report types and the standard library, never numpy, pandas, the thresholds or the
+    # interval algebra: whatever a sentence states has to come from the evidence it is given.
+    tree = ast.parse(Path(wording.__file__).read_text(encoding="utf-8"))
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {"." * n.level + (n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert names <= {"__future__", "re", "dataclasses", "typing", "..report"}, names
+
+
+def test_sawtooth_wording():
+    ev = pattern_ev(pattern="sawtooth")
+    d = word("overlap-pattern", "sawtooth", ev)
+    f = fields(r"(?P<k>\d+) of (?P<n>\d+) all-gathers start during the compute phase; (?P<h>\d+) % of their "
+               r"time is hidden", d.detail)
+    assert (int(f["k"]), int(f["n"]), f["h"]) == (ev["started_during_compute"], ev["comm_kernels"],
+                                                  pct(ev["overlap_pct"]))
+    check_exposed(ev, *re.fullmatch(_exposed(ev) + r": a smaller last bucket or earlier launches hide more",
+                                    d.advice).groups())
+    # Nothing exposed: nothing to advise. One collective that started "starts"; a CPU step without a known
+    # collective counts collectives in the main thread's compute phase.
+    assert word("overlap-pattern", "sawtooth", pattern_ev(exposed_comm_ns=0)).advice == ""
+    cpu = pattern_ev(mode="cpu", op=None, started_during_compute=1, comm_kernels=3)
+    assert word("overlap-pattern", "sawtooth", cpu).detail == \
+        "1 of 3 collectives starts during the main thread's compute phase; 61 % of their time is hidden"
+
+
+def test_two_phase_wording():
+    ev = pattern_ev()          # 7 of 12 started during the compute phase: the tail share, no claim of order
+    d = word("overlap-pattern", "two-phase", ev)
+    assert d.title == "two-phase: communication waits for the end of compute"
+    m = re.fullmatch(rf"(\d+) % of communication \(({NUM}) ms of ({NUM}) ms\) runs after the compute phase, "
+                     rf"(\d+) of (\d+) all-gathers start during it; {_exposed(ev)}, (\d+) % hidden", d.detail)
+    assert m[1] == pct(100 * ev["tail_fraction"]) and m[2] == ms(ev["tail_ns"]) and m[3] == ms(ev["comm_ns"])
+    assert (int(m[4]), int(m[5])) == (ev["started_during_compute"], ev["comm_kernels"])
+    check_exposed(ev, m[6], m[7])
+    assert m[8] == pct(ev["overlap_pct"])
+    assert "bucket_cap_mb" in d.advice and "no_sync" in d.advice
+    # None started before the phase end: the order is proven, so it says so.
+    ev = pattern_ev(started_during_compute=0)
+    m = re.fullmatch(rf"(\d+) all-gathers all start after the compute phase; {_exposed(ev)}, (\d+) % hidden",
+                     word("overlap-pattern", "two-phase", ev).detail)
+    assert int(m[1]) == ev["comm_kernels"] and m[4] == pct(ev["overlap_pct"])
+    check_exposed(ev, m[2], m[3])
+    cpu = pattern_ev(started_during_compute=0, comm_kernels=1, mode="cpu", op="allreduce")
+    assert word("overlap-pattern", "two-phase", cpu).detail.startswith(
+        "1 all-reduce starts after the main thread's compute phase; ")
+
+
+def test_serialized_wording():
+    ev = pattern_ev(pattern="serialized")
+    d = word("overlap-pattern", "serialized-on-compute-stream", ev)
+    assert d.title == "serialized: communication on the compute stream, taking turns with compute"
+    m = re.fullmatch(rf"(\d+) % of communication time runs on a stream that also runs compute; (\d+) all-gathers "
+                     rf"in (\d+) bursts between compute, (\d+) % hidden; {_exposed(ev)}", d.detail)
+    assert m[1] == pct(100 * ev["comm_on_compute_stream"]) and int(m[2]) == ev["comm_kernels"]
+    assert int(m[3]) == ev["bursts"] and m[4] == pct(ev["overlap_pct"])
+    check_exposed(ev, m[5], m[6])
+    assert "own stream" in d.advice
+    d = word("overlap-pattern", "serialized", ev)
+    assert d.title == "serialized: communication between compute, never alongside it"
+    m = re.fullmatch(rf"(\d+) all-gathers run in (\d+) bursts between compute but only (\d+) % of their time is "
+                     rf"hidden; {_exposed(ev)}", d.detail)
+    assert (int(m[1]), int(m[2]), m[3]) == (ev["comm_kernels"], ev["bursts"], pct(ev["overlap_pct"]))
+    check_exposed(ev, m[4], m[5])
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" in d.advice
+    assert "async_op=True" in word("overlap-pattern", "serialized", pattern_ev(mode="cpu")).advice
+
+
+def test_partial_wording():
+    ev = pattern_ev(pattern="partial")
+    d = word("overlap-pattern", "partial", ev)
+    assert d.title == "partial overlap"
+    m = re.fullmatch(rf"(\d+) % of communication is hidden and (\d+) % runs after the compute phase; {_exposed(ev)}",
+                     d.detail)
+    assert m[1] == pct(ev["overlap_pct"]) and m[2] == pct(100 * ev["tail_fraction"])
+    check_exposed(ev, m[3], m[4])
+    # Nothing hidden is 0 %, not "none" (a ratio is only null without communication, and then no entry).
+    assert word("overlap-pattern", "partial", pattern_ev(overlap_pct=0.0)).detail.startswith("0 % of communication")
+
+
+def test_nothing_to_overlap_wording():
+    ev = pattern_ev(pattern=None, overlap_pct=0.0, exposed_comm_ns=4_321_000)
+    d = word("overlap-pattern", "nothing-to-overlap", ev)
+    assert d.title == "nothing to overlap: no compute in this step"
+    m = re.fullmatch(rf"({NUM}) ms of communication \((\d+) all-gathers\) and no compute on the device", d.detail)
+    assert m[1] == ms(ev["comm_ns"]) and int(m[2]) == ev["comm_kernels"]
+    assert d.advice.startswith("a communication-only step")
+    d = word("overlap-pattern", "nothing-to-overlap", {**ev, "mode": "cpu", "op": None})
+    assert d.detail == "4.32 ms of communication (12 collectives) and no compute on the main thread"  # 4_321_000 ns
+    assert "CPU ops are missing" in d.advice
+
+
+ITEM = "aten::item → aten::_local_scalar_dense → cudaStreamSynchronize"
+
+
+def sync_site(**changes) -> dict:
+    """A hand-made call site of the sync-stall evidence (the keys syncs._sites writes), values distinct."""
+    site = {"site": ITEM, "call": "cudaStreamSynchronize", "python_frame": None, "calls": 3, "stalls": 2,
+            "blocked_ns": 1_234_000, "max_blocked_ns": 800_000, "idle_after_ns": 567_000,
+            "comm_in_flight_ns": 2_345_000, "end_of_step": False, "first_ns": 10, "stall_ns": 1_801_000}
+    return {**site, **changes}
+
+
+def sync_ev(*sites) -> dict:
+    return {"calls": 8, "stalls": 3, "blocked_ns": 3_456_000, "idle_after_ns": 789_000, "mid_step_sites": 1,
+            "duration_ns": 50_000_000, "impact_ns": 1_801_000, "material": True, "sites": list(sites)}
+
+
+def test_sync_stall_wording():
+    ev = sync_ev(sync_site(), sync_site(site="cudaMemcpyAsync", calls=5, stalls=1))
+    top = ev["sites"][0]
+    d = word("sync-stall", "stall", ev)
+    assert d.title == f"sync stall: {ITEM}"
+    m = re.fullmatch(rf"(\d+)× in this step, CPU blocked ({NUM}) ms, device idle ({NUM}) ms after it; ({NUM}) ms "
+                     rf"of communication was in flight \((\d+) syncs from (\d+) call sites in this step: ({NUM}) ms "
+                     rf"blocked, ({NUM}) ms idle\)", d.detail)
+    assert int(m[1]) == top["calls"] and m[2] == ms(top["blocked_ns"]) and m[3] == ms(top["idle_after_ns"])
+    assert m[4] == ms(top["comm_in_flight_ns"])
+    assert (int(m[5]), int(m[6])) == (ev["calls"], len(ev["sites"]))
+    assert m[7] == ms(ev["blocked_ns"]) and m[8] == ms(ev["idle_after_ns"])
+    assert d.advice.startswith("a tensor is read on the CPU mid-step")
+    # One site of a trace without steps, nothing in flight, its Python line known.
+    ev = sync_ev(sync_site(comm_in_flight_ns=0, python_frame="train.py(41): step"))
+    d = word("sync-stall", "stall", ev, step=None)
+    assert d.title == f"sync stall: {ITEM} in train.py(41): step"
+    m = re.fullmatch(rf"(\d+)×, CPU blocked ({NUM}) ms, device idle ({NUM}) ms after it", d.detail)
+    top = ev["sites"][0]
+    assert (int(m[1]), m[2], m[3]) == (top["calls"], ms(top["blocked_ns"]), ms(top["idle_after_ns"]))
+    # Without a mid-step stall the entry names what it saw and advises nothing.
+    for verdict, title in (("end-of-step", "sync at the end of the step: "), ("brief", "brief syncs, no stall: ")):
+        d = word("sync-stall", verdict, ev)
+        assert d.title == f"{title}{ITEM} in train.py(41): step" and d.advice == ""
+
+
+@pytest.mark.parametrize("site, call, advice", [
+    ("aten::to → aten::_to_copy → aten::copy_ → cudaStreamSynchronize", "cudaStreamSynchronize",
+     "a tensor is read"),
+    ("aten::is_nonzero → aten::item → cudaStreamSynchronize", "cudaStreamSynchronize", "a tensor is read"),
+    ("cudaDeviceSynchronize", "cudaDeviceSynchronize", "torch.cuda.synchronize() in the loop"),
+    ("", "Context Sync", "torch.cuda.synchronize() in the loop"),
+    ("DistributedDataParallel.forward → cudaEventSynchronize", "cudaEventSynchronize", "DDP's runtime logging"),
+    ("cudaEventSynchronize", "cudaEventSynchronize", "an event is waited on"),
+    ("", "Event Sync", "an event is waited on"),
+    ("aten::to → aten::copy_ → cudaMemcpyAsync", "cudaMemcpyAsync", "a copy blocks the CPU"),
+    ("cudaMemset", "cudaMemset", "a copy blocks the CPU"),
+    ("main → cuStreamSynchronize", "cuStreamSynchronize", "find the call site"),
+])
+def test_sync_stall_advice_follows_the_call(site, call, advice):
+    d = word("sync-stall", "stall", sync_ev(sync_site(site=site, call=call)))
+    assert d.advice.startswith(advice)
+
+
+LONG = "void " + "k" * 70 + "(float*)"      # a kernel name over 60 characters
+
+
+def launch_ev(connections=None) -> dict:
+    """Hand-made launch-order evidence (the keys launch_order._finding writes): two queued collectives and one
+    launched late, the worst of each not the first of the list, every delay distinct."""
+    def coll(kind, name, delay, kernel):
+        return {"kind": kind, "name": name, "stream": 13, "start_ns": 0, "launch_ns": 0, "delay_ns": delay,
+                "exposed_ns": 5 * MS, "kernels": [kernel, "void other_kernel(float*)"]}
+
+    return {"cuda_device_max_connections": connections, "hideable_ns": 3_801_000, "duration_ns": 40 * MS,
+            "impact_ns": 3_801_000, "material": True,
+            "queued": {"count": 2, "delay_ns": 3_100_000, "worst": 1},
+            "late": {"count": 1, "delay_ns": 700_000, "worst": 2},
+            "collectives": [coll("queued", "void nccl_a(int)", 1_000_000, "void gemm_a(float*)"),
+                            coll("queued", f"void {NCCL}", 2_100_000, LONG),
+                            coll("late", "nccl_c", 700_000, "void gemm_c<float>(float const*)")]}
+
+
+def test_launch_order_wording():
+    ev = launch_ev()
+    d = word("launch-order", None, ev)
+    assert d.title == "launch order: exposed communication queued behind later-launched compute and launched too late"
+    q, late = ev["collectives"][ev["queued"]["worst"]], ev["collectives"][ev["late"]["worst"]]
+    short = "k" * 59 + "…"                  # without "void " and its parameters, cut at 60 characters
+    m = re.fullmatch(
+        rf"(\d+) comm kernel\(s\) waited ({NUM}) ms behind compute launched after them \(worst: "
+        rf"ncclDevKernel_AllReduce_Sum_f32_RING_LL behind {short}, ({NUM}) ms\); (\d+) comm kernel\(s\) were "
+        rf"launched ({NUM}) ms after compute they could have overlapped had started \(worst: nccl_c launched "
+        rf"({NUM}) ms into gemm_c<float>\); up to ({NUM}) ms could be hidden "
+        rf"\(CUDA_DEVICE_MAX_CONNECTIONS was not recorded\)", d.detail)
+    assert (int(m[1]), m[2], m[3]) == (ev["queued"]["count"], ms(ev["queued"]["delay_ns"]), ms(q["delay_ns"]))
+    assert (int(m[4]), m[5], m[6]) == (ev["late"]["count"], ms(ev["late"]["delay_ns"]), ms(late["delay_ns"]))
+    assert m[7] == ms(ev["hideable_ns"])
+    assert d.advice == ("set CUDA_DEVICE_MAX_CONNECTIONS=1 so kernels start in launch order; launch the collective "
+                        "before gemm_c<float> (issue it as soon as its input is ready)")
+    # The recorded setting is named; with one connection kernels already start in launch order.
+    d = word("launch-order", None, {**launch_ev("1"), "late": None})
+    assert d.title == "launch order: exposed communication queued behind later-launched compute"
+    assert d.detail.endswith("(CUDA_DEVICE_MAX_CONNECTIONS=1 in this run)") and "launched too late" not in d.detail
+    assert d.advice == "kernels already start in launch order here: check what the collective waits on"
+    d = word("launch-order", None, {**launch_ev("8"), "queued": None})
+    assert d.title == "launch order: exposed communication launched too late"
+    assert d.detail.startswith("1 comm kernel(s) were launched")
+    assert "CUDA_DEVICE_MAX_CONNECTIONS=8 in this run" in d.detail
+
+
+# --------------------------------------------------------------------- straggler, no GPU activity
+
+def test_no_gpu_activity_wording():
+    # One call, no GPU listed: the singular, and no "lists" clause.
+    d = word("no-gpu-activity", None, {"nccl_calls": 1, "gpus_listed": 0, "backend": "nccl"}, step=None)
+    assert d.title == "no GPU activity recorded: the profiler recorded the CPU only"
+    assert d.detail == ("the trace has 1 NCCL call on the CPU, but no kernel, copy or sync on any GPU: "
+                        "communication and its overlap cannot be measured")
+    assert "ProfilerActivity.CUDA" in d.advice
+    # Each count takes its own plural.
+    for ev, template in (({"nccl_calls": 6, "gpus_listed": 1}, r"calls on the CPU, and lists (\d+) GPU,"),
+                         ({"nccl_calls": 1, "gpus_listed": 8}, r"call on the CPU, and lists (\d+) GPUs,")):
+        m = re.fullmatch(rf"the trace has (\d+) NCCL {template} but no kernel, copy or sync on any GPU: "
+                         r"communication and its overlap cannot be measured",
+                         word("no-gpu-activity", None, ev, step=None).detail)
+        assert (int(m[1]), int(m[2])) == (ev["nccl_calls"], ev["gpus_listed"])
+
+
+def test_straggler_wording():
+    # Hand-made evidence, every value distinct: (23.7 - 20.03) / 20.03 = 18.3 % over in step time,
+    # (15.48 - 14.91) / 14.91 = 3.8 % in compute.
+    ev = {"step_ns": 23_700_000, "ranks_step_ns": 20_030_000, "compute_ns": 15_480_000,
+          "ranks_compute_ns": 14_910_000, "step_excess": 0.1832, "compute_excess": 0.0382, "steps": 5, "ranks": 8,
+          "impact_ns": 3_670_000, "material": True}
+    for verdict, what, excess in (("step-time", "step", ev["step_excess"]),
+                                  ("compute-time", "compute", ev["compute_excess"])):
+        d = word("straggler", verdict, ev, step=None)
+        m = re.fullmatch(r"straggler: (step|compute) time (\d+) % above the median of (\d+) ranks", d.title)
+        assert (m[1], m[2], int(m[3])) == (what, pct(100 * excess), ev["ranks"])
+        m = re.fullmatch(rf"median step ({NUM}) ms against ({NUM}) ms, median compute ({NUM}) ms against ({NUM}) ms "
+                         r"\(over its (\d+) complete steps and the (\d+) ranks\)", d.detail)
+        assert m.groups() == (ms(ev["step_ns"]), ms(ev["ranks_step_ns"]), ms(ev["compute_ns"]),
+                              ms(ev["ranks_compute_ns"]), str(ev["steps"]), str(ev["ranks"]))
+        assert d.advice.startswith("the other ranks wait for this one")
+
+
+def copy_ev(**changes) -> dict:
+    """Hand-made memcpy-bound evidence, every value distinct (the keys copies.analyze writes)."""
+    ev = {"exposed_copy_ns": 7_345_000, "copy_fraction": 0.6712, "copy_ns": 7_901_000, "memcpy_ns": 7_512_000,
+          "memset_ns": 389_000, "duration_ns": 10_943_000, "compute_ns": 2_114_000, "comm_ns": 531_000,
+          "by_direction": {"HtoD": 6_020_000, "DtoH": 1_270_000, "memset": 389_000, "DtoD": 4_000},
+          "pageable_ns": 1_000_000, "impact_ns": 7_345_000, "material": True, "top_direction": "HtoD"}
+    ev.update(changes)
+    return ev
+
+
+def test_memcpy_bound_wording():
+    ev = copy_ev()
+    d = word("memcpy-bound", None, ev)
+    assert fields(rf"memory copies fill (?P<share>{NUM}) % of the step", d.title) == {
+        "share": pct(100 * ev["copy_fraction"])}
+    m = re.fullmatch(rf"({NUM}) ms of the ({NUM}) ms step ran nothing but copies and sets \(host-to-device ({NUM}) ms, "
+                     rf"device-to-host ({NUM}) ms, memory sets ({NUM}) ms\); compute ({NUM}) ms, "
+                     rf"communication ({NUM}) ms", d.detail)
+    assert m, d.detail
+    # DtoD's 4 µs is under the 5 µs listing floor and left out; every other number is its evidence value.
+    assert m.groups() == (ms(ev["exposed_copy_ns"]), ms(ev["duration_ns"]), ms(6_020_000), ms(1_270_000),
+                          ms(389_000), ms(ev["compute_ns"]), ms(ev["comm_ns"]))
+    assert d.advice.startswith("host-to-device copies hold the step up")
+
+
+@pytest.mark.parametrize("top, pageable, start", [
+    ("DtoH", 0, "device-to-host copies"), ("DtoD", 0, "device-to-device copies"), ("memset", 7_000_000, "memory sets"),
+    ("other", 0, "memory copies hold the step up"),
+    ("HtoD", 3_756_000, "copies from pageable memory"),     # 2 × 3.756 ms ≥ memcpy_ns 7.512 ms: pinning first
+    ("HtoD", 3_755_999, "host-to-device copies")])
+def test_memcpy_bound_advice_follows_the_direction(top, pageable, start):
+    assert word("memcpy-bound", None, copy_ev(top_direction=top, pageable_ns=pageable)).advice.startswith(start)

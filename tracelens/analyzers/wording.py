@@ -1,0 +1,317 @@
+"""Every sentence of every finding: the title, detail and advice that a Diagnosis carries.
+
+Analyzers decide a finding (its id, severity and, where an id has several sentences, its verdict) and
+measure its evidence; this module only words it, one function per id and verdict. A function reads the
+finding's evidence (and its step) and formats it: it never measures, sums, picks a maximum or compares
+against a threshold, so every number a sentence states is one of the evidence values as printed (ms with
+two decimals, percentages to the unit; docs/metrics.md, "Sentences"). It lives with the analyzers, not
+beside the renderers: a renderer shows the texts a report already holds (a saved JSON report is re-rendered
+without its traces), so only :func:`diagnosis` turns findings into report entries.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from ..report import Diagnosis
+
+
+@dataclass
+class Finding:
+    """What an analyzer found: a Diagnosis without its sentences.
+
+    ``verdict`` names which sentences an id with several uses (the overlap pattern, a sync stall's kind, a
+    straggler's slower time); it is not part of the report, whose evidence already holds what decided it."""
+
+    id: str
+    severity: str
+    rank: int
+    step: Optional[int]
+    verdict: Optional[str]
+    evidence: dict
+
+
+def diagnosis(f: Finding) -> Diagnosis:
+    """The report entry of a finding: its sentences from :data:`WORDING`, everything else as found."""
+    title, detail, advice = WORDING[f.id, f.verdict](f)
+    return Diagnosis(id=f.id, severity=f.severity, rank=f.rank, step=f.step, title=title, detail=detail,
+                     advice=advice, evidence=f.evidence)
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:.2f} ms"
+
+
+def _pct(value: float | None) -> str:
+    return "none" if value is None else f"{value:.0f} %"
+
+
+def _verb(n: int) -> str:
+    return "starts" if n == 1 else "start"
+
+
+# ------------------------------------------------------------------------------- overlap-pattern
+
+_NOUNS = {"all_reduce": "all-reduce", "allreduce": "all-reduce", "all_gather": "all-gather",
+          "reduce_scatter": "reduce-scatter", "all_to_all": "all-to-all", "broadcast": "broadcast",
+          "send_recv": "send/recv"}
+
+
+def _what(ev: dict) -> str:
+    """``8 all-reduces``: the step's comm activities, named by its most frequent collective."""
+    n = ev["comm_kernels"]
+    noun = _NOUNS.get(ev["op"] or "", "comm kernel" if ev["mode"] == "gpu" else "collective")
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _exposed(ev: dict) -> str:
+    return f"{_ms(ev['exposed_comm_ns'])} exposed ({_pct(100 * (ev['exposed_comm_fraction'] or 0))} of the step)"
+
+
+def _phase(ev: dict) -> str:
+    return "the main thread's compute phase" if ev["mode"] == "cpu" else "the compute phase"
+
+
+def nothing_to_overlap(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    cpu = ev["mode"] == "cpu"
+    where = "on the main thread" if cpu else "on the device"
+    advice = ("if the training loop computes in this step, its CPU ops are missing from the trace (the "
+              "profiler's CPU activity, or a trimmed file)") if cpu else \
+        "a communication-only step (benchmark, barrier): there is no compute to hide it behind"
+    return ("nothing to overlap: no compute in this step",
+            f"{_ms(ev['comm_ns'])} of communication ({_what(ev)}) and no compute {where}", advice)
+
+
+def sawtooth(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    k = ev["started_during_compute"]
+    advice = "" if not ev["exposed_comm_ns"] else \
+        f"{_exposed(ev)}: a smaller last bucket or earlier launches hide more"
+    return ("sawtooth: communication overlaps compute",
+            f"{k} of {_what(ev)} {_verb(k)} during {_phase(ev)}; {_pct(ev['overlap_pct'])} of their time is hidden",
+            advice)
+
+
+def two_phase(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    k = ev["started_during_compute"]
+    # "All start after" is an order of events: said only when no comm activity started before the phase end.
+    if k == 0:
+        lead = f"{_what(ev)} {'starts' if ev['comm_kernels'] == 1 else 'all start'} after {_phase(ev)}"
+    else:
+        lead = (f"{_pct(100 * (ev['tail_fraction'] or 0))} of communication ({_ms(ev['tail_ns'])} of "
+                f"{_ms(ev['comm_ns'])}) runs after {_phase(ev)}, {k} of {_what(ev)} {_verb(k)} during it")
+    return ("two-phase: communication waits for the end of compute",
+            f"{lead}; {_exposed(ev)}, {_pct(ev['overlap_pct'])} hidden",
+            "check bucket_cap_mb (one bucket larger than the model), no_sync with a final all-reduce, "
+            "or a sync before the optimizer")
+
+
+def serialized_on_compute_stream(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    return ("serialized: communication on the compute stream, taking turns with compute",
+            f"{_pct(100 * ev['comm_on_compute_stream'])} of communication time runs on a stream that also runs "
+            f"compute; {_what(ev)} in {ev['bursts']} bursts between compute, {_pct(ev['overlap_pct'])} hidden; "
+            f"{_exposed(ev)}",
+            "issue collectives on their own stream (NCCL's internal stream, async_op=True), not the compute "
+            "stream: nothing on one stream can overlap")
+
+
+def serialized(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    advice = ("run collectives on their own stream (not the compute stream) and check launch order "
+              "(CUDA_DEVICE_MAX_CONNECTIONS)") if ev["mode"] == "gpu" else \
+        "check that collectives are issued asynchronously (async_op=True / DDP hooks)"
+    return ("serialized: communication between compute, never alongside it",
+            f"{_what(ev)} run in {ev['bursts']} bursts between compute but only {_pct(ev['overlap_pct'])} of "
+            f"their time is hidden; {_exposed(ev)}", advice)
+
+
+def partial(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    return ("partial overlap",
+            f"{_pct(ev['overlap_pct'])} of communication is hidden and {_pct(100 * (ev['tail_fraction'] or 0))} "
+            f"runs after {_phase(ev)}; {_exposed(ev)}",
+            "smaller or earlier buckets; launch collectives before the compute they can hide behind")
+
+
+# ------------------------------------------------------------------------------------ sync-stall
+
+def _sync_detail(f: Finding) -> str:
+    ev = f.evidence
+    top = ev["sites"][0]
+    per = " in this step" if f.step is not None else ""
+    comm = f"; {_ms(top['comm_in_flight_ns'])} of communication was in flight" if top["comm_in_flight_ns"] else ""
+    detail = (f"{top['calls']}×{per}, CPU blocked {_ms(top['blocked_ns'])}, device idle "
+              f"{_ms(top['idle_after_ns'])} after it{comm}")
+    if len(ev["sites"]) > 1:
+        detail += (f" ({ev['calls']} syncs from {len(ev['sites'])} call sites{per}: {_ms(ev['blocked_ns'])} "
+                   f"blocked, {_ms(ev['idle_after_ns'])} idle)")
+    return detail
+
+
+def _site(ev: dict) -> str:
+    top = ev["sites"][0]
+    return top["site"] + (f" in {top['python_frame']}" if top["python_frame"] else "")
+
+
+def sync_stall(f: Finding) -> tuple[str, str, str]:
+    top = f.evidence["sites"][0]
+    return f"sync stall: {_site(f.evidence)}", _sync_detail(f), _sync_advice(top["site"], top["call"])
+
+
+def sync_at_end_of_step(f: Finding) -> tuple[str, str, str]:
+    return f"sync at the end of the step: {_site(f.evidence)}", _sync_detail(f), ""
+
+
+def brief_syncs(f: Finding) -> tuple[str, str, str]:
+    return f"brief syncs, no stall: {_site(f.evidence)}", _sync_detail(f), ""
+
+
+def _sync_advice(site: str, call: str) -> str:
+    """What to try, from what the costliest call site is."""
+    if re.search(r"aten::(item|_local_scalar_dense|tolist|nonzero|is_nonzero)|aten::(to|_to_copy|copy_)\b", site) \
+            and "Synchronize" in call:
+        return ("a tensor is read on the CPU mid-step (.item(), .cpu(), .tolist(), printing, boolean "
+                "indexing): keep it on the GPU, or read it after the step or every N steps")
+    if "DeviceSynchronize" in call or call in ("Context Sync",):
+        return "torch.cuda.synchronize() in the loop (often timing code): remove it or use CUDA events"
+    if ("EventSynchronize" in call or call == "Event Sync") and "DistributedDataParallel.forward" in site:
+        # c10d's Logger measures forward/backward/comm times with CUDA events (two syncs per measurement)
+        # at iterations 1-10 and every 100th (Reducer::should_collect_runtime_stats).
+        return ("DDP's runtime logging waits on its CUDA timer events in its first 10 iterations and every "
+                "100th: profile later steps (tracelens collect --steps 10,2,5)")
+    if "EventSynchronize" in call or call == "Event Sync":
+        return "an event is waited on from the CPU (timers): read timings after the step"
+    if "Memcpy" in call or "Memset" in call:
+        return "a copy blocks the CPU: use pinned memory (pin_memory=True) and non_blocking=True"
+    return "find the call site in the chain above and move the host read out of the step"
+
+
+# ---------------------------------------------------------------------------------- launch-order
+
+def _short(name: str) -> str:
+    """A kernel's name without ``void`` and its parameters, at most 60 characters."""
+    name = name.removeprefix("void ")
+    base = name.split("(")[0]
+    return base if len(base) <= 60 else base[:59] + "…"
+
+
+def launch_order(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    connections, queued, late = ev["cuda_device_max_connections"], ev["queued"], ev["late"]
+    setting = f"CUDA_DEVICE_MAX_CONNECTIONS={connections} in this run" if connections is not None \
+        else "CUDA_DEVICE_MAX_CONNECTIONS was not recorded"
+    parts, advice, kinds = [], [], []
+    if queued:
+        worst = ev["collectives"][queued["worst"]]
+        kinds.append("queued behind later-launched compute")
+        parts.append(f"{queued['count']} comm kernel(s) waited {_ms(queued['delay_ns'])} behind compute "
+                     f"launched after them (worst: {_short(worst['name'])} behind {_short(worst['kernels'][0])}, "
+                     f"{_ms(worst['delay_ns'])})")
+        advice.append("set CUDA_DEVICE_MAX_CONNECTIONS=1 so kernels start in launch order"
+                      if connections != "1" else
+                      "kernels already start in launch order here: check what the collective waits on")
+    if late:
+        worst = ev["collectives"][late["worst"]]
+        kinds.append("launched too late")
+        parts.append(f"{late['count']} comm kernel(s) were launched {_ms(late['delay_ns'])} after compute "
+                     f"they could have overlapped had started (worst: {_short(worst['name'])} launched "
+                     f"{_ms(worst['delay_ns'])} into {_short(worst['kernels'][0])})")
+        advice.append(f"launch the collective before {_short(worst['kernels'][0])} (issue it as soon as its "
+                      "input is ready)")
+    return (f"launch order: exposed communication {' and '.join(kinds)}",
+            "; ".join(parts) + f"; up to {_ms(ev['hideable_ns'])} could be hidden ({setting})", "; ".join(advice))
+
+
+# ------------------------------------------------------------------------------------- straggler
+
+def _straggler(f: Finding, what: str, excess: float) -> tuple[str, str, str]:
+    ev = f.evidence
+    return (f"straggler: {what} {100 * excess:.0f} % above the median of {ev['ranks']} ranks",
+            f"median step {_ms(ev['step_ns'])} against {_ms(ev['ranks_step_ns'])}, median compute "
+            f"{_ms(ev['compute_ns'])} against {_ms(ev['ranks_compute_ns'])} (over its {ev['steps']} complete "
+            f"steps and the {ev['ranks']} ranks)",
+            "the other ranks wait for this one in their collectives: compare its kernels, GPU clocks (power or "
+            "thermal throttling), input pipeline and host load with theirs")
+
+
+def straggler_step_time(f: Finding) -> tuple[str, str, str]:
+    return _straggler(f, "step time", f.evidence["step_excess"])
+
+
+def straggler_compute_time(f: Finding) -> tuple[str, str, str]:
+    return _straggler(f, "compute time", f.evidence["compute_excess"])
+
+
+# ------------------------------------------------------------------------------- no-gpu-activity
+
+def no_gpu_activity(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    calls, gpus = ev["nccl_calls"], ev["gpus_listed"]
+    listed = f", and lists {gpus} GPU{'s' if gpus != 1 else ''}" if gpus else ""
+    return ("no GPU activity recorded: the profiler recorded the CPU only",
+            f"the trace has {calls} NCCL call{'s' if calls != 1 else ''} on the CPU{listed}, but no kernel, "
+            "copy or sync on any GPU: communication and its overlap cannot be measured",
+            "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] in torch.profiler.profile "
+            "(tracelens collect does), or nsys profile -t cuda,nvtx")
+
+
+# ---------------------------------------------------------------------------------- memcpy-bound
+
+_COPY_WORDS = {"HtoD": "host-to-device", "DtoH": "device-to-host", "DtoD": "device-to-device", "HtoH": "host-to-host",
+          "memset": "memory sets", "other": "other copies"}
+
+_COPY_ADVICE = {
+    "HtoD": "host-to-device copies hold the step up: load batches into pinned memory (DataLoader(pin_memory=True)), "
+            "copy them with .to(device, non_blocking=True) and prefetch the next batch on a side stream while this "
+            "one computes (or move data loading off the critical path); keep data that does not change on the GPU",
+    "DtoH": "device-to-host copies hold the step up: avoid moving tensors to the CPU every step (.cpu(), .item(), "
+            ".tolist(), logging); copy into pinned buffers with non_blocking=True and read them a step later",
+    "DtoD": "device-to-device copies hold the step up: look for .contiguous(), .clone(), torch.cat and dtype or "
+            "layout conversions that copy whole tensors, and for weights or buffers copied every step",
+    "memset": "memory sets hold the step up: buffers are zeroed every step (zero_grad(set_to_none=False), "
+              "torch.zeros); set gradients to None and allocate with torch.empty where values are overwritten",
+}
+_COPY_GENERIC = "memory copies hold the step up: move them off the critical path (pinned memory, non_blocking copies, " \
+           "prefetching on a side stream)"
+_COPY_PAGEABLE = "copies from pageable memory are staged through a bounce buffer and block the host: pin the host " \
+            "buffers (pin_memory=True); "
+
+
+
+def memcpy_bound(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    top, parts = ev["top_direction"], ev["by_direction"]
+    advice = _COPY_ADVICE.get(top, _COPY_GENERIC)
+    memcpy_ns = ev["memcpy_ns"]
+    if top != "memset" and memcpy_ns and ev["pageable_ns"] * 2 >= memcpy_ns:
+        advice = _COPY_PAGEABLE + advice
+    listed = ", ".join(f"{_COPY_WORDS.get(d, d)} {_ms(v)}" for d, v in
+                       sorted(parts.items(), key=lambda kv: -kv[1]) if v >= 5_000) or "each under 0.01 ms"
+    return (f"memory copies fill {100 * ev['copy_fraction']:.0f} % of the step",
+            f"{_ms(ev['exposed_copy_ns'])} of the {_ms(ev['duration_ns'])} step ran nothing but copies and sets "
+            f"({listed}); compute {_ms(ev['compute_ns'])}, communication {_ms(ev['comm_ns'])}",
+            advice)
+
+
+WORDING: dict[tuple[str, Optional[str]], Callable[[Finding], tuple[str, str, str]]] = {
+    ("overlap-pattern", "nothing-to-overlap"): nothing_to_overlap,
+    ("overlap-pattern", "sawtooth"): sawtooth,
+    ("overlap-pattern", "two-phase"): two_phase,
+    ("overlap-pattern", "serialized-on-compute-stream"): serialized_on_compute_stream,
+    ("overlap-pattern", "serialized"): serialized,
+    ("overlap-pattern", "partial"): partial,
+    ("sync-stall", "stall"): sync_stall,
+    ("sync-stall", "end-of-step"): sync_at_end_of_step,
+    ("sync-stall", "brief"): brief_syncs,
+    ("launch-order", None): launch_order,
+    ("straggler", "step-time"): straggler_step_time,
+    ("straggler", "compute-time"): straggler_compute_time,
+    ("no-gpu-activity", None): no_gpu_activity,
+    ("memcpy-bound", None): memcpy_bound,
+}
+"""The sentences of every finding, by (id, verdict)."""
