@@ -13,11 +13,11 @@ import re
 import pytest
 
 import tracelens
-from tracelens import synth
 from tracelens.analyzers import Thresholds
 from tracelens.cli import main
 
 from conftest import SAMPLES, corpus_file, host, kernel, write_trace
+from fixtures import synth
 
 US, MS = 1_000, 1_000_000
 

@@ -5,9 +5,9 @@ import json
 import pytest
 
 import tracelens
-from tracelens import synth
 
 from conftest import SAMPLES
+from fixtures import synth
 
 METRICS = ("step", "start_ns", "end_ns", "duration_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns",
            "idle_ns")
