@@ -32,11 +32,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_parse.py
 	$(BIN)/python bench/bench_nsys.py
 
+# Rewrite the generated samples (the test fixture tests/fixtures/synth); git shows no diff unless it changed.
 samples: $(STAMP)
-	for s in wfbp_100 one_bucket compute_bound_8 serialized legacy_wfbp straggler; do \
-		$(BIN)/python -m tracelens.synth $$s sample_traces/$$s; done
-	$(BIN)/python -c "from tracelens import synth; synth.write_nsys(synth.SCENARIOS['wfbp_100'], \
-		'sample_traces/nsys_wfbp_100', per_rank=False)"
+	$(BIN)/python tools/make_samples.py
 
 # Re-record the real CPU gloo samples with `tracelens collect` (needs `make test-deps`).
 record-gloo: $(STAMP)

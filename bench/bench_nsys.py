@@ -80,7 +80,8 @@ def main() -> int:
     ap.add_argument("--synthetic-steps", type=int, default=400)
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
-    from tracelens import synth
+    sys.path.insert(0, str(ROOT / "tests"))   # the trace generator is a test fixture, not in the package
+    from fixtures import synth
 
     paths = list(args.exports)
     tmp = tempfile.TemporaryDirectory()

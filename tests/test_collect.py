@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 import tracelens
-from tracelens import synth
 from tracelens.cli import main
 from tracelens.collectors import runner
 from tracelens.errors import UsageError
 
 from conftest import ROOT
+from fixtures import synth
 
 PY = sys.executable
 TRAIN = str(ROOT / "examples" / "ddp_train.py")

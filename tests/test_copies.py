@@ -7,11 +7,11 @@ import sqlite3
 import pytest
 
 import tracelens
-from tracelens import synth
 from tracelens.analyzers import Thresholds
 from tracelens.renderers import render
 
 from conftest import corpus_file, host, kernel, write_trace
+from fixtures import synth
 
 MS = 1_000_000
 

@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 import tracelens
-from tracelens import synth
 from tracelens.analyzers import Thresholds, syncs
 from tracelens.analyzers import intervals as iv
 from tracelens.cli import main
@@ -18,6 +17,7 @@ from tracelens.errors import UsageError
 from tracelens.renderers import render
 
 from conftest import SAMPLES, corpus_file
+from fixtures import synth
 
 MS = 1_000_000
 

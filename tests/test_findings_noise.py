@@ -13,12 +13,12 @@ import re
 import pytest
 
 import tracelens
-from tracelens import synth
 from tracelens.analyzers import Thresholds, straggler, wording
 from tracelens.cli import main
 from tracelens.report import RankResult, StepMetrics, Totals
 
 from conftest import SAMPLES, corpus_file, host, kernel, write_trace
+from fixtures import synth
 
 US, MS = 1_000, 1_000_000
 

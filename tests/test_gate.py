@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 import tracelens
-from tracelens import synth
 from tracelens.cli import AGGREGATE_CHOICES, PATTERN_CHOICES, main
 from tracelens.gate import AGGREGATES, PATTERNS, Baseline, GateConfig, aggregate, evaluate, step_frame
 from tracelens.history import add_run, list_runs, open_db, run_steps
 
 from conftest import SAMPLES
+from fixtures import synth
 
 SAWTOOTH = str(SAMPLES / "wfbp_100")     # generator truth: 82.5 % overlap, 2.1 of 16.47 ms exposed per step
 TWO_PHASE = str(SAMPLES / "one_bucket")  # generator truth: 0 % overlap, all 12 ms exposed, critical diagnoses

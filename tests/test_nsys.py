@@ -17,10 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracelens
-from tracelens import synth
 from tracelens.cli import main
 from tracelens.errors import InputError
 from tracelens.parsers import nsys
+
+from fixtures import synth
 
 STEP_KEYS = ("step", "start_ns", "end_ns", "duration_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns",
              "idle_ns", "overlap_pct", "exposed_comm_fraction")

@@ -15,12 +15,12 @@ import re
 import pytest
 
 import tracelens
-from tracelens import synth
 from tracelens.analyzers import Thresholds
 from tracelens.analyzers.pattern import majority
 from tracelens.cli import main
 
 from conftest import corpus_file, host, kernel, write_trace
+from fixtures import synth
 
 US, MS = 1_000, 1_000_000
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"

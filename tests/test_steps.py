@@ -7,9 +7,9 @@ import json
 import pytest
 
 import tracelens
-from tracelens import synth
 
 from conftest import SAMPLES, corpus_file, host, kernel, write_trace
+from fixtures import synth
 
 MS = 1_000_000
 # One step of the gpu_behind_* scenarios on the device (generator: 4 x 0.5 ms forward, 4 buckets of 1 ms

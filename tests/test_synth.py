@@ -1,13 +1,17 @@
 """Generator ground truth: the report equals the timing model to the nanosecond."""
 
+import gzip
 import json
+import sqlite3
+import subprocess
+import sys
 
 import pytest
 
 import tracelens
-from tracelens import synth
 
-from conftest import SAMPLES
+from conftest import ROOT, SAMPLES
+from fixtures import synth
 
 METRICS = ("step", "start_ns", "end_ns", "duration_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns",
            "idle_ns")
@@ -86,3 +90,32 @@ def test_bundled_samples_match_their_truth(folder):
     rep = tracelens.analyze(tracelens.load(str(SAMPLES / folder)))
     for r in rep.ranks:
         assert [{k: getattr(s, k) for k in METRICS} for s in r.steps] == truth["ranks"][str(r.rank)]
+
+
+def _content(path):
+    """What a sample file holds, independent of the zlib and SQLite builds that wrote it: the JSON of a gzip
+    trace, the SQL dump of an export, the bytes of anything else."""
+    if path.name.endswith(".gz"):
+        return json.loads(gzip.decompress(path.read_bytes()))
+    if path.suffix == ".sqlite":
+        con = sqlite3.connect(path)
+        try:
+            return list(con.iterdump())
+        finally:
+            con.close()
+    return path.read_bytes()
+
+
+def test_make_samples_regenerates_the_bundled_samples(tmp_path):
+    # `make samples` runs tools/make_samples.py: into an empty folder it must write every generated sample
+    # folder of sample_traces/ (those with a metrics.expected), file for file, with the committed content.
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "make_samples.py"), "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    generated = sorted(p.name for p in SAMPLES.iterdir() if (p / synth.EXPECTED_FILE).exists())
+    assert sorted(p.name for p in tmp_path.iterdir()) == generated
+    for folder in generated:
+        files = sorted(p.name for p in (SAMPLES / folder).iterdir())
+        assert sorted(p.name for p in (tmp_path / folder).iterdir()) == files
+        for name in files:
+            assert _content(tmp_path / folder / name) == _content(SAMPLES / folder / name), f"{folder}/{name}"

@@ -237,7 +237,7 @@ shutil.copy(os.environ["FAKE_NSYS_EXPORT"], args[args.index("--output") + 1])
 
 @pytest.mark.parametrize("columns", WIDTHS)
 def test_collect_summary_and_report_in_a_terminal(columns, tmp_path):
-    from tracelens import synth
+    from fixtures import synth
 
     bindir = tmp_path / "bin"
     bindir.mkdir()

@@ -27,7 +27,7 @@ def sample_cases() -> list[str]:
 
 
 def synthetic_cases() -> list[str]:
-    from tracelens import synth
+    from fixtures import synth
 
     bundled = set(sample_cases())      # scenarios already bundled as samples are not repeated
     return [f"synth_{name}" for name in synth.SCENARIOS if name not in bundled]
@@ -49,7 +49,7 @@ def _at_root():
 
 def _input(case: str) -> str:
     if case.startswith("synth_"):
-        from tracelens import synth
+        from fixtures import synth
 
         name = case.removeprefix("synth_")
         out = BUILD / name
