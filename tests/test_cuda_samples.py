@@ -13,7 +13,7 @@ import json
 import pytest
 
 import tracelens
-from tracelens.analyzers import overlap
+from tracelens.analyzers.rank import overlap
 
 from conftest import SAMPLES
 

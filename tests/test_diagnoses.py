@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 import tracelens
-from tracelens.analyzers import Thresholds, syncs
+from tracelens.analyzers import Thresholds
+from tracelens.analyzers.rank import syncs
 from tracelens.analyzers import intervals as iv
 from tracelens.cli import main
 from tracelens.errors import UsageError

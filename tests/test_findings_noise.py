@@ -13,7 +13,8 @@ import re
 import pytest
 
 import tracelens
-from tracelens.analyzers import Thresholds, straggler, wording
+from tracelens.analyzers import Thresholds, wording
+from tracelens.analyzers.run import straggler
 from tracelens.cli import main
 from tracelens.report import RankResult, StepMetrics, Totals
 

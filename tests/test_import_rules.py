@@ -15,6 +15,9 @@ PACKAGE = ROOT / "tracelens"
 FORBIDDEN = {
     "tracelens/parsers": ("analyzers", "renderers", "report", "gate", "history", "cli", "collectors"),
     "tracelens/analyzers": ("parsers", "renderers", "gate", "history", "cli", "collectors", "tools"),
+    # combine sees RankAnalyses only: no trace model, no per-rank analyzer that reads tables.
+    "tracelens/analyzers/run": ("parsers", "model", "analyzers.rank.overlap", "analyzers.rank.syncs",
+                                "analyzers.rank.launch_order", "analyzers.rank.copies", "renderers", "cli"),
     "tracelens/renderers": ("analyzers", "parsers", "cli", "collectors", "tools"),
     "collectors": ("parsers", "analyzers", "renderers", "report", "cli"),
 }

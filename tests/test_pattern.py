@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracelens.analyzers import intervals as iv
-from tracelens.analyzers.pattern import step_features
+from tracelens.analyzers.rank.pattern import step_features
 from tracelens.report import PatternEvidence, ratio
 
 def reference(compute: iv.IntervalSet, comm: iv.IntervalSet, lo: int, hi: int,

@@ -16,7 +16,7 @@ import pytest
 
 import tracelens
 from tracelens.analyzers import Thresholds
-from tracelens.analyzers.pattern import majority
+from tracelens.analyzers.rank.pattern import majority
 from tracelens.cli import main
 
 from conftest import corpus_file, host, kernel, write_trace

@@ -13,12 +13,11 @@ import re
 
 import numpy as np
 
-from ..columns import categorical_of, isin
-from ..model import RankTrace
-from ..report import StepMetrics
-from . import intervals as iv
-from .thresholds import Thresholds, material
-from .wording import Finding
+from ...columns import categorical_of, isin
+from ...model import RankTrace
+from .. import intervals as iv
+from ..thresholds import material
+from ..wording import Finding
 
 # Copy direction from the activity name: CUDA ``Memcpy HtoD (Pinned -> Device)``, ROCm ``CopyHostToDevice``.
 _DIRECTION = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|HtoA|AtoH|AtoA|AtoD|DtoA)\b|(HostToDevice|DeviceToHost|DeviceToDevice"
@@ -31,7 +30,9 @@ def _direction(name: str) -> str:
     return m.group(1) or _LONG[m.group(2)]
 
 
-def analyze(trace: RankTrace, sets, windows, steps: list[StepMetrics], th: Thresholds) -> list[Finding]:
+def analyze(ctx) -> list[Finding]:
+    """Copy-bound findings of one rank (``ctx``: its :class:`~.context.RankContext`)."""
+    trace, sets, windows, steps, th = ctx.trace, ctx.sets, ctx.windows, ctx.steps, ctx.thresholds
     if sets.copy[0].size == 0:
         return []
     lo, hi = windows.start, windows.end

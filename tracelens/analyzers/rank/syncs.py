@@ -22,13 +22,13 @@ import re
 
 import numpy as np
 
-from ..columns import Lookup, isin, matches
-from ..linking import take
-from ..model import RankTrace
-from . import intervals as iv
+from ...columns import Lookup, isin, matches
+from ...linking import take
+from ...model import RankTrace
+from .. import intervals as iv
 from .overlap import LAUNCH_NAMES
-from .thresholds import Thresholds, material
-from .wording import Finding
+from ..thresholds import Thresholds, material
+from ..wording import Finding
 
 _SYNC_CALLS = re.compile(
     r"^(cuda|hip)(Stream|Device|Event)Synchronize$|^cu(Stream|Ctx|Event)Synchronize$"
@@ -134,8 +134,10 @@ def chains(trace: RankTrace, host_rows: np.ndarray) -> tuple[list[str], list[str
     return out_chain, out_frame
 
 
-def analyze(trace: RankTrace, device: int, busy: iv.IntervalSet, comm: iv.IntervalSet, windows,
-            durations: np.ndarray, th: Thresholds) -> list[Finding]:
+def analyze(ctx) -> list[Finding]:
+    """Sync-stall findings of one rank (``ctx``: its :class:`~.context.RankContext`)."""
+    trace, device, busy, comm = ctx.trace, ctx.sets.device, ctx.sets.busy, ctx.sets.comm
+    windows, durations, th = ctx.windows, ctx.durations, ctx.thresholds
     calls = stall_calls(trace, device)
     if not calls["start_ns"].size:
         return []

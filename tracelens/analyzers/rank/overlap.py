@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..columns import frame_of, isin, mask, matches
-from ..linking import LAUNCH_CATS, launched_before_capture, main_thread, step_of
-from ..model import RankTrace
-from . import intervals as iv
+from ...columns import frame_of, isin, mask, matches
+from ...linking import LAUNCH_CATS, launched_before_capture, main_thread, step_of
+from ...model import RankTrace
+from .. import intervals as iv
 
 LAUNCH_NAMES = r"Launch|Memcpy|Memset"   # runtime/driver calls that put work on a stream
 
@@ -235,7 +235,7 @@ def step_metrics(sets: Sets, w: Windows) -> pd.DataFrame:
 
 
 def collective_exposure(trace: RankTrace, sets: Sets) -> pd.DataFrame:
-    """Per collective: its interval and the part of it no compute covered."""
+    """Per collective: its interval and the part of it no compute covered (``coll_idx``: its collectives row)."""
     coll = trace.collectives
     dev_idx = coll["device_idx"].to_numpy()
     if sets.mode == "gpu":
@@ -255,7 +255,7 @@ def collective_exposure(trace: RankTrace, sets: Sets) -> pd.DataFrame:
     return frame_of({
         "step": step, "device_idx": rows if sets.mode == "gpu" else np.full(sel.size, -1, dtype=np.int64),
         "name": name, "op": coll["op"].to_numpy()[sel], "bytes": coll["bytes"].to_numpy()[sel],
-        "start_ns": s, "duration_ns": e - s, "exposed_ns": (e - s) - covered,
+        "start_ns": s, "duration_ns": e - s, "exposed_ns": (e - s) - covered, "coll_idx": sel,
     })
 
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..columns import frame_of, isin
-from ..model import RankTrace
-from . import intervals as iv
-from .thresholds import Thresholds, material
-from .wording import Finding
+from ...columns import frame_of, isin
+from ...model import RankTrace
+from .. import intervals as iv
+from ..thresholds import Thresholds, material
+from ..wording import Finding
 
 _MAX_KERNELS = 3
 
@@ -125,8 +125,10 @@ def _names(categories, codes: np.ndarray) -> list[str]:
     return [_name(categories, c) for c in seen]
 
 
-def analyze(trace: RankTrace, device: int, exposure: pd.DataFrame, windows, durations: np.ndarray,
-            th: Thresholds) -> list[Finding]:
+def analyze(ctx) -> list[Finding]:
+    """Launch-order findings of one rank (``ctx``: its :class:`~.context.RankContext`)."""
+    trace, device, exposure = ctx.trace, ctx.sets.device, ctx.exposure
+    windows, durations, th = ctx.windows, ctx.durations, ctx.thresholds
     f = findings(trace, device, exposure, th)
     if f.empty:
         return []

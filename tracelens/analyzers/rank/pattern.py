@@ -27,11 +27,11 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from ..columns import isin
-from ..report import PatternEvidence, ratio
-from . import intervals as iv
-from .thresholds import Thresholds, material as _material
-from .wording import Finding
+from ...columns import isin
+from ...report import PatternEvidence, ratio
+from .. import intervals as iv
+from ..thresholds import Thresholds, material as _material
+from ..wording import Finding
 
 PATTERNS = ("sawtooth", "two-phase", "serialized", "partial", "no-comm")
 MIXED = "mixed"           # a rank (or run) whose steps (or ranks) have no pattern with a strict majority

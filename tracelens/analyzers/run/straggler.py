@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..report import RankResult
-from .thresholds import Thresholds, material
-from .wording import Finding
+from ...report import RankResult
+from ..thresholds import Thresholds, material
+from ..wording import Finding
 
 
 def _median(values: list[int]) -> int:

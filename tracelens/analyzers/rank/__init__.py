@@ -1,0 +1,124 @@
+"""Per-rank analyzers: one rank's full trace in, a :class:`~..seam.RankAnalysis` out.
+
+``overlap`` (interval sets, step windows, step metrics, per-collective exposure), ``pattern`` (the overlap
+pattern of each step), ``syncs`` (sync stalls), ``launch_order`` and ``copies`` (copy-bound steps). They share
+a :class:`~.context.RankContext` and return structured findings; none opens a file or words a sentence.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...model import RankTrace
+from ...report import Collective, InputFile, PreCapture, RankResult, StepMetrics, Totals, WarningEntry, ratio
+from ..seam import COMM_COLUMNS, Context, RankAnalysis
+from ..wording import Finding
+from . import copies, launch_order, overlap, pattern, syncs
+from .context import RankContext
+
+
+def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalysis:
+    """Every per-rank metric and finding of one rank; the trace is not kept."""
+    th = (context or Context()).thresholds
+    t = trace
+    notes: list[tuple[str, str, int]] = []
+
+    def warn(code: str, message: str, count: int = 1) -> None:
+        if count > 0:
+            notes.append((code, message, int(count)))
+
+    findings: list[Finding] = []
+    sets = overlap.interval_sets(t, warn)
+    windows = overlap.step_windows(t, sets, warn)
+    steps = _steps(overlap.step_metrics(sets, windows))
+    exp = overlap.collective_exposure(t, sets)
+    ctx = RankContext(trace=t, thresholds=th, sets=sets, windows=windows, steps=steps, exposure=exp)
+    shapes = pattern.step_patterns(t, sets, windows, [s.overlap_pct for s in steps], exp, th)
+    blind = sets.mode == "cpu" and _nccl_without_device(t, findings)
+    for st, (verdict, evidence) in zip(steps, shapes):
+        if blind and st.comm_ns == 0:
+            verdict = None      # NCCL ran, but on a GPU the profiler did not record: not "no-comm"
+        st.pattern, st.pattern_evidence = verdict, evidence
+        found = pattern.diagnose(t.meta.rank, st.step, verdict, evidence, st, sets.mode, th)
+        if found is not None:
+            findings.append(found)
+    if sets.mode == "gpu":
+        findings += syncs.analyze(ctx)
+        findings += launch_order.analyze(ctx)
+        findings += copies.analyze(ctx)
+    pre = overlap.pre_capture(t, sets)
+    verdict, counts = pattern.majority([s.pattern for s in steps])
+    result = RankResult(
+        rank=t.meta.rank, world_size=t.meta.world_size, device=sets.device,
+        device_name=_device_name(t, sets.device), mode=sets.mode, source=t.meta.source,
+        steps=steps, totals=_totals(steps), pattern=verdict, pattern_counts=counts,
+        pre_capture=None if pre is None else PreCapture(**pre))
+    collectives = [
+        Collective(rank=t.meta.rank, step=None if step < 0 else step, name=str(name),
+                   op=op if isinstance(op, str) else None, bytes=None if size < 0 else size,
+                   start_ns=start, duration_ns=dur, exposed_ns=exposed)
+        for step, name, op, size, start, dur, exposed in zip(*(exp[c].tolist() for c in (
+            "step", "name", "op", "bytes", "start_ns", "duration_ns", "exposed_ns")))]
+    inputs = [InputFile(path=t.meta.source, format=t.meta.format, rank=t.meta.rank, bytes=t.meta.bytes,
+                        rank_rule=t.meta.rank_rule)]
+    inputs += [InputFile(path=f["path"], format=f["format"], rank=t.meta.rank, bytes=f["bytes"],
+                         rank_rule="manifest") for f in t.meta.side_files]
+    warnings = [WarningEntry(code=w.code, rank=t.meta.rank, count=w.count, message=w.message)
+                for w in t.meta.warnings]
+    warnings += [WarningEntry(code=c, rank=t.meta.rank, count=n, message=m) for c, m, n in notes]
+    warnings += [WarningEntry(code=w.code, rank=None, count=w.count, message=w.message)
+                 for w in t.meta.input_warnings]
+    return RankAnalysis(rank=t.meta.rank, source=t.meta.source, inputs=inputs, result=result,
+                        collectives=collectives, comm=_comm_table(t, exp), findings=findings, warnings=warnings)
+
+
+def _comm_table(t: RankTrace, exp) -> dict[str, np.ndarray]:
+    """The per-instance collective table (seam.COMM_COLUMNS) of the collectives the exposure table holds."""
+    rows = exp["coll_idx"].to_numpy()
+    coll = t.collectives
+    start = exp["start_ns"].to_numpy()
+    out = {"step": exp["step"].to_numpy(), "start_ns": start, "end_ns": start + exp["duration_ns"].to_numpy(),
+           "exposed_ns": exp["exposed_ns"].to_numpy()}
+    for c in ("op", "dtype", "bytes", "group_size", "pg_name", "pg_desc", "seq"):
+        out[c] = coll[c].to_numpy()[rows]
+    return {c: np.ascontiguousarray(out[c]) for c in COMM_COLUMNS}
+
+
+def _steps(frame) -> list[StepMetrics]:
+    cols = ("step", "start_ns", "end_ns", "duration_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns",
+            "idle_ns", "copy_ns", "memcpy_ns", "memset_ns", "complete")
+    return [StepMetrics(
+        step=None if step < 0 else step, start_ns=start, end_ns=end, duration_ns=duration, compute_ns=compute,
+        comm_ns=comm, overlap_ns=overlap, exposed_comm_ns=exposed, idle_ns=idle, copy_ns=copy,
+        memcpy_ns=memcpy, memset_ns=memset,
+        overlap_pct=ratio(overlap, comm, 100.0), exposed_comm_fraction=ratio(exposed, duration),
+        complete=bool(complete))
+        for step, start, end, duration, compute, comm, overlap, exposed, idle, copy, memcpy, memset, complete in zip(
+            *(frame[c].tolist() for c in cols))]
+
+
+def _totals(steps: list[StepMetrics]) -> Totals:
+    """Sums over steps, ratios recomputed from the sums (not averaged)."""
+    keys = ("duration_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns", "idle_ns", "copy_ns",
+            "memcpy_ns", "memset_ns")
+    sums = {k: sum(getattr(s, k) for s in steps) for k in keys}
+    return Totals(**sums, overlap_pct=ratio(sums["overlap_ns"], sums["comm_ns"], 100.0),
+                  exposed_comm_fraction=ratio(sums["exposed_comm_ns"], sums["duration_ns"]))
+
+
+def _nccl_without_device(t: RankTrace, findings: list) -> bool:
+    """A CPU-only trace of a run that used NCCL: say that the GPU was not recorded (once per rank)."""
+    calls = overlap.nccl_host_calls(t)
+    if not calls and t.meta.backend != "nccl":
+        return False
+    findings.append(Finding(
+        id="no-gpu-activity", severity="warning", rank=t.meta.rank, step=None, verdict=None,
+        evidence={"nccl_calls": calls, "gpus_listed": len(t.meta.device_names), "backend": t.meta.backend}))
+    return True
+
+
+def _device_name(t: RankTrace, device: int | None) -> str | None:
+    names = t.meta.device_names
+    if device is None or not names:
+        return None
+    return names[device] if 0 <= device < len(names) else names[0]

@@ -1,0 +1,54 @@
+"""The seam between one rank and the whole run.
+
+``analyze_rank`` sees one rank's full trace and returns a :class:`RankAnalysis`: small, picklable, and
+holding everything the run needs from that rank (its step metrics, findings, warnings and the per-instance
+collective table that cross-rank analyses match on). ``combine`` sees only RankAnalyses, never a trace.
+So a rank can be analysed and dropped before the next is loaded, and ranks can be analysed in worker
+processes or on a cluster: whatever runs them, the same analyses give the same Report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..report import Collective, InputFile, RankResult, WarningEntry
+from .thresholds import Thresholds
+from .wording import Finding
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every rank's analysis and the combine share: the thresholds of every rule."""
+
+    thresholds: Thresholds = field(default_factory=Thresholds)
+
+
+# Columns of the per-instance collective table, in order: what matching collectives across ranks needs.
+COMM_COLUMNS = ("step", "op", "dtype", "bytes", "group_size", "pg_name", "pg_desc", "seq", "start_ns", "end_ns",
+                "exposed_ns")
+
+
+@dataclass
+class RankAnalysis:
+    """One rank's share of the Report, and its collective instances for run-level analyses.
+
+    ``comm`` maps COMM_COLUMNS to arrays, one row per communication activity of the rank's analysed device
+    (int64 with -1 for unknown; object arrays of str/None for op, dtype and the process group); ``findings``
+    are still structured (the wording is applied once, in combine)."""
+
+    rank: int
+    source: str
+    inputs: list[InputFile]
+    result: RankResult
+    collectives: list[Collective]
+    comm: dict[str, np.ndarray]
+    findings: list[Finding]
+    warnings: list[WarningEntry]
+
+    def sort_key(self) -> tuple:
+        """Order of ranks in the Report: by rank, then file; processes of one file claiming the same rank by
+        when their first step started."""
+        first = self.result.steps[0].start_ns if self.result.steps else 0
+        return self.rank, self.source, first, self.result.device if self.result.device is not None else -1
