@@ -16,7 +16,7 @@ import tracelens
 from tracelens.analyzers import Thresholds, wording
 from tracelens.analyzers.run import straggler
 from tracelens.cli import main
-from tracelens.report import RankResult, StepMetrics, Totals
+from tracelens.contract import RankResult, StepMetrics, Totals
 
 from conftest import SAMPLES, corpus_file, host, kernel, write_trace
 from fixtures import synth

@@ -329,7 +329,7 @@ def test_history_rows_round_trip_the_report(tmp_path):
 _WRITER = textwrap.dedent("""
     import sys
     from tracelens.history import add_run, open_db
-    from tracelens.report import read_report
+    from tracelens.contract import read_report
     report = read_report(sys.argv[1])
     for i in range(int(sys.argv[4])):
         with open_db(sys.argv[2], create=True) as db:

@@ -13,13 +13,13 @@ PACKAGE = ROOT / "tracelens"
 
 # Folder -> the tracelens modules (dotted, below ``tracelens``) it must never import.
 FORBIDDEN = {
-    "tracelens/parsers": ("analyzers", "renderers", "report", "gate", "history", "cli", "collectors"),
-    "tracelens/analyzers": ("parsers", "renderers", "gate", "history", "cli", "collectors", "tools"),
+    "tracelens/parsers": ("analyzers", "renderers", "contract", "gate", "history", "cli", "collectors", "api"),
+    "tracelens/analyzers": ("parsers", "renderers", "gate", "history", "cli", "collectors", "tools", "api"),
     # combine sees RankAnalyses only: no trace model, no per-rank analyzer that reads tables.
     "tracelens/analyzers/run": ("parsers", "model", "analyzers.rank.overlap", "analyzers.rank.syncs",
                                 "analyzers.rank.launch_order", "analyzers.rank.copies", "renderers", "cli"),
-    "tracelens/renderers": ("analyzers", "parsers", "cli", "collectors", "tools"),
-    "collectors": ("parsers", "analyzers", "renderers", "report", "cli"),
+    "tracelens/renderers": ("analyzers", "parsers", "cli", "collectors", "tools", "api"),
+    "collectors": ("parsers", "analyzers", "renderers", "contract", "cli", "api"),
 }
 # Calls and modules that touch files; analyzers see tables, never paths.
 FILE_CALLS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "connect", "mmap", "iterdir", "glob",

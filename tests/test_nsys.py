@@ -101,7 +101,7 @@ def test_step_ranges_from_a_user_regex(tmp_path):
     plain = report(path)
     assert [len(r.steps) for r in plain.ranks] == [1, 1]
     assert any(w.code == "no-steps" for w in plain.warnings)
-    by_regex = report(path, step_pattern=r"^train_step (\d+)$")
+    by_regex = report(path, step_nvtx=r"^train_step (\d+)$")
     truth = synth.expected(sc)
     assert [[s.step for s in r.steps] for r in by_regex.ranks] == [[t["step"] for t in truth[r]] for r in (0, 1)]
     assert [[s.exposed_comm_ns for s in r.steps] for r in by_regex.ranks] == \

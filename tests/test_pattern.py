@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tracelens.analyzers import intervals as iv
 from tracelens.analyzers.rank.pattern import step_features
-from tracelens.report import PatternEvidence, ratio
+from tracelens.contract import PatternEvidence, ratio
 
 def reference(compute: iv.IntervalSet, comm: iv.IntervalSet, lo: int, hi: int,
              comm_starts: np.ndarray, ops: list) -> PatternEvidence:

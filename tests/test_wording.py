@@ -84,7 +84,7 @@ def test_the_wording_module_only_formats():
     tree = ast.parse(Path(wording.__file__).read_text(encoding="utf-8"))
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {"." * n.level + (n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert names <= {"__future__", "re", "dataclasses", "typing", "..report"}, names
+    assert names <= {"__future__", "re", "dataclasses", "typing", "..contract"}, names
 
 
 def test_sawtooth_wording():

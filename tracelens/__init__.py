@@ -14,9 +14,15 @@ profiled worker process) does not pull in pandas.
 from ._version import __version__
 
 _LAZY = {
-    "analyze": ("analyzers", "analyze"),
-    "load": ("parsers", "load"),
-    "Report": ("report", "Report"),
+    "load": ("api", "load"),
+    "analyze": ("api", "analyze"),
+    "analyze_rank": ("api", "analyze_rank"),
+    "combine": ("api", "combine"),
+    "report": ("api", "report"),
+    "gate": ("api", "gate"),
+    "thresholds": ("api", "thresholds"),
+    "Thresholds": ("analyzers", "Thresholds"),
+    "Report": ("contract", "Report"),
     "RankTrace": ("model", "RankTrace"),
     "TracelensError": ("errors", "TracelensError"),
     "InputError": ("errors", "InputError"),

@@ -73,62 +73,44 @@ def color_option(fn):
                         help="Colour the output (default: on a terminal, unless NO_COLOR is set).")(fn)
 
 
-def _load(paths, comm_patterns=(), step_nvtx=None, prepare=None, color=None):
-    """Discover the inputs, start decoding their Kineto files in worker processes, run ``prepare`` (imports,
-    argument checks: they overlap the decoding) and parse. Returns (what prepare returned, traces).
-
-    Nothing before this point imports pandas, so in a fresh process the workers decode while it loads.
-    """
-    from .parsers import discover, start_decoding
-
-    files = discover(paths)
-    pool = start_decoding(files)
-    try:
-        prepared = prepare() if prepare else None
-        return prepared, _progress_loader(files, pool, comm_patterns, step_nvtx, color)
-    finally:
-        if pool is not None:
-            pool.close()
-
-
-def _progress_loader(files, pool, comm_patterns, step_nvtx=None, color=None):
-    """Parse with a progress bar on stderr when it is a terminal."""
+@contextmanager
+def _progress(color=None):
+    """``on_file`` for the library's loaders: a progress bar on stderr when it is a terminal and there are
+    several files; None otherwise (quiet in logs and pipes)."""
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn
-
-    from .parsers import load_files
 
     console = Console(stderr=True, width=terminal_width(sys.stderr), no_color=not use_color(color, sys.stderr))
-    if not console.is_terminal or len(files) < 2:
-        return load_files(files, comm_patterns, step_pattern=step_nvtx, pool=pool)
-    with Progress(TextColumn("parsing {task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  console=console, transient=True) as bar:
-        task = bar.add_task("traces", total=len(files))
+    if not console.is_terminal:
+        yield None
+        return
+    state: dict = {}
 
-        def step(path: Path) -> None:
-            bar.update(task, description=path.name, advance=1)
+    def on_file(path: Path, n: int, total: int) -> None:
+        if total < 2:
+            return
+        if not state:
+            from rich.progress import BarColumn, Progress, TextColumn
 
-        return load_files(files, comm_patterns, on_file=step, step_pattern=step_nvtx, pool=pool)
+            bar = Progress(TextColumn("parsing {task.description}"), BarColumn(),
+                           TextColumn("{task.completed}/{task.total}"), console=console, transient=True)
+            bar.start()
+            state.update(bar=bar, task=bar.add_task("traces", total=total))
+        state["bar"].update(state["task"], description=path.name, completed=n)
+
+    try:
+        yield on_file
+    finally:
+        if state:
+            state["bar"].stop()
 
 
 def _report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=(), color=None):
-    """The Report for the inputs: a saved ``report.json`` is read back; traces are parsed and analyzed."""
-    from .report import is_report_file, read_report
+    """The Report for the inputs (a saved ``report.json`` is read back), with progress on a terminal."""
+    from . import api
 
-    if len(paths) == 1 and is_report_file(paths[0]):
-        _limits(thresholds)
-        return read_report(paths[0])
-    # A bad threshold is still reported before the (slow) parse.
-    limits, traces = _load(paths, comm_patterns, step_nvtx, prepare=lambda: _limits(thresholds), color=color)
-    from .analyzers import analyze
-
-    return analyze(traces, limits)
-
-
-def _limits(thresholds):
-    from .analyzers import Thresholds
-
-    return Thresholds().with_overrides(thresholds)
+    with _progress(color) as on_file:
+        return api.report(paths, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx,
+                          on_file=on_file, use_config=True)
 
 
 def _show(rep, fmt: str = "text", output: str | None = None, force: bool = False, top: int = 10,
@@ -292,7 +274,10 @@ def export(paths, out_dir, comm_patterns, step_nvtx) -> None:
 
         tracelens export runs/ddp_bs32/ -o tables/
     """
-    _, traces = _load(paths, comm_patterns, step_nvtx)
+    from . import api
+
+    with _progress() as on_file:
+        traces = api.load(paths, comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=on_file)
     from .export import export_parquet
 
     with writing(out_dir):
@@ -341,22 +326,14 @@ def gate(paths, config_path, no_config, fmt, junit, summary_md, color, threshold
         tracelens gate runs/ci-1234/ --history ci.db --against main \\
             --max-overlap-drop 2 --junit gate.xml
     """
-    from . import gate as gating
+    from . import api
     from .renderers import gate as show
 
-    config, where = _gate_config(config_path, no_config)
-    config = config.merged(rules).check(where)
-    report = _report_for(paths, comm_patterns, step_nvtx, thresholds, color)
-    notes, baseline = [], None
-    if config.baseline:
-        base = _report_for([config.baseline], comm_patterns, step_nvtx, thresholds)
-        baseline = gating.Baseline(gating.step_frame(base), config.baseline)
-    elif config.history:
-        from .history import baseline_from
-
-        baseline, why = baseline_from(config.history, config.against)
-        notes += [why] if why else []
-    result = gating.evaluate(report, config, baseline, source=" ".join(paths), notes=notes)
+    if config_path and no_config:
+        raise UsageError("--config and --no-config exclude each other")
+    with _progress(color) as on_file:
+        result = api.gate(paths, rules=rules, config=config_path, use_config=not no_config, thresholds=thresholds,
+                          comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=on_file)
     if junit:
         with writing(junit):
             Path(junit).write_bytes(show.junit(result))
@@ -370,21 +347,6 @@ def gate(paths, config_path, no_config, fmt, junit, summary_md, color, threshold
         click.echo(show.text(result, color=colored, width=terminal_width(sys.stdout) or FILE_WIDTH), nl=False,
                    color=colored)
     return EXIT_OK if result.passed else EXIT_GATE
-
-
-def _gate_config(config_path, no_config):
-    from .gate import GateConfig, find_config, load_config
-
-    if config_path and no_config:
-        raise UsageError("--config and --no-config exclude each other")
-    if no_config:
-        return GateConfig(), "gate"
-    path = Path(config_path) if config_path else find_config()
-    if path is None:
-        return GateConfig(), "gate"
-    if not path.is_file():
-        raise UsageError("no such config file", path=str(path))
-    return load_config(path), str(path)
 
 
 @cli.group()

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import UsageError
-from .report import Report
+from .contract import Report
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -149,12 +149,28 @@ def load_config(path: Path) -> GateConfig:
     return config
 
 
+def read_table(path: Path, name: str) -> dict:
+    """The ``[name]`` table of a tracelens.toml, or ``[tool.tracelens.name]`` of a pyproject.toml ({} when
+    absent); anything but a table is a usage error."""
+    doc = _read_toml(path)
+    if path.name == "pyproject.toml":
+        doc, section = doc.get("tool", {}).get("tracelens", {}), f"[tool.tracelens.{name}]"
+    else:
+        section = f"[{name}]"
+    table = doc.get(name, {}) if isinstance(doc, dict) else {}
+    if not isinstance(table, dict):
+        raise UsageError(f"{section} must be a table", path=str(path))
+    return table
+
+
 def _read_toml(path: Path) -> dict:
     try:
         with open(path, "rb") as fh:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"not valid TOML: {exc}", path=str(path)) from None
+    except UnicodeDecodeError:
+        raise UsageError("not valid TOML: not UTF-8 text", path=str(path)) from None
     except OSError as exc:
         raise UsageError(f"cannot read config: {exc.strerror or exc}", path=str(path)) from None
 

@@ -25,7 +25,7 @@ import sqlite_utils
 
 from .errors import InputError, UsageError
 from .gate import STEP_COLUMNS, Baseline
-from .report import Report
+from .contract import Report
 
 SCHEMA = "tracelens.history/1"
 BUSY_TIMEOUT_S = 120.0

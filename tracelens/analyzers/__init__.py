@@ -7,7 +7,7 @@ together into the Report (``combine``). The seam between them is ``seam.py``: se
 from __future__ import annotations
 
 from ..model import RankTrace
-from ..report import Report
+from ..contract import Report
 from .rank import analyze_rank
 from .run import combine
 from .seam import Context, RankAnalysis

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..report import Collective, InputFile, RankResult, WarningEntry
+from ..contract import Collective, InputFile, RankResult, WarningEntry
 from .thresholds import Thresholds
 from .wording import Finding
 

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from ..report import Diagnosis
+from ..contract import Diagnosis
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..report import Report
+from ..contract import Report
 from . import markdown, text
 
 FORMATS = ("text", "json", "markdown")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..report import SEVERITIES, Collective, Report
+from ..contract import SEVERITIES, Collective, Report
 
 
 def ms(ns: int | None, decimals: int = 3) -> str:

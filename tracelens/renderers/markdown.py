@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..report import Report
+from ..contract import Report
 from .common import (STEP_HEADERS, exposed_groups, findings, frac, ms, pct, rank_title, short, size, step_cells,
                      step_label, steps_label, total_cells)
 

@@ -21,7 +21,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ..report import Report
+from ..contract import Report
 from .common import (STEP_HEADERS, exposed_groups, findings, frac, ms, pct, rank_title, short, size, step_cells,
                      step_label, steps_label, total_cells, two_lines)
 

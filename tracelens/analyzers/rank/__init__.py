@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...model import RankTrace
-from ...report import Collective, InputFile, PreCapture, RankResult, StepMetrics, Totals, WarningEntry, ratio
+from ...contract import Collective, InputFile, PreCapture, RankResult, StepMetrics, Totals, WarningEntry, ratio
 from ..seam import COMM_COLUMNS, Context, RankAnalysis
 from ..wording import Finding
 from . import copies, launch_order, overlap, pattern, syncs

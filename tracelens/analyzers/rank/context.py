@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ...model import RankTrace
-from ...report import StepMetrics
+from ...contract import StepMetrics
 from ..thresholds import Thresholds
 from .overlap import Sets, Windows
 

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ...columns import isin
-from ...report import PatternEvidence, ratio
+from ...contract import PatternEvidence, ratio
 from .. import intervals as iv
 from ..thresholds import Thresholds, material as _material
 from ..wording import Finding

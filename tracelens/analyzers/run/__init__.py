@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ...report import Report
+from ...contract import Report
 from ..seam import Context, RankAnalysis
 from ..wording import diagnosis
 from . import straggler, summary

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...report import RankResult
+from ...contract import RankResult
 from ..thresholds import Thresholds, material
 from ..wording import Finding
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...report import RankResult, Summary, ratio
+from ...contract import RankResult, Summary, ratio
 from ..rank.pattern import majority
 
 

@@ -1,0 +1,226 @@
+"""The one public entry of tracelens: what the CLI, the gate, a dashboard, an executor and Python users call.
+
+    load(paths, ...)              -> list[RankTrace]     one per rank
+    analyze_rank(trace, context)  -> RankAnalysis        one rank's share of the Report (small, picklable)
+    combine(analyses, context)    -> Report              the run, from its ranks' analyses
+    report(paths, ...)            -> Report              all of it, or a saved report.json read back
+    thresholds(...)               -> Thresholds          config file < TRACELENS_THRESHOLDS < flags
+    gate(paths, ...)              -> GateResult          the CI gate: rules, config, baseline
+
+Nothing heavy is imported at module level: a command finds its inputs and starts the decode workers before
+pandas is imported (see parsers/workers.py), so that decoding runs beside the import.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+
+from .errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .analyzers import Context, RankAnalysis, Thresholds
+    from .gate import GateConfig, GateResult
+    from .model import RankTrace
+    from .contract import Report
+
+THRESHOLDS_ENV = "TRACELENS_THRESHOLDS"   # "name=value,name=value": between the config file and the flags
+CONFIG_ENV = "TRACELENS_CONFIG"           # the config file to read when no --config is given
+
+
+def _paths(paths) -> list[str]:
+    return [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
+
+
+# ------------------------------------------------------------------------------------------ load and analyze
+
+def load(paths, *, comm_patterns: Iterable[str] = (), step_nvtx: str | None = None, jobs: int | None = None,
+         on_file: Callable[[Path, int, int], None] | None = None, prepare: Callable[[], object] | None = None
+         ) -> list[RankTrace]:
+    """Every trace under ``paths`` (files, folders searched recursively, globs), one RankTrace per rank.
+
+    ``comm_patterns``: extra regexes for communication kernels; ``step_nvtx``: a regex naming the step ranges
+    instead of ``ProfilerStep#N``; ``jobs``: Kineto decode worker processes (0: none; None: decide);
+    ``on_file(path, n, total)``: called before the n-th of ``total`` files is parsed (progress); ``prepare``:
+    called once the decode
+    workers run and before parsing (what it does overlaps the decoding).
+    """
+    from .parsers import discover, start_decoding
+
+    files = discover(_paths(paths))
+    pool = start_decoding(files, jobs)
+    try:
+        if prepare is not None:
+            prepare()
+        from .parsers import load_files
+
+        each = None
+        if on_file is not None:
+            count = iter(range(1, len(files) + 1))
+
+            def each(path: Path) -> None:
+                on_file(path, next(count), len(files))
+        return load_files(files, tuple(comm_patterns), each, step_nvtx, pool=pool)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def context(thresholds: Thresholds | None = None) -> Context:
+    """The context every rank's analysis and the combine share."""
+    from .analyzers import Context, Thresholds
+
+    return Context(thresholds or Thresholds())
+
+
+def analyze_rank(trace: RankTrace, ctx: Context | None = None) -> RankAnalysis:
+    """One rank's metrics, findings, warnings and collective instances; the trace can be dropped after."""
+    from .analyzers import analyze_rank as _analyze_rank
+
+    return _analyze_rank(trace, ctx or context())
+
+
+def combine(analyses: Iterable[RankAnalysis], ctx: Context | None = None) -> Report:
+    """The Report of a run from its ranks' analyses, in any order (each rank once)."""
+    from .analyzers import combine as _combine
+
+    return _combine(analyses, ctx or context())
+
+
+def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Report:
+    """The Report of loaded traces: each analysed (and released from the list) in turn, then combined."""
+    ctx = context(thresholds)
+    analyses = []
+    traces = list(traces)
+    traces.reverse()
+    while traces:       # the list lets go of each trace once it is analysed
+        analyses.append(analyze_rank(traces.pop(), ctx))
+    return combine(analyses, ctx)
+
+
+def report(paths, *, thresholds: Thresholds | Iterable[str] | None = None, comm_patterns: Iterable[str] = (),
+           step_nvtx: str | None = None, jobs: int | None = None,
+           on_file: Callable[[Path, int, int], None] | None = None, config: str | Path | None = None, use_config: bool = False,
+           env: Mapping[str, str] | None = None) -> Report:
+    """The Report for ``paths``: traces are loaded and analysed; one saved ``report.json`` is read back.
+
+    ``thresholds``: a :class:`Thresholds`, or ``NAME=VALUE`` strings applied over the config file
+    (``use_config``/``config``) and ``TRACELENS_THRESHOLDS`` (see :func:`thresholds`). A bad threshold is
+    reported before the (slow) parse.
+    """
+    from .contract import is_report_file, read_report
+
+    paths = _paths(paths)
+    limits = _as_thresholds(thresholds, config, use_config, env)
+    if len(paths) == 1 and is_report_file(paths[0]):
+        limits()            # a bad threshold is an error here too, though a saved report is not re-analysed
+        return read_report(paths[0])
+    traces = load(paths, comm_patterns=comm_patterns, step_nvtx=step_nvtx, jobs=jobs, on_file=on_file,
+                  prepare=limits)
+    return analyze(traces, limits())
+
+
+def _as_thresholds(given, config, use_config: bool, env) -> Callable[[], Thresholds]:
+    """A function giving the Thresholds (called while decode workers run: it imports the analyzers)."""
+    if given is not None and not isinstance(given, (str, bytes)) and hasattr(given, "with_overrides"):
+        return lambda: given
+    flags = tuple(given or ())
+    resolved: list = []
+
+    def get() -> Thresholds:
+        if not resolved:
+            resolved.append(thresholds(flags, config=config, use_config=use_config or config is not None, env=env))
+        return resolved[0]
+    return get
+
+
+# ------------------------------------------------------------------------------------------- configuration
+
+def config_file(config: str | Path | None = None, *, env: Mapping[str, str] | None = None) -> Path | None:
+    """The config file to read: ``config`` when given, else ``TRACELENS_CONFIG``, else the nearest
+    ``tracelens.toml`` (or ``pyproject.toml`` with a ``[tool.tracelens]`` table) from the working directory up.
+    A named file that does not exist is a usage error."""
+    from .gate import find_config
+
+    env = os.environ if env is None else env
+    named = config or env.get(CONFIG_ENV) or None
+    if named is None:
+        return find_config()
+    path = Path(named)
+    if not path.is_file():
+        raise UsageError("no such config file", path=str(path))
+    return path
+
+
+def thresholds(flags: Iterable[str] = (), *, config: str | Path | None = None, use_config: bool = True,
+               env: Mapping[str, str] | None = None) -> Thresholds:
+    """The thresholds of every rule, each layer over the one before: the defaults; the config file's
+    ``[thresholds]`` (tracelens.toml) or ``[tool.tracelens.thresholds]`` (pyproject.toml) table;
+    ``TRACELENS_THRESHOLDS="name=value,..."``; ``flags`` (``NAME=VALUE``). Unknown names and bad values are
+    usage errors naming where they came from."""
+    from .analyzers import Thresholds
+    from .gate import read_table
+
+    env = os.environ if env is None else env
+    th = Thresholds()
+    path = config_file(config, env=env) if use_config else None
+    if path is not None:
+        table = read_table(path, "thresholds")
+        th = _override(th, [f"{k}={v}" for k, v in table.items()], str(path))
+    raw = env.get(THRESHOLDS_ENV, "").strip()
+    if raw:
+        th = _override(th, [p for p in raw.split(",") if p.strip()], THRESHOLDS_ENV)
+    return th.with_overrides(tuple(flags))
+
+
+def _override(th: Thresholds, pairs: list[str], where: str) -> Thresholds:
+    try:
+        return th.with_overrides(pairs)
+    except UsageError as exc:
+        raise UsageError(f"{where}: {exc.message}") from None
+
+
+def gate_config(rules: Mapping[str, object] | None = None, *, config: str | Path | None = None,
+                use_config: bool = True, env: Mapping[str, str] | None = None) -> tuple[GateConfig, str]:
+    """The gate's rules: the config file's gate table, then ``rules`` (flags; None values are not given),
+    checked. Returns the config and where it came from (for messages)."""
+    from .gate import GateConfig, load_config
+
+    path = config_file(config, env=env) if use_config else None
+    base, where = (load_config(path), str(path)) if path is not None else (GateConfig(), "gate")
+    return base.merged(dict(rules or {})).check(where), where
+
+
+# ---------------------------------------------------------------------------------------------------- gate
+
+def baseline(config: GateConfig, *, thresholds=None, comm_patterns: Iterable[str] = (),
+             step_nvtx: str | None = None) -> tuple[object | None, list[str]]:
+    """What relative rules compare with: the config's baseline report or trace folder, or the latest run of
+    ``against`` in the history database; (None, [why]) when the history has none yet."""
+    from . import gate as gating
+
+    if config.baseline:
+        base = report([config.baseline], thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx)
+        return gating.Baseline(gating.step_frame(base), config.baseline), []
+    if config.history:
+        from .history import baseline_from
+
+        found, why = baseline_from(config.history, config.against)
+        return found, [why] if why else []
+    return None, []
+
+
+def gate(paths, *, rules: Mapping[str, object] | None = None, config: str | Path | None = None,
+         use_config: bool = True, thresholds=None, comm_patterns: Iterable[str] = (),
+         step_nvtx: str | None = None, on_file: Callable[[Path, int, int], None] | None = None,
+         env: Mapping[str, str] | None = None) -> GateResult:
+    """Apply the gate's rules to the run at ``paths`` (and its baseline): the CI gate as a function."""
+    from . import gate as gating
+
+    cfg, _ = gate_config(rules, config=config, use_config=use_config, env=env)
+    if thresholds is None or not hasattr(thresholds, "with_overrides"):     # the run and its baseline alike
+        thresholds = globals()["thresholds"](tuple(thresholds or ()), config=config, use_config=use_config, env=env)
+    rep = report(paths, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=on_file)
+    base, notes = baseline(cfg, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx)
+    return gating.evaluate(rep, cfg, base, source=" ".join(_paths(paths)), notes=notes)
