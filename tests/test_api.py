@@ -119,3 +119,12 @@ def test_gate_as_a_function(tmp_path, monkeypatch):
 
     doc = json.loads(show.json(result))
     assert [(r["rule"], r["status"]) for r in doc["rules"]] == [("max-overlap-drop", "fail")]    # 82.5 -> 0 points
+
+
+def test_the_api_module_is_reachable_from_a_fresh_import():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", "import tracelens; print(tracelens.api.gate.__name__)"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "gate", out.stderr

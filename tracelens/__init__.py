@@ -3,9 +3,12 @@
 Library API (the CLI is a thin shell over it)::
 
     import tracelens
+    report = tracelens.report("runs/ddp/")      # Report (schema tracelens.report/1)
     traces = tracelens.load("runs/ddp/")        # list[RankTrace]: per-rank pandas tables
-    report = tracelens.analyze(traces)          # Report (schema tracelens.report/1)
+    report = tracelens.analyze(traces)          # the same Report, from loaded traces
     print(report.to_json().decode())
+
+Everything here is :mod:`tracelens.api` (load, analyze_rank, combine, report, thresholds, gate).
 
 The names below are imported on first use, so ``import tracelens.collectors`` (which runs inside every
 profiled worker process) does not pull in pandas.
@@ -33,6 +36,10 @@ __all__ = ["__version__", *_LAZY]
 
 
 def __getattr__(name: str):
+    if name == "api":                       # the module itself, for tracelens.api.gate(...) and friends
+        import importlib
+
+        return importlib.import_module(".api", __name__)
     if name in _LAZY:
         import importlib
 
