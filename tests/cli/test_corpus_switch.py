@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]      # tests/
 
 
 def _run(tmp_path: Path, corpus: bool, require: bool) -> subprocess.CompletedProcess:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "tracelens"
 
 # Folder -> the tracelens modules (dotted, below ``tracelens``) it must never import.
