@@ -75,7 +75,7 @@ def test_pattern_evidence_matches_the_timing_model(name, tail, bursts, offset, t
 
 
 def test_pattern_sentences_name_the_evidence(tmp_path):
-    # Every sentence against its evidence, verdict by verdict: tests/test_pattern_verdicts.py.
+    # Every sentence against its evidence, verdict by verdict: tests/integration/test_pattern_verdicts.py.
     saw = of(report(synth.SCENARIOS["wfbp_100"], tmp_path), "overlap-pattern")[0]
     # 100 all-reduces, 83 of which start before the last backward kernel ends (comm-bound queue, model §6).
     assert saw.detail == "83 of 100 all-reduces start during the compute phase; 82 % of their time is hidden"
@@ -123,7 +123,7 @@ def test_cpu_only_corpus_trace_evidence():
         "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"))))
     (st,) = rep.ranks[0].steps
     # The trimmed file keeps ProfilerStep#551 and no main-thread cpu_op inside it: all comm is exposed, with
-    # no compute to place it against (offset null, not NaN), so there is no pattern (tests/test_findings_noise.py).
+    # no compute to place it against (offset null, not NaN), so there is no pattern (tests/integration/test_findings_noise.py).
     assert st.step == 551 and st.compute_ns == 0 and st.pattern is None
     assert st.pattern_evidence.tail_fraction == 1.0 and st.pattern_evidence.first_comm_offset is None
 

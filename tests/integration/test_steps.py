@@ -132,7 +132,7 @@ def _raw_ns(events, base):
 
 def test_real_recording_first_step_starts_after_the_pre_capture_work():
     # sample_traces/cuda_nccl_ddp: the GPU ran ~0.7 ms behind the CPU when recording began; 30 device
-    # activities (step 2's tail) have no launch in the trace (tests/test_cuda_samples.py).
+    # activities (step 2's tail) have no launch in the trace (tests/integration/test_cuda_samples.py).
     with gzip.open(SAMPLES / "cuda_nccl_ddp" / "rank0.pt.trace.json.gz") as fh:
         doc = json.load(fh)
     base, events = doc["baseTimeNanoseconds"], doc["traceEvents"]

@@ -85,7 +85,7 @@ def discover(paths: Iterable[str]) -> Inputs:
 _TRACE_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _EVENT_LIST = re.compile(rb'\[\s*\{[^{}]*"ph"\s*:')
 # The family of contract.SCHEMA, spelt out: decode workers import this package first, and contract.py is
-# nothing they need (tests/test_inputs.py recognises a saved report through it).
+# nothing they need (tests/integration/test_inputs.py recognises a saved report through it).
 _REPORT_HEAD = re.compile(rb'^\{\s*"schema"\s*:\s*"tracelens\.report/')
 
 
