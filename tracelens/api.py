@@ -55,16 +55,18 @@ def load(paths, *, comm_patterns: Iterable[str] = (), step_nvtx: str | None = No
             prepare()
         from .parsers import load_files
 
-        each = None
-        if on_file is not None:
-            count = iter(range(1, len(files) + 1))
-
-            def each(path: Path) -> None:
-                on_file(path, next(count), len(files))
-        return load_files(files, tuple(comm_patterns), each, step_nvtx, pool=pool)
+        return load_files(files, tuple(comm_patterns), _counting(on_file, len(files)), step_nvtx, pool=pool)
     finally:
         if pool is not None:
             pool.close()
+
+
+def _counting(on_file, total: int):
+    """The parsers' per-file callback, numbering the files for ``on_file(path, n, total)``."""
+    if on_file is None:
+        return None
+    count = iter(range(1, total + 1))
+    return lambda path: on_file(path, next(count), total)
 
 
 def context(thresholds: Thresholds | None = None) -> Context:

@@ -12,7 +12,6 @@ import re
 
 import pytest
 
-import tracelens
 from tracelens.analyzers import Thresholds, wording
 from tracelens.analyzers.run import straggler
 from tracelens.cli import main
@@ -20,33 +19,13 @@ from tracelens.contract import RankResult, StepMetrics, Totals
 
 from conftest import SAMPLES, corpus_file, host, kernel, write_trace
 from fixtures import synth
+from fixtures.findings import NUM, ms, of, run, write
 
 US, MS = 1_000, 1_000_000
 
 
-def run(path, th=None):
-    return tracelens.analyze(tracelens.load(str(path)), th)
-
-
-def of(rep, id_):
-    return [d for d in rep.diagnoses if d.id == id_]
-
-
-def write(sc, tmp_path, fmt="kineto"):
-    out = tmp_path / f"{sc.name}_{fmt}"
-    (synth.write if fmt == "kineto" else synth.write_nsys)(sc, out)
-    return out
-
-
-def ms(ns) -> str:
-    return f"{ns / 1e6:.2f}"
-
-
 def pct(x) -> str:
     return f"{x:.0f}"
-
-
-NUM = r"\d+(?:\.\d+)?"
 
 
 # ------------------------------------------------------------- nothing to overlap, no GPU recorded

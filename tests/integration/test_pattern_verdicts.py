@@ -14,30 +14,17 @@ import re
 
 import pytest
 
-import tracelens
 from tracelens.analyzers import Thresholds
 from tracelens.analyzers.rank.pattern import majority
 from tracelens.cli import main
 
 from conftest import corpus_file, host, kernel, write_trace
 from fixtures import synth
+from fixtures.findings import NUM, check_exposed, fields, ms, of, pct, run, write
+from fixtures.findings import exposed_template as _exposed
 
 US, MS = 1_000, 1_000_000
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
-
-
-def run(path, th=None):
-    return tracelens.analyze(tracelens.load(str(path)), th)
-
-
-def of(rep, id_):
-    return [d for d in rep.diagnoses if d.id == id_]
-
-
-def write(sc, tmp_path, fmt="kineto"):
-    out = tmp_path / f"{sc.name}_{fmt}"
-    (synth.write if fmt == "kineto" else synth.write_nsys)(sc, out)
-    return out
 
 
 # Seven 50 µs all-reduces on the compute stream, each after a 1 ms backward kernel, then a 4 ms one after the
@@ -146,33 +133,6 @@ def test_gate_accepts_mixed(tmp_path, capsys):
 # analyzers/wording.py writes every sentence from a finding's evidence; tests/unit/test_wording.py checks each
 # sentence of each verdict on hand-made evidence. Here: the analyzers' entries on generated and real traces,
 # every number of their sentences against their evidence, and the generator truth of that evidence.
-
-
-def fields(template: str, text: str) -> dict[str, str]:
-    """The named numbers of a sentence that must match ``template`` in full: a sentence with any other text
-    (an unchecked number among it) fails."""
-    m = re.fullmatch(template, text)
-    assert m, f"{text!r} does not read as {template!r}"
-    return m.groupdict()
-
-
-def ms(ns) -> str:
-    return f"{ns / 1e6:.2f}"
-
-
-def pct(x) -> str:
-    return f"{x:.0f}"
-
-
-NUM = r"\d+(?:\.\d+)?"
-
-
-def _exposed(ev) -> str:
-    return rf"({NUM}) ms exposed \(({NUM}) % of the step\)"
-
-
-def check_exposed(ev, a, b):
-    assert a == ms(ev["exposed_comm_ns"]) and b == pct(100 * ev["exposed_comm_fraction"])
 
 
 def test_sawtooth_sentences(tmp_path):

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from tracelens.parsers import workers
 from tracelens.parsers.kineto_decode import Labels, decode_file

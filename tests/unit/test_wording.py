@@ -17,35 +17,11 @@ import pytest
 
 from tracelens.analyzers import wording
 from tracelens.analyzers.wording import Finding
+from fixtures.findings import NUM, check_exposed, fields, ms, pct
+from fixtures.findings import exposed_template as _exposed
 
 MS = 1_000_000
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
-
-
-def fields(template: str, text: str) -> dict[str, str]:
-    """The named numbers of a sentence that must match ``template`` in full."""
-    m = re.fullmatch(template, text)
-    assert m, f"{text!r} does not read as {template!r}"
-    return m.groupdict()
-
-
-def ms(ns) -> str:
-    return f"{ns / 1e6:.2f}"
-
-
-def pct(x) -> str:
-    return f"{x:.0f}"
-
-
-NUM = r"\d+(?:\.\d+)?"
-
-
-def _exposed(ev) -> str:
-    return rf"({NUM}) ms exposed \(({NUM}) % of the step\)"
-
-
-def check_exposed(ev, a, b):
-    assert a == ms(ev["exposed_comm_ns"]) and b == pct(100 * ev["exposed_comm_fraction"])
 
 
 def word(id_: str, verdict: str | None, evidence: dict, step: int | None = 4):

@@ -27,7 +27,7 @@ from ...linking import take
 from ...model import RankTrace
 from .. import intervals as iv
 from .overlap import LAUNCH_NAMES
-from ..thresholds import Thresholds, material
+from ..thresholds import material
 from ..wording import Finding
 
 _SYNC_CALLS = re.compile(
