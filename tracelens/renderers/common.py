@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..report import SEVERITIES, Collective, Report
+from ..report import SEVERITIES, Collective, RankResult, Report
+
+# Findings about the run rather than one rank's steps (step null), by id: what to call their scope.
+RUN_LEVEL = {"straggler": "across ranks"}
 
 
 def ms(ns: int | None, decimals: int = 3) -> str:
@@ -94,6 +97,11 @@ def exposed_groups(report: Report, top: int) -> list[ExposedGroup]:
             for rank, name, op, size_ in ranked[:top]]
 
 
+def has_steps(r: RankResult) -> bool:
+    """Whether the rank's windows are numbered steps (without ProfilerStep the one window is the whole trace)."""
+    return any(s.step is not None for s in r.steps)
+
+
 def rank_title(r) -> str:
     where = f"GPU {r.device}" if r.device is not None else "CPU"
     name = f" ({r.device_name})" if r.device_name else ""
@@ -112,6 +120,7 @@ class Finding:
     steps: list
     detail: str
     advice: str
+    where: str = ""            # what it covers: its steps, or (step null) "across ranks", "whole rank"...
 
 
 def findings(report: Report) -> list[Finding]:
@@ -119,11 +128,25 @@ def findings(report: Report) -> list[Finding]:
     groups: dict[tuple, list] = {}
     for d in report.diagnoses:
         groups.setdefault((d.rank, d.id, d.title), []).append(d)
+    stepped = {r.rank for r in report.ranks if has_steps(r)}
     out = []
     for (rank, id_, title), ds in groups.items():
         worst = max(ds, key=lambda d: SEVERITIES.index(d.severity) if d.severity in SEVERITIES else 0)
-        out.append(Finding(rank, id_, worst.severity, title, [d.step for d in ds], worst.detail, worst.advice))
+        steps = [d.step for d in ds]
+        out.append(Finding(rank, id_, worst.severity, title, steps, worst.detail, worst.advice,
+                           finding_scope(id_, steps, rank in stepped)))
     return out
+
+
+def finding_scope(id_: str, steps: list, rank_has_steps: bool) -> str:
+    """What a finding covers: its steps; without a step, the run (``across ranks``: a straggler is measured
+    against the other ranks), the ``whole trace`` when the rank has no numbered steps (its one window), else
+    the ``whole rank`` (about all of its steps at once, as no GPU activity is)."""
+    if any(s is not None for s in steps):
+        return steps_label(steps)
+    if id_ in RUN_LEVEL:
+        return RUN_LEVEL[id_]
+    return "whole rank" if rank_has_steps else "whole trace"
 
 
 def steps_label(steps: list) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..report import Report
 from .common import (STEP_HEADERS, exposed_groups, findings, frac, ms, pct, rank_title, short, size, step_cells,
-                     step_label, steps_label, total_cells)
+                     step_label, total_cells)
 
 _ICON = {"info": "ℹ️", "warning": "⚠️", "critical": "🛑"}
 
@@ -26,7 +26,7 @@ def render(report: Report, top: int = 10) -> str:
     if found:
         out += ["## Diagnoses", ""]
         for f in found:
-            out.append(f"- {_ICON.get(f.severity, '')} **{f.severity}** · rank {f.rank} · {steps_label(f.steps)} · "
+            out.append(f"- {_ICON.get(f.severity, '')} **{f.severity}** · rank {f.rank} · {f.where} · "
                        f"**{_md(f.title)}**  ")
             out.append(f"  {_md(f.detail)}" + (f"  \n  *Try:* {_md(f.advice)}" if f.advice else ""))
         out.append("")

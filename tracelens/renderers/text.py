@@ -99,7 +99,7 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10)
         con.print("[bold]diagnoses[/bold]")
     for f in found:
         style = _STYLE.get(f.severity, "")
-        con.print(Text.assemble((f.severity.upper(), style), f" rank {f.rank} · {steps_label(f.steps)} · {f.title}"))
+        con.print(Text.assemble((f.severity.upper(), style), f" rank {f.rank} · {f.where} · {f.title}"))
         con.print(Padding(Text(f.detail), (0, 0, 0, 4)))
         if f.advice:
             con.print(Padding(Text(f"try: {f.advice}"), (0, 0, 0, 4)))
