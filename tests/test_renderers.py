@@ -7,6 +7,7 @@ import pytest
 
 import tracelens
 from tracelens.renderers import render
+from tracelens.report import RankResult, Report, StepMetrics, Summary, Totals
 
 from conftest import SAMPLES, host, kernel, write_trace
 
@@ -86,3 +87,73 @@ def test_findings_of_a_trace_without_steps_say_whole_trace(tmp_path):
     texts, mds = finding_lines(rep, "overlap-pattern")
     assert texts and all(" rank 0 · whole trace · " in line for line in texts), texts
     assert mds and all(" rank 0 · whole trace · " in line for line in mds), mds
+
+
+# ------------------------------------------------------------------------ a mixed pattern's counts
+
+MS = 1_000_000
+
+
+def _step(step: int, pattern: str) -> StepMetrics:
+    # A 10 ms step with 4 ms compute and 2 ms comm, 1 ms of it hidden; only its pattern matters here.
+    return StepMetrics(step=step, start_ns=step * 10 * MS, end_ns=(step + 1) * 10 * MS, duration_ns=10 * MS,
+                       compute_ns=4 * MS, comm_ns=2 * MS, overlap_ns=1 * MS, exposed_comm_ns=1 * MS, idle_ns=5 * MS,
+                       overlap_pct=50.0, exposed_comm_fraction=0.1, pattern=pattern)
+
+
+def _rank(rank: int, patterns: list[str], pattern: str, counts: dict[str, int]) -> RankResult:
+    steps = [_step(k, p) for k, p in enumerate(patterns, start=2)]
+    n = len(steps)
+    totals = Totals(duration_ns=10 * MS * n, compute_ns=4 * MS * n, comm_ns=2 * MS * n, overlap_ns=MS * n,
+                    exposed_comm_ns=MS * n, idle_ns=5 * MS * n, overlap_pct=50.0, exposed_comm_fraction=0.1)
+    return RankResult(rank=rank, world_size=3, device=rank, device_name=None, mode="gpu", source=f"rank{rank}.json",
+                      steps=steps, totals=totals, pattern=pattern, pattern_counts=counts)
+
+
+def mixed_report() -> Report:
+    """Three ranks of four steps. The patterns and their counts follow docs/metrics.md by hand: rank 0 has
+    two-phase in 2 of 4 steps, not a strict majority -> mixed (counts in order of first appearance, as the
+    analyzer writes them); ranks 1 and 2 hold one pattern in every step; the run's ranks are mixed, sawtooth
+    and two-phase, one each, no strict majority -> mixed."""
+    ranks = [_rank(0, ["sawtooth", "two-phase", "partial", "two-phase"], "mixed",
+                   {"sawtooth": 1, "two-phase": 2, "partial": 1}),
+             _rank(1, ["sawtooth"] * 4, "sawtooth", {"sawtooth": 4}),
+             _rank(2, ["two-phase"] * 4, "two-phase", {"two-phase": 4})]
+    summary = Summary(ranks=3, steps=4, overlap_pct=50.0, exposed_comm_fraction=0.1, worst_rank=0,
+                      comm_ns=24 * MS, exposed_comm_ns=12 * MS, pattern="mixed",
+                      pattern_counts={"mixed": 1, "sawtooth": 1, "two-phase": 1})
+    return Report(inputs=[], ranks=ranks, summary=summary, collectives=[])
+
+
+# Most first; equal counts keep the report's order.
+RANK0 = "mixed (steps: two-phase 2, sawtooth 1, partial 1)"
+RUN = "mixed (ranks: mixed 1, sawtooth 1, two-phase 1)"
+
+
+# At 120 columns the step table has its pattern column: the line under it gives the mixed rank's counts. At
+# 80 (tight layout: the idle column's 20.000 leaves no room for it) the line also gives the steps of each
+# pattern, as built: steps 2-5.
+UNDER_TABLE = {120: f"pattern: {RANK0}",
+               80: f"pattern: {RANK0} — sawtooth in step 2; two-phase in steps 3, 5; partial in step 4"}
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_text_says_the_counts_of_a_mixed_pattern(width):
+    out = text(mixed_report(), width)
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= width
+    assert any("pattern" in line for line in lines[1:5]) == (width == 120)   # the header has the column
+    flat = " ".join(lines)                                           # lines may wrap
+    assert f"pattern {RUN}" in flat                                  # the summary
+    assert flat.count("pattern: mixed") == 1, out                    # rank 0 only: ranks 1 and 2 are not mixed
+    assert UNDER_TABLE[width] in flat
+    # Under rank 0's table, before rank 1's title.
+    assert flat.index(UNDER_TABLE[width]) < flat.index("rank 1/3")
+
+
+def test_markdown_says_the_counts_of_a_mixed_pattern():
+    md = markdown(mixed_report())
+    assert f"pattern **mixed** {RUN.removeprefix('mixed ')}." in md
+    assert md.count("Pattern **mixed** (steps:") == 1 and f"Pattern **mixed** {RANK0.removeprefix('mixed ')}." in md
+    # The line follows rank 0's table, before rank 1's heading.
+    assert md.index("Pattern **mixed**") < md.index("## rank 1/3")

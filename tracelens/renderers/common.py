@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ..report import SEVERITIES, Collective, RankResult, Report
 
+MIXED = "mixed"            # the pattern of a rank (run) whose steps (ranks) have no strict majority
 # Findings about the run rather than one rank's steps (step null), by id: what to call their scope.
 RUN_LEVEL = {"straggler": "across ranks"}
 
@@ -100,6 +101,15 @@ def exposed_groups(report: Report, top: int) -> list[ExposedGroup]:
 def has_steps(r: RankResult) -> bool:
     """Whether the rank's windows are numbered steps (without ProfilerStep the one window is the whole trace)."""
     return any(s.step is not None for s in r.steps)
+
+
+def pattern_label(pattern: str | None, counts: dict[str, int], of: str) -> str:
+    """``sawtooth``; a mixed one with its counts, most first: ``mixed (steps: two-phase 2, sawtooth 1)``
+    (``of``: what the counts count, steps for a rank, ranks for the run)."""
+    if pattern != MIXED or not counts:
+        return pattern or ""
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])       # stable: equal counts keep the report's order
+    return f"{pattern} ({of}: " + ", ".join(f"{p} {n}" for p, n in ranked) + ")"
 
 
 def rank_title(r) -> str:
