@@ -10,6 +10,7 @@ from tracelens.renderers import render
 from tracelens.report import RankResult, Report, StepMetrics, Summary, Totals
 
 from conftest import SAMPLES, host, kernel, write_trace
+from fixtures import synth
 
 WIDTHS = (80, 120)
 
@@ -157,3 +158,77 @@ def test_markdown_says_the_counts_of_a_mixed_pattern():
     assert md.count("Pattern **mixed** (steps:") == 1 and f"Pattern **mixed** {RANK0.removeprefix('mixed ')}." in md
     # The line follows rank 0's table, before rank 1's heading.
     assert md.index("Pattern **mixed**") < md.index("## rank 1/3")
+
+
+# ------------------------------------------------------------------------ work launched before the capture
+
+
+def _rank_blocks(out: str, ranks: int) -> list[str]:
+    """The text of each rank's section: from its title to the next rank's title (or what follows the last)."""
+    lines = out.splitlines()
+    starts = [next(i for i, line in enumerate(lines) if line.startswith(f"rank {r}/")) for r in range(ranks)]
+    end = next(i for i, line in enumerate(lines) if i > starts[-1] and line.startswith(
+        ("most exposed", "diagnoses", "summary")))
+    return ["\n".join(lines[a:b]) for a, b in zip(starts, starts[1:] + [end])]
+
+
+@pytest.mark.parametrize("name", ["gpu_behind_1", "gpu_behind_2"])
+def test_pre_capture_line_has_the_generator_truth(tmp_path, name):
+    sc = synth.SCENARIOS[name]
+    synth.write(sc, tmp_path / name)
+    rep = report(tmp_path / name)
+    truth = synth.pre_capture_truth(sc)
+    # Generator truth: the CPU runs 1 (2) steps ahead, so the device still runs 1 (2) earlier steps when the
+    # capture opens: 13 (26) kernels, 6.7 (13.4) ms busy of which 1.6 (3.2) ms all-reduce, no copies.
+    want = {r: f"pre-capture (in no step): {t['kernels']} kernels, {t['busy_ns'] / 1e6:.3f} ms busy "
+               f"({t['comm_ns'] / 1e6:.3f} ms comm)" for r, t in truth.items()}
+    assert want[0] == {"gpu_behind_1": "pre-capture (in no step): 13 kernels, 6.700 ms busy (1.600 ms comm)",
+                       "gpu_behind_2": "pre-capture (in no step): 26 kernels, 13.400 ms busy (3.200 ms comm)"}[name]
+    for width in WIDTHS:
+        out = text(rep, width)
+        assert max(map(len, out.splitlines())) <= width
+        assert out.count("pre-capture (") == sc.ranks
+        for r, block in enumerate(_rank_blocks(out, sc.ranks)):      # once per rank, under its own table
+            assert block.splitlines().count(want[r]) == 1, block
+    sections = markdown(rep).split("\n## ")                         # Markdown: in each rank's own section
+    for r in range(sc.ranks):
+        (section,) = [sec for sec in sections if sec.startswith(f"rank {r}/")]
+        assert section.splitlines().count("P" + want[r][1:] + ".") == 1, section
+
+
+def test_pre_capture_line_of_a_real_recording():
+    # A real H100 recording (sample_traces/cuda_nccl_ddp): the warning counts 30 device activities launched
+    # before the capture; the line shows how the Report splits them (kernels, copies) and its busy and copy
+    # time, rounded to the step table's 3 decimals of a ms; no comm (world size 1: no NCCL kernel ran).
+    rep = report(SAMPLES / "cuda_nccl_ddp")
+    (w,) = [w for w in rep.warnings if w.code == "launched-before-capture"]
+    pc = rep.ranks[0].pre_capture
+    assert pc.kernels + pc.copies == w.count == 30 and pc.comm_ns == 0 and pc.copy_ns > 0
+    want = (f"pre-capture (in no step): {pc.kernels} kernels, {pc.copies} copies, {pc.busy_ns / 1e6:.3f} ms busy "
+            f"({pc.copy_ns / 1e6:.3f} ms copy)")
+    for width in WIDTHS:
+        out = text(rep, width)
+        assert want in out.splitlines() and len(want) <= 80
+    assert "P" + want[1:] + "." in markdown(rep).splitlines()
+
+
+def test_pre_capture_of_a_trace_without_steps_is_in_its_window(tmp_path):
+    # No ProfilerStep: the one window spans the whole capture and holds the pre-capture work too. Raw events:
+    # a GEMM [0, 100) µs and an all-reduce [50, 150) µs with correlation ids 1 and 2, below the only recorded
+    # launch's (5): launched before the capture. Busy: [0, 150) = 0.150 ms; comm 0.100 ms.
+    path = write_trace(tmp_path / "rank0.json", [
+        kernel("sm90_gemm", 0, 100, corr=1),
+        kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 50, 100, stream=13, corr=2),
+        host("cudaLaunchKernel", 200, 5, cat="cuda_runtime", correlation=5), kernel("sm90_gemm", 210, 100, corr=5)])
+    rep = report(path)
+    assert [s.step for s in rep.ranks[0].steps] == [None] and rep.ranks[0].pre_capture is not None
+    want = "pre-capture (in the whole-trace window): 2 kernels, 0.150 ms busy (0.100 ms comm)"
+    assert want in text(rep, 120).splitlines()
+    assert "P" + want[1:] + "." in markdown(rep).splitlines()
+
+
+def test_no_pre_capture_line_without_pre_capture_work():
+    # wfbp_100 (generator, no GPU lag): every kernel is launched inside the capture.
+    rep = report(SAMPLES / "wfbp_100")
+    assert all(r.pre_capture is None for r in rep.ranks)
+    assert "pre-capture (" not in text(rep) and "Pre-capture (" not in markdown(rep)

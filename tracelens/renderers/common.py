@@ -98,6 +98,10 @@ def exposed_groups(report: Report, top: int) -> list[ExposedGroup]:
             for rank, name, op, size_ in ranked[:top]]
 
 
+def plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def has_steps(r: RankResult) -> bool:
     """Whether the rank's windows are numbered steps (without ProfilerStep the one window is the whole trace)."""
     return any(s.step is not None for s in r.steps)
@@ -110,6 +114,22 @@ def pattern_label(pattern: str | None, counts: dict[str, int], of: str) -> str:
         return pattern or ""
     ranked = sorted(counts.items(), key=lambda kv: -kv[1])       # stable: equal counts keep the report's order
     return f"{pattern} ({of}: " + ", ".join(f"{p} {n}" for p, n in ranked) + ")"
+
+
+def pre_capture_line(r: RankResult) -> str:
+    """The rank's work launched before the capture in one line (``""`` without any), named as the
+    ``launched-before-capture`` warning names it: ``pre-capture (in no step): 13 kernels, 6.700 ms busy
+    (1.600 ms comm)``."""
+    pc = r.pre_capture
+    if pc is None:
+        return ""
+    what = [plural(n, one, many) for n, one, many in ((pc.kernels, "kernel", "kernels"),
+                                                       (pc.copies, "copy", "copies")) if n]
+    of_it = [f"{ms(ns)} ms {name}" for ns, name in ((pc.comm_ns, "comm"), (pc.copy_ns, "copy")) if ns]
+    # Without numbered steps the one window is the whole capture, and it holds this work too.
+    where = "in no step" if has_steps(r) else "in the whole-trace window"
+    return (f"pre-capture ({where}): {', '.join(what + [f'{ms(pc.busy_ns)} ms busy'])}"
+            + (f" ({', '.join(of_it)})" if of_it else ""))
 
 
 def rank_title(r) -> str:

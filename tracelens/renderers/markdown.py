@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..report import Report
-from .common import (MIXED, STEP_HEADERS, exposed_groups, findings, frac, ms, pattern_label, pct, rank_title, short,
-                     size, step_cells, step_label, total_cells)
+from .common import (MIXED, STEP_HEADERS, exposed_groups, findings, frac, ms, pattern_label, pct,
+                     pre_capture_line, rank_title, short, size, step_cells, step_label, total_cells)
 
 _ICON = {"info": "ℹ️", "warning": "⚠️", "critical": "🛑"}
 
@@ -36,6 +36,8 @@ def render(report: Report, top: int = 10) -> str:
         out.append("")
         if r.pattern == MIXED:
             out += [f"Pattern {_pattern(r.pattern, r.pattern_counts, 'steps')}.", ""]
+        if line := pre_capture_line(r):
+            out += [line[0].upper() + line[1:] + ".", ""]
     groups = exposed_groups(report, top)
     if groups:
         out += ["## Most exposed collectives", ""]

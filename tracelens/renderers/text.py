@@ -22,8 +22,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ..report import Report
-from .common import (MIXED, STEP_HEADERS, exposed_groups, findings, frac, ms, pattern_label, pct, rank_title, short,
-                     size, step_cells, step_label, steps_label, total_cells, two_lines)
+from .common import (MIXED, STEP_HEADERS, exposed_groups, findings, frac, ms, pattern_label, pct,
+                     pre_capture_line, rank_title, short, size, step_cells, step_label, steps_label, total_cells,
+                     two_lines)
 
 _STYLE = {"info": "cyan", "warning": "yellow", "critical": "bold red"}
 ROOMY_WIDTH = 120          # from this width on, tables may keep their box
@@ -85,9 +86,9 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10)
     for r, table in zip(report.ranks, tables):
         con.print(Text(rank_title(r), style="bold"))
         con.print(table)
-        line = _pattern_line(r, layout.tight)
-        if line:
-            con.print(line, markup=False)
+        for line in (_pattern_line(r, layout.tight), pre_capture_line(r)):
+            if line:
+                con.print(line, markup=False)
     groups = exposed_groups(report, top)
     if groups:
         _, (table,) = fit(con, width, lambda lay: [_exposed_table(con, width, groups, lay)])
