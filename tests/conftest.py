@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
 SAMPLES = ROOT / "sample_traces"
+TRAIN = str(ROOT / "examples" / "ddp_train.py")       # the small DDP job the collector tests run
 # CI sets this: a corpus test that would skip (corpus or one of its files missing) fails instead.
 REQUIRE_CORPUS = bool(os.environ.get("TRACELENS_REQUIRE_CORPUS"))
 CORPUS_SKIP = "shared corpus"
@@ -59,3 +60,16 @@ def kernel(name, ts, dur, stream=7, corr=None, device=0, cat="kernel", **args):
 
 def host(name, ts, dur, cat="cpu_op", pid=100, tid=100, **args):
     return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def needs_torch():
+    """Skip (fail under TRACELENS_REQUIRE_E2E, as in CI) when torch or torchrun is not there to run real jobs."""
+    import importlib.util
+    import sys
+
+    if importlib.util.find_spec("torch") is None:
+        if os.environ.get("TRACELENS_REQUIRE_E2E"):
+            pytest.fail("TRACELENS_REQUIRE_E2E is set but torch is not importable")
+        pytest.skip("torch is not installed (pip install torch==2.13.0 for the end-to-end collector tests)")
+    if not (Path(sys.executable).parent / "torchrun").exists():
+        pytest.skip(f"torchrun is not next to {sys.executable}")

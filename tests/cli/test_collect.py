@@ -2,7 +2,6 @@
 `nsys`, and (marked e2e, needs torch) real CPU gloo jobs under torchrun."""
 
 import gzip
-import importlib.util
 import json
 import os
 import re
@@ -21,11 +20,10 @@ from tracelens.cli import main
 from tracelens.collectors import runner
 from tracelens.errors import UsageError
 
-from conftest import ROOT
+from conftest import ROOT, TRAIN, needs_torch
 from fixtures import synth
 
 PY = sys.executable
-TRAIN = str(ROOT / "examples" / "ddp_train.py")
 JOBS = ROOT / "tests" / "jobs"
 BIN = Path(sys.executable).parent
 
@@ -49,15 +47,6 @@ def cli(*args, env=None, timeout=300):
     full = job_env(env)
     return subprocess.run([str(BIN / "tracelens"), *args], capture_output=True, text=True, env=full,
                           timeout=timeout, cwd=ROOT)
-
-
-def needs_torch():
-    if importlib.util.find_spec("torch") is None:
-        if os.environ.get("TRACELENS_REQUIRE_E2E"):
-            pytest.fail("TRACELENS_REQUIRE_E2E is set but torch is not importable")
-        pytest.skip("torch is not installed (pip install torch==2.13.0 for the end-to-end collector tests)")
-    if not (BIN / "torchrun").exists():
-        pytest.skip(f"torchrun is not next to {sys.executable}")
 
 
 # --------------------------------------------------------------------------- command construction

@@ -114,6 +114,7 @@ REPORT_INPUTS = {
     "straggler": SAMPLES / "straggler",               # four ranks
     "cuda_nccl_item": SAMPLES / "cuda_nccl_item",     # a real H100 recording, long diagnosis text
     "gloo_sawtooth": SAMPLES / "gloo_sawtooth",       # a real CPU recording
+    "cuda_nccl_ddp": SAMPLES / "cuda_nccl_ddp",       # a real H100 recording with a pre-capture line
 }
 
 
@@ -122,8 +123,11 @@ REPORT_INPUTS = {
 def test_report_fits_the_terminal(name, columns):
     code, out = in_terminal(["report", REPORT_INPUTS[name]], columns)
     lines = assert_fits(code, out, columns)
-    assert_step_rows_intact(lines, report_json(REPORT_INPUTS[name]))
+    rep = report_json(REPORT_INPUTS[name])
+    assert_step_rows_intact(lines, rep)
     assert any(line.startswith("summary: ") for line in lines)
+    # One pre-capture line per rank that has such work (the line's own content: tests/test_renderers.py).
+    assert sum(line.startswith("pre-capture (") for line in lines) == sum(bool(r["pre_capture"]) for r in rep["ranks"])
     # The roomy layout (boxed tables) from 120 columns on; at 80 the tables drop the box.
     assert any(ch in out for ch in BOX) == (columns >= 120)
 
@@ -256,7 +260,7 @@ def test_collect_summary_and_report_in_a_terminal(columns, tmp_path):
 @pytest.mark.e2e
 @pytest.mark.parametrize("columns", (80,))
 def test_collect_of_a_real_gloo_job_in_a_terminal(columns, tmp_path):
-    from test_collect import TRAIN, needs_torch
+    from conftest import TRAIN, needs_torch
 
     needs_torch()
     code, out = in_terminal(["collect", "--out", "run", "--steps", "1,1,3", "--", "torchrun", "--nproc-per-node",

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..contract import SEVERITIES, Collective, Report
+from ..contract import SEVERITIES, RankResult, Report
+
+MIXED = "mixed"            # the pattern of a rank (run) whose steps (ranks) have no strict majority
+# Findings about the run rather than one rank's steps (step null), by id: what to call their scope.
+RUN_LEVEL = {"straggler": "across ranks"}
 
 
 def ms(ns: int | None, decimals: int = 3) -> str:
@@ -94,6 +98,40 @@ def exposed_groups(report: Report, top: int) -> list[ExposedGroup]:
             for rank, name, op, size_ in ranked[:top]]
 
 
+def plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def has_steps(r: RankResult) -> bool:
+    """Whether the rank's windows are numbered steps (without ProfilerStep the one window is the whole trace)."""
+    return any(s.step is not None for s in r.steps)
+
+
+def pattern_label(pattern: str | None, counts: dict[str, int], of: str) -> str:
+    """``sawtooth``; a mixed one with its counts, most first: ``mixed (steps: two-phase 2, sawtooth 1)``
+    (``of``: what the counts count, steps for a rank, ranks for the run)."""
+    if pattern != MIXED or not counts:
+        return pattern or ""
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])       # stable: equal counts keep the report's order
+    return f"{pattern} ({of}: " + ", ".join(f"{p} {n}" for p, n in ranked) + ")"
+
+
+def pre_capture_line(r: RankResult) -> str:
+    """The rank's work launched before the capture in one line (``""`` without any), named as the
+    ``launched-before-capture`` warning names it: ``pre-capture (in no step): 13 kernels, 6.700 ms busy
+    (1.600 ms comm)``."""
+    pc = r.pre_capture
+    if pc is None:
+        return ""
+    what = [plural(n, one, many) for n, one, many in ((pc.kernels, "kernel", "kernels"),
+                                                       (pc.copies, "copy", "copies")) if n]
+    of_it = [f"{ms(ns)} ms {name}" for ns, name in ((pc.comm_ns, "comm"), (pc.copy_ns, "copy")) if ns]
+    # Without numbered steps the one window is the whole capture, and it holds this work too.
+    where = "in no step" if has_steps(r) else "in the whole-trace window"
+    return (f"pre-capture ({where}): {', '.join(what + [f'{ms(pc.busy_ns)} ms busy'])}"
+            + (f" ({', '.join(of_it)})" if of_it else ""))
+
+
 def rank_title(r) -> str:
     where = f"GPU {r.device}" if r.device is not None else "CPU"
     name = f" ({r.device_name})" if r.device_name else ""
@@ -112,6 +150,7 @@ class Finding:
     steps: list
     detail: str
     advice: str
+    where: str = ""            # what it covers: its steps, or (step null) "across ranks", "whole rank"...
 
 
 def findings(report: Report) -> list[Finding]:
@@ -119,11 +158,25 @@ def findings(report: Report) -> list[Finding]:
     groups: dict[tuple, list] = {}
     for d in report.diagnoses:
         groups.setdefault((d.rank, d.id, d.title), []).append(d)
+    stepped = {r.rank for r in report.ranks if has_steps(r)}
     out = []
     for (rank, id_, title), ds in groups.items():
         worst = max(ds, key=lambda d: SEVERITIES.index(d.severity) if d.severity in SEVERITIES else 0)
-        out.append(Finding(rank, id_, worst.severity, title, [d.step for d in ds], worst.detail, worst.advice))
+        steps = [d.step for d in ds]
+        out.append(Finding(rank, id_, worst.severity, title, steps, worst.detail, worst.advice,
+                           finding_scope(id_, steps, rank in stepped)))
     return out
+
+
+def finding_scope(id_: str, steps: list, rank_has_steps: bool) -> str:
+    """What a finding covers: its steps; without a step, the run (``across ranks``: a straggler is measured
+    against the other ranks), the ``whole trace`` when the rank has no numbered steps (its one window), else
+    the ``whole rank`` (about all of its steps at once, as no GPU activity is)."""
+    if any(s is not None for s in steps):
+        return steps_label(steps)
+    if id_ in RUN_LEVEL:
+        return RUN_LEVEL[id_]
+    return "whole rank" if rank_has_steps else "whole trace"
 
 
 def steps_label(steps: list) -> str:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..contract import Report
-from .common import (STEP_HEADERS, exposed_groups, findings, frac, ms, pct, rank_title, short, size, step_cells,
-                     step_label, steps_label, total_cells)
+from .common import (MIXED, STEP_HEADERS, exposed_groups, findings, frac, ms, pattern_label, pct,
+                     pre_capture_line, rank_title, short, size, step_cells, step_label, total_cells)
 
 _ICON = {"info": "ℹ️", "warning": "⚠️", "critical": "🛑"}
 
@@ -21,12 +21,12 @@ def render(report: Report, top: int = 10) -> str:
            f"**{s.ranks} rank(s), {s.steps} step(s)** — overlap {pct(s.overlap_pct)} of communication hidden; "
            f"exposed communication {frac(s.exposed_comm_fraction)} of step time"
            + (f"; worst rank {s.worst_rank}" if s.worst_rank is not None else "")
-           + (f"; pattern **{s.pattern}**" if s.pattern else "") + ".", ""]
+           + (f"; pattern {_pattern(s.pattern, s.pattern_counts, 'ranks')}" if s.pattern else "") + ".", ""]
     found = findings(report)
     if found:
         out += ["## Diagnoses", ""]
         for f in found:
-            out.append(f"- {_ICON.get(f.severity, '')} **{f.severity}** · rank {f.rank} · {steps_label(f.steps)} · "
+            out.append(f"- {_ICON.get(f.severity, '')} **{f.severity}** · rank {f.rank} · {f.where} · "
                        f"**{_md(f.title)}**  ")
             out.append(f"  {_md(f.detail)}" + (f"  \n  *Try:* {_md(f.advice)}" if f.advice else ""))
         out.append("")
@@ -34,6 +34,10 @@ def render(report: Report, top: int = 10) -> str:
         out += [f"## {rank_title(r)}", ""]
         out += _table(STEP_HEADERS, [step_cells(st) for st in r.steps] + [total_cells(r.totals)])
         out.append("")
+        if r.pattern == MIXED:
+            out += [f"Pattern {_pattern(r.pattern, r.pattern_counts, 'steps')}.", ""]
+        if line := pre_capture_line(r):
+            out += [line[0].upper() + line[1:] + ".", ""]
     groups = exposed_groups(report, top)
     if groups:
         out += ["## Most exposed collectives", ""]
@@ -48,6 +52,12 @@ def render(report: Report, top: int = 10) -> str:
                        for w in report.warnings])
         out.append("")
     return "\n".join(out)
+
+
+def _pattern(pattern: str, counts: dict[str, int], of: str) -> str:
+    """``**sawtooth**``, ``**mixed** (steps: two-phase 2, sawtooth 1)``."""
+    label = pattern_label(pattern, counts, of)
+    return f"**{pattern}**" + label[len(pattern):]
 
 
 def _md(text: str) -> str:

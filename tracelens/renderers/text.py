@@ -22,8 +22,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ..contract import Report
-from .common import (STEP_HEADERS, exposed_groups, findings, frac, ms, pct, rank_title, short, size, step_cells,
-                     step_label, steps_label, total_cells, two_lines)
+from .common import (MIXED, STEP_HEADERS, exposed_groups, findings, frac, ms, pattern_label, pct,
+                     pre_capture_line, rank_title, short, size, step_cells, step_label, steps_label, total_cells,
+                     two_lines)
 
 _STYLE = {"info": "cyan", "warning": "yellow", "critical": "bold red"}
 ROOMY_WIDTH = 120          # from this width on, tables may keep their box
@@ -85,8 +86,7 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10)
     for r, table in zip(report.ranks, tables):
         con.print(Text(rank_title(r), style="bold"))
         con.print(table)
-        if layout.tight:
-            line = _pattern_line(r.steps)
+        for line in (_pattern_line(r, layout.tight), pre_capture_line(r)):
             if line:
                 con.print(line, markup=False)
     groups = exposed_groups(report, top)
@@ -99,7 +99,7 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10)
         con.print("[bold]diagnoses[/bold]")
     for f in found:
         style = _STYLE.get(f.severity, "")
-        con.print(Text.assemble((f.severity.upper(), style), f" rank {f.rank} · {steps_label(f.steps)} · {f.title}"))
+        con.print(Text.assemble((f.severity.upper(), style), f" rank {f.rank} · {f.where} · {f.title}"))
         con.print(Padding(Text(f.detail), (0, 0, 0, 4)))
         if f.advice:
             con.print(Padding(Text(f"try: {f.advice}"), (0, 0, 0, 4)))
@@ -108,7 +108,8 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10)
                             f": {s.ranks} rank(s), {s.steps} step(s); overlap {pct(s.overlap_pct)} of "
                             f"communication hidden; exposed communication {frac(s.exposed_comm_fraction)} of step "
                             f"time" + (f"; worst rank {s.worst_rank}" if s.worst_rank is not None else "")
-                            + (f"; pattern {s.pattern}" if s.pattern else "")))
+                            + (f"; pattern {pattern_label(s.pattern, s.pattern_counts, 'ranks')}" if s.pattern
+                               else "")))
     for w in report.warnings:
         where = f"rank {w.rank}: " if w.rank is not None else ""
         con.print(Text.assemble(("warning", "yellow"), f" {where}{w.code} ×{w.count}: {w.message}"))
@@ -128,13 +129,18 @@ def _step_table(r, layout: Layout) -> Table:
     return table
 
 
-def _pattern_line(steps) -> str:
-    """``pattern: sawtooth in steps 2–4; two-phase in step 5`` (the column a narrow table leaves out)."""
+def _pattern_line(r, tight: bool) -> str:
+    """The line under a rank's step table: a mixed rank's counts, ``pattern: mixed (steps: two-phase 2,
+    sawtooth 1)``; in a tight layout, which also lacks the pattern column, the steps of each pattern:
+    ``pattern: sawtooth in steps 2–4; two-phase in step 5`` (after the counts of a mixed rank)."""
+    mixed = pattern_label(r.pattern, r.pattern_counts, "steps") if r.pattern == MIXED else ""
     by_pattern: dict[str, list] = {}
-    for st in steps:
+    for st in r.steps if tight else ():
         if st.pattern:
             by_pattern.setdefault(st.pattern, []).append(st.step)
-    return ("pattern: " + "; ".join(f"{p} in {steps_label(s)}" for p, s in by_pattern.items())) if by_pattern else ""
+    where = "; ".join(f"{p} in {steps_label(s)}" for p, s in by_pattern.items())
+    parts = [part for part in (mixed, where) if part]
+    return ("pattern: " + " — ".join(parts)) if parts else ""
 
 
 def _exposed_table(con: Console, width: int, groups, layout: Layout) -> Table:

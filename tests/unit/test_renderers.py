@@ -1,0 +1,234 @@
+"""What the text and Markdown reports show of the Report: each key they format is checked against the
+Report's own value (the renderers format, they never compute)."""
+
+from __future__ import annotations
+
+import pytest
+
+import tracelens
+from tracelens.renderers import render
+from tracelens.contract import RankResult, Report, StepMetrics, Summary, Totals
+
+from conftest import SAMPLES, host, kernel, write_trace
+from fixtures import synth
+
+WIDTHS = (80, 120)
+
+
+def report(path):
+    return tracelens.analyze(tracelens.load(str(path)))
+
+
+def text(rep, width: int = 80) -> str:
+    return render(rep, "text", width=width)
+
+
+def markdown(rep) -> str:
+    return render(rep, "markdown")
+
+
+def finding_lines(rep, id_: str) -> tuple[list[str], list[str]]:
+    """The heading line of every finding with this id, in the text (80 and 120 columns; a heading may wrap,
+    its start does not) and the Markdown."""
+    starts = [d.title[:12] for d in rep.diagnoses if d.id == id_]
+    assert starts, f"no {id_} finding in the report"
+    texts = [line for w in WIDTHS for line in text(rep, w).splitlines()
+             if line.startswith(("INFO ", "WARNING ", "CRITICAL ")) and any(f" · {t}" in line for t in starts)]
+    mds = [line for line in markdown(rep).splitlines()
+           if line.startswith("- ") and any(f" · **{t}" in line for t in starts)]
+    return texts, mds
+
+
+# ------------------------------------------------------------------------ findings without a step
+
+
+def test_straggler_is_labelled_across_ranks():
+    # The straggler sample: rank 3 runs its compute 1.3x slower (generator); the finding compares it with
+    # the other ranks, so it has no step although every rank has steps 2-4.
+    rep = report(SAMPLES / "straggler")
+    (d,) = [d for d in rep.diagnoses if d.id == "straggler"]
+    assert d.step is None and d.rank == 3 and [s.step for s in rep.ranks[3].steps] == [2, 3, 4]
+    texts, mds = finding_lines(rep, "straggler")
+    assert len(texts) == 2 and len(mds) == 1
+    assert all(line.startswith("WARNING rank 3 · across ranks · straggler: ") for line in texts), texts
+    assert mds[0].startswith("- ⚠️ **warning** · rank 3 · across ranks · **straggler: "), mds
+    assert "whole trace" not in text(rep) and "whole trace" not in markdown(rep)
+
+
+def _nccl_cpu_only(path, steps: bool):
+    # A DDP step recorded with CPU activity only: torch's nccl:all_reduce scopes, no kernel anywhere.
+    step = [host("ProfilerStep#3", 0, 1000, cat="user_annotation")] if steps else []
+    return write_trace(path, step + [
+        host("aten::mm", 10, 400), host("nccl:all_reduce", 500, 20, cat="user_annotation"),
+        host("nccl:all_reduce", 600, 20, cat="user_annotation")],
+        deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+
+
+@pytest.mark.parametrize("steps, label", [(True, "whole rank"), (False, "whole trace")])
+def test_no_gpu_activity_is_labelled_by_the_ranks_steps(tmp_path, steps, label):
+    # With ProfilerStep#3 the rank has step 3, and the finding (step null) is about the whole rank, not a
+    # trace without steps; without any ProfilerStep the one window is the whole trace.
+    rep = report(_nccl_cpu_only(tmp_path / "rank0.json", steps))
+    (d,) = [d for d in rep.diagnoses if d.id == "no-gpu-activity"]
+    assert d.step is None
+    assert [s.step for s in rep.ranks[0].steps] == ([3] if steps else [None])
+    texts, mds = finding_lines(rep, "no-gpu-activity")
+    assert texts and all(line.startswith(f"WARNING rank 0 · {label} · no GPU activity") for line in texts), texts
+    assert mds and all(f"· rank 0 · {label} · **no GPU activity" in line for line in mds), mds
+
+
+def test_findings_of_a_trace_without_steps_say_whole_trace(tmp_path):
+    # No ProfilerStep: one window (step null). A 1 ms GEMM, then a 1 ms all-reduce alone after it: two-phase
+    # with 1 ms exposed; its overlap-pattern finding covers the whole trace.
+    path = write_trace(tmp_path / "rank0.json", [
+        kernel("sm90_gemm", 0, 1000), kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 1000, 1000, stream=13)])
+    rep = report(path)
+    (d,) = [d for d in rep.diagnoses if d.id == "overlap-pattern"]
+    assert d.step is None and [s.step for s in rep.ranks[0].steps] == [None]
+    texts, mds = finding_lines(rep, "overlap-pattern")
+    assert texts and all(" rank 0 · whole trace · " in line for line in texts), texts
+    assert mds and all(" rank 0 · whole trace · " in line for line in mds), mds
+
+
+# ------------------------------------------------------------------------ a mixed pattern's counts
+
+MS = 1_000_000
+
+
+def _step(step: int, pattern: str) -> StepMetrics:
+    # A 10 ms step with 4 ms compute and 2 ms comm, 1 ms of it hidden; only its pattern matters here.
+    return StepMetrics(step=step, start_ns=step * 10 * MS, end_ns=(step + 1) * 10 * MS, duration_ns=10 * MS,
+                       compute_ns=4 * MS, comm_ns=2 * MS, overlap_ns=1 * MS, exposed_comm_ns=1 * MS, idle_ns=5 * MS,
+                       overlap_pct=50.0, exposed_comm_fraction=0.1, pattern=pattern)
+
+
+def _rank(rank: int, patterns: list[str], pattern: str, counts: dict[str, int]) -> RankResult:
+    steps = [_step(k, p) for k, p in enumerate(patterns, start=2)]
+    n = len(steps)
+    totals = Totals(duration_ns=10 * MS * n, compute_ns=4 * MS * n, comm_ns=2 * MS * n, overlap_ns=MS * n,
+                    exposed_comm_ns=MS * n, idle_ns=5 * MS * n, overlap_pct=50.0, exposed_comm_fraction=0.1)
+    return RankResult(rank=rank, world_size=3, device=rank, device_name=None, mode="gpu", source=f"rank{rank}.json",
+                      steps=steps, totals=totals, pattern=pattern, pattern_counts=counts)
+
+
+def mixed_report() -> Report:
+    """Three ranks of four steps. The patterns and their counts follow docs/metrics.md by hand: rank 0 has
+    two-phase in 2 of 4 steps, not a strict majority -> mixed (counts in order of first appearance, as the
+    analyzer writes them); ranks 1 and 2 hold one pattern in every step; the run's ranks are mixed, sawtooth
+    and two-phase, one each, no strict majority -> mixed."""
+    ranks = [_rank(0, ["sawtooth", "two-phase", "partial", "two-phase"], "mixed",
+                   {"sawtooth": 1, "two-phase": 2, "partial": 1}),
+             _rank(1, ["sawtooth"] * 4, "sawtooth", {"sawtooth": 4}),
+             _rank(2, ["two-phase"] * 4, "two-phase", {"two-phase": 4})]
+    summary = Summary(ranks=3, steps=4, overlap_pct=50.0, exposed_comm_fraction=0.1, worst_rank=0,
+                      comm_ns=24 * MS, exposed_comm_ns=12 * MS, pattern="mixed",
+                      pattern_counts={"mixed": 1, "sawtooth": 1, "two-phase": 1})
+    return Report(inputs=[], ranks=ranks, summary=summary, collectives=[])
+
+
+# Most first; equal counts keep the report's order.
+RANK0 = "mixed (steps: two-phase 2, sawtooth 1, partial 1)"
+RUN = "mixed (ranks: mixed 1, sawtooth 1, two-phase 1)"
+
+
+# At 120 columns the step table has its pattern column: the line under it gives the mixed rank's counts. At
+# 80 (tight layout: the idle column's 20.000 leaves no room for it) the line also gives the steps of each
+# pattern, as built: steps 2-5.
+UNDER_TABLE = {120: f"pattern: {RANK0}",
+               80: f"pattern: {RANK0} — sawtooth in step 2; two-phase in steps 3, 5; partial in step 4"}
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_text_says_the_counts_of_a_mixed_pattern(width):
+    out = text(mixed_report(), width)
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= width
+    assert any("pattern" in line for line in lines[1:5]) == (width == 120)   # the header has the column
+    flat = " ".join(lines)                                           # lines may wrap
+    assert f"pattern {RUN}" in flat                                  # the summary
+    assert flat.count("pattern: mixed") == 1, out                    # rank 0 only: ranks 1 and 2 are not mixed
+    assert UNDER_TABLE[width] in flat
+    # Under rank 0's table, before rank 1's title.
+    assert flat.index(UNDER_TABLE[width]) < flat.index("rank 1/3")
+
+
+def test_markdown_says_the_counts_of_a_mixed_pattern():
+    md = markdown(mixed_report())
+    assert f"pattern **mixed** {RUN.removeprefix('mixed ')}." in md
+    assert md.count("Pattern **mixed** (steps:") == 1 and f"Pattern **mixed** {RANK0.removeprefix('mixed ')}." in md
+    # The line follows rank 0's table, before rank 1's heading.
+    assert md.index("Pattern **mixed**") < md.index("## rank 1/3")
+
+
+# ------------------------------------------------------------------------ work launched before the capture
+
+
+def _rank_blocks(out: str, ranks: int) -> list[str]:
+    """The text of each rank's section: from its title to the next rank's title (or what follows the last)."""
+    lines = out.splitlines()
+    starts = [next(i for i, line in enumerate(lines) if line.startswith(f"rank {r}/")) for r in range(ranks)]
+    end = next(i for i, line in enumerate(lines) if i > starts[-1] and line.startswith(
+        ("most exposed", "diagnoses", "summary")))
+    return ["\n".join(lines[a:b]) for a, b in zip(starts, starts[1:] + [end])]
+
+
+@pytest.mark.parametrize("name", ["gpu_behind_1", "gpu_behind_2"])
+def test_pre_capture_line_has_the_generator_truth(tmp_path, name):
+    sc = synth.SCENARIOS[name]
+    synth.write(sc, tmp_path / name)
+    rep = report(tmp_path / name)
+    truth = synth.pre_capture_truth(sc)
+    # Generator truth: the CPU runs 1 (2) steps ahead, so the device still runs 1 (2) earlier steps when the
+    # capture opens: 13 (26) kernels, 6.7 (13.4) ms busy of which 1.6 (3.2) ms all-reduce, no copies.
+    want = {r: f"pre-capture (in no step): {t['kernels']} kernels, {t['busy_ns'] / 1e6:.3f} ms busy "
+               f"({t['comm_ns'] / 1e6:.3f} ms comm)" for r, t in truth.items()}
+    assert want[0] == {"gpu_behind_1": "pre-capture (in no step): 13 kernels, 6.700 ms busy (1.600 ms comm)",
+                       "gpu_behind_2": "pre-capture (in no step): 26 kernels, 13.400 ms busy (3.200 ms comm)"}[name]
+    for width in WIDTHS:
+        out = text(rep, width)
+        assert max(map(len, out.splitlines())) <= width
+        assert out.count("pre-capture (") == sc.ranks
+        for r, block in enumerate(_rank_blocks(out, sc.ranks)):      # once per rank, under its own table
+            assert block.splitlines().count(want[r]) == 1, block
+    sections = markdown(rep).split("\n## ")                         # Markdown: in each rank's own section
+    for r in range(sc.ranks):
+        (section,) = [sec for sec in sections if sec.startswith(f"rank {r}/")]
+        assert section.splitlines().count("P" + want[r][1:] + ".") == 1, section
+
+
+def test_pre_capture_line_of_a_real_recording():
+    # A real H100 recording (sample_traces/cuda_nccl_ddp): the warning counts 30 device activities launched
+    # before the capture; the line shows how the Report splits them (kernels, copies) and its busy and copy
+    # time, rounded to the step table's 3 decimals of a ms; no comm (world size 1: no NCCL kernel ran).
+    rep = report(SAMPLES / "cuda_nccl_ddp")
+    (w,) = [w for w in rep.warnings if w.code == "launched-before-capture"]
+    pc = rep.ranks[0].pre_capture
+    assert pc.kernels + pc.copies == w.count == 30 and pc.comm_ns == 0 and pc.copy_ns > 0
+    want = (f"pre-capture (in no step): {pc.kernels} kernels, {pc.copies} copies, {pc.busy_ns / 1e6:.3f} ms busy "
+            f"({pc.copy_ns / 1e6:.3f} ms copy)")
+    for width in WIDTHS:
+        out = text(rep, width)
+        assert want in out.splitlines() and len(want) <= 80
+    assert "P" + want[1:] + "." in markdown(rep).splitlines()
+
+
+def test_pre_capture_of_a_trace_without_steps_is_in_its_window(tmp_path):
+    # No ProfilerStep: the one window spans the whole capture and holds the pre-capture work too. Raw events:
+    # a GEMM [0, 100) µs and an all-reduce [50, 150) µs with correlation ids 1 and 2, below the only recorded
+    # launch's (5): launched before the capture. Busy: [0, 150) = 0.150 ms; comm 0.100 ms.
+    path = write_trace(tmp_path / "rank0.json", [
+        kernel("sm90_gemm", 0, 100, corr=1),
+        kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 50, 100, stream=13, corr=2),
+        host("cudaLaunchKernel", 200, 5, cat="cuda_runtime", correlation=5), kernel("sm90_gemm", 210, 100, corr=5)])
+    rep = report(path)
+    assert [s.step for s in rep.ranks[0].steps] == [None] and rep.ranks[0].pre_capture is not None
+    want = "pre-capture (in the whole-trace window): 2 kernels, 0.150 ms busy (0.100 ms comm)"
+    assert want in text(rep, 120).splitlines()
+    assert "P" + want[1:] + "." in markdown(rep).splitlines()
+
+
+def test_no_pre_capture_line_without_pre_capture_work():
+    # wfbp_100 (generator, no GPU lag): every kernel is launched inside the capture.
+    rep = report(SAMPLES / "wfbp_100")
+    assert all(r.pre_capture is None for r in rep.ranks)
+    assert "pre-capture (" not in text(rep) and "Pre-capture (" not in markdown(rep)
