@@ -141,3 +141,35 @@ def test_names_with_brackets_are_shown_as_written(capsys, tmp_path):
     assert code == 0 and "exp[3][/x]" in out
     code, out, _ = run(capsys, "history", "show", "1", "--db", db)
     assert code == 0 and "exp[3][/x]" in out
+
+
+HEAVY = ("pandas", "numpy", "rich", "pyarrow", "msgspec", "sqlite_utils")
+
+
+@pytest.mark.parametrize("command", ["", "report", "export", "gate", "collect", "history", "history add"])
+def test_help_imports_nothing_heavy(command):
+    # `--help` and option errors answer before any heavy library loads: no cli module imports one at module
+    # level (each command imports what it needs inside its function).
+    import subprocess
+    import sys
+    code = ("import sys\nfrom tracelens.cli import main\n"
+            f"code = main({[*command.split(), '--help']!r})\n"
+            f"print(code, sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "0 []"
+    assert "Usage: tracelens" in proc.stdout
+
+
+def test_every_command_is_its_own_small_module():
+    # One module per command, each only options, api calls and rendering: none grows past ~400 lines.
+    from pathlib import Path
+
+    import tracelens.cli
+    import tracelens.gate
+    folder = Path(tracelens.cli.__file__).parent
+    assert {p.stem for p in folder.glob("*.py")} >= {"__init__", "terminal", "report", "export", "gate",
+                                                     "history", "collect"}
+    sizes = {str(p): len(p.read_text().splitlines())
+             for pkg in (tracelens.cli, tracelens.gate) for p in Path(pkg.__file__).parent.glob("*.py")}
+    assert max(sizes.values()) <= 400, sizes

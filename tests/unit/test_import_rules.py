@@ -20,6 +20,8 @@ FORBIDDEN = {
                                 "analyzers.rank.launch_order", "analyzers.rank.copies", "renderers", "cli"),
     "tracelens/renderers": ("analyzers", "parsers", "cli", "collectors", "tools", "api"),
     "collectors": ("parsers", "analyzers", "renderers", "contract", "cli", "api"),
+    # The CLI parses options, calls api and renders: it never reads a trace or computes a metric itself.
+    "tracelens/cli": ("parsers", "analyzers"),
 }
 # Calls and modules that touch files; analyzers see tables, never paths.
 FILE_CALLS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "connect", "mmap", "iterdir", "glob",
@@ -90,3 +92,17 @@ def test_the_rules_catch_a_violation(tmp_path):
     assert _violations("tracelens/parsers", FORBIDDEN["tracelens/parsers"], tmp_path) == [
         "tracelens/parsers/bad.py:2 imports tracelens.analyzers",
         "tracelens/parsers/bad.py:2 imports tracelens.analyzers.overlap"]
+
+
+def test_the_cli_rule_catches_a_command_reading_traces(tmp_path):
+    """A command module (one package below tracelens) that loads traces itself, lazily inside its function
+    as commands import, is found: relative imports resolve from the cli package."""
+    fake = tmp_path / "tracelens" / "cli"
+    fake.mkdir(parents=True)
+    (fake / "report.py").write_text("def report():\n    from ..parsers import load_files\n"
+                                    "    from ..analyzers import combine\n    from .. import api\n")
+    assert _violations("tracelens/cli", FORBIDDEN["tracelens/cli"], tmp_path) == [
+        "tracelens/cli/report.py:2 imports tracelens.parsers",
+        "tracelens/cli/report.py:2 imports tracelens.parsers.load_files",
+        "tracelens/cli/report.py:3 imports tracelens.analyzers",
+        "tracelens/cli/report.py:3 imports tracelens.analyzers.combine"]

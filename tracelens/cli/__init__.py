@@ -1,0 +1,75 @@
+"""``tracelens`` command line: one small module per command (``report``, ``export``, ``gate``, ``history``,
+``collect``), each parsing its options, calling :mod:`tracelens.api` and rendering; ``terminal`` holds what
+they share. Here: the command group, the mapping of errors to exit codes, and the console script.
+
+Nothing heavy (pandas, numpy, rich) is imported at module level of any of these modules: ``--help`` and
+option errors answer at once, and a command starts its decode workers before pandas loads.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import NoReturn
+
+import click
+
+from .. import __version__
+from ..errors import EXIT_USAGE, TracelensError
+from . import collect, export, gate, history, report
+from .gate import AGGREGATE_CHOICES, PATTERN_CHOICES
+from .terminal import FILE_WIDTH, echo_fitted, say, terminal_width, use_color
+
+__all__ = ["AGGREGATE_CHOICES", "FILE_WIDTH", "PATTERN_CHOICES", "cli", "echo_fitted", "main", "run", "say",
+           "terminal_width", "use_color"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tracelens")
+def cli() -> None:
+    """Is my communication hidden behind compute? Collect, report and gate overlap for PyTorch profiler
+    and Nsight Systems traces."""
+
+
+for _command in (report.report, collect.collect, export.export, gate.gate, history.history):
+    cli.add_command(_command)
+del _command
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: user mistakes become one line on stderr and a documented exit code."""
+    try:
+        code = cli.main(args=argv, prog_name="tracelens", standalone_mode=False)
+    except TracelensError as exc:
+        click.echo(f"tracelens: error: {exc}", err=True)
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("tracelens: aborted", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return EXIT_USAGE if exc.exit_code == 2 else exc.exit_code
+    except BrokenPipeError:
+        return 0
+    return code if isinstance(code, int) else 0
+
+
+def run() -> None:
+    """Console-script wrapper: exit with main()'s code, skipping the interpreter's teardown."""
+    exit_without_teardown(main())
+
+
+def exit_without_teardown(code: int) -> NoReturn:
+    """End the process with ``code`` now, without tearing the interpreter down.
+
+    What it buys: freeing a report's tables and every imported module object by object takes 0.07-0.08 s
+    after a 54 MB trace (of a 0.9 s report), and nothing is left to do (no atexit work, no temporary files;
+    decode workers are closed before this point). Output is flushed first. Only the console script does
+    this; ``main`` returns, for callers that go on.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # a reader that went away (| head), or a closed stream
+            pass
+    os._exit(code)

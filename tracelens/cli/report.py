@@ -1,0 +1,39 @@
+"""``tracelens report``: the Report of a run (or a saved report.json read back) as text, JSON or Markdown."""
+
+from __future__ import annotations
+
+import click
+
+from .. import api
+from .terminal import color_option, input_options, progress, show, threshold_option
+
+
+def report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=(), color=None):
+    """The Report for the inputs (a saved ``report.json`` is read back), with progress on a terminal. Every
+    command reads the thresholds of the config file (``api.thresholds``: file < environment < flags)."""
+    with progress(color) as on_file:
+        return api.report(paths, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx,
+                          on_file=on_file, use_config=True)
+
+
+@click.command("report")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text",
+              show_default=True, help="Output format.")
+@click.option("-o", "--output", metavar="FILE", help="Write to FILE instead of standard output.")
+@click.option("--force", is_flag=True, help="Overwrite an existing output file.")
+@click.option("--top", type=click.IntRange(0), default=10, show_default=True,
+              help="How many of the most exposed collectives to list (text/markdown); identical ones (same "
+                   "rank, kernel, op and size) are one row.")
+@color_option
+@threshold_option
+@input_options
+def report(paths, fmt, output, force, top, color, thresholds, comm_patterns, step_nvtx) -> None:
+    """Report overlap per rank and step, with diagnoses, for trace files, directories or globs
+    (or re-render a saved JSON report).
+
+    Example:
+
+        tracelens report runs/ddp_bs32/ --format markdown -o summary.md
+    """
+    show(report_for(paths, comm_patterns, step_nvtx, thresholds, color), fmt, output, force, top, color)

@@ -1,0 +1,154 @@
+"""What every command shares: the terminal (width, colour, progress, wrapped messages), writing outputs, and
+the options that several commands take. Nothing heavy at module level: ``--help`` imports this module."""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+
+# Text that goes to a file, or to a pipe without COLUMNS, has no terminal to fit: the roomy layout.
+FILE_WIDTH = 160
+
+
+def terminal_width(stream) -> int | None:
+    """The width to fit for text written to ``stream``: COLUMNS when set, else the terminal's size (through
+    the standard library); None for a file or pipe without COLUMNS."""
+    cols = os.environ.get("COLUMNS", "")
+    if cols.isdigit() and int(cols) > 0:
+        return int(cols)
+    if not _isatty(stream):
+        return None
+    if stream is sys.stdout:
+        import shutil   # here, not at the top: every command imports this module, few print to a terminal
+
+        return shutil.get_terminal_size((80, 24)).columns
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (AttributeError, OSError, ValueError):
+        return 80
+
+
+def use_color(flag: bool | None, stream) -> bool:
+    """--color / --no-color when given; else colour on a terminal, unless NO_COLOR is set (no-color.org) or
+    the terminal is dumb."""
+    if flag is not None:
+        return flag
+    return _isatty(stream) and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def say(message: str) -> None:
+    """A ``tracelens: ...`` line on stderr, wrapped at the terminal's width (or COLUMNS); a log file
+    without COLUMNS gets it whole, for grep."""
+    echo_fitted(message, err=True)
+
+
+def echo_fitted(message: str, err: bool = False) -> None:
+    """One message, wrapped (continuation lines indented) to fit the terminal it goes to."""
+    width = terminal_width(sys.stderr if err else sys.stdout)
+    if width and len(message) > width:
+        import textwrap
+
+        message = textwrap.fill(message, width, subsequent_indent="    ", break_on_hyphens=False)
+    click.echo(message, err=err)
+
+
+@contextmanager
+def progress(color=None):
+    """``on_file`` for the library's loaders: a progress bar on stderr when it is a terminal and there are
+    several files; None otherwise (quiet in logs and pipes)."""
+    from rich.console import Console
+
+    console = Console(stderr=True, width=terminal_width(sys.stderr), no_color=not use_color(color, sys.stderr))
+    if not console.is_terminal:
+        yield None
+        return
+    state: dict = {}
+
+    def on_file(path: Path, n: int, total: int) -> None:
+        if total < 2:
+            return
+        if not state:
+            from rich.progress import BarColumn, Progress, TextColumn
+
+            bar = Progress(TextColumn("parsing {task.description}"), BarColumn(),
+                           TextColumn("{task.completed}/{task.total}"), console=console, transient=True)
+            bar.start()
+            state.update(bar=bar, task=bar.add_task("traces", total=total))
+        state["bar"].update(state["task"], description=path.name, completed=n)
+
+    try:
+        yield on_file
+    finally:
+        if state:
+            state["bar"].stop()
+
+
+# ------------------------------------------------------------------------------------------------ outputs
+
+def show(rep, fmt: str = "text", output: str | None = None, force: bool = False, top: int = 10,
+         color: bool | None = None) -> None:
+    """Render a report to standard output (as wide as the terminal, coloured there) or to a file."""
+    from ..renderers import render
+
+    stream = sys.stdout if output in (None, "-") else None
+    width = (terminal_width(stream) if stream else None) or FILE_WIDTH
+    colored = use_color(color, stream) if stream else bool(color)
+    write(render(rep, fmt, color=colored, width=width, top=top), output, force, colored)
+
+
+def write(text: str, output: str | None, force: bool, color: bool = False) -> None:
+    """``text`` to standard output (``None`` or ``-``) or to the file ``output``, which must not exist
+    unless ``force``."""
+    if output is None or output == "-":
+        click.echo(text, nl=False, color=color)   # click would strip the escapes going into a pipe
+        return
+    out = Path(output)
+    if out.exists() and not force:
+        raise UsageError("output file exists (use --force to overwrite)", path=output)
+    with writing(output):
+        out.write_text(text, encoding="utf-8")
+
+
+@contextmanager
+def writing(path):
+    """An output that cannot be written (no such folder, no permission, a folder where a file goes) is the
+    user's to fix: a usage error naming it, not a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        raise UsageError(f"cannot write output: {exc.strerror or exc}", path=str(path)) from None
+
+
+# ------------------------------------------------------------------------------------------ shared options
+
+def color_option(fn):
+    return click.option("--color/--no-color", "color", default=None,
+                        help="Colour the output (default: on a terminal, unless NO_COLOR is set).")(fn)
+
+
+def input_options(fn):
+    """Options that change how traces are read (shared by every command that loads traces)."""
+    fn = click.option("--step-nvtx", metavar="REGEX",
+                      help="Steps are the NVTX ranges (nsys) or annotations (Kineto) whose name matches REGEX, "
+                           "instead of ProfilerStep#N; a group of digits in REGEX numbers them.")(fn)
+    return click.option("--comm-pattern", "comm_patterns", multiple=True, metavar="REGEX",
+                        help="Also treat kernels whose name matches REGEX as communication (repeatable).")(fn)
+
+
+def threshold_option(fn):
+    return click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
+                        help="Change a diagnosis threshold, e.g. two_phase_min_tail=0.7 (repeatable; names and "
+                             "defaults in docs/metrics.md).")(fn)
