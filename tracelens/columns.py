@@ -15,6 +15,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from ._speed import frame_from_arrays
+
 
 def categorical_of(col) -> pd.Categorical | None:
     """The Categorical behind a column (a categorical Series or a Categorical), else None."""
@@ -51,19 +53,10 @@ def frame_of(columns: dict) -> pd.DataFrame:
     """A DataFrame over the given columns, labelled by an object Index, object columns kept as objects.
 
     pandas 3's constructor infers its Arrow-backed string dtype for object arrays and labels (~1 ms for a
-    few thousand strings, and the labels' lookup table is rebuilt through Arrow for every derived frame);
-    assembling the blocks from arrays that are already typed is ~8x cheaper, which matters for the ~10
-    frames each rank builds. Falls back to the public constructor if that internal entry point changes.
+    few thousand strings, and the labels' lookup table is rebuilt through Arrow for every derived frame).
+    The frame is assembled from arrays that are already typed, see :func:`tracelens._speed.frame_from_arrays`.
     """
-    names = pd.Index(list(columns), dtype=object)
-    arrays = [_array(v) for v in columns.values()]
-    n = len(arrays[0]) if arrays else 0
-    if all(len(a) == n for a in arrays):
-        try:
-            return pd.DataFrame._from_arrays(arrays, columns=names, index=pd.RangeIndex(n), verify_integrity=False)
-        except (AttributeError, TypeError):
-            pass
-    return pd.DataFrame(dict(zip(names, arrays)), columns=names, copy=False)
+    return frame_from_arrays([_array(v) for v in columns.values()], pd.Index(list(columns), dtype=object))
 
 
 def _array(values):
@@ -81,7 +74,7 @@ def labels(codes: np.ndarray, names) -> pd.Categorical:
     Categories in pandas 3's Arrow-backed string dtype are converted back to Python strings on every
     lookup, string test and union; object categories hold the strings as they are.
     """
-    return pd.Categorical.from_codes(codes, categories=pd.Index(names, dtype=object), validate=False)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(names, dtype=object))
 
 
 def categorical(values) -> pd.Categorical:

@@ -12,7 +12,6 @@ from pathlib import Path
 from ..columns import frame_of, labels
 from ..model import THREAD_COLUMNS, RankTrace, empty_frame
 from . import assemble
-from .gcpause import no_cyclic_gc
 from .kineto_decode import KinetoColumns, Labels, decode_file
 
 
@@ -23,13 +22,12 @@ def parse(path: Path, comm_rules=(), step_pattern: str | None = None,
 
 
 def build(cols: KinetoColumns, comm_rules=(), step_pattern: str | None = None) -> RankTrace:
-    with no_cyclic_gc():
-        device = {name: _column(v) for name, v in cols.device.items()}
-        host = {name: _column(v) for name, v in cols.host.items()}
-        steps = assemble.steps_from_host(host, step_pattern)
-        threads = frame_of(cols.threads) if len(cols.threads["name"]) else empty_frame(THREAD_COLUMNS)
-        comm_meta = assemble.comm_meta_frame(cols.comm_meta)
-        return assemble.build(cols.meta, device, host, steps, threads, comm_meta, comm_rules)
+    device = {name: _column(v) for name, v in cols.device.items()}
+    host = {name: _column(v) for name, v in cols.host.items()}
+    steps = assemble.steps_from_host(host, step_pattern)
+    threads = frame_of(cols.threads) if len(cols.threads["name"]) else empty_frame(THREAD_COLUMNS)
+    comm_meta = assemble.comm_meta_frame(cols.comm_meta)
+    return assemble.build(cols.meta, device, host, steps, threads, comm_meta, comm_rules)
 
 
 def _column(values):

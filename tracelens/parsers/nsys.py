@@ -23,11 +23,11 @@ import numpy as np
 from ..errors import InputError
 from ..envlist import allowed_env
 from ..meta import RunMeta, rank_in_file_name
+from .._speed import no_cyclic_gc
 from ..columns import frame_of
 from ..model import RankTrace
 from ..tools.nsys import cached_export
 from . import assemble
-from .gcpause import no_cyclic_gc
 from .nsys_payload import _nccl_payload_notes
 from .nsys_read import KERNEL, MEMCPY, NVTX, RUNTIME, SYNC, _Db, _start_queries
 from .nsys_rows import (_by_process, _device_columns, _device_rows, _host_columns, _host_rows, _strings,

@@ -16,7 +16,6 @@ import os
 import sqlite3
 import threading
 import urllib.parse
-import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._speed import ints_from_text, map_sqlite_pages
 from ..errors import InputError
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -57,9 +57,7 @@ class _Db:
     def _connect(self) -> sqlite3.Connection:
         # Reader threads' connections are closed by the thread that closes the _Db, after the pool is done.
         con = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
-        # Pages read in place instead of copied in by a read() each (~6 % of a report). SQLite's caveat, a
-        # file truncated by another process while mapped, does not arise for an export being reported on.
-        con.execute("PRAGMA mmap_size = 1073741824")
+        map_sqlite_pages(con)
         return con
 
     def close(self) -> None:
@@ -165,11 +163,8 @@ def _split_aggregates(row: tuple, kinds: str) -> list | None:
         if not isinstance(text, str):
             return None
         if kind == "i":
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", DeprecationWarning)   # a partial parse: caught by the count
-                    values = np.fromstring(text, dtype=np.int64, sep=",")
-            except ValueError:
+            values = ints_from_text(text)       # stops at a value that is not an integer: caught by the count
+            if values is None:
                 return None
         elif kind == "a":
             values = pc.list_flatten(pc.split_pattern(pa.array([text], pa.large_string()), _SEP))

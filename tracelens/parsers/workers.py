@@ -176,6 +176,7 @@ def serve() -> None:
     ("ok", KinetoColumns) | ("error", InputError) | ("failed", traceback text) out."""
     import traceback
 
+    from .._speed import exit_without_teardown
     from ..errors import TracelensError
     from .kineto_decode import decode_file
 
@@ -200,4 +201,4 @@ def serve() -> None:
         answers.flush()
         del answer
     answers.close()
-    os._exit(0)              # the last file's events were parked, not freed: the exit reclaims them
+    exit_without_teardown(0)     # the last file's events were parked, not freed: the exit reclaims them

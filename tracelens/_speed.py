@@ -1,0 +1,110 @@
+"""Speed tricks: the places where tracelens does something another way than the plain, public one because
+that way is measurably faster. One function per trick, each saying what it buys (measured on the
+project's 2-core development machine; bench/RESULTS.md, "Speed tricks", has the commands) and what the
+plain way would be. When a trick stops paying, it goes, and its callers get the plain call back.
+
+Measured and dropped (2026-11-23): pausing the cyclic GC while a Kineto trace is decoded and assembled
+(decoded events are ``gc=False`` msgspec structs, so no collection runs there either way), and
+``pd.Categorical.from_codes(..., validate=False)`` (0.05 ms of a 35 ms report; the argument needs
+pandas 2.1). Elsewhere, not tricks: ISA-L inflate (a faster library, ``parsers/kineto_read.py``), the
+decode workers (``parsers/workers.py``).
+
+This module imports neither pandas nor numpy at import time: decode workers import it, and they start
+before the main process has imported pandas.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import warnings
+from typing import NoReturn
+
+
+@contextlib.contextmanager
+def no_cyclic_gc():
+    """The cyclic garbage collector paused while an Nsight Systems export is read and assembled.
+
+    A cold ``tracelens report`` of the 16.5 MB synthetic export (bench/bench_nsys.py's ``rank0.sqlite``)
+    runs one full collection fewer with it (~27 ms: a full collection rescans every object the imports
+    made): 529 / 563 ms against 566 / 608 ms without (fastest / median of 21, alternating). No change on
+    the corpus exports (2.7 MB) or eight small ranks in one export. Plain way: leave the collector on.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def ints_from_text(text: str):
+    """The comma-separated integers in ``text`` as an int64 array, read in C by ``np.fromstring``; it stops
+    at the first value that is not an integer, so the caller compares the count (None: nothing read).
+
+    1.5 million integers (the aggregated columns of the 16.5 MB export) take 16.5 ms. For 120,000
+    19-digit values: 1.8 ms, against 2.7 ms through Arrow (``split_pattern`` and a cast) and 13.6 ms
+    through ``str.split`` and ``np.array(..., dtype=np.int64)`` (the plain way). NumPy warns about the
+    partial read, which the count check already catches: the warning is silenced here.
+    """
+    import numpy as np
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return np.fromstring(text, dtype=np.int64, sep=",")
+    except ValueError:
+        return None
+
+
+def frame_from_arrays(arrays: list, columns):
+    """A DataFrame over equally long, already typed ``arrays`` named by ``columns`` (an object Index), with
+    a RangeIndex, through pandas' internal ``DataFrame._from_arrays``.
+
+    40-50 µs a frame against ~180 µs for the public constructor given the same columns (object columns
+    wrapped as object Series, else pandas 3 converts them to its Arrow-backed string dtype); a report
+    builds 11-22 frames: a warm report of the largest corpus nsys export takes 34.0 / 39.3 ms with it,
+    36.6 / 42.7 ms without (fastest / median of 189, bench/ab.py). If that internal entry point changes,
+    the public constructor makes the same frame.
+    """
+    import pandas as pd
+
+    n = len(arrays[0]) if arrays else 0
+    index = pd.RangeIndex(n)
+    if all(len(a) == n for a in arrays):
+        try:
+            return pd.DataFrame._from_arrays(arrays, columns=columns, index=index, verify_integrity=False)
+        except (AttributeError, TypeError):
+            pass
+    data = {name: pd.Series(a, index=index, dtype=object, copy=False) if a.dtype == object else a
+            for name, a in zip(columns, arrays)}
+    return pd.DataFrame(data, index=index, columns=columns, copy=False)
+
+
+def map_sqlite_pages(con) -> None:
+    """SQLite reads the database's pages in place through mmap instead of copying each in with a read().
+
+    A warm report of the 16.5 MB export: 208 / 236 ms against 221 / 262 ms without; of the 2.7 MB corpus
+    export 32.4 / 38.7 against 33.7 / 39.7 ms (fastest / median of 77, bench/ab.py). SQLite's caveat, a
+    file truncated by another process while it is mapped, does not arise for an export being reported on.
+    Plain way: SQLite's default, no mapping.
+    """
+    con.execute("PRAGMA mmap_size = 1073741824")
+
+
+def exit_without_teardown(code: int = 0) -> NoReturn:
+    """End the process at once: no interpreter teardown, no freeing of what is still alive, no atexit.
+
+    Only for a process with nothing left to do: every stream it wrote is flushed or closed first. A decode
+    worker parks its last file's decoded events instead of freeing them (``decode_file(keep_alive=...)``)
+    and ends here: on the 54 MB trace it answers 31 ms sooner (386 against 417 ms, median of 11), ends
+    10 ms after answering instead of 21, and uses 55 ms less CPU beside the main process; a cold
+    ``tracelens report`` of that trace takes 490 / 503 ms against 499 / 537 ms (fastest / median of 21).
+    The console script (``tracelens.cli.run``) ends here too: freeing a report's tables and every imported
+    module object by object takes 0.084 s after the 54 MB trace (0.87 against 0.94 s, median of 8 paired
+    runs), and nothing is left to do (no atexit work, no temporary files, decode workers already closed).
+    Plain way: free everything, return, let the interpreter tear down.
+    """
+    os._exit(code)
