@@ -20,7 +20,7 @@ from tracelens.cli import main
 
 from conftest import corpus_file, host, kernel, write_trace
 from fixtures import synth
-from fixtures.findings import NUM, check_exposed, fields, ms, of, pct, run, write
+from fixtures.findings import NUM, check_exposed, check_stall_detail, fields, ms, of, pct, run, write
 from fixtures.findings import exposed_template as _exposed
 
 US, MS = 1_000, 1_000_000
@@ -213,13 +213,7 @@ def test_sync_stall_sentences(tmp_path):
     for d in of(rep, "sync-stall"):
         ev, top = d.evidence, d.evidence["sites"][0]
         assert d.title == f"sync stall: {top['site']}"
-        m = re.fullmatch(rf"(\d+)× in this step, CPU blocked ({NUM}) ms, device idle ({NUM}) ms after it; ({NUM}) ms "
-                         rf"of communication was in flight \((\d+) syncs from (\d+) call sites in this step: ({NUM}) ms "
-                         rf"blocked, ({NUM}) ms idle\)", d.detail)
-        assert int(m[1]) == top["calls"] and m[2] == ms(top["blocked_ns"]) and m[3] == ms(top["idle_after_ns"])
-        assert m[4] == ms(top["comm_in_flight_ns"])
-        assert (int(m[5]), int(m[6])) == (ev["calls"], len(ev["sites"]))
-        assert m[7] == ms(ev["blocked_ns"]) and m[8] == ms(ev["idle_after_ns"])
+        check_stall_detail(d, ev, top)
         # The stall's cost is what the stall rule measures: blocked + idle of the mid-step stall calls.
         assert ev["impact_ns"] == top["blocked_ns"] + top["idle_after_ns"] and ev["material"]
 

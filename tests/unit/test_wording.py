@@ -17,7 +17,7 @@ import pytest
 
 from tracelens.analyzers import wording
 from tracelens.analyzers.wording import Finding
-from fixtures.findings import NUM, check_exposed, fields, ms, pct
+from fixtures.findings import NUM, check_exposed, check_stall_detail, fields, ms, pct
 from fixtures.findings import exposed_template as _exposed
 
 MS = 1_000_000
@@ -167,13 +167,7 @@ def test_sync_stall_wording():
     top = ev["sites"][0]
     d = word("sync-stall", "stall", ev)
     assert d.title == f"sync stall: {ITEM}"
-    m = re.fullmatch(rf"(\d+)× in this step, CPU blocked ({NUM}) ms, device idle ({NUM}) ms after it; ({NUM}) ms "
-                     rf"of communication was in flight \((\d+) syncs from (\d+) call sites in this step: ({NUM}) ms "
-                     rf"blocked, ({NUM}) ms idle\)", d.detail)
-    assert int(m[1]) == top["calls"] and m[2] == ms(top["blocked_ns"]) and m[3] == ms(top["idle_after_ns"])
-    assert m[4] == ms(top["comm_in_flight_ns"])
-    assert (int(m[5]), int(m[6])) == (ev["calls"], len(ev["sites"]))
-    assert m[7] == ms(ev["blocked_ns"]) and m[8] == ms(ev["idle_after_ns"])
+    check_stall_detail(d, ev, top)
     assert d.advice.startswith("a tensor is read on the CPU mid-step")
     # One site of a trace without steps, nothing in flight, its Python line known.
     ev = sync_ev(sync_site(comm_in_flight_ns=0, python_frame="train.py(41): step"))
