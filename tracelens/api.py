@@ -176,6 +176,9 @@ def thresholds(flags: Iterable[str] = (), *, config: str | Path | None = None, u
     return th.with_overrides(tuple(flags))
 
 
+_layered = thresholds      # for functions whose ``thresholds`` argument hides the function
+
+
 def _override(th: Thresholds, pairs: list[str], where: str) -> Thresholds:
     try:
         return th.with_overrides(pairs)
@@ -222,7 +225,7 @@ def gate(paths, *, rules: Mapping[str, object] | None = None, config: str | Path
 
     cfg, _ = gate_config(rules, config=config, use_config=use_config, env=env)
     if thresholds is None or not hasattr(thresholds, "with_overrides"):     # the run and its baseline alike
-        thresholds = globals()["thresholds"](tuple(thresholds or ()), config=config, use_config=use_config, env=env)
+        thresholds = _layered(tuple(thresholds or ()), config=config, use_config=use_config, env=env)
     rep = report(paths, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=on_file)
     base, notes = baseline(cfg, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx)
     return gating.evaluate(rep, cfg, base, source=" ".join(_paths(paths)), notes=notes)
