@@ -302,7 +302,7 @@ def export_reports(run_dir: Path, on_progress=None) -> list[str]:
     notes = []
     for rep in sorted(run_dir.glob("rank*.nsys-rep")):
         try:
-            out = cached_export(rep)
+            out = cached_export(rep, beside=True)
             if on_progress:
                 on_progress({"event": "export", "file": out.name})
         except InputError as exc:

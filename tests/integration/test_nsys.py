@@ -140,12 +140,16 @@ def test_nsys_rep_is_converted_once_and_cached(tmp_path, monkeypatch):
     (export,) = synth.write_nsys(synth.SCENARIOS["one_bucket"], tmp_path / "src", per_rank=False)
     exe, log = fake_nsys(tmp_path, export)
     monkeypatch.setenv("TRACELENS_NSYS", str(exe))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     run = tmp_path / "run"
     run.mkdir()
     rep = run / "profile.nsys-rep"
     rep.write_bytes(b"not parsed by tracelens: only nsys reads it")
     first = report(rep)
-    assert (run / "profile.sqlite").is_file() and len(log.read_text().splitlines()) == 1
+    # The export goes to the cache, never beside the report: a report leaves its input folder as it was.
+    assert sorted(p.name for p in run.iterdir()) == ["profile.nsys-rep"]
+    (cached,) = (tmp_path / "cache" / "tracelens" / "nsys").glob("profile-*.sqlite")
+    assert len(log.read_text().splitlines()) == 1
     assert steps_of(first) == steps_of(report(export))
     assert [i.path for i in first.inputs] == [str(rep), str(rep)]
     # Unchanged report: the export is reused; the folder holding both is read once, through the report.
@@ -153,7 +157,7 @@ def test_nsys_rep_is_converted_once_and_cached(tmp_path, monkeypatch):
     assert len(tracelens.load(str(run))) == 2
     assert len(log.read_text().splitlines()) == 1
     # A newer report is exported again.
-    later = (run / "profile.sqlite").stat().st_mtime_ns + 5_000_000_000
+    later = cached.stat().st_mtime_ns + 5_000_000_000
     os.utime(rep, ns=(later, later))
     report(rep)
     assert len(log.read_text().splitlines()) == 2

@@ -34,11 +34,12 @@ def comm_meta_frame(columns: dict | None = None) -> pd.DataFrame:
                          else objects(columns.get(c, [None] * n)) for c, t in COMM_META_COLUMNS.items()})
 
 
-def steps_from_host(host, pattern: str | None = None) -> pd.DataFrame:
+def steps_from_host(host, pattern: str | None = None, warnings=None) -> pd.DataFrame:
     """Step spans from host ranges (a DataFrame or a dict of columns): ``ProfilerStep#N``, or the ranges whose name matches ``pattern``.
 
     With a pattern, a capture group of digits numbers the steps; otherwise they are numbered 0, 1, ...
-    in time order. Nested or overlapping matches keep the outermost, earliest range.
+    in time order. Nested or overlapping matches keep the outermost, earliest range. A number seen again
+    later (a restarted step counter) keeps its first range, counted in ``warnings`` (``duplicate-steps``).
     """
     rx = re.compile(pattern) if pattern else _STEP_NAME
     match = rx.search if pattern else rx.match
@@ -67,7 +68,14 @@ def steps_from_host(host, pattern: str | None = None) -> pd.DataFrame:
     steps = frame_of({"step": np.array(nums, dtype=np.int64),
                           "start_ns": np.array([start[i] for i, _ in kept], dtype=np.int64),
                           "end_ns": np.array([end[i] for i, _ in kept], dtype=np.int64)})
-    return steps.drop_duplicates("step").reset_index(drop=True)
+    unique = steps.drop_duplicates("step").reset_index(drop=True)
+    if warnings is not None and len(unique) < len(steps):
+        again = sorted(set(steps["step"][steps["step"].duplicated()].tolist()))
+        warnings.add("duplicate-steps", f"step number{'s' if len(again) > 1 else ''} "
+                     f"{', '.join(map(str, again[:5]))}{', …' if len(again) > 5 else ''} came back later in the trace "
+                     "(a restarted step counter?): each keeps its first range, and the later ranges' work is "
+                     "outside every step", len(steps) - len(unique))
+    return unique
 
 
 def build(meta: RunMeta, device, host, steps: pd.DataFrame, threads: pd.DataFrame, comm_meta: pd.DataFrame,

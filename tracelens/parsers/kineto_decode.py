@@ -21,6 +21,7 @@ start before the main process has finished importing pandas (:mod:`.workers`), a
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import msgspec
@@ -48,13 +49,23 @@ def decode(raw: bytes, path: str, issues: DecodeIssues | None = None) -> tuple[D
     fails is decoded event by event, and only the failing events are repaired or skipped. So one bad
     event costs only itself: every other event is decoded exactly as in a clean file.
     """
+    issues = issues if issues is not None else DecodeIssues()
     try:
         doc = _DECODER.decode(raw)
         kept = None
     except msgspec.ValidationError:
-        doc, kept = _decode_per_event(raw, path, issues if issues is not None else DecodeIssues())
+        doc, kept = _decode_per_event(raw, path, issues)
+    except UnicodeDecodeError:
+        # Text that is not UTF-8 (a name cut mid-character, latin-1): each bad byte becomes U+FFFD and is
+        # counted. Only such a file pays for the second pass.
+        text = raw.decode("utf-8", "replace")
+        issues.bad_utf8 = text.count("\ufffd") - raw.count("\ufffd".encode())
+        doc, kept = _decode_per_event(text.encode(), path, issues)
     except msgspec.DecodeError as exc:
         raise InputError(f"not valid JSON ({exc})", path=path) from None
+    except RecursionError:
+        raise InputError(f"JSON nested deeper than the decoder's limit (~{sys.getrecursionlimit()} levels); "
+                         "no profiler writes that", path=path) from None
     if isinstance(doc, list):
         doc = Document(traceEvents=doc)
     if doc.traceEvents is None:
@@ -88,10 +99,18 @@ def decode_file(path: Path, keep_alive: list | None = None) -> KinetoColumns:
     # The file's text is needed only for an exact re-read of the times: freed before the columns.
     start, dur = _event_times(raw if kept is None else kept, events, xs, meta)
     del raw, kept
-    start += doc.baseTimeNanoseconds or 0
+    start, end, outside = _epoch_times(start, dur, doc.baseTimeNanoseconds or 0)
+    if outside.any():
+        used = dev_mask | host_mask
+        n_out = int((used & outside).sum())
+        if n_out and n_out == int(used.sum()):
+            raise InputError("every event's time is outside the int64 nanosecond range since the epoch "
+                             "(ts, dur or baseTimeNanoseconds too large, or negative)", path=str(path))
+        meta.warnings.add("out-of-range-times", "skipped events whose start or end, in ns since the epoch, "
+                          "is negative or does not fit int64 (a huge ts, dur or baseTimeNanoseconds)", n_out)
+        dev_mask, host_mask = dev_mask & ~outside, host_mask & ~outside
     meta.warnings.add("negative-duration", "events with a negative duration were clamped to 0",
                       int(((dev_mask | host_mask) & (dur < 0)).sum()))
-    end = start + np.maximum(dur, 0)
 
     dev_rows, host_rows = np.flatnonzero(dev_mask), np.flatnonzero(host_mask)
     dev_events = [xs[i] for i in dev_rows.tolist()]
@@ -105,3 +124,25 @@ def decode_file(path: Path, keep_alive: list | None = None) -> KinetoColumns:
     host, host_args = _host_columns(host_events, _subset(codes[host_rows], cat_names), start[host_rows],
                                     end[host_rows])
     return KinetoColumns(meta, device, host, threads, _comm_columns(dev_args, host, host_args))
+
+
+_I64_MAX, _I64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+
+
+def _epoch_times(start: np.ndarray, dur: np.ndarray, base: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, outside): epoch ns start and end (negative durations clamped to 0), and which events'
+    start is before the epoch or whose start or end would wrap int64 (their times are left meaningless;
+    the caller skips them).
+
+    The schema bounds ts and dur to 2**53 µs each, so each fits int64 ns alone; their sum, or a base near
+    2**63, need not. Checked before adding, so nothing wraps."""
+    dur = np.maximum(dur, 0)
+    outside = (start > _I64_MAX - base) if base >= 0 else (start < _I64_MIN - base)
+    start = np.where(outside, 0, start) + base if outside.any() else start + base
+    outside |= start < 0        # before 1970: a wrapped or corrupt time (and -1 reads as "none" downstream)
+    start = np.maximum(start, 0)
+    late = dur > _I64_MAX - start
+    if late.any():
+        outside |= late
+        dur = np.where(late, 0, dur)
+    return start, start + dur, outside

@@ -27,6 +27,7 @@ class DecodeIssues:
         self.skipped: dict[str, list[int]] = {}     # field -> [events, first index]
         self.coerced: dict[str, list[int]] = {}     # field -> [values, first index]
         self.header: list[str] = []                 # document-level fields ignored
+        self.bad_utf8 = 0                           # bytes of invalid UTF-8 replaced by U+FFFD
 
     @staticmethod
     def _note(table: dict, field: str, index: int) -> None:
@@ -48,6 +49,9 @@ class DecodeIssues:
             n = sum(c for c, _ in self.coerced.values())
             log.add("coerced-values", f"read {n} value{'s' if n > 1 else ''} written with another type (a number "
                     f"as text, a whole number as a float): {fields(self.coerced)}", n)
+        if self.bad_utf8:
+            log.add("invalid-utf8", "text that is not UTF-8 was read with each invalid byte sequence replaced "
+                    "by U+FFFD", self.bad_utf8)
         if self.header:
             log.add("malformed-header", "ignored document fields of the wrong type: " + ", ".join(self.header),
                     len(self.header))

@@ -30,8 +30,8 @@ from ..tools.nsys import cached_export
 from . import assemble
 from .nsys_payload import _nccl_payload_notes
 from .nsys_read import KERNEL, MEMCPY, NVTX, RUNTIME, SYNC, _Db, _start_queries
-from .nsys_rows import (_by_process, _device_columns, _device_rows, _host_columns, _host_rows, _strings,
-                        _thread_rows)
+from .nsys_rows import (_by_process, _device_columns, _device_rows, _host_columns, _host_rows, _on_epoch, _strings,
+                        _thread_rows, _untimed)
 
 RANK_ENV = ("RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
 
@@ -61,20 +61,27 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
     # process would scan every table once per process (no index on globalPid), 1.9x the SQL for 8 ranks.
     queries = _start_queries(db)
     notes = _export_notes(db)
-    strings = _strings(db)
+    strings = _strings(db, notes)
     threads = _thread_rows(db, strings)
     base = _base_ns(db)
-    device = _device_rows(queries, strings)
+    device = _untimed(_device_rows(queries, strings), "start", "end")
+    untimed = device.pop("untimed")
     by_pid = "globalPid" in db.columns(KERNEL)
     if by_pid:
         procs = np.unique(device["proc"]).tolist()      # the processes with rows in any device table
-    host = _host_rows(queries, strings)
+    host = _untimed(_host_rows(queries, strings), "start_ns", "end_ns")
+    for proc, n in host.pop("untimed").items():
+        untimed[proc] = untimed.get(proc, 0) + n
     host_procs = np.unique(host["proc"]).tolist()
     if not by_pid:
         # Exports without globalPid (synthetic or trimmed): the only host process owns the GPU rows.
         procs = host_procs[:1] if len(host_procs) == 1 else [0]
     if not procs or not len(device["start"]):
-        raise InputError("the export has no GPU activity (the kernel table is empty)", path=str(source))
+        raise InputError("the export has no GPU activity (the kernel table is empty, or no row has a start "
+                         "and an end time)", path=str(source))
+    if _on_epoch(device["start"], device["end"], base).all():
+        raise InputError(f"every GPU activity's time is outside the int64 nanosecond range since the epoch "
+                         f"(TARGET_INFO_SESSION_START_TIME.utcEpochNs = {base})", path=str(source))
     envs = _process_env(db)
     ranks = _ranks(envs, procs, source)
     size, device_names = source.stat().st_size, _device_names(db)
@@ -83,8 +90,10 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
     traces = []
     for proc in procs:
         dev = device if len(procs) == 1 or not by_pid else device_of(proc)
-        hst = _host_columns(host if host_procs == [proc] else host_of(proc), base)
         meta = RunMeta(source=str(source), format="nsys", bytes=size)
+        hst = _host_columns(host if host_procs == [proc] else host_of(proc), base, meta)
+        meta.warnings.add("nsys-untimed-rows", "skipped activities and API calls with no start or end time "
+                          "(NULL in the export)", untimed.get(proc, 0))
         meta.base_ns = base
         rank, rule = ranks[proc]
         if rank is not None:
@@ -100,7 +109,7 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
         dev = _device_columns(dev, base, meta)
         own = threads["proc"] == proc
         thr = frame_of({c: threads[c][own] for c in ("pid", "tid", "name")})
-        steps = assemble.steps_from_host(hst, step_pattern)
+        steps = assemble.steps_from_host(hst, step_pattern, meta.warnings)
         traces.append(assemble.build(meta, dev, hst, steps, thr, assemble.comm_meta_frame(), comm_rules))
     return traces
 
@@ -128,7 +137,8 @@ def _base_ns(db: _Db) -> int:
     t = "TARGET_INFO_SESSION_START_TIME"
     if db.has(t) and "utcEpochNs" in db.columns(t):
         row = db.rows(f'SELECT "utcEpochNs" FROM {t} LIMIT 1')
-        if row and isinstance(row[0][0], int):
+        # An offset before 1970 or past 2**63 is corrupt: the capture clock alone is kept then.
+        if row and type(row[0][0]) is int and 0 <= row[0][0] < 2**63:
             return int(row[0][0])
     return 0
 

@@ -7,13 +7,18 @@ through mmap, and the SQL of those large queries (what exists in the export deci
 Kept apart from what the rows mean (:mod:`.nsys_rows`) because nearly all of a report's time is spent
 here, and the fallbacks that keep odd exports readable (row-by-row reads, non-UTF-8 text) live in one place.
 
-The export is opened read-only (``mode=ro`` URI), so a report never modifies a user's file.
+The export is opened read-only and immutable (``mode=ro&immutable=1`` URI), so a report never modifies a
+user's file nor creates anything beside it: a WAL-mode export opened merely read-only gets ``-shm`` and
+``-wal`` files. An export whose ``-wal`` file still holds transactions is copied (with it) to a temporary
+folder and read there, since immutable would ignore them.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import tempfile
 import threading
 import urllib.parse
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -34,6 +39,10 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NVTX = "NVTX_EVENTS"
 
 _SEP = "\x1f"                            # between the texts of one aggregated column
+# Selected for a NULL start or end: no capture-clock time is this far before the capture, so rows holding
+# it are known to have no time (counted and skipped, never read as a time).
+NULL_TIME = -(2**62)
+_NULL = str(NULL_TIME)
 # Reader threads for the large queries; more than three tables rarely matter.
 _READERS = max(1, min(3, os.cpu_count() or 1))
 
@@ -43,16 +52,39 @@ class _Db:
 
     def __init__(self, path: Path):
         self.path = path
-        self._uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
-        try:
-            self.con = self._connect()
-            self.tables = {n for (n,) in self.con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        except sqlite3.DatabaseError as exc:
-            raise InputError(f"not a readable SQLite database ({exc})", path=str(path)) from None
+        self._copy: str | None = None
         self._cols: dict[str, set[str]] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
+        self.con = None
+        try:
+            self._uri = self._open_uri(path)
+            self.con = self._connect()
+            # Names are read with undecodable bytes replaced: a table or column named in latin-1 is not one
+            # of ours, and must not stop the read.
+            self.tables = {str(n) for (n,) in self._meta("SELECT name FROM sqlite_master WHERE type='table'")}
+        except (sqlite3.DatabaseError, OSError) as exc:
+            self.close()
+            raise InputError(f"not a readable SQLite database ({exc})", path=str(path)) from None
+
+    def _open_uri(self, path: Path) -> str:
+        wal = path.with_name(path.name + "-wal")
+        if wal.is_file() and wal.stat().st_size > 0:
+            self._copy = tempfile.mkdtemp(prefix="tracelens-export-")
+            copy = Path(self._copy) / "export.sqlite"
+            shutil.copyfile(path, copy)
+            shutil.copyfile(wal, Path(self._copy) / "export.sqlite-wal")
+            return "file:" + urllib.parse.quote(str(copy)) + "?mode=ro"
+        return "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro&immutable=1"
+
+    def _meta(self, sql: str) -> list[tuple]:
+        con = self.con
+        con.text_factory = lambda b: b.decode("utf-8", "replace")
+        try:
+            return con.execute(sql).fetchall()
+        finally:
+            con.text_factory = str
 
     def _connect(self) -> sqlite3.Connection:
         # Reader threads' connections are closed by the thread that closes the _Db, after the pool is done.
@@ -64,15 +96,22 @@ class _Db:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
         for con in self._readers + [self.con]:
-            con.close()
+            if con is not None:
+                con.close()
+        if self._copy is not None:
+            shutil.rmtree(self._copy, ignore_errors=True)
+            self._copy = None
 
     def has(self, table: str) -> bool:
         return table in self.tables
 
     def columns(self, table: str) -> set[str]:
         if table not in self._cols:
-            self._cols[table] = {r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')} \
-                if table in self.tables else set()
+            try:
+                self._cols[table] = {str(r[1]) for r in self._meta(f'PRAGMA table_info("{table}")')} \
+                    if table in self.tables else set()
+            except sqlite3.DatabaseError as exc:
+                raise InputError(f"cannot read the export ({exc})", path=str(self.path)) from None
         return self._cols[table]
 
     def col(self, table: str, name: str, default: str = "-1", alias: str = "") -> str:
@@ -214,11 +253,11 @@ def _start_queries(db: _Db) -> dict:
     if db.has(RUNTIME):
         r = RUNTIME
         cls = "eventClass IN (0, 1)" if "eventClass" in db.columns(r) else "1"
-        q["runtime"] = db.later(f"SELECT {db.col(r, 'start')}, {db.col(r, 'end')}, {db.col(r, 'globalTid', '0')}, "
+        q["runtime"] = db.later(f"SELECT {db.col(r, 'start', _NULL)}, {db.col(r, 'end', _NULL)}, {db.col(r, 'globalTid', '0')}, "
                                 f"{db.col(r, 'correlationId')}, {db.col(r, 'nameId')}, "
                                 f"{db.col(r, 'eventClass', '0')} FROM {r} WHERE {cls}",
                                 "i" * 6)
-    lane = lambda t: ", ".join([db.col(t, "start"), db.col(t, "end"), db.col(t, "deviceId", "0"),  # noqa: E731
+    lane = lambda t: ", ".join([db.col(t, "start", _NULL), db.col(t, "end", _NULL), db.col(t, "deviceId", "0"),  # noqa: E731
                                 db.col(t, "contextId", "0"), db.col(t, "streamId"), db.col(t, "correlationId"),
                                 f'{db.col(t, "globalPid", "0")}'])
     q["kernel"] = db.later(f"SELECT {lane(KERNEL)}, {db.col(KERNEL, 'demangledName', db_short(db))} "
@@ -245,7 +284,7 @@ def db_short(db: _Db) -> str:
 def _sync_sql(db: _Db) -> str:
     y = SYNC
     sel = ", ".join(f'coalesce(y."{c}", {d})' if c in db.columns(y) else d for c, d in (
-        ("start", "-1"), ("end", "-1"), ("deviceId", "0"), ("contextId", "0"), ("streamId", "-1"),
+        ("start", _NULL), ("end", _NULL), ("deviceId", "0"), ("contextId", "0"), ("streamId", "-1"),
         ("correlationId", "-1"), ("globalPid", "0")))
     return f"SELECT {sel} FROM {y} y"
 

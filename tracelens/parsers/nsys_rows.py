@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from ..columns import categorical, labels
 from ..meta import RunMeta
-from .nsys_read import _Db
+from .nsys_read import NULL_TIME, _Db
 
 # Fallback copies of the CUDA enums (2.9.1 and older exports ship no ENUM_* tables); nsys-sqlite.md §7.
 COPY_KIND = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
@@ -45,10 +45,18 @@ _TORCH_SUFFIX_RE2 = r"(?s), (?:seq|op_id|sizes|input_op_ids) = .*$"
 _TORCH_OP_ID = ", op_id = "
 
 
-def _strings(db: _Db) -> dict[int, str]:
-    if not db.has("StringIds"):
+def _strings(db: _Db, notes: list | None = None) -> dict[int, str]:
+    """StringIds as a dict; ids that are not integers (no row can refer to them) are left out and counted
+    in ``notes`` (``nsys-bad-string-ids``)."""
+    if not db.has("StringIds") or not {"id", "value"} <= db.columns("StringIds"):
         return {}
-    return {int(i): ("" if v is None else str(v)) for i, v in db.rows("SELECT id, value FROM StringIds")}
+    rows = db.rows("SELECT id, value FROM StringIds")
+    out = {i: ("" if v is None else str(v)) for i, v in rows if type(i) is int}
+    if len(out) < len(rows) and notes is not None:
+        bad = sum(type(i) is not int for i, _ in rows)
+        notes.append(("nsys-bad-string-ids", "StringIds rows whose id is not an integer were ignored; names "
+                      "that refer to them read as <string N>", bad))
+    return out
 
 
 def _named(ids: np.ndarray, strings: dict[int, str], clean=None) -> pd.Categorical:
@@ -105,6 +113,31 @@ def _device_rows(q: dict, strings: dict[int, str]) -> dict:
     out = _stack(parts)
     out["proc"] = out.pop("gpid") >> 24
     return out
+
+
+def _untimed(rows: dict, start: str, end: str) -> dict:
+    """The rows with a start and an end (NULL in the export reads as NULL_TIME): the others cannot be placed
+    and are left out. Their count per process is in ``untimed`` (proc -> rows)."""
+    bad = (rows[start] == NULL_TIME) | (rows[end] == NULL_TIME)
+    if not bad.any():
+        rows["untimed"] = {}
+        return rows
+    procs, counts = np.unique(rows["proc"][bad], return_counts=True)
+    keep = ~bad
+    out = {c: v[keep] for c, v in rows.items()}
+    out["untimed"] = dict(zip(procs.tolist(), counts.tolist()))
+    return out
+
+
+def _on_epoch(start: np.ndarray, end: np.ndarray, base: int) -> np.ndarray:
+    """Which rows fall outside [0, 2**63) ns once ``base`` (the capture's epoch offset) is added: checked
+    before adding, so nothing wraps."""
+    top = np.iinfo(np.int64).max - max(base, 0)
+    return (start < -base) | (end < -base) | (start > top) | (end > top)
+
+
+def _drop(rows: dict, bad: np.ndarray) -> dict:
+    return {c: v[~bad] if hasattr(v, "__getitem__") and not isinstance(v, dict) else v for c, v in rows.items()}
 
 
 def _columns(block: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
@@ -172,6 +205,11 @@ def _sync_rows(rows: np.ndarray, runtime: np.ndarray | None, match: str | None, 
 
 def _device_columns(rows: dict, base: int, meta: RunMeta) -> dict:
     """One process's device rows (columns) in the parser contract; contexts folded into the stream key when needed."""
+    outside = _on_epoch(rows["start"], rows["end"], base)
+    if outside.any():
+        meta.warnings.add("out-of-range-times", "skipped events whose start or end, in ns since the epoch, is "
+                          "negative or does not fit int64", int(outside.sum()))
+        rows = _drop(rows, outside)
     stream, device, context = rows["stream"], rows["device"], rows["context"]
     kind = rows["kind"]
     work = kind.codes != (list(kind.categories).index("sync") if "sync" in kind.categories else -2)
@@ -233,8 +271,14 @@ def _host_rows(q: dict, strings: dict[int, str]) -> dict:
     return {"proc": gtid >> 24, "pid": (gtid >> 24) & 0xFFFFFF, "tid": gtid & 0xFFFFFF, **cols}
 
 
-def _host_columns(rows: dict, base: int) -> dict:
+def _host_columns(rows: dict, base: int, meta: RunMeta | None = None) -> dict:
     """One process's host rows (columns) in the parser contract, on the epoch clock."""
+    outside = _on_epoch(rows["start_ns"], rows["end_ns"], base)
+    if outside.any():
+        if meta is not None:
+            meta.warnings.add("out-of-range-times", "skipped events whose start or end, in ns since the epoch, "
+                              "is negative or does not fit int64", int(outside.sum()))
+        rows = _drop(rows, outside)
     n = len(rows["start_ns"])
     return {"pid": rows["pid"], "tid": rows["tid"], "cat": rows["cat"], "name": rows["name"],
             "start_ns": rows["start_ns"] + base, "end_ns": rows["end_ns"] + base,

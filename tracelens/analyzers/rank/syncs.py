@@ -80,8 +80,9 @@ def measure(calls, busy: iv.IntervalSet, comm: iv.IntervalSet, launches: np.ndar
     bs, be = busy
     i = np.searchsorted(bs, e, side="right") - 1            # the last busy interval starting by the return
     has_prev = i >= 0
-    still_busy = has_prev & (be[np.maximum(i, 0)] > e)
-    drained = np.where(has_prev, be[np.maximum(i, 0)], s)
+    prev_end = take(be, i, -1)        # no busy interval at all (only zero-length kernels): every i is -1
+    still_busy = has_prev & (prev_end > e)
+    drained = np.where(has_prev, prev_end, s)
     nxt = take(bs, np.where(i + 1 < bs.size, i + 1, -1), -1)
     # Only a call that was waiting when the device drained made it idle: one that began after the drain
     # found an idle device (the host was already behind), and one idle stretch is charged to one call.
