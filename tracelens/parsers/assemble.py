@@ -65,6 +65,14 @@ def steps_from_host(host, pattern: str | None = None, warnings=None) -> pd.DataF
     for k, (i, m) in enumerate(kept):
         digits = next((g for g in m.groups() if g and g.isdigit()), None) if m.groups() else None
         nums.append(int(digits) if digits is not None else k)
+    huge = [n >= 2**63 for n in nums]
+    if any(huge):
+        # A step number no int64 holds is no profiler's counter: that range is not taken as a step.
+        if warnings is not None:
+            warnings.add("step-number-out-of-range", "step ranges numbered past 2**63 - 1 were not taken as steps",
+                         sum(huge))
+        kept = [x for x, h in zip(kept, huge) if not h]
+        nums = [n for n, h in zip(nums, huge) if not h]
     steps = frame_of({"step": np.array(nums, dtype=np.int64),
                           "start_ns": np.array([start[i] for i, _ in kept], dtype=np.int64),
                           "end_ns": np.array([end[i] for i, _ in kept], dtype=np.int64)})

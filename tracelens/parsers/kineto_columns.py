@@ -182,7 +182,7 @@ def _dims_nelems(raw: msgspec.Raw) -> int:
         return -1
     try:
         dims = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):     # nested past the decoder's limit: no shape to read
         return -1
     if not isinstance(dims, list) or not dims or not isinstance(dims[0], list) or not dims[0]:
         return -1
@@ -201,7 +201,7 @@ def _first_type(raw: msgspec.Raw) -> str | None:
         return None
     try:
         types = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
     return types[0] if isinstance(types, list) and types and isinstance(types[0], str) and types[0] else None
 

@@ -41,6 +41,15 @@ __all__ = ["DEVICE_CATS", "HOST_CATS", "KNOWN_PHASES", "AnyEvent", "Args", "Deco
 
 
 def decode(raw: bytes, path: str, issues: DecodeIssues | None = None) -> tuple[Document, list | None]:
+    """See :func:`_decode`; JSON nested past the decoder's limit is an InputError at any stage of it."""
+    try:
+        return _decode(raw, path, issues)
+    except RecursionError:
+        raise InputError(f"JSON nested deeper than the decoder's limit (~{sys.getrecursionlimit()} levels); "
+                         "no profiler writes that", path=path) from None
+
+
+def _decode(raw: bytes, path: str, issues: DecodeIssues | None = None) -> tuple[Document, list | None]:
     """The typed document, and None; or, when some value does not have its expected type, the document
     read event by event and the JSON text of every event kept (for the exact re-read of timestamps).
 
@@ -51,26 +60,29 @@ def decode(raw: bytes, path: str, issues: DecodeIssues | None = None) -> tuple[D
     """
     issues = issues if issues is not None else DecodeIssues()
     try:
-        doc = _DECODER.decode(raw)
-        kept = None
+        doc, kept = _DECODER.decode(raw), None
     except msgspec.ValidationError:
-        doc, kept = _decode_per_event(raw, path, issues)
+        try:
+            doc, kept = _decode_per_event(raw, path, issues)
+        except UnicodeDecodeError:      # past the value the typed decode refused
+            doc, kept = _decode_per_event(_valid_utf8(raw, issues), path, issues.restart())
     except UnicodeDecodeError:
-        # Text that is not UTF-8 (a name cut mid-character, latin-1): each bad byte becomes U+FFFD and is
-        # counted. Only such a file pays for the second pass.
-        text = raw.decode("utf-8", "replace")
-        issues.bad_utf8 = text.count("\ufffd") - raw.count("\ufffd".encode())
-        doc, kept = _decode_per_event(text.encode(), path, issues)
+        doc, kept = _decode_per_event(_valid_utf8(raw, issues), path, issues)
     except msgspec.DecodeError as exc:
         raise InputError(f"not valid JSON ({exc})", path=path) from None
-    except RecursionError:
-        raise InputError(f"JSON nested deeper than the decoder's limit (~{sys.getrecursionlimit()} levels); "
-                         "no profiler writes that", path=path) from None
     if isinstance(doc, list):
         doc = Document(traceEvents=doc)
     if doc.traceEvents is None:
         raise InputError("not a PyTorch profiler trace (no 'traceEvents' list)", path=path)
     return doc, kept
+
+
+def _valid_utf8(raw: bytes, issues: DecodeIssues) -> bytes:
+    """Text that is not UTF-8 (a name cut mid-character, latin-1) with each invalid sequence replaced by
+    U+FFFD, counted. Only such a file pays for this second pass."""
+    text = raw.decode("utf-8", "replace")
+    issues.bad_utf8 = text.count("\ufffd") - raw.count("\ufffd".encode())
+    return text.encode()
 
 
 def decode_file(path: Path, keep_alive: list | None = None) -> KinetoColumns:
@@ -113,6 +125,9 @@ def decode_file(path: Path, keep_alive: list | None = None) -> KinetoColumns:
                       int(((dev_mask | host_mask) & (dur < 0)).sum()))
 
     dev_rows, host_rows = np.flatnonzero(dev_mask), np.flatnonzero(host_mask)
+    if not dev_rows.size and not host_rows.size:
+        raise InputError("the trace has no device activity, CPU op or runtime call to report on (of its "
+                         f"{len(events)} events, none is a complete event of a known category)", path=str(path))
     dev_events = [xs[i] for i in dev_rows.tolist()]
     host_events = [xs[i] for i in host_rows.tolist()]
     if keep_alive is not None:

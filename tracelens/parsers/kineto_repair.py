@@ -29,6 +29,13 @@ class DecodeIssues:
         self.header: list[str] = []                 # document-level fields ignored
         self.bad_utf8 = 0                           # bytes of invalid UTF-8 replaced by U+FFFD
 
+    def restart(self) -> "DecodeIssues":
+        """Forget what a pass that did not finish noted (the invalid-UTF-8 count stays)."""
+        self.skipped.clear()
+        self.coerced.clear()
+        self.header.clear()
+        return self
+
     @staticmethod
     def _note(table: dict, field: str, index: int) -> None:
         entry = table.get(field)

@@ -64,7 +64,8 @@ class _Db:
             # Names are read with undecodable bytes replaced: a table or column named in latin-1 is not one
             # of ours, and must not stop the read.
             self.tables = {str(n) for (n,) in self._meta("SELECT name FROM sqlite_master WHERE type='table'")}
-        except (sqlite3.DatabaseError, OSError) as exc:
+        except (sqlite3.DatabaseError, OSError, UnicodeDecodeError) as exc:
+            # UnicodeDecodeError: SQLite's own message quoting a damaged, non-UTF-8 schema.
             self.close()
             raise InputError(f"not a readable SQLite database ({exc})", path=str(path)) from None
 
@@ -110,7 +111,7 @@ class _Db:
             try:
                 self._cols[table] = {str(r[1]) for r in self._meta(f'PRAGMA table_info("{table}")')} \
                     if table in self.tables else set()
-            except sqlite3.DatabaseError as exc:
+            except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
                 raise InputError(f"cannot read the export ({exc})", path=str(self.path)) from None
         return self._cols[table]
 
@@ -134,7 +135,7 @@ class _Db:
                     return con.execute(sql, params).fetchall()
                 finally:
                     con.text_factory = str
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read the export ({exc})", path=str(self.path)) from None
 
     def select(self, sql: str, kinds: str, con: sqlite3.Connection | None = None) -> list:
@@ -152,7 +153,7 @@ class _Db:
                          for c, k in zip(names, kinds))
         try:
             row = con.execute(f"WITH q({', '.join(names)}) AS ({sql}) SELECT count(*), {aggs} FROM q").fetchone()
-        except sqlite3.DatabaseError:
+        except (sqlite3.DatabaseError, UnicodeDecodeError):
             row = None
         out = _split_aggregates(row, kinds) if row is not None else None
         return out if out is not None else self._row_columns(sql, kinds, con)

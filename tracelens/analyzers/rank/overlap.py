@@ -115,7 +115,7 @@ def step_windows(trace: RankTrace, sets: Sets, warn) -> Windows:
     steps = trace.steps.sort_values("start_ns")
     if steps.empty:
         warn("no-steps", "no ProfilerStep annotations: the whole trace is reported as one step", 1)
-        lo, hi = _extent(sets)
+        lo, hi = _extent(sets, trace)
         return Windows(np.array([-1]), np.array([lo]), np.array([hi]), np.array([True]))
     num, s, e = (steps[c].to_numpy() for c in ("step", "start_ns", "end_ns"))
     work_end = _work_end_per_step(trace, sets, num, s, e)
@@ -136,11 +136,16 @@ def step_windows(trace: RankTrace, sets: Sets, warn) -> Windows:
     return Windows(num, start, end, complete)
 
 
-def _extent(sets: Sets) -> tuple[int, int]:
+def _extent(sets: Sets, trace: RankTrace) -> tuple[int, int]:
     s, e = sets.busy
-    if s.size == 0:
-        return 0, 0
-    return int(s[0]), int(e[-1])
+    if s.size:
+        return int(s[0]), int(e[-1])
+    # Nothing ever busy (only zero-length activities): the window is where the trace's activity is, never
+    # the epoch.
+    for ops in (trace.device_ops, trace.host_ops):
+        if len(ops):
+            return int(ops["start_ns"].min()), int(ops["end_ns"].max())
+    return 0, 0
 
 
 def _work_end_per_step(trace: RankTrace, sets: Sets, num, s, e) -> np.ndarray:

@@ -1,0 +1,186 @@
+"""What every fuzz case must satisfy, and the trace's time span it is checked against.
+
+The span is computed here from the mutated input itself, with Python integers (no int64 to wrap), and
+independently of tracelens: for Kineto every complete event's ``ts`` and ``ts + dur`` (numbers, or numbers
+written as text, as tracelens reads them) plus ``baseTimeNanoseconds``; for nsys every start and end of the
+activity, API and NVTX tables plus ``utcEpochNs``. A report whose numbers wrapped or came from nowhere
+falls outside it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sqlite3
+import urllib.parse
+import zlib
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+CODES = {0, 2, 3}
+# Absolute times in the report; every other integer field ending in _ns is a length.
+ABSOLUTE = {"start_ns", "end_ns", "compute_start_ns", "compute_phase_end_ns", "first_comm_ns", "first_ns", "launch_ns",
+            "drained_ns", "base_ns"}
+_NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?")
+_SLACK = 1000          # ns: float µs in Kineto may round by up to half a ns per value
+
+
+def _ns(value) -> Decimal | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        return Decimal(value) * 1000
+    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+        try:
+            return Decimal(value.strip()) * 1000
+        except InvalidOperation:
+            return None
+    return None
+
+
+def kineto_span(data: bytes) -> tuple[int, int] | None:
+    """(first start, last end) in epoch ns of the complete events, or None when the file is not readable
+    JSON here (then the report must not have succeeded with numbers the span would check)."""
+    import gzip
+    try:
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        doc = json.loads(data.decode("utf-8", "replace"))
+    except (ValueError, OSError, EOFError, RecursionError, zlib.error):
+        return None
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    base = doc.get("baseTimeNanoseconds") if isinstance(doc, dict) else None
+    # A base no int64 holds is ignored by the report (its malformed-header warning), as here.
+    base = base if type(base) is int and -2**63 <= base < 2**63 else 0
+    lo = hi = None
+    for e in events if isinstance(events, list) else []:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        ts, dur = _ns(e.get("ts")), _ns(e.get("dur"))
+        if ts is None or dur is None:
+            continue
+        s, t = int(ts) + base, int(ts + max(dur, Decimal(0))) + base
+        lo = s if lo is None else min(lo, s)
+        hi = t if hi is None else max(hi, t)
+    return None if lo is None else (lo - _SLACK, hi + _SLACK)
+
+
+def nsys_span(path: Path) -> tuple[int, int] | None:
+    """Over the rows whose times are integers and fall in [0, 2**63) once the epoch offset is added (the
+    others are skipped by the report: NULL, text, wrapped)."""
+    uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro&immutable=1"
+    try:
+        con = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error:
+        return None
+    con.text_factory = bytes
+    lo = hi = None
+    try:
+        base = 0
+        try:
+            row = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
+            base = row[0] if row and type(row[0]) is int and 0 <= row[0] < 2**63 else 0
+        except Exception:
+            pass
+        for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                  "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"):
+            try:
+                rows = con.execute(f'SELECT start, "end" FROM {t}').fetchall()
+            except Exception:       # no such table or column, a torn page: the report reads what it can
+                continue
+            ok = []
+            for a, b in rows:
+                a, b = _nsys_int(a), _nsys_int(b)
+                if a is not None and b is not None:
+                    b = max(a, b)                   # an end before the start: clamped, as the report does
+                    if 0 <= a + base < 2**63 and 0 <= b + base < 2**63:
+                        ok.append((a + base, b + base))
+            if ok:
+                a, b = min(s for s, _ in ok), max(e for _, e in ok)
+                lo = a if lo is None else min(lo, a)
+                hi = b if hi is None else max(hi, b)
+    finally:
+        con.close()
+    return None if lo is None else (lo, hi)
+
+
+def _nsys_int(v) -> int | None:
+    """A time as the report reads it: an integer, a REAL truncated (as numpy converts it), integer text."""
+    if type(v) is int:
+        return v
+    if type(v) is float and math.isfinite(v):
+        return int(v)
+    if isinstance(v, bytes) and re.fullmatch(rb"-?\d+", v.strip()):
+        return int(v)
+    return None
+
+
+# Where a length is bounded by the trace's span: per-step and per-rank metrics, the summary, collectives.
+# Diagnosis evidence sums over many calls or kernels (blocked time, launch delays), so there only its sign.
+_SPANNED = re.compile(r"^\$\.(ranks\[\d+\]\.(steps\[\d+\]|totals|pre_capture)|summary|collectives\[\d+\])\.[a-z_]+$")
+
+
+def problems(code: int, out: str, err: str, span: tuple[int, int] | None) -> list[str]:
+    """Why a case failed (empty: it passed)."""
+    found = []
+    if code not in CODES:
+        found.append(f"exit code {code}")
+    if "Traceback" in err:
+        found.append("traceback on stderr")
+    if code != 0:
+        if code in (2, 3) and err.count("\n") != 1:
+            found.append(f"error is not one line: {err!r}")
+        return found
+    try:
+        report = json.loads(out, parse_constant=_no_constant)
+    except ValueError as exc:
+        return found + [f"output is not strict JSON ({exc})"]
+    found += _step_invariants(report)
+    if span is None:        # the checker could not read the input's times (a torn page): invariants only
+        return found
+    lo, hi = span
+    n_ranks = max(1, len(report.get("ranks") or []))
+    for path, key, value in _walk(report):
+        if not key.endswith("_ns") or not isinstance(value, int):
+            continue
+        if key in ABSOLUTE:
+            if not lo <= value <= hi:
+                found.append(f"{path} = {value} outside the trace's span [{lo}, {hi}]")
+        elif value < 0 or _SPANNED.match(path) and value > (hi - lo) * n_ranks:
+            found.append(f"{path} = {value} not a length within the trace's span ({hi - lo} ns × {n_ranks} ranks)")
+    return found
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} in the JSON")
+
+
+def _walk(obj, path="$"):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if isinstance(v, (dict, list)):
+                yield from _walk(v, f"{path}.{k}")
+            else:
+                yield f"{path}.{k}", k, v
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _walk(v, f"{path}[{i}]")
+
+
+def _step_invariants(report: dict) -> list[str]:
+    """overlap ≤ comm ≤ duration, exposed = comm − overlap, 0 ≤ idle, compute ≤ duration, shares in range."""
+    found = []
+    for r in report.get("ranks") or []:
+        for s in r.get("steps") or []:
+            d, c, o, x = s["duration_ns"], s["comm_ns"], s["overlap_ns"], s["exposed_comm_ns"]
+            where = f"rank {r.get('rank')} step {s.get('step')}"
+            if not (0 <= o <= c <= d and x == c - o and 0 <= s["idle_ns"] <= d and 0 <= s["compute_ns"] <= d
+                    and s["end_ns"] - s["start_ns"] == d):
+                found.append(f"{where}: step invariants broken {s}")
+            pct, frac = s.get("overlap_pct"), s.get("exposed_comm_fraction")
+            if pct is not None and not 0 <= pct <= 100 or frac is not None and not 0 <= frac <= 1:
+                found.append(f"{where}: share out of range (overlap_pct {pct}, exposed_comm_fraction {frac})")
+    return found

@@ -1,0 +1,169 @@
+"""Run fuzz cases in this process: each case's file is written, ``tracelens report --format json`` runs on
+it through the CLI entry (:func:`tracelens.cli.main`, as the console script calls it), and the result is
+checked (:mod:`.check`). One JSON line per case on standard output.
+
+Why in-process batches: an interpreter that imports tracelens, numpy and pandas takes ~0.6 s to start,
+more than most cases take to run; CI has 2 cores and about 3 minutes for 600+ cases. A case that hangs is
+caught by the caller's timeout on the whole batch (the last ``start`` line names the case), and a few cases
+also run as real ``tracelens`` subprocesses (:mod:`.test_fuzz`), so the console script's own path is covered.
+
+    python tests/fuzz/driver.py kineto SEED FIRST COUNT [WORKDIR]
+    python tests/fuzz/driver.py replay FILE.json [...]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import json
+import os
+import random
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]
+ROOT = TESTS.parent
+CORPUS = ROOT.parent / "shared" / "corpus"
+SAMPLES = ROOT / "sample_traces"
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+from fuzz import check, kineto_mut, nsys_mut  # noqa: E402
+
+# Real traces small enough to run hundreds of times a minute; corpus first (what CI requires), then the
+# bundled samples (recorded gloo and CUDA runs, generated WFBP ranks).
+KINETO_BASES = [
+    "corpus/hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+    "corpus/hta/critical_path/cuda_event_sync_multi_stream/event_sync_trace.json.gz",
+    "corpus/hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "corpus/kineto_misc/kineto_unit_test_cuda_sync/kineto_after_fix_trace.json",
+    "corpus/kineto_misc/kineto_unit_test_cuda_sync/kineto_before_fix_trace.json",
+    "corpus/hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
+    "corpus/hta/distributed_info_unavailable/distributed_info_not_found.json.gz",
+    "corpus/hta/trace_filter/sampled_rank-0.json.gz",
+    "samples/one_bucket/rank0.json.gz",
+    "samples/legacy_wfbp/rank1.json.gz",
+    "samples/straggler/rank2.json.gz",
+    "samples/gloo_one_bucket/rank0.pt.trace.json.gz",
+    "samples/cuda_nccl_ddp/rank0.pt.trace.json.gz",
+]
+NSYS_BASES = [
+    "corpus/nsys/nsys-ai/healthy_1pct_minimal.sqlite",
+    "corpus/nsys/extrap/con_kernel.sqlite",
+    "corpus/nsys/extrap/concurrent_s16_profile16.sqlite",
+    "corpus/nsys/nsys-ai/mock_rtx3080.sqlite",
+    "corpus/nsys/nsys-ai/mfu_2gpu_before.sqlite",
+    "samples/nsys_wfbp_100/all_ranks.sqlite",
+]
+CASE_SECONDS = 20          # a case still running after this is a hang
+
+
+def resolve(base: str) -> Path:
+    root, _, rel = base.partition("/")
+    return (CORPUS if root == "corpus" else SAMPLES) / rel
+
+
+def bases(fmt: str) -> list[str]:
+    return [b for b in (KINETO_BASES if fmt == "kineto" else NSYS_BASES) if resolve(b).is_file()]
+
+
+_DOCS: dict[str, object] = {}
+
+
+def kineto_doc(base: str):
+    if base not in _DOCS:
+        data = resolve(base).read_bytes()
+        _DOCS[base] = json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+    return _DOCS[base]
+
+
+def draw(fmt: str, seed: int, index: int) -> dict:
+    """The case ``index`` of run ``seed``: its base file and plan."""
+    rng = random.Random(f"{fmt}/{seed}/{index}")
+    base = rng.choice(bases(fmt))
+    ops = kineto_mut.plan(rng, kineto_doc(base)) if fmt == "kineto" else nsys_mut.plan(rng)
+    return {"format": fmt, "base": base, "ops": ops}
+
+
+def materialise(case: dict, folder: Path) -> tuple[Path, tuple[int, int] | None]:
+    """Write the case's file into ``folder``; returns it and the trace's span (see :mod:`.check`)."""
+    if case["format"] == "kineto":
+        data = kineto_mut.apply(case["ops"], kineto_doc(case["base"]))
+        path = folder / ("trace.json.gz" if data[:2] == b"\x1f\x8b" else "trace.json")
+        path.write_bytes(data)
+        return path, check.kineto_span(data)
+    path = nsys_mut.apply(case["ops"], resolve(case["base"]), folder / "export.sqlite")
+    return path, check.nsys_span(path)
+
+
+class _Hang(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Hang()
+
+
+def run_case(case: dict, workdir: Path) -> dict:
+    from tracelens.cli import main
+
+    folder = Path(tempfile.mkdtemp(dir=workdir))
+    path, span = materialise(case, folder)
+    before = _digest(folder)
+    out, err = io.StringIO(), io.StringIO()
+    t0 = time.perf_counter()
+    signal.alarm(CASE_SECONDS)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["report", "--format", "json", str(path)])
+    except _Hang:
+        code, problems = -1, [f"no answer within {CASE_SECONDS} s"]
+    except BaseException:          # a traceback: what the console script would print
+        code, problems = -1, ["traceback: " + traceback.format_exc(limit=-3).strip().splitlines()[-1]]
+        err.write(traceback.format_exc())
+    else:
+        problems = check.problems(code, out.getvalue(), err.getvalue(), span)
+    finally:
+        signal.alarm(0)
+    if _digest(folder) != before:
+        problems.append("the input folder changed: " + ", ".join(sorted(set(_digest(folder)) ^ set(before))
+                                                                 or ["a file's bytes"]))
+    seconds = time.perf_counter() - t0
+    for p in folder.iterdir():
+        p.unlink()
+    folder.rmdir()
+    return {**case, "code": code, "problems": problems, "seconds": round(seconds, 4),
+            "stderr": err.getvalue()[-2000:] if problems else ""}
+
+
+def _digest(folder: Path) -> dict[str, int]:
+    import hashlib
+    return {p.name: int(hashlib.blake2b(p.read_bytes(), digest_size=8).hexdigest(), 16) for p in folder.iterdir()}
+
+
+def main(argv: list[str]) -> int:
+    os.environ.setdefault("TRACELENS_JOBS", "0")
+    # The gzip bombs the mutator writes inflate to 48 MiB: stopped at 32 MiB, not after a GiB.
+    os.environ.setdefault("TRACELENS_MAX_INFLATE", "32M")
+    os.environ.setdefault("NO_COLOR", "1")
+    signal.signal(signal.SIGALRM, _alarm)
+    workdir = Path(tempfile.mkdtemp(prefix="tracelens-fuzz-"))
+    if argv[0] == "replay":
+        cases = [json.loads(Path(f).read_text()) for f in argv[1:]]
+    else:
+        fmt, seed, first, count = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
+        cases = [dict(draw(fmt, seed, i), index=i, seed=seed) for i in range(first, first + count)]
+    for case in cases:
+        print(json.dumps({"start": case.get("index"), "base": case["base"]}), flush=True)
+        print(json.dumps(run_case(case, workdir)), flush=True)
+    workdir.rmdir()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

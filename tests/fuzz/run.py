@@ -1,0 +1,92 @@
+"""``make fuzz N=5000``: N cases of each format (Kineto, nsys) in driver subprocesses, one per core, each
+batch under a timeout. Prints cases, seconds and findings per format; writes every failing case (its
+plan, not its file) to ``tests/fuzz/findings/`` so that it can be replayed (``driver.py replay``), fixed,
+and committed under ``regressions/``.
+
+    python tests/fuzz/run.py [N] [SEED] [JOBS]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BATCH = 100                # cases per driver subprocess: a hang costs at most one batch's timeout
+BATCH_SECONDS = 300
+
+
+def run_batches(fmt: str, seed: int, n: int, jobs: int, batch: int = BATCH, env: dict | None = None) -> list[dict]:
+    """Every case's result line; a batch that hangs or dies reports its running case as failed and the rest
+    of the batch is run again after it."""
+    pending = [(first, min(batch, n - first)) for first in range(0, n, batch)]
+    running: list[tuple[subprocess.Popen, int, int, float]] = []
+    results: list[dict] = []
+    while pending or running:
+        while pending and len(running) < jobs:
+            first, count = pending.pop(0)
+            proc = subprocess.Popen([sys.executable, str(HERE / "driver.py"), fmt, str(seed), str(first), str(count)],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env={**os.environ, **(env or {})})
+            running.append((proc, first, count, time.monotonic()))
+        time.sleep(0.05)
+        for item in list(running):
+            proc, first, count, began = item
+            if proc.poll() is None and time.monotonic() - began < BATCH_SECONDS:
+                continue
+            if proc.poll() is None:
+                proc.kill()
+            out, err = proc.communicate()
+            running.remove(item)
+            done, current = _parse(out)
+            results += done
+            if len(done) < count:          # hung or died at case `current`
+                at = current if current is not None else first
+                results.append({"format": fmt, "seed": seed, "index": at, "code": -1, "seconds": None,
+                                "problems": [f"driver died or hung (exit {proc.returncode}): {err[-500:]}"]})
+                if at + 1 < first + count:
+                    pending.append((at + 1, first + count - at - 1))
+    return sorted(results, key=lambda r: r["index"])
+
+
+def _parse(out: str) -> tuple[list[dict], int | None]:
+    done, current = [], None
+    for line in out.splitlines():
+        row = json.loads(line)
+        if "start" in row:
+            current = row["start"]
+        else:
+            done.append(row)
+    return done, current
+
+
+def main(argv: list[str]) -> int:
+    n = int(argv[0]) if argv else 5000
+    seed = int(argv[1]) if len(argv) > 1 else int(time.time())
+    jobs = int(argv[2]) if len(argv) > 2 else max(1, len(os.sched_getaffinity(0)))
+    bad = 0
+    for fmt in ("kineto", "nsys"):
+        t0 = time.monotonic()
+        rows = run_batches(fmt, seed, n, jobs)
+        seconds = time.monotonic() - t0
+        failed = [r for r in rows if r["problems"]]
+        codes = {c: sum(r["code"] == c for r in rows) for c in sorted({r["code"] for r in rows})}
+        print(f"{fmt}: {len(rows)} cases (seed {seed}) in {seconds:.0f} s on {jobs} jobs; exit codes {codes}; "
+              f"{len(failed)} finding(s)")
+        if failed:
+            folder = HERE / "findings"
+            folder.mkdir(exist_ok=True)
+            for r in failed:
+                name = folder / f"{fmt}-{seed}-{r['index']}.json"
+                name.write_text(json.dumps(r, indent=1) + "\n")
+                print(f"  {name.name}: {r['problems'][0][:200]}")
+        bad += len(failed)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

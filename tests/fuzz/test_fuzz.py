@@ -1,0 +1,75 @@
+"""The fuzzer in CI: a fixed set of seeded cases per format, every committed regression case, and a few
+cases through the real ``tracelens`` console script. Each must exit 0, 2 or 3, print no traceback, answer
+within its time, and report strict JSON whose numbers lie within the trace's span (check.py).
+
+Budget: CI has 2 cores; 320 cases per format run in driver subprocesses (100 in-process cases each, two at
+a time), about 15 s per format here (README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import corpus_file
+from fuzz import check, driver
+from fuzz.run import run_batches
+
+CI_SEED = 17
+CI_CASES = 320
+HERE = Path(__file__).resolve().parent
+REGRESSIONS = sorted((HERE / "regressions").glob("*.json"))
+
+
+def _summary(rows: list[dict]) -> str:
+    return "\n".join(f"{r['format']} seed {r.get('seed')} case {r.get('index')}: {r['problems'][0][:300]}\n"
+                     f"    base {r.get('base')} ops {json.dumps(r.get('ops'))[:300]}" for r in rows)
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+def test_ci_fuzz_set(fmt):
+    corpus_file(driver.KINETO_BASES[0][len("corpus/"):] if fmt == "kineto" else driver.NSYS_BASES[0][len("corpus/"):])
+    rows = run_batches(fmt, CI_SEED, CI_CASES, jobs=2)
+    assert len(rows) == CI_CASES
+    failed = [r for r in rows if r["problems"]]
+    assert not failed, f"{len(failed)} fuzz finding(s) (replay: python tests/fuzz/driver.py {fmt} {CI_SEED} " \
+                       f"INDEX 1):\n{_summary(failed)}"
+    # The set reaches both outcomes: reports and one-line refusals.
+    assert {r["code"] for r in rows} == {0, 3}
+
+
+def test_every_regression_case_passes():
+    corpus_file("hta")
+    proc = subprocess.run([sys.executable, str(HERE / "driver.py"), "replay", *map(str, REGRESSIONS)],
+                          capture_output=True, text=True, timeout=300)
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if '"code"' in line]
+    assert proc.returncode == 0 and len(rows) == len(REGRESSIONS) >= 4, proc.stderr[-2000:]
+    failed = [r for r in rows if r["problems"]]
+    assert not failed, _summary(failed)
+
+
+def test_plans_are_reproducible():
+    corpus_file("hta")
+    assert [driver.draw("kineto", CI_SEED, i) for i in range(20)] == [driver.draw("kineto", CI_SEED, i) for i in range(20)]
+    assert driver.draw("nsys", CI_SEED, 3) == driver.draw("nsys", CI_SEED, 3)
+    assert driver.draw("nsys", CI_SEED, 3) != driver.draw("nsys", CI_SEED + 1, 3)
+
+
+@pytest.mark.parametrize("fmt, index", [("kineto", i) for i in range(4)] + [("nsys", i) for i in range(4)])
+def test_cases_through_the_console_script(fmt, index, tmp_path):
+    """The real ``tracelens`` process: its exit path (no teardown) and default decode workers included."""
+    corpus_file("hta")
+    tracelens = Path(sys.executable).with_name("tracelens")
+    case = driver.draw(fmt, CI_SEED + 1000, index)
+    path, span = driver.materialise(case, tmp_path)
+    env = {**os.environ, "TRACELENS_MAX_INFLATE": "32M", "NO_COLOR": "1"}
+    env.pop("TRACELENS_JOBS", None)
+    proc = subprocess.run([str(tracelens), "report", "--format", "json", str(path)], capture_output=True, text=True,
+                          timeout=60, env=env, cwd=tempfile.gettempdir())
+    assert check.problems(proc.returncode, proc.stdout, proc.stderr, span) == [], (case, proc.stderr[-2000:])
