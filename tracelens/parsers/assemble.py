@@ -86,6 +86,60 @@ def steps_from_host(host, pattern: str | None = None, warnings=None) -> pd.DataF
     return unique
 
 
+_DEVICE_KEY = ("start_ns", "end_ns", "device", "stream", "correlation", "kind", "name")
+_HOST_KEY = ("start_ns", "-end_ns", "pid", "tid", "correlation", "external_id", "cat", "name")
+
+
+def canonical(device: dict, host: dict, comm_meta: dict | None = None) -> tuple[dict, dict, dict | None]:
+    """The rows in one order whatever order the file lists its events in: by time, then every other field
+    (categories by name, in sorted order), so that ties (kernels starting in the same ns, nested ranges
+    with equal bounds) never depend on the file. ``comm_meta`` rows (``table``, ``row``) are renumbered."""
+    device, dev_at = _sorted(device, _DEVICE_KEY)
+    host, host_at = _sorted(host, _HOST_KEY)
+    if comm_meta is not None and (dev_at is not None or host_at is not None) and len(comm_meta.get("row", ())):
+        rows = np.asarray(comm_meta["row"]).copy()
+        table = np.asarray(comm_meta["table"], dtype=object)
+        for name, at in (("device", dev_at), ("host", host_at)):
+            pick = table == name
+            if at is not None and pick.any():
+                rows[pick] = at[rows[pick]]
+        comm_meta = {**comm_meta, "row": rows}
+    return device, host, comm_meta
+
+
+def _sorted(cols: dict, key: tuple) -> tuple[dict, np.ndarray | None]:
+    """``cols`` with sorted categories and rows in ``key`` order ("-" before a name: descending), and each
+    old row's new index (None when nothing moved)."""
+    cols = {c: _sorted_categories(v) if isinstance(v, pd.Categorical) else v for c, v in cols.items()}
+    n = len(cols["start_ns"])
+    if n < 2:
+        return cols, None
+    arrays = []
+    for k in key:
+        v = cols.get(k.lstrip("-"))
+        if v is None:
+            continue
+        v = v.codes.astype(np.int64) if isinstance(v, pd.Categorical) else np.asarray(v)
+        arrays.append(-v if k.startswith("-") else v)
+    order = np.lexsort(arrays[::-1])
+    if (order[1:] > order[:-1]).all():
+        return cols, None
+    at = np.empty(n, dtype=np.int64)
+    at[order] = np.arange(n)
+    return {c: v[order] for c, v in cols.items()}, at
+
+
+def _sorted_categories(cat: pd.Categorical) -> pd.Categorical:
+    names = cat.categories
+    if names.is_monotonic_increasing:
+        return cat
+    order = np.argsort(np.asarray(names, dtype=object).astype(str), kind="stable")
+    rank = np.empty(len(order) + 1, dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    rank[-1] = -1                                       # code -1 (missing) stays missing
+    return labels(rank[cat.codes], names[order])
+
+
 def build(meta: RunMeta, device, host, steps: pd.DataFrame, threads: pd.DataFrame, comm_meta: pd.DataFrame,
           comm_rules=()) -> RankTrace:
     """The RankTrace of one rank. ``device`` and ``host`` are the parser's rows, as DataFrames or as dicts of

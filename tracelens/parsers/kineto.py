@@ -24,9 +24,10 @@ def parse(path: Path, comm_rules=(), step_pattern: str | None = None,
 def build(cols: KinetoColumns, comm_rules=(), step_pattern: str | None = None) -> RankTrace:
     device = {name: _column(v) for name, v in cols.device.items()}
     host = {name: _column(v) for name, v in cols.host.items()}
+    device, host, comm = assemble.canonical(device, host, cols.comm_meta)
     steps = assemble.steps_from_host(host, step_pattern, cols.meta.warnings)
     threads = frame_of(cols.threads) if len(cols.threads["name"]) else empty_frame(THREAD_COLUMNS)
-    comm_meta = assemble.comm_meta_frame(cols.comm_meta)
+    comm_meta = assemble.comm_meta_frame(comm)
     return assemble.build(cols.meta, device, host, steps, threads, comm_meta, comm_rules)
 
 

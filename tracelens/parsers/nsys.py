@@ -106,7 +106,7 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
         if not by_pid:
             meta.warnings.add("nsys-no-process-column", "the kernel table has no globalPid column; all GPU rows "
                               "were given to one process", 1)
-        dev = _device_columns(dev, base, meta)
+        dev, hst, _ = assemble.canonical(_device_columns(dev, base, meta), hst)
         own = threads["proc"] == proc
         thr = frame_of({c: threads[c][own] for c in ("pid", "tid", "name")})
         steps = assemble.steps_from_host(hst, step_pattern, meta.warnings)
