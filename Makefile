@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-deps goldens bench samples record-gloo record-cuda clean
+.PHONY: demo test test-deps goldens bench fuzz samples record-gloo record-cuda clean
 
 # The end-to-end collector tests run real jobs under torchrun; they need this CPU build of torch.
 TORCH_PIN ?= torch==2.13.0
@@ -31,6 +31,14 @@ test-deps: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_parse.py
 	$(BIN)/python bench/bench_nsys.py
+
+# The hostile-input fuzzer: N mutated traces and N mutated exports (tests/fuzz/README.md); SEED to repeat a
+# run, JOBS driver processes (default: one per core). Failing cases land in tests/fuzz/findings/.
+N ?= 5000
+SEED ?=
+JOBS ?=
+fuzz: $(STAMP)
+	$(BIN)/python tests/fuzz/run.py $(N) $(if $(SEED),--seed $(SEED)) $(if $(JOBS),--jobs $(JOBS))
 
 # Rewrite the generated samples (the test fixture tests/fixtures/synth); git shows no diff unless it changed.
 samples: $(STAMP)

@@ -3,7 +3,7 @@ batch under a timeout. Prints cases, seconds and findings per format; writes eve
 plan, not its file) to ``tests/fuzz/findings/`` so that it can be replayed (``driver.py replay``), fixed,
 and committed under ``regressions/``.
 
-    python tests/fuzz/run.py [N] [SEED] [JOBS]
+    python tests/fuzz/run.py [N] [--seed SEED] [--jobs JOBS] [--format kineto|nsys]
 """
 
 from __future__ import annotations
@@ -65,11 +65,16 @@ def _parse(out: str) -> tuple[list[dict], int | None]:
 
 
 def main(argv: list[str]) -> int:
-    n = int(argv[0]) if argv else 5000
-    seed = int(argv[1]) if len(argv) > 1 else int(time.time())
-    jobs = int(argv[2]) if len(argv) > 2 else max(1, len(os.sched_getaffinity(0)))
+    import argparse
+    parser = argparse.ArgumentParser(description="tracelens hostile-input fuzzer")
+    parser.add_argument("n", type=int, nargs="?", default=5000, help="cases per format")
+    parser.add_argument("--seed", type=int, default=int(time.time()))
+    parser.add_argument("--jobs", type=int, default=max(1, len(os.sched_getaffinity(0))))
+    parser.add_argument("--format", choices=["kineto", "nsys"], action="append")
+    args = parser.parse_args(argv)
+    n, seed, jobs = args.n, args.seed, args.jobs
     bad = 0
-    for fmt in ("kineto", "nsys"):
+    for fmt in args.format or ["kineto", "nsys"]:
         t0 = time.monotonic()
         rows = run_batches(fmt, seed, n, jobs)
         seconds = time.monotonic() - t0

@@ -130,3 +130,13 @@ def test_event_order_changes_nothing_on_the_corpus(rel, tmp_path):
     random.Random(rel).shuffle(doc["traceEvents"])
     (tmp_path / path.name.removesuffix(".gz")).write_text(json.dumps(doc))
     assert report(tmp_path / path.name.removesuffix(".gz")) == clean
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=st.integers(1, 60).flatmap(lambda n: st.lists(st.lists(st.integers(0, 3), min_size=n, max_size=n),
+                                                          min_size=1, max_size=4)))
+def test_fast_lexsort_is_lexsort(keys):
+    import numpy as np
+    from tracelens.parsers.assemble import _lexsort
+    arrays = [np.array(k, dtype=np.int64) for k in keys]
+    assert _lexsort(arrays).tolist() == np.lexsort(arrays[::-1]).tolist()
