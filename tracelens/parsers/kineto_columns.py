@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from itertools import repeat
 from operator import attrgetter
 from pathlib import Path
@@ -171,9 +172,32 @@ def _exact_times(source, n: int) -> list | None:
     """Re-decode only ts/dur as Decimal (the 2024 absolute-float era); None if events do not line up."""
     if isinstance(source, list):     # the events kept, as their JSON text
         source = b"[" + b",".join(source) + b"]"
-    doc = msgspec.json.decode(source, type=Union[_TimesDoc, list[_TimesOnly]])
+    try:
+        doc = msgspec.json.decode(source, type=Union[_TimesDoc, list[_TimesOnly]])
+    except msgspec.ValidationError:
+        # A ts or dur of the wrong type on an event whose kind does not read it (a flow or metadata event):
+        # read every one as written, and only the complete events' (numbers, or repaired) are used.
+        doc = msgspec.json.decode(source, type=Union[_RawTimesDoc, list[_RawTimes]])
+        doc = [_TimesOnly(_decimal_or_none(t.ts), _decimal_or_none(t.dur))
+               for t in (doc if isinstance(doc, list) else doc.traceEvents)]
     times = doc if isinstance(doc, list) else doc.traceEvents
     return times if len(times) == n else None
+
+
+class _RawTimes(msgspec.Struct, gc=False):
+    ts: msgspec.Raw = msgspec.Raw()
+    dur: msgspec.Raw = msgspec.Raw()
+
+
+class _RawTimesDoc(msgspec.Struct, gc=False):
+    traceEvents: list[_RawTimes] = []
+
+
+def _decimal_or_none(raw: msgspec.Raw):
+    try:
+        return Decimal(bytes(raw).decode())
+    except (ArithmeticError, ValueError):
+        return None
 
 
 def _dims_nelems(raw: msgspec.Raw) -> int:
