@@ -6,14 +6,13 @@ that a fresh process decodes while it imports pandas (see :mod:`.workers`).
 
 from __future__ import annotations
 
-import glob as _glob
 import re
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..errors import InputError, UsageError
-from . import rundir
+from . import rundir, walk
 
 if TYPE_CHECKING:
     from ..model import RankTrace
@@ -53,13 +52,13 @@ def discover(paths: Iterable[str]) -> Inputs:
     for arg in paths:
         p = Path(arg)
         if p.is_dir():
-            hits = sorted(f for f in p.rglob("*") if f.is_file() and detect_format(f) and not rundir.is_side_file(f))
+            hits = [f for f in walk.files_under(p) if detect_format(f) and not rundir.is_side_file(f)]
         elif p.is_file():
             found.append(p)
             named.add(p)
             continue
         elif any(ch in arg for ch in "*?["):
-            hits = sorted(Path(f) for f in _glob.glob(arg, recursive=True) if Path(f).is_file())
+            hits = walk.glob_files(arg)
         else:
             raise UsageError("no such file or directory", path=arg)
         found += hits
