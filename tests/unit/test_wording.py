@@ -51,7 +51,10 @@ def test_the_wording_passes_the_finding_through():
                                            "serialized-on-compute-stream", "serialized", "partial")),
         *(("sync-stall", v) for v in ("stall", "end-of-step", "brief")), ("launch-order", None),
         ("straggler", "step-time"), ("straggler", "compute-time"), ("no-gpu-activity", None),
-        ("memcpy-bound", None)}
+        ("memcpy-bound", None),
+        *(("nccl-transport", v) for v in ("tcp_silent_fallback", "tcp_no_rdma", "tcp_deliberate", "tcp_suspected",
+                                          "rdma_gdr", "rdma_host_staged", "rdma_init_only", "intra_node_only",
+                                          "inconclusive", "unknown"))}
 
 
 def test_the_wording_module_only_formats():
