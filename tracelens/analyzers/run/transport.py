@@ -80,6 +80,9 @@ def facts(logs: list[NcclLog], env: list[EnvSetting]) -> Facts:
         if "NCCL_NET_PLUGIN" in f.env or r.data.get("name", DEFAULT_PLUGIN) != DEFAULT_PLUGIN:
             f.strong.append(_line(r))
     f.weak += [_line(r) for r in by.get(K.NO_IB, [])]
+    # An RDMA connection of any communicator: the hardware works, sockets elsewhere are a fallback.
+    f.strong += [_line(r) for r in by.get(K.CONN, []) if r.data["transport"] in ("NET", "COLLNET")
+                 and r.data.get("net", "").lower() != "socket"][:1]
     ifaces = [(r, i) for r in by.get(K.SOCKET, []) + by.get(K.BOOTSTRAP, []) for i in r.data["interfaces"]]
     f.strong += [_line(r) for r in dict.fromkeys(r for r, i in ifaces if _IPOIB.match(i))] if ifaces else []
     if ifaces and all(i == "lo" for _, i in ifaces):
@@ -134,18 +137,16 @@ def groups(logs: list[NcclLog]) -> list[Group]:
     """The lines of each communicator: a process's lines belong to the communicator it last announced
     (``comm 0x… rank …``, ``Init START``); PyTorch creates communicators one after another. Communicators
     are joined across processes by the commId NCCL prints. Without any communicator line: one group."""
+    comms = [r for log in logs for r in log.records if r.kind == K.COMM and r.data.get("comm")]
+    alias = {(r.process, r.data["comm"]): r.data["comm_id"] for r in comms if r.data.get("comm_id")}
     current: dict[tuple, str] = {}
-    alias: dict[tuple, str] = {}
     out: dict[str, Group] = {}
     loose = Group("all")
     for log in logs:
         for r in log.records:
             if r.kind == K.COMM and r.data.get("comm"):
                 key = (r.process, r.data["comm"])
-                if r.data.get("comm_id"):
-                    alias[key] = r.data["comm_id"]
-                gid = alias.get(key) or f"{r.data['comm']}@{r.host}:{r.pid}"
-                current[r.process] = alias[key] = gid
+                current[r.process] = alias.get(key) or f"{r.data['comm']}@{r.host}:{r.pid}"
             gid = current.get(r.process)
             (out.setdefault(gid, Group(gid)) if gid else loose).records.append(r)
     if not out:
