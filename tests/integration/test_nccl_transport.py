@@ -335,3 +335,19 @@ def test_busbw_factors_and_transfer_time():
     assert [(r.busbw_gbps, r.inter_node) for r in rows] == [(pytest.approx(17.5), None)]
     placed = transport_bw.placed(rows, True, 4)                  # 8 ranks > 4 per node: crosses nodes
     assert placed[0].inter_node is True and transport_bw.placed(rows, True, 8)[0].inter_node is False
+
+
+def test_nsys_recorded_environment_feeds_the_verdict(tmp_path):
+    from fixtures import synth
+
+    # The export records NCCL_NET=Socket (never echoed by NCCL) and a 2-node layout for each process.
+    env = {"NCCL_NET": "Socket", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1"}
+    run = tmp_path / "run"
+    synth.write_nsys(synth.Scenario("nsys_tcp", **TCP_RUN, env=env), run)
+    gen(tmp_path, "h1.5.log", "h1:5 Using network Socket")
+    rep = api.report([str(run), str(tmp_path / "h1.5.log")])
+    net = rep.transport
+    assert (net.verdict, net.multi_node, net.env["NCCL_NET"]) == ("tcp_deliberate", True, "Socket")
+    assert [(e.line, e.text) for e in net.evidence] == [(1, "h1:5:6 [0] NCCL INFO Using network Socket"),
+                                                        (None, "NCCL_NET=Socket")]
+    assert net.evidence[1].file.endswith(".sqlite")
