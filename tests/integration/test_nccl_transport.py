@@ -351,3 +351,22 @@ def test_nsys_recorded_environment_feeds_the_verdict(tmp_path):
     assert [(e.line, e.text) for e in net.evidence] == [(1, "h1:5:6 [0] NCCL INFO Using network Socket"),
                                                         (None, "NCCL_NET=Socket")]
     assert net.evidence[1].file.endswith(".sqlite")
+
+
+def test_a_collect_run_directory_reads_its_nccl_folder(tmp_path):
+    import json
+
+    from fixtures import synth
+
+    run = tmp_path / "run"
+    synth.write(synth.Scenario("tcp_run", **TCP_RUN), run)
+    rdma_logs(run, via="NET/IB/0")
+    (run / "manifest.json").write_text(json.dumps({"schema": "tracelens.manifest/1", "world_size": 2, "ranks": [
+        {"rank": r, "nccl_log": f"nccl/{h}.log", "env": {"NCCL_IB_HCA": "mlx5_0"}}
+        for r, h in ((0, "h1.100"), (1, "h2.200"))]}))
+    rep = api.report([str(run)])
+    # Each log once among the inputs, with the rank the manifest gives it; the verdict from both.
+    logs = sorted((i.path.rsplit("/", 1)[-1], i.rank) for i in rep.inputs if i.format == "nccl-log")
+    assert logs == [("h1.100.log", 0), ("h2.200.log", 1)]
+    assert (rep.transport.verdict, rep.transport.logs, rep.transport.env) == \
+        ("rdma_host_staged", 2, {"NCCL_IB_HCA": "mlx5_0"})
