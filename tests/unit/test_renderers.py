@@ -244,7 +244,8 @@ def test_the_network_transport_section_shows_the_reports_transport():
                                               connections={"NET/Socket": 6, "P2P/IPC": 4},
                                               verdict="tcp_silent_fallback")],
                   env={"NCCL_IB_HCA": "mlx5_0"}, logs=2,
-                  evidence=[EvidenceLine(file="nccl/h1.100.log", line=9, text="h1:100:101 [0] NCCL INFO Using network Socket"),
+                  evidence=[EvidenceLine(file="nccl/h1.100.log", line=9,
+                                         text="h1:100:101 [0] NCCL INFO Using network Socket"),
                             EvidenceLine(file="run/manifest.json", line=None, text="NCCL_IB_HCA=mlx5_0")],
                   bandwidth=BandwidthCheck(source="comm-table", collectives=7, busbw_gbps_p10=1.25, busbw_gbps_p50=2.5,
                                            busbw_gbps_p90=3.75, range="tcp", tcp_max_gbps=5.0, rdma_min_gbps=15.0))

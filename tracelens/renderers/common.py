@@ -223,7 +223,8 @@ def communicator_line(c) -> str:
 
 
 def bandwidth_line(b) -> str:
-    where = {"tcp": f"TCP range (below {b.tcp_max_gbps:g} GB/s)", "rdma": f"RDMA range (above {b.rdma_min_gbps:g} GB/s)",
+    where = {"tcp": f"TCP range (below {b.tcp_max_gbps:g} GB/s)",
+             "rdma": f"RDMA range (above {b.rdma_min_gbps:g} GB/s)",
              "ambiguous": f"between TCP and RDMA ({b.tcp_max_gbps:g}-{b.rdma_min_gbps:g} GB/s)"}[b.range]
     return (f"inter-node busbw p50 {b.busbw_gbps_p50:.2f} GB/s (p10 {b.busbw_gbps_p10:.2f}, p90 "
             f"{b.busbw_gbps_p90:.2f}) over {plural(b.collectives, 'collective', 'collectives')}: {where}")

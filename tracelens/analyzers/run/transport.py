@@ -113,7 +113,8 @@ def _settings(f: Facts, echoed: list[Record], env: list[EnvSetting]) -> None:
         elif s.name in ("WORLD_SIZE", "LOCAL_WORLD_SIZE") and s.value.isdigit():
             ws, lws = f.world
             f.world = (int(s.value), lws) if s.name == "WORLD_SIZE" else (ws, int(s.value))
-    for name, forces in (("NCCL_IB_DISABLE", lambda v: v not in ("", "0")), ("NCCL_NET", lambda v: v.lower() == "socket")):
+    forcing = (("NCCL_IB_DISABLE", lambda v: v not in ("", "0")), ("NCCL_NET", lambda v: v.lower() == "socket"))
+    for name, forces in forcing:
         if forces(f.env.get(name, "").strip()):
             f.forced.append(where[name])
             f.forced_by.append(f"{name}={f.env[name]}")
@@ -273,7 +274,8 @@ def analyze(logs: list[NcclLog], env: list[EnvSetting], rows: list[transport_bw.
     multi = True if True in multis else (False if multis and all(m is False for m in multis) else None)
     if multi is None and f.world[0] and f.world[1]:
         multi = f.world[0] > f.world[1]
-    local = [r.data["local_ranks"] for log in logs for r in log.records if r.kind == K.COMM and r.data.get("local_ranks")]
+    local = [r.data["local_ranks"] for log in logs for r in log.records
+             if r.kind == K.COMM and r.data.get("local_ranks")]
     local_ranks = max(local) if local else f.world[1]
     bandwidth = transport_bw.check(transport_bw.placed(rows, multi, local_ranks), th, source)
     if not logs and bandwidth is None:
@@ -289,20 +291,24 @@ def analyze(logs: list[NcclLog], env: list[EnvSetting], rows: list[transport_bw.
                           bandwidth=bandwidth, logs=len(logs))
     if verdict == "unknown" and severity == "info":
         return transport, None          # bandwidth without logs, and nothing in it to report
-    ranks = [f.ranks[p] for p in _processes(lines, logs) if p in f.ranks]
-    nets = [c.net for c in comms if c.verdict == verdict and c.net]
-    finding = Finding(id="nccl-transport", severity=severity, rank=min(ranks) if ranks else -1, step=None,
-                      verdict=verdict, evidence={
-                          "verdict": verdict, "multi_node": multi, "nccl_version": version,
-                          "net": nets[0] if nets else None, "communicators": len(comms), "logs": len(logs),
-                          "lines": [{"file": e.file, "line": e.line, "text": e.text} for e in lines],
-                          "forced_by": f.forced_by,
-                          "bandwidth": None if bandwidth is None else {
-                              "p50_gbps": bandwidth.busbw_gbps_p50, "collectives": bandwidth.collectives,
-                              "range": bandwidth.range, "tcp_max_gbps": bandwidth.tcp_max_gbps,
-                              "rdma_min_gbps": bandwidth.rdma_min_gbps},
-                          "bandwidth_disagrees": disagree})
-    return transport, finding
+    return transport, _finding(transport, f, logs, disagree)
+
+
+def _finding(t: Transport, f: Facts, logs: list[NcclLog], disagree: bool) -> Finding:
+    """The nccl-transport finding: its rank is the lowest rank the evidence lines name (-1: none)."""
+    ranks = [f.ranks[p] for p in _processes(t.evidence, logs) if p in f.ranks]
+    nets = [c.net for c in t.communicators if c.verdict == t.verdict and c.net]
+    bw = t.bandwidth
+    return Finding(id="nccl-transport", severity=t.severity, rank=min(ranks) if ranks else -1, step=None,
+                   verdict=t.verdict, evidence={
+                       "verdict": t.verdict, "multi_node": t.multi_node, "nccl_version": t.nccl_version,
+                       "net": nets[0] if nets else None, "communicators": len(t.communicators), "logs": t.logs,
+                       "lines": [{"file": e.file, "line": e.line, "text": e.text} for e in t.evidence],
+                       "forced_by": f.forced_by,
+                       "bandwidth": None if bw is None else {
+                           "p50_gbps": bw.busbw_gbps_p50, "collectives": bw.collectives, "range": bw.range,
+                           "tcp_max_gbps": bw.tcp_max_gbps, "rdma_min_gbps": bw.rdma_min_gbps},
+                       "bandwidth_disagrees": disagree})
 
 
 def _dedupe(lines: list[EvidenceLine]) -> list[EvidenceLine]:
