@@ -120,7 +120,17 @@ def parse_line(text: str, file: str = "", number: int = 0) -> Record | None:
     return rec
 
 
+# Every line of interest has one of these words; most INFO lines (trees, rings, tuning) have none and are
+# passed over with one search instead of every pattern.
+_WORTH = re.compile(r"via |comm |^rank |NCCL_|^NET|^Net/IB|^Bootstrap|Using network|NET plugin|plugin|ibverbs|"
+                    r"Count not open|version|Provider")
+
+
 def _classify(rec: Record, msg: str, warn: bool) -> None:
+    if not _WORTH.search(msg):
+        if warn:
+            rec.kind, rec.data = K.WARN, {"message": msg}
+        return
     if v := _VERSION.search(msg):
         rec.kind, rec.data = K.VERSION, {"version": tuple(map(int, v.groups()))}
         return
