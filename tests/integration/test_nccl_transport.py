@@ -370,3 +370,28 @@ def test_a_collect_run_directory_reads_its_nccl_folder(tmp_path):
     assert logs == [("h1.100.log", 0), ("h2.200.log", 1)]
     assert (rep.transport.verdict, rep.transport.logs, rep.transport.env) == \
         ("rdma_host_staged", 2, {"NCCL_IB_HCA": "mlx5_0"})
+
+
+def test_nccl_output_captured_by_nsys(tmp_path):
+    import sqlite3
+
+    from fixtures import synth
+
+    # nsys keeps a process's stdout in ProcessStreams (reference nsys-sqlite.md): NCCL's lines there count
+    # as a log of that process, cited as <export>:<stream file>.
+    run = tmp_path / "run"
+    (export,) = synth.write_nsys(synth.Scenario("nsys_streams", **TCP_RUN, ranks=1), run, per_rank=False)
+    db = sqlite3.connect(export)
+    (gpid,) = db.execute("SELECT DISTINCT globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    ids = [max(r[0] for r in db.execute("SELECT id FROM StringIds")) + i for i in (1, 2)]
+    text = ("step 1\nh1:5:6 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.\n"
+            "h1:5:6 [0] NCCL INFO Using network Socket\n")
+    db.executemany("INSERT INTO StringIds VALUES (?, ?)", [(ids[0], "/tmp/streams/pid_5_stdout.log"), (ids[1], text)])
+    db.execute("CREATE TABLE ProcessStreams (globalPid INTEGER, filenameId INTEGER, contentId INTEGER)")
+    db.execute("INSERT INTO ProcessStreams VALUES (?, ?, ?)", (gpid, ids[0], ids[1]))
+    db.commit()
+    db.close()
+    rep = api.report([str(export)])
+    assert rep.transport.verdict == "tcp_deliberate"
+    assert [(e.file, e.line) for e in rep.transport.evidence] == [(f"{export.name}:pid_5_stdout.log", 3),
+                                                                 (f"{export.name}:pid_5_stdout.log", 2)]

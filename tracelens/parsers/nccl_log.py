@@ -80,7 +80,12 @@ def parse(path: Path | str) -> NcclLog:
         data = path.read_bytes()
     except OSError:
         return NcclLog(path=str(path), bytes=0)
-    log = NcclLog(path=str(path), bytes=len(data))
+    return parse_bytes(data, str(path))
+
+
+def parse_bytes(data: bytes, name: str) -> NcclLog:
+    """The records of a log's content (``name``: what evidence lines cite as its file)."""
+    log = NcclLog(path=name, bytes=len(data))
     if b"\x00" in data[:SNIFF_BYTES]:
         return log
     try:
@@ -93,7 +98,7 @@ def parse(path: Path | str) -> NcclLog:
     if lines[-1]:
         log.truncated = True
     for number, raw in enumerate(lines[:-1], start=1):
-        rec = parse_line(raw.rstrip("\r"), str(path), number)
+        rec = parse_line(raw.rstrip("\r"), name, number)
         if rec is not None:
             log.nccl_lines += 1
             if rec.kind:
@@ -227,9 +232,10 @@ _ENV_KEPT = ("WORLD_SIZE", "LOCAL_WORLD_SIZE")      # besides NCCL_*: whether th
 
 
 def inputs(paths: list[Path], skipped: list[tuple[Path, str]], traces=()) -> NcclInputs:
-    """The run's NCCL logs parsed (``paths``, and the logs a collect manifest lists for the traces), the
-    NCCL settings recorded beside them (each trace's environment: nsys export or manifest; for logs alone,
-    the manifest of their run directory), and notes about what could not be read."""
+    """The run's NCCL logs parsed (``paths``, the logs a collect manifest lists for the traces, the NCCL
+    output an nsys export captured), the NCCL settings recorded beside them (each trace's environment: nsys
+    export or manifest; for logs alone, the manifest of their run directory), and notes about what could
+    not be read."""
     from . import rundir
 
     wanted = {Path(p).resolve(): Path(p) for p in paths}
@@ -247,6 +253,9 @@ def inputs(paths: list[Path], skipped: list[tuple[Path, str]], traces=()) -> Ncc
             for entry in (m or {}).get("ranks", []) + ([m] if m else []):
                 out.env += [EnvSetting(str(folder / MANIFEST), k, str(v)) for k, v in (entry.get("env") or {}).items()
                             if k.startswith("NCCL_") or k in _ENV_KEPT]
+    for t in traces:        # NCCL output the trace captured itself (nsys ProcessStreams)
+        out.logs += [log for log in (parse_bytes(text.encode(), name) for name, text in t.meta.nccl_text)
+                     if log.nccl_lines]
     skipped = list(skipped)
     for path in sorted(wanted.values()):
         log = parse(path)
