@@ -126,6 +126,7 @@ def test_discover_finds_logs_by_content(tmp_path):
     (run / "nccl" / "h1.11.log").write_text("no nccl here\n")          # in nccl/: skipped, with a reason
     (run / "stdout.txt").write_text("step 1\n" + P + "Using network IB\n")   # any name, found by content
     (run / "README").write_text("notes\n")                             # neither: left alone
+    (run / "model.pt").write_text(P + "Using network IB\n")           # not a text log's name: never read
     found = discover([str(run)])
     assert list(found) == [] and sorted(p.name for p in found.nccl_logs) == ["h1.10.log", "stdout.txt"]
     assert [(p.name, why) for p, why in found.logs_skipped] == [("h1.11.log", "no NCCL lines")]

@@ -81,7 +81,7 @@ def discover(paths: Iterable[str]) -> Inputs:
             files = sorted(f for f in p.rglob("*") if f.is_file() and not rundir.is_side_file(f))
             hits = [f for f in files if detect_format(f)]
             for f in files:
-                if detect_format(f) or f.parent.name == BOOTSTRAP:
+                if detect_format(f) or f.parent.name == BOOTSTRAP or not nccl_log.maybe_log(f):
                     continue
                 kind = nccl_log.sniff(f)
                 if kind == "nccl":

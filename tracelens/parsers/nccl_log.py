@@ -57,6 +57,13 @@ _SIMPLE = (
 )
 
 
+def maybe_log(path: Path) -> bool:
+    """Whether a file found in a folder is worth sniffing: a log folder's file, or a name a text log has
+    (a log suffix, ``.stdout``/``.stderr``, or none). Checkpoints and other large binaries are not read."""
+    suffix = path.suffix.lower()
+    return path.parent.name == NCCL_LOGS or suffix in LOG_SUFFIXES + (".stdout", ".stderr") or not suffix
+
+
 def sniff(path: Path) -> str | None:
     """``"nccl"`` when the head of a file has NCCL log lines, ``"binary"`` when it holds NUL bytes, ``"empty"``
     for an empty file, else None (text without NCCL lines, or a file that cannot be read)."""
