@@ -226,7 +226,7 @@ def baseline(config: GateConfig, *, thresholds=None, comm_patterns: Iterable[str
              step_nvtx: str | None = None) -> tuple[object | None, list[str]]:
     """What relative rules compare with: the config's baseline report or trace folder, or the latest run of
     ``against`` in the history database; (None, [why]) when the history has none yet."""
-    from . import gate as gating
+    gating = _gate_module()
 
     if config.baseline:
         base = report([config.baseline], thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx)
@@ -239,12 +239,20 @@ def baseline(config: GateConfig, *, thresholds=None, comm_patterns: Iterable[str
     return None, []
 
 
+def _gate_module():
+    """The ``tracelens.gate`` package. ``from . import gate`` is not it in a fresh process: the package's lazy
+    ``tracelens.gate`` attribute (this module's :func:`gate`) answers before the subpackage is imported."""
+    import importlib
+
+    return importlib.import_module(".gate", __package__)
+
+
 def gate(paths, *, rules: Mapping[str, object] | None = None, config: str | Path | None = None,
          use_config: bool = True, thresholds=None, comm_patterns: Iterable[str] = (),
          step_nvtx: str | None = None, on_file: Callable[[Path, int, int], None] | None = None,
          env: Mapping[str, str] | None = None) -> GateResult:
     """Apply the gate's rules to the run at ``paths`` (and its baseline): the CI gate as a function."""
-    from . import gate as gating
+    gating = _gate_module()
 
     cfg, _ = gate_config(rules, config=config, use_config=use_config, env=env)
     if thresholds is None or not hasattr(thresholds, "with_overrides"):     # the run and its baseline alike

@@ -395,3 +395,16 @@ def test_nccl_output_captured_by_nsys(tmp_path):
     assert rep.transport.verdict == "tcp_deliberate"
     assert [(e.file, e.line) for e in rep.transport.evidence] == [(f"{export.name}:pid_5_stdout.log", 3),
                                                                  (f"{export.name}:pid_5_stdout.log", 2)]
+
+
+def test_the_gate_fails_a_silent_fallback(tmp_path):
+    from fixtures import synth
+
+    # The run's logs name no rank (bare "NCCL INFO" lines): the critical finding has rank -1 and fails
+    # --no-critical for every rank of the run.
+    run = tmp_path / "run"
+    synth.write(synth.Scenario("tcp_run", **TCP_RUN), run)
+    (run / "fallback.log").write_text("NCCL INFO NET/Socket : Using [0]ib0:10.1.0.1<0>\n")    # IPoIB
+    result = api.gate([str(run)], rules={"no_critical": True}, use_config=False)
+    (rule,) = result.rules
+    assert rule.status == "fail" and [r.status for r in rule.ranks] == ["fail", "fail"]
