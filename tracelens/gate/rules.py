@@ -200,7 +200,8 @@ def _relative_rule(steps, base: Baseline, rule, description, metric: _Metric, li
 def _critical_rule(report: Report) -> RuleOutcome:
     ranks = []
     for r in report.ranks:
-        found = [d for d in report.diagnoses if d.rank == r.rank and d.severity == "critical"]
+        # A finding about the run that names no rank (rank -1: nccl-transport) counts for every rank.
+        found = [d for d in report.diagnoses if d.rank in (r.rank, -1) and d.severity == "critical"]
         first = found[0] if found else None
         msg = (f"{len(found)} critical diagnosis(es), first: {first.title} (step {first.step})" if found
                else "no critical diagnoses")
