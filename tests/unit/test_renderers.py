@@ -255,8 +255,9 @@ def test_the_network_transport_section_shows_the_reports_transport():
                "0x9f3a: ranks 0-3 on 2 hosts, 2 nodes, net Socket, plugin Socket; NET/Socket 6, P2P/IPC 4 -> "
                "tcp_silent_fallback", "settings: NCCL_IB_HCA=mlx5_0",
                "inter-node busbw p50 2.50 GB/s (p10 1.25, p90 3.75) over 7 collectives: TCP range (below 5 GB/s)",
-               "nccl/h1.100.log:9  h1:100:101 [0] NCCL INFO Using network Socket",
-               "run/manifest.json  NCCL_IB_HCA=mlx5_0"]
+               # each file once, then its lines (line number, text); a recorded setting has no line
+               "nccl/h1.100.log", "9  h1:100:101 [0] NCCL INFO Using network Socket",
+               "run/manifest.json", "-  NCCL_IB_HCA=mlx5_0"]
     shown = [line.strip() for line in text(rep, 200).splitlines()]
     assert all(line in shown for line in section), shown
     assert "summary: no traces; the network transport from NCCL logs alone" in shown

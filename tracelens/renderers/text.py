@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..contract import Report
-from .common import (MIXED, STEP_HEADERS, bandwidth_line, communicator_line, evidence_where, exposed_groups,
+from .common import (MIXED, STEP_HEADERS, bandwidth_line, communicator_line, exposed_groups,
                      findings, frac, ms, pattern_label, pct, pre_capture_line, rank_label, rank_title, short, size,
                      step_cells, step_label, steps_label, total_cells, transport_facts, two_lines)
 
@@ -133,8 +133,17 @@ def _transport(con: Console, t) -> None:
         rows.append(bandwidth_line(t.bandwidth))
     for row in rows:
         con.print(Padding(Text(row), (0, 0, 0, 4)))
-    for e in t.evidence:
-        con.print(Padding(Text(f"{evidence_where(e)}  {e.text}"), (0, 0, 0, 4)))
+    # Each file once, then its lines: a long path wrapped in front of every line cut the path mid-name at
+    # 80 columns, and repeated it.
+    for file in dict.fromkeys(e.file for e in t.evidence):
+        con.print(Padding(Text(file), (0, 0, 0, 4)))
+        lines = Table.grid(padding=(0, 2))
+        lines.add_column(justify="right", no_wrap=True)
+        lines.add_column()
+        for e in t.evidence:
+            if e.file == file:
+                lines.add_row("-" if e.line is None else str(e.line), e.text)
+        con.print(Padding(lines, (0, 0, 0, 6)))
 
 
 def _step_table(r, layout: Layout) -> Table:
