@@ -336,7 +336,13 @@ def test_nccl_payload_sizes_unavailable_without_blobs(tmp_path):
     got = {w.rank: (w.code, w.count) for w in rep.warnings if w.code.startswith("nsys-nccl-payload")}
     assert got == {0: ("nsys-nccl-payload-unavailable", 224), 1: ("nsys-nccl-payload-unavailable", 238)}
     assert all(c.bytes is None for c in rep.collectives)            # unknown, never guessed
-    # The same export with a payload on every NCCL range: present, but not decoded (still no sizes).
+    msg = next(w.message for w in rep.warnings if w.code == "nsys-nccl-payload-unavailable")
+    # The export's own parameters and file names (META_DATA_EXPORT) give the exact command that keeps them.
+    assert "EXPORT_PARAM_INCLUDE_BLOBS=false" in msg and msg.endswith(
+        "nsys export --type sqlite --include-blobs true --force-overwrite true --output mfu_h1002_nsys.sqlite "
+        "mfu_h1002_nsys.nsys-rep")
+    # The same export with an 8-byte blob on every NCCL range: shorter than nsys' 32-byte blob header, so
+    # present but undecodable, counted per range, and still no sizes.
     copy = tmp_path / "with_blobs.sqlite"
     copy.write_bytes(src.read_bytes())
     con = sqlite3.connect(copy)
@@ -345,7 +351,7 @@ def test_nccl_payload_sizes_unavailable_without_blobs(tmp_path):
     con.close()
     rep = report(copy)
     got = {w.rank: (w.code, w.count) for w in rep.warnings if w.code.startswith("nsys-nccl-payload")}
-    assert got == {0: ("nsys-nccl-payload-undecoded", 224), 1: ("nsys-nccl-payload-undecoded", 238)}
+    assert got == {0: ("nsys-nccl-payload-undecodable", 224), 1: ("nsys-nccl-payload-undecodable", 238)}
     assert all(c.bytes is None for c in rep.collectives)
 
 

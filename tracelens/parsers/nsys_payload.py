@@ -1,40 +1,426 @@
-"""Nsight Systems exports, stage 3 of 4: NCCL payload notes, why NCCL ranges give no collective sizes.
+"""Nsight Systems exports, stage 3 of 4: the collective behind each NCCL range, from NCCL's NVTX payloads.
 
-Apart because it is the one place that looks at NCCL's NVTX payloads: a decoder of their sizes, once an
-export with payloads is at hand to check it against, belongs here and nowhere else.
+NCCL (2.16.2 and later) marks each API call with an NVTX range (``ncclAllReduce``, ``ncclSend``, ...) in
+its own domain and attaches a payload: communicator id, message size, reduction op, root or peer (shared
+reference ``nccl-nvtx-payloads.md``). The layouts come from the export's schema rows, entries picked by
+name, else from the reference's per-version layouts (by call and payload size). Decoding is experimental:
+the blob header is not documented by NVIDIA, so every report that uses it says so in a warning.
+
+What comes out describes NCCL ranges, not kernels: each decoded call, and each ``ncclGroupEnd`` with the
+calls of its group (kernels of grouped calls are launched there). :mod:`.assemble` links kernels to the
+nearest such range. Sizes follow nccl-tests' ``S``: calls whose count is per rank (all-gather,
+reduce-scatter, all-to-all, gather, scatter) are multiplied by the communicator's size, known when the
+export holds a payload with that communicator's "No. of ranks" (its init, destroy or abort).
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
+
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from .nsys_read import _PAYLOAD_ENTRIES, _Db, _has_payload_schemas
+from . import nvtx_payload as nvp
+from .nsys_read import NVTX, _PAYLOAD_ENTRIES, _PAYLOAD_SCHEMAS, _Db
+
+_NCCL_API = re.compile(r"^nccl[A-Z]\w*$")
+# Range name (after "nccl", lower case) -> canonical op; family of its payload layout; per-rank count.
+_CALLS = {"allreduce": ("all_reduce", "reduce_all", False), "reducescatter": ("reduce_scatter", "reduce_all", True),
+          "allgather": ("all_gather", "sized", True), "alltoall": ("all_to_all", "sized", True),
+          "broadcast": ("broadcast", "rooted", False), "bcast": ("broadcast", "rooted", False),
+          "gather": ("gather", "rooted", True), "scatter": ("scatter", "rooted", True),
+          "reduce": ("reduce", "reduce", False), "send": ("send", "p2p", False), "recv": ("recv", "p2p", False)}
+OPS = sorted({op for op, _, _ in _CALLS.values()})
+_P2P = (OPS.index("send"), OPS.index("recv"))
+_COMM_CALL = re.compile(r"^comm(?:initrank\w*|initall|destroy|abort|revoke|finalize|split|shrink|grow)$")
+# Schema entry names (verbatim, every NCCL version) -> field.
+FIELDS = {"NCCL communicator ID": "comm", "Message size [bytes]": "size", "Bytes": "size", "Root": "root",
+          "Peer rank": "peer", "Reduction operation": "redop", "No. of ranks": "nranks"}
+REDOPS = ("sum", "prod", "max", "min", "avg")          # ncclRedOp_t; larger values are user-created ops
+
+_C, _S = ("NCCL communicator ID", 18), ("Message size [bytes]", 22)
 
 
-def _nccl_payload_notes(db: _Db, q: dict) -> dict[int | None, list[tuple[str, str, int]]]:
-    """Per process (None: all of them), why its NCCL ranges give no collective sizes.
+def _ref(*entries: tuple[tuple[str, int], int]) -> list:
+    return [(i, t, n, off) for i, ((n, t), off) in enumerate(entries)]
 
-    NCCL records each call's message size in an NVTX payload (schema entry "Message size [bytes]"). An
-    export keeps payloads only with ``--include-blobs true``, and tracelens does not decode their binary
-    layout (no export with blobs has been available to check a decoder against), so bytes stay unknown.
-    The NCCL ranges are those of the domains with such a schema, counted on the NVTX rows already read.
-    """
-    if "nvtx" not in q or not _has_payload_schemas(db):
-        return {}
-    sized = [d for (d,) in db.rows(f"SELECT DISTINCT domainId FROM {_PAYLOAD_ENTRIES} "
-                                   "WHERE name LIKE 'Message size%'") if isinstance(d, int)]
-    _, _, gtid, domain, blob, _ = q["nvtx"].result()
-    nccl = np.isin(domain, sized)
-    procs, total = np.unique(gtid[nccl] >> 24, return_counts=True)
-    with_blob = np.bincount(np.searchsorted(procs, gtid[nccl & (blob != 0)] >> 24), minlength=procs.size)
-    out: dict[int | None, list[tuple[str, str, int]]] = {}
-    for proc, n, blobs in zip(procs.tolist(), total.tolist(), with_blob.tolist()):
-        key = proc or None                 # no thread recorded: the note goes to every process
-        if not blobs:
-            out[key] = [("nsys-nccl-payload-unavailable", "NCCL ranges carry their message size in NVTX payloads, "
-                         "but the export was made without them (nsys export --include-blobs true); collective "
-                         "sizes are unknown", int(n))]
-        else:
-            out[key] = [("nsys-nccl-payload-undecoded", "NCCL ranges carry NVTX binary payloads, which tracelens "
-                         "does not decode yet; collective sizes are unknown", int(blobs))]
+
+# The reference's layouts (§2) by (family, payload size): 2.25 and later carry the communicator id first.
+REFERENCE = {
+    ("sized", 16): _ref((_C, 0), (_S, 8)), ("sized", 8): _ref((_S, 0),),
+    ("reduce_all", 24): _ref((_C, 0), (_S, 8), (("Reduction operation", nvp.SCHEMA_ID_STATIC_START), 16)),
+    ("reduce_all", 16): _ref((_S, 0), (("Reduction operation", nvp.SCHEMA_ID_STATIC_START), 8)),
+    ("rooted", 24): _ref((_C, 0), (_S, 8), (("Root", 5), 16)), ("rooted", 16): _ref((("Bytes", 22), 0), (("Root", 5), 8)),
+    ("reduce", 24): _ref((_C, 0), (_S, 8), (("Root", 5), 16), (("Reduction operation", nvp.SCHEMA_ID_STATIC_START), 20)),
+    ("reduce", 16): _ref((_S, 0), (("Root", 5), 8), (("Reduction operation", nvp.SCHEMA_ID_STATIC_START), 12)),
+    ("p2p", 24): _ref((_C, 0), (_S, 8), (("Peer rank", 5), 16)), ("p2p", 16): _ref((("Bytes", 22), 0), (("Peer rank", 5), 8)),
+    ("comm", 24): _ref((_C, 0), (("No. of ranks", 5), 8), (("Rank", 5), 12), (("CUDA device", 5), 16)),
+    ("comm", 12): _ref((("Rank", 5), 0), (("No. of ranks", 5), 4), (("CUDA device", 5), 8)),
+    ("comm", 8): _ref((_C, 0),),
+}
+_REF_LAYOUTS = {k: nvp.layout_of(v, k[1]) for k, v in REFERENCE.items()}
+
+# Row status of an NCCL range's payload.
+NONE, DECODED, UNDECODABLE, UNKNOWN = 0, 1, 2, 3
+
+
+@dataclass
+class NcclRanges:
+    """What the NCCL ranges of an export say: per described NVTX row (its position in the NVTX query),
+    the collective, and per process (None: all) the notes for the report's warnings."""
+
+    rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+    notes: dict[int | None, list[tuple[str, str, int]]] = field(default_factory=dict)
+
+    def comm_meta(self, nvtx_row: np.ndarray) -> dict | None:
+        """COMM_META columns (table "nvtx") for one process's host rows, given each row's NVTX position
+        (-1 for rows that are not NVTX ranges)."""
+        if not self.rows.size:
+            return None
+        at = np.minimum(np.searchsorted(self.rows, nvtx_row), self.rows.size - 1)
+        hit = (nvtx_row >= 0) & (self.rows[at] == nvtx_row)
+        if not hit.any():
+            return None
+        pick = at[hit]
+        out = {c: v[pick] for c, v in self.columns.items()}
+        out["row"], out["table"] = np.flatnonzero(hit), np.full(pick.size, "nvtx", dtype=object)
+        return out
+
+
+def nccl_ranges(db: _Db, q: dict) -> NcclRanges:
+    """Decode the payloads of every NCCL range read by the NVTX query (all processes at once)."""
+    if "nvtx" not in q or "nvtx_payload" not in q:
+        return NcclRanges()
+    start, end, gtid, domain, present, rowid, name = q["nvtx"].result()
+    present = present.astype(bool)
+    names = pc.dictionary_encode(name if isinstance(name, pa.Array) else pa.array(name, pa.large_string()))
+    distinct = [str(n) for n in names.dictionary.to_pylist()]
+    codes = names.indices.to_numpy(zero_copy_only=False)
+    is_api = np.array([bool(_NCCL_API.match(n)) for n in distinct] + [False])
+    nccl = np.flatnonzero(is_api[codes] & (domain > 0))
+    if not nccl.size:
+        return NcclRanges()
+    call = [n[4:].lower() if is_api[i] else "" for i, n in enumerate(distinct)]
+    r = _Rows(nccl, start[nccl], gtid[nccl], domain[nccl], codes[nccl], call)
+    schemas = _schemas(db)
+    if present[nccl].any():
+        _decode(db, r, rowid[nccl], present[nccl], schemas)
+    out = NcclRanges()
+    _describe(r, out)
+    out.notes = _notes(db, r, schemas, bool(present[nccl].any()))
     return out
+
+
+class _Rows:
+    """The NCCL ranges of the export as columns, and their decoded fields (-1: unknown)."""
+
+    def __init__(self, idx, start, gtid, domain, codes, call):
+        self.idx, self.start, self.gtid, self.domain = idx, start, gtid, domain
+        n = idx.size
+        op_of = np.array([OPS.index(_CALLS[c][0]) if c in _CALLS else -1 for c in call] + [-1])
+        self.op = op_of[codes]
+        self.call = np.array(call + [""], dtype=object)[codes]
+        self.status = np.zeros(n, np.int8)
+        self.has_comm = np.zeros(n, bool)
+        self.comm = np.zeros(n, np.uint64)
+        self.f = {k: np.full(n, -1, np.int64) for k in ("size", "root", "peer", "redop", "nranks")}
+
+    def set(self, rows: np.ndarray, values: dict[str, np.ndarray]) -> None:
+        for key, v in values.items():
+            if key == "comm":
+                self.comm[rows], self.has_comm[rows] = np.asarray(v, np.int64).view(np.uint64), True
+            elif key in self.f:
+                self.f[key][rows] = v
+
+
+def _schemas(db: _Db) -> dict[tuple[int, int], nvp.Layout | None]:
+    """(domain, schema id) -> layout from the export's schema rows, deduplicated (they repeat once per
+    process); None for a schema whose rows disagree or that a fixed layout cannot hold."""
+    if not db.has(_PAYLOAD_ENTRIES) or not {"domainId", "schemaId", "idx", "type", "name", "offset"} <= \
+            db.columns(_PAYLOAD_ENTRIES):
+        return {}
+    sizes: dict[tuple[int, int], set] = {}
+    if db.has(_PAYLOAD_SCHEMAS) and {"domainId", "schemaId", "payloadSize"} <= db.columns(_PAYLOAD_SCHEMAS):
+        for d, s, size in db.rows(f'SELECT DISTINCT "domainId", "schemaId", "payloadSize" FROM {_PAYLOAD_SCHEMAS}'):
+            sizes.setdefault((d, s), set()).add(size)
+    entries: dict[tuple[int, int], dict[int, set]] = {}
+    for d, s, i, t, n, off in db.rows(f'SELECT DISTINCT "domainId", "schemaId", "idx", "type", "name", "offset" '
+                                      f"FROM {_PAYLOAD_ENTRIES}"):
+        entries.setdefault((d, s), {}).setdefault(i, set()).add((t, n, off if off is not None or i else 0))
+    out: dict[tuple[int, int], nvp.Layout | None] = {}
+    for key, by_idx in entries.items():
+        size = sizes.get(key, {None})
+        if len(size) > 1 or any(len(v) > 1 for v in by_idx.values()):
+            out[key] = None
+            continue
+        rows = [(i, *next(iter(v))) for i, v in by_idx.items()]
+        out[key] = nvp.layout_of(rows, next(iter(size)))
+    return out
+
+
+def _decode(db: _Db, r: _Rows, rowid: np.ndarray, present: np.ndarray, schemas: dict) -> None:
+    """Fetch the payloads of the NCCL ranges that have one and decode them into ``r``."""
+    cols = db.columns(NVTX)
+    blob = 'CAST(n."binaryData" AS BLOB)' if "binaryData" in cols else "NULL"
+    text, join = ('n."jsonText"' if "jsonText" in cols else "NULL"), ""
+    if "jsonTextId" in cols and db.has("StringIds"):
+        text, join = f'coalesce({text}, j.value)', 'LEFT JOIN StringIds j ON j.id = n."jsonTextId"'
+    domains = ", ".join(str(int(d)) for d in np.unique(r.domain[present]).tolist())
+    fetched = db.rows(f'SELECT n.rowid, {blob}, {text} FROM {NVTX} n {join} WHERE n."domainId" IN ({domains}) '
+                      f'AND n."eventType" IN (59, 60) AND ({blob} IS NOT NULL OR {text} IS NOT NULL)')
+    order = np.argsort(rowid, kind="stable")
+    ids = np.fromiter((row[0] for row in fetched), np.int64, len(fetched))
+    at = order[np.minimum(np.searchsorted(rowid[order], ids), order.size - 1)]
+    mine = rowid[at] == ids                          # payload rows that are NCCL ranges of the NVTX query
+    blobs = [(int(i), bytes(row[1])) for i, row, ok in zip(at.tolist(), fetched, mine.tolist())
+             if ok and isinstance(row[1], (bytes, bytearray, memoryview))]
+    texts = [(int(i), row[2]) for i, row, ok in zip(at.tolist(), fetched, mine.tolist())
+             if ok and not isinstance(row[1], (bytes, bytearray, memoryview)) and isinstance(row[2], str)]
+    if blobs:
+        _decode_blobs(r, np.array([i for i, _ in blobs], np.int64), [b for _, b in blobs], schemas)
+    if texts:
+        _decode_json(r, np.array([i for i, _ in texts], np.int64), [t for _, t in texts])
+
+
+def _decode_blobs(r: _Rows, rows: np.ndarray, blobs: list[bytes], schemas: dict) -> None:
+    buf, starts, lengths = nvp.blob_table(blobs)
+    head = nvp.headers(buf, starts, lengths)
+    r.status[rows[head[:, 0] < 0]] = UNDECODABLE     # shorter than the header
+    ok = np.flatnonzero(head[:, 0] >= 0)
+    by_id: dict[int, set] = {}
+    for (d, s), lay in schemas.items():
+        by_id.setdefault(s, set()).add(lay)
+    # A handful of (domain, schema, call, size) combinations: choose each one's layout once.
+    combo = np.stack([r.domain[rows[ok]], head[ok, 1], head[ok, 2]], axis=1)
+    calls = r.call[rows[ok]]
+    keys: dict[tuple, list[int]] = {}
+    for j, (key, c) in enumerate(zip(map(tuple, combo.tolist()), calls.tolist())):
+        keys.setdefault((*key, c), []).append(j)
+    for (dom, sid, size, c), js in keys.items():
+        sel = ok[np.array(js, np.int64)]
+        lay, known = _layout(schemas, by_id, dom, sid, size, c)
+        if lay is None:
+            r.status[rows[sel]] = UNDECODABLE if known else UNKNOWN
+            continue
+        whole = lengths[sel] >= nvp.HEADER + lay.size
+        r.status[rows[sel[~whole]]] = UNDECODABLE     # truncated: the header promises more than the blob holds
+        sel = sel[whole]
+        r.set(rows[sel], nvp.read_fields(buf, starts[sel], lay, FIELDS))
+        r.status[rows[sel]] = DECODED
+
+
+def _layout(schemas: dict, by_id: dict, dom: int, sid: int, size: int, call: str) -> tuple[nvp.Layout | None, bool]:
+    """(layout, schema known) of one payload kind: the export's schema if it has it, else the reference's
+    layout for the call with that payload size. A known layout whose size differs from the header's is no
+    layout (the blob is not what the schema says)."""
+    lay = schemas.get((dom, sid))
+    if lay is None and len(by_id.get(sid, ())) == 1:  # a domain id that differs between processes
+        lay = next(iter(by_id[sid]))
+    if lay is not None:
+        return (lay, True) if lay.size == size else (None, True)
+    family = _CALLS[call][1] if call in _CALLS else "comm" if _COMM_CALL.match(call) else None
+    ref = _REF_LAYOUTS.get((family, size))
+    return ref, False
+
+
+def _decode_json(r: _Rows, rows: np.ndarray, texts: list[str]) -> None:
+    for i, found in zip(rows.tolist(), nvp.json_fields(texts, FIELDS)):
+        values = {k: _json_int(k, v) for k, v in (found or {}).items()}
+        values = {k: np.array([v], np.int64) for k, v in values.items() if v is not None}
+        if not values:
+            r.status[i] = UNDECODABLE
+            continue
+        r.set(np.array([i]), values)
+        r.status[i] = DECODED
+
+
+def _json_int(key: str, v) -> int | None:
+    """An entry's JSON value as an int: numbers, numeric text (``"0x1f"`` too), op names (``"ncclSum"``)."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v - (1 << 64) if v >= 1 << 63 else v
+    if isinstance(v, str):
+        s = v.strip().lower()
+        if key == "redop" and s.removeprefix("nccl") in REDOPS:
+            return REDOPS.index(s.removeprefix("nccl"))
+        try:
+            return _json_int(key, int(s, 0))
+        except ValueError:
+            return None
+    return None
+
+
+def _describe(r: _Rows, out: NcclRanges) -> None:
+    """Per NCCL call with a decoded payload, and per outermost ``ncclGroupEnd`` of a group of calls, the
+    collective it launches; groups that mix ops or communicators are described without op or size."""
+    nranks = _comm_sizes(r)
+    group = np.where(r.has_comm, nranks.get_many(r.comm), -1)
+    per_rank = np.array([_CALLS[c][2] if c in _CALLS else False for c in r.call.tolist()], bool)
+    size = np.where(per_rank & (r.f["size"] >= 0), np.where(group > 0, r.f["size"] * group, -1), r.f["size"])
+    call_rows = (r.op >= 0) & (r.status == DECODED)
+    r.unsized = call_rows & per_rank & (r.f["size"] >= 0) & (group <= 0)
+    member, ends = _groups(r)
+    # Calls inside a group launch nothing themselves; describe them all the same (a call's own range is
+    # the nearest one only when it launched its own kernel).
+    desc = {"idx": r.idx[call_rows], "op": r.op[call_rows], "size": size[call_rows], "group": group[call_rows],
+            "comm": np.where(r.has_comm, r.comm, 0)[call_rows], "has_comm": r.has_comm[call_rows],
+            "root": r.f["root"][call_rows], "peer": r.f["peer"][call_rows], "redop": r.f["redop"][call_rows]}
+    g = _group_desc(r, member, ends, size, group)
+    r.mixed = g.pop("mixed")
+    both = {k: np.concatenate([desc[k], g[k]]) for k in desc}
+    order = np.argsort(both["idx"], kind="stable")
+    both = {k: v[order] for k, v in both.items()}
+    out.rows = both["idx"]
+    out.columns = {
+        "collective": np.array([OPS[o] if o >= 0 else None for o in both["op"].tolist()] + [None], object)[:-1],
+        "bytes": both["size"], "group_size": both["group"], "root": both["root"], "peer": both["peer"],
+        "pg_name": np.array([f"0x{c:x}" if h else None for c, h in zip(both["comm"].tolist(), both["has_comm"].tolist())]
+                            + [None], object)[:-1],
+        "redop": np.array([_redop(x) for x in both["redop"].tolist()] + [None], object)[:-1]}
+
+
+def _redop(code: int) -> str | None:
+    return None if code < 0 else REDOPS[code] if code < len(REDOPS) else "custom"
+
+
+class _Sizes(dict):
+    def get_many(self, comm: np.ndarray) -> np.ndarray:
+        return np.array([self.get(c, -1) for c in comm.tolist()], np.int64) if self else np.full(comm.size, -1)
+
+
+def _comm_sizes(r: _Rows) -> _Sizes:
+    """Communicator id -> its rank count, from any payload carrying both (init, destroy, abort)."""
+    has = r.has_comm & (r.f["nranks"] > 0)
+    out = _Sizes()
+    for c, n in zip(r.comm[has].tolist(), r.f["nranks"][has].tolist()):
+        out.setdefault(c, n)
+    return out
+
+
+def _groups(r: _Rows) -> tuple[np.ndarray, np.ndarray]:
+    """(group number of each call inside an ncclGroupStart/End pair on its thread, else -1; the rows of the
+    outermost ncclGroupEnd of each group, by group number). Nesting depth never drops below 0: a group
+    opened before the capture began is no group."""
+    order = np.lexsort((r.start, r.gtid))
+    call = r.call[order]
+    delta = (call == "groupstart").astype(np.int64) - (call == "groupend").astype(np.int64)
+    depth = np.zeros(order.size, np.int64)
+    gt = r.gtid[order]
+    bounds = np.flatnonzero(np.diff(gt)) + 1
+    for a, b in zip(np.r_[0, bounds].tolist(), np.r_[bounds, order.size].tolist()):
+        walk = np.cumsum(delta[a:b])
+        depth[a:b] = walk - np.minimum.accumulate(np.minimum(walk, 0))
+    before = np.r_[0, depth[:-1]]
+    before[bounds] = 0
+    opens = (delta > 0) & (before == 0)
+    number = np.cumsum(opens) - 1
+    member = np.full(r.idx.size, -1, np.int64)
+    inside = (before > 0) & (r.op[order] >= 0)
+    member[order[inside]] = number[inside]
+    closes = (delta < 0) & (before == 1)
+    ends = np.full(int(opens.sum()), -1, np.int64)
+    ends[number[closes]] = order[closes]
+    return member, ends
+
+
+def _group_desc(r: _Rows, member: np.ndarray, ends: np.ndarray, size: np.ndarray, group: np.ndarray) -> dict:
+    """One description per closed group with calls: its op and comm when all calls share them (a group of
+    sends and receives has no op of its own: the enclosing torch range or the kernel names it), the sum of
+    its calls' sizes (sends only, when it has sends), root/peer/redop of a group of one."""
+    rows = np.flatnonzero((member >= 0))
+    rows = rows[ends[member[rows]] >= 0]
+    keys = ("idx", "op", "size", "group", "comm", "has_comm", "root", "peer", "redop")
+    if not rows.size:
+        return {**{k: np.empty(0, np.uint64 if k == "comm" else bool if k == "has_comm" else np.int64) for k in keys},
+                "mixed": np.zeros(r.idx.size, bool)}
+    rows = rows[np.argsort(member[rows], kind="stable")]
+    gid = member[rows]
+    first = np.r_[0, np.flatnonzero(np.diff(gid)) + 1]
+    count = np.diff(np.r_[first, rows.size])
+    op = r.op[rows]
+    same_op = np.minimum.reduceat(op, first) == np.maximum.reduceat(op, first)
+    p2p = np.logical_and.reduceat(np.isin(op, _P2P), first)
+    comm = r.comm[rows]
+    has = r.has_comm[rows]
+    same_comm = (np.minimum.reduceat(comm, first) == np.maximum.reduceat(comm, first)) & \
+        (np.logical_and.reduceat(has, first) | ~np.logical_or.reduceat(has, first))
+    sends = op == OPS.index("send")
+    any_send = np.logical_or.reduceat(sends, first)
+    counted = np.where(np.repeat(any_send, count), sends | ~np.isin(op, _P2P), True)
+    s = size[rows]
+    total = np.add.reduceat(np.where(counted, np.maximum(s, 0), 0), first)
+    unknown = np.logical_or.reduceat(counted & (s < 0), first)
+    clear = same_comm & (same_op | p2p)
+    one = count == 1
+    out = {"idx": r.idx[ends[gid[first]]],
+           "op": np.where(clear & same_op & (one | ~p2p), op[first], -1),
+           "size": np.where(clear & ~unknown, total, -1),
+           "group": np.where(same_comm, group[rows][first], -1),
+           "comm": comm[first], "has_comm": has[first] & same_comm,
+           **{k: np.where(one, r.f[k][rows][first], -1) for k in ("root", "peer")},
+           "redop": np.where(np.minimum.reduceat(r.f["redop"][rows], first) ==
+                             np.maximum.reduceat(r.f["redop"][rows], first), r.f["redop"][rows][first], -1)}
+    mixed = np.zeros(r.idx.size, bool)
+    mixed[ends[gid[first]][~clear]] = True
+    out["mixed"] = mixed
+    return out
+
+
+def _notes(db: _Db, r: _Rows, schemas: dict, any_payload: bool) -> dict[int | None, list[tuple[str, str, int]]]:
+    """Per process (None: no thread recorded, every process), the warnings about its NCCL ranges."""
+    sized = any(lay is not None and lay.field("Message size [bytes]") for lay in schemas.values()) or \
+        _schema_names_sized(db)
+    proc = r.gtid >> 24
+    out: dict[int | None, list[tuple[str, str, int]]] = {}
+    has_payload = r.status != NONE
+    for p in np.unique(proc).tolist():
+        mine = proc == p
+        notes = []
+        if not has_payload[mine].any() and (sized or any_payload):
+            notes.append(("nsys-nccl-payload-unavailable", _unavailable(db), int(mine.sum())))
+        for code, count, message in (
+                ("nsys-nccl-payload-decoded", (r.status[mine] == DECODED).sum(),
+                 "NCCL ranges whose NVTX payload was decoded (experimental: the blob header layout is not documented "
+                 "by NVIDIA); collective sizes and communicators on nsys input come from them"),
+                ("nsys-nccl-payload-undecodable", (r.status[mine] == UNDECODABLE).sum(),
+                 "NCCL payloads that could not be decoded (truncated, or not the size their schema gives); those "
+                 "calls have no size"),
+                ("nsys-nccl-payload-unknown-schema", (r.status[mine] == UNKNOWN).sum(),
+                 "NCCL payloads of a schema neither the export describes nor tracelens knows (a newer NCCL?); "
+                 "those calls have no size"),
+                ("nsys-nccl-group-size-unknown", r.unsized[mine].sum(),
+                 "NCCL calls whose size is per rank (all-gather, reduce-scatter, all-to-all, gather, scatter) on a "
+                 "communicator whose rank count the export does not hold (its init was not captured); no size"),
+                ("nsys-nccl-group-mixed", r.mixed[mine].sum(),
+                 "NCCL groups mixing operations or communicators: the kernels they launch get no size from them")):
+            if count:
+                notes.append((code, message, int(count)))
+        if notes:
+            out[p or None] = notes
+    return out
+
+
+def _schema_names_sized(db: _Db) -> bool:
+    return db.has(_PAYLOAD_ENTRIES) and "name" in db.columns(_PAYLOAD_ENTRIES) and bool(
+        db.rows(f"SELECT 1 FROM {_PAYLOAD_ENTRIES} WHERE name IN ('Message size [bytes]', 'Bytes') LIMIT 1"))
+
+
+def _unavailable(db: _Db) -> str:
+    """Why sizes are missing, with the exact ``nsys export`` command that keeps them."""
+    params = dict(db.pairs("META_DATA_EXPORT"))
+    source = params.get("EXPORT_PARAM_INPUT_FILE") or "REPORT.nsys-rep"
+    target = params.get("EXPORT_PARAM_OUTPUT_FILE") or "REPORT.sqlite"
+    blobs, js = params.get("EXPORT_PARAM_INCLUDE_BLOBS"), params.get("EXPORT_PARAM_INCLUDE_JSON")
+    if blobs == "true" or js == "true":
+        why = ("the export was made with payloads, but NCCL's ranges carry none (NCCL older than 2.16.2, or "
+               "NCCL_NVTX_DISABLE=1)")
+    else:
+        made = f" (EXPORT_PARAM_INCLUDE_BLOBS={blobs}, EXPORT_PARAM_INCLUDE_JSON={js})" if blobs or js else ""
+        why = f"the export was made without them{made}"
+    return (f"NCCL ranges carry their message size in NVTX payloads, but {why}; collective sizes are unknown. "
+            f"Re-export with: nsys export --type sqlite --include-blobs true --force-overwrite true "
+            f"--output {target} {source}")

@@ -181,13 +181,16 @@ def _texts(values: list[str], kind: str):
 
 
 _PAYLOAD_ENTRIES = "NVTX_PAYLOAD_SCHEMA_ENTRIES"
+_PAYLOAD_SCHEMAS = "NVTX_PAYLOAD_SCHEMAS"
+_PAYLOAD_COLUMNS = ("binaryData", "jsonText", "jsonTextId")
 
 
-def _has_payload_schemas(db: _Db) -> bool:
-    """Whether the NVTX query carries each range's domain and payload presence; here because it shapes that
-    query, while what the payloads mean is :mod:`.nsys_payload`'s."""
-    return db.has(_PAYLOAD_ENTRIES) and {"domainId", "name"} <= db.columns(_PAYLOAD_ENTRIES) \
-        and "domainId" in db.columns(NVTX)
+def _payload_capable(db: _Db) -> bool:
+    """Whether the NVTX query carries each range's domain, payload presence and rowid (for the NCCL payloads,
+    :mod:`.nsys_payload`): here because it shapes that query, while what the payloads mean is not this
+    module's business."""
+    cols = db.columns(NVTX)
+    return "domainId" in cols and (db.has(_PAYLOAD_ENTRIES) or any(c in cols for c in _PAYLOAD_COLUMNS))
 
 
 def _start_queries(db: _Db) -> dict:
@@ -202,12 +205,13 @@ def _start_queries(db: _Db) -> dict:
         if "textId" in db.columns(n) and db.has("StringIds"):
             join, by_id = 'LEFT JOIN StringIds s ON s.id = n."textId"', "s.value"
         tid = 'coalesce(n."globalTid", 0)' if "globalTid" in db.columns(n) else "0"
-        # Where NCCL payload schemas exist, each range's domain and payload presence ride along for the
-        # payload notes (a second scan of the largest table otherwise).
+        # Where payloads can exist, each range's domain, payload presence and rowid ride along: the NCCL
+        # ranges and which of them have a payload are found without a second scan of the largest table.
         extra, kinds = "", "iiia"
-        if _has_payload_schemas(db):
-            blob = '(n."binaryData" IS NOT NULL)' if "binaryData" in db.columns(n) else "0"
-            extra, kinds = f'coalesce(n."domainId", -1), {blob}, ', "iiiiia"
+        if _payload_capable(db):
+            present = " OR ".join(f'n."{c}" IS NOT NULL' for c in _PAYLOAD_COLUMNS if c in db.columns(n)) or "0"
+            extra, kinds = f'coalesce(n."domainId", -1), ({present}), n.rowid, ', "iiiiiia"
+            q["nvtx_payload"] = True
         q["nvtx"] = db.later(f'SELECT n."start", n."end", {tid}, {extra}coalesce({text}, {by_id}, \'\') '
                              f'FROM {n} n {join} WHERE n."eventType" IN (59, 60) AND n."end" IS NOT NULL '
                              f'AND n."end" >= n."start"', kinds)
