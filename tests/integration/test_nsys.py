@@ -146,6 +146,7 @@ def test_nsys_rep_is_converted_once_and_cached(tmp_path, monkeypatch):
     rep.write_bytes(b"not parsed by tracelens: only nsys reads it")
     first = report(rep)
     assert (run / "profile.sqlite").is_file() and len(log.read_text().splitlines()) == 1
+    assert "--include-blobs true" in log.read_text()         # NCCL's payloads (collective sizes) are kept
     assert steps_of(first) == steps_of(report(export))
     assert [i.path for i in first.inputs] == [str(rep), str(rep)]
     # Unchanged report: the export is reused; the folder holding both is read once, through the report.
