@@ -298,3 +298,32 @@ def test_corpus_schema_rows_match_the_reference(rel):
 def test_decoding_keeps_every_bit_of_the_communicator_id(tmp_path):
     rows, _ = decode(export(tmp_path, "2.27", [call("2.27", "ncclAllReduce", comm=2**64 - 1, size=1, op=0)]))
     assert rows[0]["pg_name"] == "0xffffffffffffffff" and np.int64(rows[0]["bytes"]) == 1
+
+
+def test_a_range_that_launched_two_kernels_gives_neither_its_size(tmp_path, capsys):
+    sc = synth.SCENARIOS["straggler"]
+    paths = nsys_with_payloads(tmp_path, sc)
+    con = sqlite3.connect(paths[0])
+    # The first comm kernel's launch, and a second launch 1.5 µs after it, still inside its ncclAllReduce
+    # range (launch - 2 µs .. launch + 3 µs, tests/fixtures/synth/nsys.py), of a copy of that kernel placed
+    # after every other kernel.
+    corr, launch = con.execute(
+        "SELECT k.correlationId, r.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+        "ON r.correlationId = k.correlationId JOIN StringIds s ON s.id = k.shortName WHERE s.value LIKE 'nccl%' "
+        "ORDER BY r.start LIMIT 1").fetchone()
+    new, last = con.execute("SELECT max(correlationId) + 1, max(end) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT start + 1500, start + 2000, eventClass, globalTid, ?, "
+                "nameId, returnValue, callchainId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId = ?", (new, corr))
+    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT ? + 1000, ? + 2000, deviceId, contextId, streamId, ?, "
+                "globalPid, demangledName, shortName, gridX, gridY, gridZ, blockX, blockY, blockZ "
+                "FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId = ?", (last, last, new, corr))
+    con.commit()
+    con.close()
+    rep = report_json(paths, capsys)
+    first = min(c["start_ns"] for c in rep["collectives"] if c["rank"] == 0)
+    last_rank0 = max(c["start_ns"] for c in rep["collectives"] if c["rank"] == 0)
+    unsized = sorted(c["start_ns"] for c in rep["collectives"] if c["bytes"] is None)
+    assert unsized == [first, last_rank0]           # the original kernel and its copy, both on rank 0
+    assert {c["bytes"] for c in rep["collectives"] if c["bytes"] is not None} == {sc.bucket_bytes}
+    assert [(w["rank"], w["count"]) for w in rep["warnings"] if w["code"] == "nsys-nccl-range-several-kernels"] == \
+        [(0, 2)]

@@ -160,6 +160,21 @@ def test_nsys_rep_is_converted_once_and_cached(tmp_path, monkeypatch):
     assert len(log.read_text().splitlines()) == 2
 
 
+def test_nsys_without_the_blobs_option_still_exports(tmp_path, monkeypatch):
+    # An nsys that rejects --include-blobs (the option is newer than some releases): exported without it.
+    (export,) = synth.write_nsys(synth.SCENARIOS["one_bucket"], tmp_path / "src", per_rank=False)
+    exe, log = fake_nsys(tmp_path, export)
+    exe.write_text(exe.read_text().replace("if False:", "if '--include-blobs' in args:\n"
+                                           "    print('unknown option: --include-blobs', file=sys.stderr)\n"
+                                           "    sys.exit(2)\nif False:"))
+    monkeypatch.setenv("TRACELENS_NSYS", str(exe))
+    rep = tmp_path / "profile.nsys-rep"
+    rep.write_bytes(b"x")
+    assert steps_of(report(rep)) == steps_of(report(export))
+    calls = log.read_text().splitlines()
+    assert len(calls) == 2 and "--include-blobs" in calls[0] and "--include-blobs" not in calls[1]
+
+
 def test_nsys_missing_or_failing(tmp_path, monkeypatch, capsys):
     rep = tmp_path / "profile.nsys-rep"
     rep.write_bytes(b"x")
