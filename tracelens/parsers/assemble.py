@@ -222,9 +222,36 @@ def _collectives(device: dict, host: dict, comm_meta: pd.DataFrame, parent) -> t
     """
     meta_cols = ["collective", "dtype", "in_nelems", "out_nelems", "group_size", "pg_name", "pg_desc", "seq",
                  "dims_nelems", "input_type", "bytes", "root", "peer", "redop"]
+    names = Lookup(host["name"])
+    rpc = mask(host["name"], lambda n: n == "record_param_comms")
+    scope_ann = mask(host["name"], lambda n: n.startswith("nccl:"))
+    n_dev, n_host = len(device["start_ns"]), len(host["start_ns"])
+    comm_rows = np.flatnonzero(isin(device["kind"], ("comm",)))
+    launches = device["launch_idx"][comm_rows]
+    rpc_row = linking.nearest_ancestor(parent, launches, rpc, include_self=False)
+    ann_row = linking.nearest_ancestor(parent, launches, scope_ann, include_self=False)
+    gloo_rows = np.flatnonzero(host["comm_kind"] == "gloo")
+    table, row = comm_meta["table"].to_numpy(dtype=object), comm_meta["row"].to_numpy()
+    nccl_range = np.zeros(n_host, bool)
+    on = (table == "nvtx") & (row >= 0) & (row < n_host)
+    nccl_range[row[on]] = True
+    api_row = linking.nearest_ancestor(parent, launches, nccl_range, include_self=False)
+    # A range that launched several comm kernels (a large group, several communicators) describes them
+    # together: its size belongs to none of them alone.
+    shared = api_row >= 0
+    shared[shared] = np.bincount(api_row[shared])[api_row[shared]] > 1
+    # Only the metadata rows a comm activity reads are described: nsys input describes every NCCL call,
+    # though only the ranges that launched a kernel matter.
+    used_dev, used_host = np.zeros(n_dev + 1, bool), np.zeros(n_host + 1, bool)
+    used_dev[comm_rows] = True
+    used_host[np.concatenate([rpc_row, ann_row, api_row, gloo_rows])] = True      # -1 marks the spare last slot
+    used_dev[-1] = used_host[-1] = False
+    in_dev, in_host = (row >= 0) & (row < n_dev), (row >= 0) & (row < n_host)
+    keep = np.where(table == "device", used_dev[np.where(in_dev, row, -1)], used_host[np.where(in_host, row, -1)])
+    cm = comm_meta[keep] if len(comm_meta) and not keep.all() else comm_meta
     # Each metadata row's description (every field but the per-collective sequence number) as a small id:
     # a run repeats a handful of descriptions over 10^5 rows. Id 0 is "no metadata".
-    cm = comm_meta.drop_duplicates(["table", "row"], keep="first") if len(comm_meta) else comm_meta
+    cm = cm.drop_duplicates(["table", "row"], keep="first") if len(cm) else cm
     none = (None,) * len(meta_cols)
     tuples = [none]
     key = np.zeros(len(cm), dtype=np.int64)
@@ -247,27 +274,11 @@ def _collectives(device: dict, host: dict, comm_meta: pd.DataFrame, parent) -> t
         ids[row[sel]], seqs[row[sel]] = key[sel], seq[sel]
         return ids, seqs
 
-    names = Lookup(host["name"])
-    rpc = mask(host["name"], lambda n: n == "record_param_comms")
-    scope_ann = mask(host["name"], lambda n: n.startswith("nccl:"))
-
-    comm_rows = np.flatnonzero(isin(device["kind"], ("comm",)))
-    launches = device["launch_idx"][comm_rows]
-    rpc_row = linking.nearest_ancestor(parent, launches, rpc, include_self=False)
-    ann_row = linking.nearest_ancestor(parent, launches, scope_ann, include_self=False)
-    gloo_rows = np.flatnonzero(host["comm_kind"] == "gloo")
-
     # Each row is described by (its metadata, its annotation's, the annotation's name, the kernel's name);
     # a run repeats a handful of those thousands of times, so each distinct combination is described once.
-    n_dev, n_host = len(device["start_ns"]), len(host["start_ns"])
     dev_ids, dev_seq = per_row("device", n_dev, cm["collective"].notna().to_numpy() if len(cm) else None)
     host_ids, host_seq = per_row("host", n_host)
     nvtx_ids, _ = per_row("nvtx", n_host)
-    api_row = linking.nearest_ancestor(parent, launches, nvtx_ids > 0, include_self=False)
-    # A range that launched several comm kernels (a large group, several communicators) describes them
-    # together: its size belongs to none of them alone.
-    shared = api_row >= 0
-    shared[shared] = np.bincount(api_row[shared])[api_row[shared]] > 1
     dev_src, dev_src_seq = dev_ids[comm_rows], dev_seq[comm_rows]
     host_cat, dev_cat = categorical_of(host["name"]), categorical_of(device["name"])
     host_codes = host_cat.codes.astype(np.int64) if host_cat is not None else np.arange(n_host)

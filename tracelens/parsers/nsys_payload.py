@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import nvtx_payload as nvp
-from .nsys_read import NVTX, _PAYLOAD_ENTRIES, _PAYLOAD_SCHEMAS, _Db
+from ..columns import unique_rows
+from .nsys_read import NVTX, NVTX_BLOBS, _PAYLOAD_ENTRIES, _PAYLOAD_SCHEMAS, _Db
 
 _NCCL_API = re.compile(r"^nccl[A-Z]\w*$")
 # Range name (after "nccl", lower case) -> canonical op; family of its payload layout; per-rank count.
@@ -103,11 +104,11 @@ def nccl_ranges(db: _Db, q: dict) -> NcclRanges:
     nccl = np.flatnonzero(is_api[codes] & (domain > 0))
     if not nccl.size:
         return NcclRanges()
-    call = [n[4:].lower() if is_api[i] else "" for i, n in enumerate(distinct)]
-    r = _Rows(nccl, start[nccl], gtid[nccl], domain[nccl], codes[nccl], call)
+    calls = [n[4:].lower() if is_api[i] else "" for i, n in enumerate(distinct)] + [""]
+    r = _Rows(nccl, start[nccl], gtid[nccl], domain[nccl], codes[nccl], calls)
     schemas = _schemas(db)
     if present[nccl].any():
-        _decode(db, r, rowid[nccl], present[nccl], schemas)
+        _decode(db, r, rowid[nccl], present[nccl], schemas, q.get("nvtx_blobs"))
     out = NcclRanges()
     _describe(r, out)
     out.notes = _notes(db, r, schemas, bool(present[nccl].any()))
@@ -117,12 +118,14 @@ def nccl_ranges(db: _Db, q: dict) -> NcclRanges:
 class _Rows:
     """The NCCL ranges of the export as columns, and their decoded fields (-1: unknown)."""
 
-    def __init__(self, idx, start, gtid, domain, codes, call):
+    def __init__(self, idx, start, gtid, domain, codes, calls):
         self.idx, self.start, self.gtid, self.domain = idx, start, gtid, domain
         n = idx.size
-        op_of = np.array([OPS.index(_CALLS[c][0]) if c in _CALLS else -1 for c in call] + [-1])
-        self.op = op_of[codes]
-        self.call = np.array(call + [""], dtype=object)[codes]
+        # Per distinct range name once, then per row through its code.
+        self.calls, self.code = calls, codes
+        self.op = np.array([OPS.index(_CALLS[c][0]) if c in _CALLS else -1 for c in calls])[codes]
+        self.per_rank = np.array([c in _CALLS and _CALLS[c][2] for c in calls])[codes]
+        self.group_delta = np.array([(c == "groupstart") - (c == "groupend") for c in calls], np.int64)[codes]
         self.status = np.zeros(n, np.int8)
         self.has_comm = np.zeros(n, bool)
         self.comm = np.zeros(n, np.uint64)
@@ -161,47 +164,57 @@ def _schemas(db: _Db) -> dict[tuple[int, int], nvp.Layout | None]:
     return out
 
 
-def _decode(db: _Db, r: _Rows, rowid: np.ndarray, present: np.ndarray, schemas: dict) -> None:
-    """Fetch the payloads of the NCCL ranges that have one and decode them into ``r``."""
+def _decode(db: _Db, r: _Rows, rowid: np.ndarray, present: np.ndarray, schemas: dict, blobs) -> None:
+    """Fetch the payloads of the NCCL ranges that have one and decode them into ``r``: blobs first, then the
+    JSON text of the rows without a blob."""
     cols = db.columns(NVTX)
-    blob = 'CAST(n."binaryData" AS BLOB)' if "binaryData" in cols else "NULL"
+    domains = ", ".join(str(int(d)) for d in np.unique(r.domain[present]).tolist())
+    where = f'n."domainId" IN ({domains}) AND n."eventType" IN (59, 60)'
+    order = np.argsort(rowid, kind="stable")
+
+    def ours(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(positions among the NCCL ranges, which fetched rows are NCCL ranges of the NVTX query)."""
+        at = order[np.minimum(np.searchsorted(rowid[order], ids), order.size - 1)] if order.size else ids
+        return at, rowid[at] == ids
+
+    seen = np.zeros(r.idx.size, bool)
+    if "binaryData" in cols:
+        # Read beside the other tables unless the export said it holds none (and then it may still).
+        ids, buf, lengths = blobs.result() if blobs is not None else db.blobs(NVTX_BLOBS)
+        at, mine = ours(ids)
+        starts = np.zeros(ids.size, np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        seen[at[mine]] = True
+        if mine.any():
+            _decode_blobs(r, at[mine], buf, starts[mine], lengths[mine], schemas)
+    if not (present & ~seen).any():
+        return
     text, join = ('n."jsonText"' if "jsonText" in cols else "NULL"), ""
     if "jsonTextId" in cols and db.has("StringIds"):
         text, join = f'coalesce({text}, j.value)', 'LEFT JOIN StringIds j ON j.id = n."jsonTextId"'
-    domains = ", ".join(str(int(d)) for d in np.unique(r.domain[present]).tolist())
-    fetched = db.rows(f'SELECT n.rowid, {blob}, {text} FROM {NVTX} n {join} WHERE n."domainId" IN ({domains}) '
-                      f'AND n."eventType" IN (59, 60) AND ({blob} IS NOT NULL OR {text} IS NOT NULL)')
-    order = np.argsort(rowid, kind="stable")
-    ids = np.fromiter((row[0] for row in fetched), np.int64, len(fetched))
-    at = order[np.minimum(np.searchsorted(rowid[order], ids), order.size - 1)]
-    mine = rowid[at] == ids                          # payload rows that are NCCL ranges of the NVTX query
-    blobs = [(int(i), bytes(row[1])) for i, row, ok in zip(at.tolist(), fetched, mine.tolist())
-             if ok and isinstance(row[1], (bytes, bytearray, memoryview))]
-    texts = [(int(i), row[2]) for i, row, ok in zip(at.tolist(), fetched, mine.tolist())
-             if ok and not isinstance(row[1], (bytes, bytearray, memoryview)) and isinstance(row[2], str)]
-    if blobs:
-        _decode_blobs(r, np.array([i for i, _ in blobs], np.int64), [b for _, b in blobs], schemas)
-    if texts:
-        _decode_json(r, np.array([i for i, _ in texts], np.int64), [t for _, t in texts])
+    fetched = db.rows(f"SELECT n.rowid, {text} FROM {NVTX} n {join} WHERE {where} AND {text} IS NOT NULL")
+    at, mine = ours(np.fromiter((row[0] for row in fetched), np.int64, len(fetched)))
+    keep = mine & ~seen[at]
+    if keep.any():
+        _decode_json(r, at[keep], [row[1] for row, k in zip(fetched, keep.tolist()) if k])
 
 
-def _decode_blobs(r: _Rows, rows: np.ndarray, blobs: list[bytes], schemas: dict) -> None:
-    buf, starts, lengths = nvp.blob_table(blobs)
+def _decode_blobs(r: _Rows, rows: np.ndarray, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                  schemas: dict) -> None:
     head = nvp.headers(buf, starts, lengths)
     r.status[rows[head[:, 0] < 0]] = UNDECODABLE     # shorter than the header
     ok = np.flatnonzero(head[:, 0] >= 0)
     by_id: dict[int, set] = {}
     for (d, s), lay in schemas.items():
         by_id.setdefault(s, set()).add(lay)
-    # A handful of (domain, schema, call, size) combinations: choose each one's layout once.
-    combo = np.stack([r.domain[rows[ok]], head[ok, 1], head[ok, 2]], axis=1)
-    calls = r.call[rows[ok]]
-    keys: dict[tuple, list[int]] = {}
-    for j, (key, c) in enumerate(zip(map(tuple, combo.tolist()), calls.tolist())):
-        keys.setdefault((*key, c), []).append(j)
-    for (dom, sid, size, c), js in keys.items():
-        sel = ok[np.array(js, np.int64)]
-        lay, known = _layout(schemas, by_id, dom, sid, size, c)
+    # A handful of (domain, schema, size, call) combinations: choose each one's layout once.
+    combos, first, inverse = unique_rows(np.stack([r.domain[rows[ok]], head[ok, 1], head[ok, 2],
+                                                   r.code[rows[ok]]], axis=1))
+    by_combo = np.argsort(inverse, kind="stable")
+    bounds = np.r_[0, np.cumsum(np.bincount(inverse, minlength=len(combos)))]
+    for j, (dom, sid, size, code) in enumerate(combos.tolist()):
+        sel = ok[by_combo[bounds[j]:bounds[j + 1]]]
+        lay, known = _layout(schemas, by_id, dom, sid, size, r.calls[code])
         if lay is None:
             r.status[rows[sel]] = UNDECODABLE if known else UNKNOWN
             continue
@@ -227,14 +240,17 @@ def _layout(schemas: dict, by_id: dict, dom: int, sid: int, size: int, call: str
 
 
 def _decode_json(r: _Rows, rows: np.ndarray, texts: list[str]) -> None:
-    for i, found in zip(rows.tolist(), nvp.json_fields(texts, FIELDS)):
-        values = {k: _json_int(k, v) for k, v in (found or {}).items()}
-        values = {k: np.array([v], np.int64) for k, v in values.items() if v is not None}
-        if not values:
-            r.status[i] = UNDECODABLE
-            continue
-        r.set(np.array([i]), values)
-        r.status[i] = DECODED
+    values: dict[str, list] = {k: [] for k in dict.fromkeys(FIELDS.values())}
+    for found in nvp.json_fields(texts, FIELDS):
+        ints = {k: _json_int(k, v) for k, v in (found or {}).items()}
+        for k, column in values.items():
+            column.append(ints.get(k))
+    ok = np.array([any(values[k][j] is not None for k in values) for j in range(len(texts))], bool)
+    r.status[rows] = np.where(ok, DECODED, UNDECODABLE)
+    for k, v in values.items():
+        has = np.array([x is not None for x in v], bool) & ok
+        if has.any():
+            r.set(rows[has], {k: np.array([x for x, h in zip(v, has.tolist()) if h], np.int64)})
 
 
 def _json_int(key: str, v) -> int | None:
@@ -257,9 +273,8 @@ def _json_int(key: str, v) -> int | None:
 def _describe(r: _Rows, out: NcclRanges) -> None:
     """Per NCCL call with a decoded payload, and per outermost ``ncclGroupEnd`` of a group of calls, the
     collective it launches; groups that mix ops or communicators are described without op or size."""
-    nranks = _comm_sizes(r)
-    group = np.where(r.has_comm, nranks.get_many(r.comm), -1)
-    per_rank = np.array([_CALLS[c][2] if c in _CALLS else False for c in r.call.tolist()], bool)
+    group = _comm_sizes(r)
+    per_rank = r.per_rank
     size = np.where(per_rank & (r.f["size"] >= 0), np.where(group > 0, r.f["size"] * group, -1), r.f["size"])
     call_rows = (r.op >= 0) & (r.status == DECODED)
     r.unsized = call_rows & per_rank & (r.f["size"] >= 0) & (group <= 0)
@@ -275,29 +290,27 @@ def _describe(r: _Rows, out: NcclRanges) -> None:
     order = np.argsort(both["idx"], kind="stable")
     both = {k: v[order] for k, v in both.items()}
     out.rows = both["idx"]
+    comms, comm_code = np.unique(both["comm"], return_inverse=True)       # a run has a few communicators
+    pg = np.array([f"0x{c:x}" for c in comms.tolist()] + [None], object)
     out.columns = {
-        "collective": np.array([OPS[o] if o >= 0 else None for o in both["op"].tolist()] + [None], object)[:-1],
+        "collective": np.array(OPS + [None], object)[both["op"]],               # op -1 reads the None
         "bytes": both["size"], "group_size": both["group"], "root": both["root"], "peer": both["peer"],
-        "pg_name": np.array([f"0x{c:x}" if h else None for c, h in zip(both["comm"].tolist(), both["has_comm"].tolist())]
-                            + [None], object)[:-1],
-        "redop": np.array([_redop(x) for x in both["redop"].tolist()] + [None], object)[:-1]}
+        "pg_name": pg[np.where(both["has_comm"], comm_code.reshape(-1), -1)],
+        "redop": np.array(list(REDOPS) + ["custom"] * 251 + [None], object)[np.minimum(both["redop"], 255)]}
 
 
-def _redop(code: int) -> str | None:
-    return None if code < 0 else REDOPS[code] if code < len(REDOPS) else "custom"
-
-
-class _Sizes(dict):
-    def get_many(self, comm: np.ndarray) -> np.ndarray:
-        return np.array([self.get(c, -1) for c in comm.tolist()], np.int64) if self else np.full(comm.size, -1)
-
-
-def _comm_sizes(r: _Rows) -> _Sizes:
-    """Communicator id -> its rank count, from any payload carrying both (init, destroy, abort)."""
+def _comm_sizes(r: _Rows) -> np.ndarray:
+    """Each range's communicator's rank count (-1: unknown), from any payload carrying both (init,
+    destroy, abort); the first one seen wins."""
+    out = np.full(r.idx.size, -1, np.int64)
     has = r.has_comm & (r.f["nranks"] > 0)
-    out = _Sizes()
-    for c, n in zip(r.comm[has].tolist(), r.f["nranks"][has].tolist()):
-        out.setdefault(c, n)
+    if not has.any():
+        return out
+    known, first = np.unique(r.comm[has], return_index=True)
+    sizes = r.f["nranks"][has][first]
+    at = np.minimum(np.searchsorted(known, r.comm), known.size - 1)
+    hit = r.has_comm & (known[at] == r.comm)
+    out[hit] = sizes[at[hit]]
     return out
 
 
@@ -306,8 +319,7 @@ def _groups(r: _Rows) -> tuple[np.ndarray, np.ndarray]:
     outermost ncclGroupEnd of each group, by group number). Nesting depth never drops below 0: a group
     opened before the capture began is no group."""
     order = np.lexsort((r.start, r.gtid))
-    call = r.call[order]
-    delta = (call == "groupstart").astype(np.int64) - (call == "groupend").astype(np.int64)
+    delta = r.group_delta[order]
     depth = np.zeros(order.size, np.int64)
     gt = r.gtid[order]
     bounds = np.flatnonzero(np.diff(gt)) + 1
