@@ -48,11 +48,11 @@ def build(path: Path, calls: int) -> dict:
     rows, t = [(0, 1, "ncclCommInitRank", (1 << 24) | 1, P.blob(1, sid, data))], 10
     direct = grouped = 0
     for i in range(calls):
-        tid = (1 << 24) | (1 + i % 8)
-        if i % 2 == 0:
+        tid = (1 << 24) | (1 + (i // 4) % 8)       # blocks of 4 calls: 2 all-reduces, then one group
+        if i % 4 < 2:
             rows.append((t, t + 5, "ncclAllReduce", tid, blobs["ncclAllReduce"]))
             direct += 1
-        elif i % 4 == 1:
+        elif i % 4 == 2:
             rows += [(t, t + 1, "ncclGroupStart", tid, None), (t + 2, t + 3, "ncclSend", tid, blobs["ncclSend"])]
         else:
             rows += [(t, t + 1, "ncclRecv", tid, blobs["ncclRecv"]), (t + 2, t + 3, "ncclGroupEnd", tid, None)]

@@ -7,6 +7,7 @@ No public export carries blobs, so the payloads are built from the reference's s
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sqlite3
 import struct
@@ -17,7 +18,7 @@ import pytest
 from tracelens.cli import main
 from tracelens.parsers import nsys_payload, nsys_read
 
-from conftest import corpus_file
+from conftest import ROOT, corpus_file
 from fixtures import synth
 from fixtures.synth import nccl_payloads as P
 
@@ -327,3 +328,19 @@ def test_a_range_that_launched_two_kernels_gives_neither_its_size(tmp_path, caps
     assert {c["bytes"] for c in rep["collectives"] if c["bytes"] is not None} == {sc.bucket_bytes}
     assert [(w["rank"], w["count"]) for w in rep["warnings"] if w["code"] == "nsys-nccl-range-several-kernels"] == \
         [(0, 2)]
+
+
+def test_the_benchmark_export_decodes_completely(tmp_path):
+    # bench/bench_nvtx_payload.py times the decoder on its own generated export: this checks that what it
+    # times is a complete decode (its build() returns the generator's counts).
+    spec = importlib.util.spec_from_file_location("bench_nvtx_payload", ROOT / "bench" / "bench_nvtx_payload.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    truth = bench.build(tmp_path / "bench.sqlite", 400)
+    out, fetch_s, decode_s = bench.decode(tmp_path / "bench.sqlite")
+    assert {code: n for per in out.notes.values() for code, _, n in per} == {"nsys-nccl-payload-decoded": truth["payloads"]}
+    described = list(zip(out.columns["collective"].tolist(), out.columns["bytes"].tolist()))
+    assert described.count(("all_reduce", bench.SIZE)) == truth["direct"]
+    assert described.count((None, bench.SIZE)) == truth["groups"]             # each group: one 4 MiB send
+    assert described.count(("send", bench.SIZE)) == described.count(("recv", bench.SIZE)) == truth["groups"]
+    assert fetch_s > 0 and decode_s > 0

@@ -235,7 +235,8 @@ def _collectives(device: dict, host: dict, comm_meta: pd.DataFrame, parent) -> t
     nccl_range = np.zeros(n_host, bool)
     on = (table == "nvtx") & (row >= 0) & (row < n_host)
     nccl_range[row[on]] = True
-    api_row = linking.nearest_ancestor(parent, launches, nccl_range, include_self=False)
+    api_row = linking.nearest_ancestor(parent, launches, nccl_range, include_self=False) if on.any() else \
+        np.full(launches.size, -1, np.int64)
     # A range that launched several comm kernels (a large group, several communicators) describes them
     # together: its size belongs to none of them alone.
     shared = api_row >= 0

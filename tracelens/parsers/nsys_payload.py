@@ -97,20 +97,27 @@ def nccl_ranges(db: _Db, q: dict) -> NcclRanges:
         return NcclRanges()
     start, end, gtid, domain, present, rowid, name = q["nvtx"].result()
     present = present.astype(bool)
-    names = pc.dictionary_encode(name if isinstance(name, pa.Array) else pa.array(name, pa.large_string()))
+    # Only ranges outside the default domain can be NCCL's: their names are few, torch's are many and
+    # nearly all distinct (", op_id = N").
+    outside = np.flatnonzero(domain > 0)
+    text = name if isinstance(name, pa.Array) else pa.array(name, pa.large_string())
+    names = pc.dictionary_encode(text.take(pa.array(outside)))
     distinct = [str(n) for n in names.dictionary.to_pylist()]
-    codes = names.indices.to_numpy(zero_copy_only=False)
     is_api = np.array([bool(_NCCL_API.match(n)) for n in distinct] + [False])
-    nccl = np.flatnonzero(is_api[codes] & (domain > 0))
+    codes = names.indices.to_numpy(zero_copy_only=False)
+    nccl = outside[is_api[codes]]
+    codes = codes[is_api[codes]]
     if not nccl.size:
         return NcclRanges()
     calls = [n[4:].lower() if is_api[i] else "" for i, n in enumerate(distinct)] + [""]
-    r = _Rows(nccl, start[nccl], gtid[nccl], domain[nccl], codes[nccl], calls)
+    r = _Rows(nccl, start[nccl], gtid[nccl], domain[nccl], codes, calls)
     schemas = _schemas(db)
     if present[nccl].any():
         _decode(db, r, rowid[nccl], present[nccl], schemas, q.get("nvtx_blobs"))
     out = NcclRanges()
-    _describe(r, out)
+    r.unsized = r.mixed = np.zeros(r.idx.size, bool)
+    if (r.status == DECODED).any():
+        _describe(r, out)
     out.notes = _notes(db, r, schemas, bool(present[nccl].any()))
     return out
 
@@ -340,11 +347,13 @@ def _groups(r: _Rows) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _group_desc(r: _Rows, member: np.ndarray, ends: np.ndarray, size: np.ndarray, group: np.ndarray) -> dict:
-    """One description per closed group with calls: its op and comm when all calls share them (a group of
+    """One description per closed group with decoded calls: its op and comm when all calls share them (a group of
     sends and receives has no op of its own: the enclosing torch range or the kernel names it), the sum of
     its calls' sizes (sends only, when it has sends), root/peer/redop of a group of one."""
-    rows = np.flatnonzero((member >= 0))
-    rows = rows[ends[member[rows]] >= 0]
+    rows = np.flatnonzero(member >= 0)
+    decoded = np.zeros(ends.size, bool)           # groups without one decoded payload have nothing to say
+    decoded[member[rows[r.status[rows] == DECODED]]] = True
+    rows = rows[(ends[member[rows]] >= 0) & decoded[member[rows]]]
     keys = ("idx", "op", "size", "group", "comm", "has_comm", "root", "peer", "redop")
     if not rows.size:
         return {**{k: np.empty(0, np.uint64 if k == "comm" else bool if k == "has_comm" else np.int64) for k in keys},
