@@ -342,5 +342,5 @@ def test_the_benchmark_export_decodes_completely(tmp_path):
     described = list(zip(out.columns["collective"].tolist(), out.columns["bytes"].tolist()))
     assert described.count(("all_reduce", bench.SIZE)) == truth["direct"]
     assert described.count((None, bench.SIZE)) == truth["groups"]             # each group: one 4 MiB send
-    assert described.count(("send", bench.SIZE)) == described.count(("recv", bench.SIZE)) == truth["groups"]
+    assert len(described) == truth["direct"] + truth["groups"]     # grouped calls: only their group's end
     assert fetch_s > 0 and decode_s > 0

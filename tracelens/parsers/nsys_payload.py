@@ -286,8 +286,8 @@ def _describe(r: _Rows, out: NcclRanges) -> None:
     call_rows = (r.op >= 0) & (r.status == DECODED)
     r.unsized = call_rows & per_rank & (r.f["size"] >= 0) & (group <= 0)
     member, ends = _groups(r)
-    # Calls inside a group launch nothing themselves; describe them all the same (a call's own range is
-    # the nearest one only when it launched its own kernel).
+    # Calls inside a group launch nothing themselves: only their group's end is described.
+    call_rows &= member < 0
     desc = {"idx": r.idx[call_rows], "op": r.op[call_rows], "size": size[call_rows], "group": group[call_rows],
             "comm": np.where(r.has_comm, r.comm, 0)[call_rows], "has_comm": r.has_comm[call_rows],
             "root": r.f["root"][call_rows], "peer": r.f["peer"][call_rows], "redop": r.f["redop"][call_rows]}
