@@ -61,7 +61,8 @@ def build(path: Path, calls: int) -> dict:
     con.executemany("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId, binaryData) "
                     "VALUES (?, ?, 59, ?, ?, 1, ?)", rows)
     con.execute("INSERT INTO StringIds VALUES (1, 'gemm')")     # one kernel: an export that loads
-    con.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (0, {t}, 0, 1, 7, 1, {1 << 24}, 1, 1, 1, 1, 1, 1, 1, 1)")
+    con.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (0, {t}, 0, 1, 7, 1, {1 << 24}, "
+                "1, 1, 1, 1, 1, 1, 1, 1)")
     con.commit()
     con.close()
     return {"payloads": calls + 1, "direct": direct, "groups": grouped}

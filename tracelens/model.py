@@ -56,7 +56,7 @@ HOST_COLUMNS = {
 
 COLLECTIVE_COLUMNS = {
     "device_idx": "int64",    # device_ops row of the comm activity (-1 for CPU-only gloo collectives)
-    "host_idx": "int64",      # host_ops row that carried the metadata (record_param_comms, nccl:*, gloo:*, NCCL's range)
+    "host_idx": "int64",      # host_ops row that carried the metadata (record_param_comms, nccl:*, gloo:*, NCCL API)
     "op": "object",           # all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, broadcast, ...
     "dtype": "object",
     "in_nelems": "int64",

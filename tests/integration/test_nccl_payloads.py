@@ -182,9 +182,11 @@ def test_groups_describe_their_group_end(tmp_path):
     ranges = [("ncclGroupEnd", None),                        # 0: closes a group opened before the capture
               call(era, "ncclCommInitRank", comm=COMM_ID, nranks=2),
               ("ncclGroupStart", None),                      # 2: all-to-all as sends and receives
-              call(era, "ncclSend", comm=COMM_ID, size=MIB, peer=0), call(era, "ncclRecv", comm=COMM_ID, size=MIB, peer=0),
+              call(era, "ncclSend", comm=COMM_ID, size=MIB, peer=0),
+              call(era, "ncclRecv", comm=COMM_ID, size=MIB, peer=0),
               ("ncclGroupStart", None, other),               # 5: another thread's group does not mix in
-              call(era, "ncclSend", comm=COMM_ID, size=3 * MIB, peer=1), call(era, "ncclRecv", comm=COMM_ID, size=MIB, peer=1),
+              call(era, "ncclSend", comm=COMM_ID, size=3 * MIB, peer=1),
+              call(era, "ncclRecv", comm=COMM_ID, size=MIB, peer=1),
               ("ncclGroupEnd", None),                        # 8: closes 2 -> sends 1 + 3 MiB
               ("ncclGroupStart", None),                      # 9: coalesced all-gathers, nested groups
               call(era, "ncclAllGather", comm=COMM_ID, size=MIB), ("ncclGroupStart", None),
@@ -314,7 +316,8 @@ def test_a_range_that_launched_two_kernels_gives_neither_its_size(tmp_path, caps
         "ORDER BY r.start LIMIT 1").fetchone()
     new, last = con.execute("SELECT max(correlationId) + 1, max(end) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
     con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT start + 1500, start + 2000, eventClass, globalTid, ?, "
-                "nameId, returnValue, callchainId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId = ?", (new, corr))
+                "nameId, returnValue, callchainId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId = ?",
+                (new, corr))
     con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT ? + 1000, ? + 2000, deviceId, contextId, streamId, ?, "
                 "globalPid, demangledName, shortName, gridX, gridY, gridZ, blockX, blockY, blockZ "
                 "FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId = ?", (last, last, new, corr))
@@ -338,7 +341,8 @@ def test_the_benchmark_export_decodes_completely(tmp_path):
     spec.loader.exec_module(bench)
     truth = bench.build(tmp_path / "bench.sqlite", 400)
     out, fetch_s, decode_s = bench.decode(tmp_path / "bench.sqlite")
-    assert {code: n for per in out.notes.values() for code, _, n in per} == {"nsys-nccl-payload-decoded": truth["payloads"]}
+    notes = {code: n for per in out.notes.values() for code, _, n in per}
+    assert notes == {"nsys-nccl-payload-decoded": truth["payloads"]}
     described = list(zip(out.columns["collective"].tolist(), out.columns["bytes"].tolist()))
     assert described.count(("all_reduce", bench.SIZE)) == truth["direct"]
     assert described.count((None, bench.SIZE)) == truth["groups"]             # each group: one 4 MiB send

@@ -8,9 +8,9 @@ Unix epoch like Kineto's times.
 
 The parser is split by stage, so that each part can be read (and timed) alone: :mod:`.nsys_read` reads the
 SQLite tables, :mod:`.nsys_rows` turns the rows into per-process columns, :mod:`.nsys_payload` decodes the
-NCCL ranges' payloads (collective sizes), and this module, stage 4 of 4, assembles: the entry point :func:`parse`, each
-process's run metadata (rank, environment, devices, what the export lacks) and its RankTrace through
-:mod:`.assemble`. Names with a leading underscore are shared by these four modules only.
+NCCL ranges' payloads (collective sizes; with :mod:`.nvtx_payload` and :mod:`.nccl_layouts`), and this
+module, stage 4 of 4, assembles: the entry point :func:`parse`, each process's run metadata (rank,
+environment, devices, what the export lacks) and its RankTrace through :mod:`.assemble`. Names with a leading underscore are shared by these four modules only.
 """
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ export holds a payload with that communicator's "No. of ranks" (its init, destro
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,44 +23,8 @@ import pyarrow.compute as pc
 
 from . import nvtx_payload as nvp
 from ..columns import unique_rows
+from .nccl_layouts import CALLS, COMM_CALL, FIELDS, NCCL_API, OPS, P2P, REDOPS, REF_LAYOUTS
 from .nsys_read import NVTX, NVTX_BLOBS, _PAYLOAD_ENTRIES, _PAYLOAD_SCHEMAS, _Db
-
-_NCCL_API = re.compile(r"^nccl[A-Z]\w*$")
-# Range name (after "nccl", lower case) -> canonical op; family of its payload layout; per-rank count.
-_CALLS = {"allreduce": ("all_reduce", "reduce_all", False), "reducescatter": ("reduce_scatter", "reduce_all", True),
-          "allgather": ("all_gather", "sized", True), "alltoall": ("all_to_all", "sized", True),
-          "broadcast": ("broadcast", "rooted", False), "bcast": ("broadcast", "rooted", False),
-          "gather": ("gather", "rooted", True), "scatter": ("scatter", "rooted", True),
-          "reduce": ("reduce", "reduce", False), "send": ("send", "p2p", False), "recv": ("recv", "p2p", False)}
-OPS = sorted({op for op, _, _ in _CALLS.values()})
-_P2P = (OPS.index("send"), OPS.index("recv"))
-_COMM_CALL = re.compile(r"^comm(?:initrank\w*|initall|destroy|abort|revoke|finalize|split|shrink|grow)$")
-# Schema entry names (verbatim, every NCCL version) -> field.
-FIELDS = {"NCCL communicator ID": "comm", "Message size [bytes]": "size", "Bytes": "size", "Root": "root",
-          "Peer rank": "peer", "Reduction operation": "redop", "No. of ranks": "nranks"}
-REDOPS = ("sum", "prod", "max", "min", "avg")          # ncclRedOp_t; larger values are user-created ops
-
-_C, _S = ("NCCL communicator ID", 18), ("Message size [bytes]", 22)
-
-
-def _ref(*entries: tuple[tuple[str, int], int]) -> list:
-    return [(i, t, n, off) for i, ((n, t), off) in enumerate(entries)]
-
-
-# The reference's layouts (§2) by (family, payload size): 2.25 and later carry the communicator id first.
-REFERENCE = {
-    ("sized", 16): _ref((_C, 0), (_S, 8)), ("sized", 8): _ref((_S, 0),),
-    ("reduce_all", 24): _ref((_C, 0), (_S, 8), (("Reduction operation", nvp.SCHEMA_ID_STATIC_START), 16)),
-    ("reduce_all", 16): _ref((_S, 0), (("Reduction operation", nvp.SCHEMA_ID_STATIC_START), 8)),
-    ("rooted", 24): _ref((_C, 0), (_S, 8), (("Root", 5), 16)), ("rooted", 16): _ref((("Bytes", 22), 0), (("Root", 5), 8)),
-    ("reduce", 24): _ref((_C, 0), (_S, 8), (("Root", 5), 16), (("Reduction operation", nvp.SCHEMA_ID_STATIC_START), 20)),
-    ("reduce", 16): _ref((_S, 0), (("Root", 5), 8), (("Reduction operation", nvp.SCHEMA_ID_STATIC_START), 12)),
-    ("p2p", 24): _ref((_C, 0), (_S, 8), (("Peer rank", 5), 16)), ("p2p", 16): _ref((("Bytes", 22), 0), (("Peer rank", 5), 8)),
-    ("comm", 24): _ref((_C, 0), (("No. of ranks", 5), 8), (("Rank", 5), 12), (("CUDA device", 5), 16)),
-    ("comm", 12): _ref((("Rank", 5), 0), (("No. of ranks", 5), 4), (("CUDA device", 5), 8)),
-    ("comm", 8): _ref((_C, 0),),
-}
-_REF_LAYOUTS = {k: nvp.layout_of(v, k[1]) for k, v in REFERENCE.items()}
 
 # Row status of an NCCL range's payload.
 NONE, DECODED, UNDECODABLE, UNKNOWN = 0, 1, 2, 3
@@ -103,7 +66,7 @@ def nccl_ranges(db: _Db, q: dict) -> NcclRanges:
     text = name if isinstance(name, pa.Array) else pa.array(name, pa.large_string())
     names = pc.dictionary_encode(text.take(pa.array(outside)))
     distinct = [str(n) for n in names.dictionary.to_pylist()]
-    is_api = np.array([bool(_NCCL_API.match(n)) for n in distinct] + [False])
+    is_api = np.array([bool(NCCL_API.match(n)) for n in distinct] + [False])
     codes = names.indices.to_numpy(zero_copy_only=False)
     nccl = outside[is_api[codes]]
     codes = codes[is_api[codes]]
@@ -130,8 +93,8 @@ class _Rows:
         n = idx.size
         # Per distinct range name once, then per row through its code.
         self.calls, self.code = calls, codes
-        self.op = np.array([OPS.index(_CALLS[c][0]) if c in _CALLS else -1 for c in calls])[codes]
-        self.per_rank = np.array([c in _CALLS and _CALLS[c][2] for c in calls])[codes]
+        self.op = np.array([OPS.index(CALLS[c][0]) if c in CALLS else -1 for c in calls])[codes]
+        self.per_rank = np.array([c in CALLS and CALLS[c][2] for c in calls])[codes]
         self.group_delta = np.array([(c == "groupstart") - (c == "groupend") for c in calls], np.int64)[codes]
         self.status = np.zeros(n, np.int8)
         self.has_comm = np.zeros(n, bool)
@@ -241,8 +204,8 @@ def _layout(schemas: dict, by_id: dict, dom: int, sid: int, size: int, call: str
         lay = next(iter(by_id[sid]))
     if lay is not None:
         return (lay, True) if lay.size == size else (None, True)
-    family = _CALLS[call][1] if call in _CALLS else "comm" if _COMM_CALL.match(call) else None
-    ref = _REF_LAYOUTS.get((family, size))
+    family = CALLS[call][1] if call in CALLS else "comm" if COMM_CALL.match(call) else None
+    ref = REF_LAYOUTS.get((family, size))
     return ref, False
 
 
@@ -364,14 +327,14 @@ def _group_desc(r: _Rows, member: np.ndarray, ends: np.ndarray, size: np.ndarray
     count = np.diff(np.r_[first, rows.size])
     op = r.op[rows]
     same_op = np.minimum.reduceat(op, first) == np.maximum.reduceat(op, first)
-    p2p = np.logical_and.reduceat(np.isin(op, _P2P), first)
+    p2p = np.logical_and.reduceat(np.isin(op, P2P), first)
     comm = r.comm[rows]
     has = r.has_comm[rows]
     same_comm = (np.minimum.reduceat(comm, first) == np.maximum.reduceat(comm, first)) & \
         (np.logical_and.reduceat(has, first) | ~np.logical_or.reduceat(has, first))
     sends = op == OPS.index("send")
     any_send = np.logical_or.reduceat(sends, first)
-    counted = np.where(np.repeat(any_send, count), sends | ~np.isin(op, _P2P), True)
+    counted = np.where(np.repeat(any_send, count), sends | ~np.isin(op, P2P), True)
     s = size[rows]
     total = np.add.reduceat(np.where(counted, np.maximum(s, 0), 0), first)
     unknown = np.logical_or.reduceat(counted & (s < 0), first)
