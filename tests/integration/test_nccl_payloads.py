@@ -17,6 +17,7 @@ import pytest
 
 from tracelens.cli import main
 from tracelens.parsers import nsys_payload, nsys_read
+from tracelens.parsers.nccl_layouts import CALLS, REF_LAYOUTS
 
 from conftest import ROOT, corpus_file
 from fixtures import synth
@@ -176,6 +177,19 @@ def test_json_text_payloads(tmp_path):
     assert notes == {"nsys-nccl-payload-decoded": 3, "nsys-nccl-payload-undecodable": 1}
 
 
+def test_json_text_through_the_string_table(tmp_path):
+    # nsys can store the JSON text as a StringIds entry (NVTX_EVENTS.jsonTextId) instead of inline.
+    path = export(tmp_path, None, [("ncclSend", None)])
+    con = sqlite3.connect(path)
+    con.execute("INSERT INTO StringIds VALUES (77, ?)", (json.dumps({P.SIZE: 123, P.PEER: 4}),))
+    con.execute("UPDATE NVTX_EVENTS SET jsonTextId = 77")
+    con.commit()
+    con.close()
+    rows, notes = decode(path)
+    assert [(d["collective"], int(d["bytes"]), int(d["peer"])) for d in rows.values()] == [("send", 123, 4)]
+    assert notes == {"nsys-nccl-payload-decoded": 1}
+
+
 def test_groups_describe_their_group_end(tmp_path):
     era = "2.27"
     other = GTID + 1                                         # a second thread of the same process
@@ -296,6 +310,16 @@ def test_corpus_schema_rows_match_the_reference(rel):
         assert (sizes[sid], entries) == (ref[sid][1], ref[sid][2]), ref[sid][0]
     # mfu_2gpu_before: 8 schemas (INVENTORY: 16 rows, one set per process); h100_2gpu_1s: 6 (12 rows).
     assert len(found) == (8 if "mfu" in rel else 6)
+    # And the decoder reads each of them as the layout it falls back to for that call and payload size.
+    db = nsys_read._Db(corpus_file(rel))
+    try:
+        layouts = nsys_payload._schemas(db)
+    finally:
+        db.close()
+    for sid in found:
+        call = ref[sid][0][0][4:].lower()
+        family = CALLS[call][1] if call in CALLS else "comm"
+        assert layouts[(1, sid)] == REF_LAYOUTS[(family, sizes[sid])], ref[sid][0]
 
 
 def test_decoding_keeps_every_bit_of_the_communicator_id(tmp_path):
