@@ -58,7 +58,7 @@ def nccl_ranges(db: _Db, q: dict) -> NcclRanges:
     """Decode the payloads of every NCCL range read by the NVTX query (all processes at once)."""
     if "nvtx" not in q or "nvtx_payload" not in q:
         return NcclRanges()
-    start, end, gtid, domain, present, rowid, name = q["nvtx"].result()
+    start, _, gtid, domain, present, rowid, name = q["nvtx"].result()
     present = present.astype(bool)
     # Only ranges outside the default domain can be NCCL's: their names are few, torch's are many and
     # nearly all distinct (", op_id = N").
@@ -78,7 +78,6 @@ def nccl_ranges(db: _Db, q: dict) -> NcclRanges:
     if present[nccl].any():
         _decode(db, r, rowid[nccl], present[nccl], schemas, q.get("nvtx_blobs"))
     out = NcclRanges()
-    r.unsized = r.mixed = np.zeros(r.idx.size, bool)
     if (r.status == DECODED).any():
         _describe(r, out)
     out.notes = _notes(db, r, schemas, bool(present[nccl].any()))
@@ -100,6 +99,8 @@ class _Rows:
         self.has_comm = np.zeros(n, bool)
         self.comm = np.zeros(n, np.uint64)
         self.f = {k: np.full(n, -1, np.int64) for k in ("size", "root", "peer", "redop", "nranks")}
+        # Calls with a per-rank size and no known rank count; groups that mix ops or communicators.
+        self.unsized, self.mixed = np.zeros(n, bool), np.zeros(n, bool)
 
     def set(self, rows: np.ndarray, values: dict[str, np.ndarray]) -> None:
         for key, v in values.items():
@@ -310,9 +311,9 @@ def _groups(r: _Rows) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _group_desc(r: _Rows, member: np.ndarray, ends: np.ndarray, size: np.ndarray, group: np.ndarray) -> dict:
-    """One description per closed group with decoded calls: its op and comm when all calls share them (a group of
-    sends and receives has no op of its own: the enclosing torch range or the kernel names it), the sum of
-    its calls' sizes (sends only, when it has sends), root/peer/redop of a group of one."""
+    """One description per closed group with decoded calls: its op and comm when all calls share them (a
+    group of sends and receives has no op of its own: the enclosing torch range or the kernel names it), the
+    sum of its calls' sizes (sends only, when it has sends), root/peer/redop of a group of one."""
     rows = np.flatnonzero(member >= 0)
     decoded = np.zeros(ends.size, bool)           # groups without one decoded payload have nothing to say
     decoded[member[rows[r.status[rows] == DECODED]]] = True
