@@ -7,10 +7,10 @@ ns on the capture clock; ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` (when pre
 Unix epoch like Kineto's times.
 
 The parser is split by stage, so that each part can be read (and timed) alone: :mod:`.nsys_read` reads the
-SQLite tables, :mod:`.nsys_rows` turns the rows into per-process columns, :mod:`.nsys_payload` notes why
-NCCL ranges carry no sizes, and this module, stage 4 of 4, assembles: the entry point :func:`parse`, each
-process's run metadata (rank, environment, devices, what the export lacks) and its RankTrace through
-:mod:`.assemble`. Names with a leading underscore are shared by these four modules only.
+SQLite tables, :mod:`.nsys_rows` turns the rows into per-process columns, :mod:`.nsys_payload` decodes the
+NCCL ranges' payloads (collective sizes; with :mod:`.nvtx_payload` and :mod:`.nccl_layouts`), and this
+module, stage 4 of 4, assembles: the entry point :func:`parse`, each process's run metadata (rank,
+environment, devices, what the export lacks) and its RankTrace through :mod:`.assemble`. Names with a leading underscore are shared by these four modules only.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ..columns import frame_of
 from ..model import RankTrace
 from ..tools.nsys import cached_export
 from . import assemble
-from .nsys_payload import _nccl_payload_notes
+from .nsys_payload import nccl_ranges
 from .nsys_read import KERNEL, MEMCPY, NVTX, RUNTIME, SYNC, _Db, _start_queries
 from .nsys_rows import (_by_process, _device_columns, _device_rows, _host_columns, _host_rows, _strings,
                         _thread_rows)
@@ -79,7 +79,7 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
     streams = _nccl_streams(db, procs)
     ranks = _ranks(envs, procs, source)
     size, device_names = source.stat().st_size, _device_names(db)
-    payload_notes = _nccl_payload_notes(db, queries)
+    nccl = nccl_ranges(db, queries)
     device_of, host_of = _by_process(device), _by_process(host)
     traces = []
     for proc in procs:
@@ -94,7 +94,7 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
         meta.device_names = device_names
         meta.env = _kept_env(envs, proc, len(procs))
         meta.nccl_text = [(f"{source.name}:{name}", text) for name, text in streams.get(proc, [])]
-        for code, message, count in notes + payload_notes.get(proc, []) + payload_notes.get(None, []):
+        for code, message, count in notes + nccl.notes.get(proc, []) + nccl.notes.get(None, []):
             meta.warnings.add(code, message, count)
         if not by_pid:
             meta.warnings.add("nsys-no-process-column", "the kernel table has no globalPid column; all GPU rows "
@@ -103,7 +103,8 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
         own = threads["proc"] == proc
         thr = frame_of({c: threads[c][own] for c in ("pid", "tid", "name")})
         steps = assemble.steps_from_host(hst, step_pattern)
-        traces.append(assemble.build(meta, dev, hst, steps, thr, assemble.comm_meta_frame(), comm_rules))
+        comm_meta = assemble.comm_meta_frame(nccl.comm_meta(hst.pop("nvtx_row")))
+        traces.append(assemble.build(meta, dev, hst, steps, thr, comm_meta, comm_rules))
     return traces
 
 
