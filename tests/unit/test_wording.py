@@ -50,7 +50,9 @@ def test_the_wording_passes_the_finding_through():
         *(("overlap-pattern", v) for v in ("nothing-to-overlap", "sawtooth", "two-phase",
                                            "serialized-on-compute-stream", "serialized", "partial")),
         *(("sync-stall", v) for v in ("stall", "end-of-step", "brief")), ("launch-order", None),
-        ("straggler", "step-time"), ("straggler", "compute-time"), ("no-gpu-activity", None),
+        ("straggler", "step-time"), ("straggler", "compute-time"),
+        *(("straggler", v) for v in ("late-compute", "late-host", "late-launch", "late")),
+        ("clock-offset", "corrected"), ("clock-offset", "uncertain"), ("no-gpu-activity", None),
         ("memcpy-bound", None)}
 
 

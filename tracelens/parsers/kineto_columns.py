@@ -287,6 +287,8 @@ def _fill_meta(doc: Document, meta: RunMeta, path: Path) -> None:
         meta.pg_config = [pg for pg in (info.pg_config or []) if isinstance(pg, dict)]
     meta.device_names = [p.name for p in (doc.deviceProperties or []) if p.name]
     meta.base_ns = doc.baseTimeNanoseconds or 0
+    if doc.host_name not in (None, ""):
+        meta.host = str(doc.host_name)
     for line in doc.INFO or []:
         if isinstance(line, str) and "Record counts" in line:
             dropped = sum(int(x) for x in re.findall(r"=\s*(\d+)", line))

@@ -111,6 +111,7 @@ class Document(msgspec.Struct, gc=False):
     deviceProperties: Union[list[DeviceProp], None] = None
     baseTimeNanoseconds: Union[Int64, None] = None
     INFO: Union[list, None] = None
+    host_name: Union[str, int, None] = None
 
 
 _DECODER = msgspec.json.Decoder(Union[Document, list[AnyEvent]])

@@ -78,6 +78,7 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
     envs = _process_env(db)
     ranks = _ranks(envs, procs, source)
     size, device_names = source.stat().st_size, _device_names(db)
+    host_name = next((v for n, v in db.pairs("TARGET_INFO_SYSTEM_ENV") if n == "Hostname" and v), None)
     payload_notes = _nccl_payload_notes(db, queries)
     device_of, host_of = _by_process(device), _by_process(host)
     traces = []
@@ -91,6 +92,7 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
             meta.rank, meta.rank_rule = rank, rule
         meta.world_size = len(procs) if len(procs) > 1 else None
         meta.device_names = device_names
+        meta.host = host_name
         meta.env = _kept_env(envs, proc, len(procs))
         for code, message, count in notes + payload_notes.get(proc, []) + payload_notes.get(None, []):
             meta.warnings.add(code, message, count)
