@@ -11,8 +11,9 @@ A row's key is, from the strongest to the weakest:
 An instance is matched when every rank expected in it has it (the group's members that were given, else
 every rank with collectives in that group or stream) and they agree on op, dtype, size (all-to-all sizes may
 differ: uneven splits) and group size. A disagreement stops matching that group from that instance on; a
-missing member in an order key stops the rest of that step's order in the group (the indexes after it could
-pair the wrong instances); nothing is ever paired across a disagreement.
+missing member in an order key leaves that group's whole step unmatched (an instance lost in the middle
+shifts every index after it, and identical collectives would still validate); nothing is ever paired across a
+disagreement.
 """
 
 from __future__ import annotations
@@ -123,11 +124,12 @@ def match(tab: Table, ranks: np.ndarray, groups: dict[str, tuple[int, ...]]) -> 
     complete = (cnt >= 2) & (cnt == expected[inst_gkey])
     bad, why = _disagree(tab, o, st)
     idx = np.arange(len(st))
-    # A disagreement stops its group from there on; a missing member in an order key, the rest of the step.
+    # A disagreement stops its group from there on. With order keys, ranks holding different numbers of a
+    # group's collectives in a step make every index of that step ambiguous (one lost in the middle shifts
+    # the rest, and equal collectives would still validate): none of that step's are matched.
     cut_group = _first_in_run(inst_gkey, np.where(bad, idx, _BIG))
-    cut_step = _first_in_run(_run_ids(inst_gkey, inst_step),
-                             np.where(~complete & (inst_mode > 0), idx, _BIG))
-    ok = complete & ~bad & (idx < cut_group) & (idx < cut_step)
+    ambiguous = _first_in_run(_run_ids(inst_gkey, inst_step), np.where(~complete & (inst_mode > 0), 0, 1)) == 0
+    ok = complete & ~bad & (idx < cut_group) & ~ambiguous
 
     warnings = _warnings(tab, o, st, cnt, ok, bad, why, complete, cut_group, idx, inst_gkey, inst_order, mode)
     keep = np.repeat(ok, cnt)
