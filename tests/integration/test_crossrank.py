@@ -179,3 +179,19 @@ def test_corpus_nsys_two_gpus():
     for r in rep.ranks:
         (s,) = r.steps
         assert s.exposed_comm_ns == s.wait_ns + s.transfer_ns
+
+
+def test_group_members_from_process_group_ranks(tmp_path):
+    # A trace whose distributedInfo lists no pg_config, but whose collectives carry "Process Group Ranks"
+    # as text (as every real trace writes it: corpus hta/nccl_parser_config has "[0, 1]"), here "[0, 2]".
+    import gzip
+    import json
+    doc = synth.trace_dict(synth.SCENARIOS["xrank_shared"], 0)
+    del doc["distributedInfo"]["pg_config"]
+    for e in doc["traceEvents"]:
+        if "Process Group Name" in e.get("args", {}):
+            e["args"]["Process Group Ranks"] = "[0, 2]"
+    path = tmp_path / "rank0.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    (trace,) = tracelens.load(str(path))
+    assert tracelens.analyze_rank(trace).groups == {"0": (0, 2)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from tracelens.analyzers.run.crossrank import match, waits
 from tracelens.analyzers.seam import COMM_COLUMNS
@@ -100,3 +101,45 @@ def test_wait_transfer_skew_and_last_rank():
     w = waits.compute(start, end, np.zeros(3, np.int64), np.zeros(3, np.int64), np.array([True, False, True]),
                       np.array([0]))
     assert w.skew.tolist() == [-1] and w.last.tolist() == [-1] and w.wait.tolist() == [7, 3, 0]
+
+
+# ------------------------------------------------------------------------- the straggler's cause
+
+def _result(rank, compute_ms, idle_ms):
+    from tracelens.contract import RankResult, StepMetrics, Totals
+    ms = 1_000_000
+    steps = [StepMetrics(step=s, start_ns=0, end_ns=20 * ms, duration_ns=20 * ms, compute_ns=compute_ms * ms,
+                         comm_ns=0, overlap_ns=0, exposed_comm_ns=0, idle_ns=idle_ms * ms, overlap_pct=None,
+                         exposed_comm_fraction=None) for s in range(3)]
+    totals = Totals(duration_ns=0, compute_ns=0, comm_ns=0, overlap_ns=0, exposed_comm_ns=0, idle_ns=0,
+                    overlap_pct=None, exposed_comm_fraction=None)
+    return RankResult(rank=rank, world_size=3, device=0, device_name=None, mode="gpu", source="", steps=steps,
+                      totals=totals)
+
+
+@pytest.mark.parametrize("compute, idle, delay, verdict", [
+    (14, 1, 900_000, "late-compute"),     # 14 ms compute against 10 (> 10 % more)
+    (10, 5, 900_000, "late-host"),        # idle 5 ms against 1: 4 ms > 10 % of the 20 ms step, material
+    (10, 1, 20_000, "late-launch"),       # its late collectives started 20 µs after launch (< 50 µs)
+    (10, 1, 900_000, "late"),             # nothing stands out
+])
+def test_the_straggler_cause(compute, idle, delay, verdict):
+    from tracelens.analyzers.run.crossrank import straggler
+    from tracelens.analyzers.thresholds import Thresholds
+    results = [_result(0, 10, 1), _result(1, 10, 1), _result(2, compute, idle)]
+    n = 6                                                   # rank 2 (position 2) last in all 6 instances
+    f = straggler.find(results, np.full(n, 2), np.full(n, 500_000), np.full(n, 800_000), np.repeat([0, 1, 2], 2),
+                       np.full(n, delay), np.full(n, 3), Thresholds())
+    assert (f.rank, f.verdict) == (2, verdict)
+    # 6 instances x 0.8 ms of the others' wait = 4.8 ms; per other rank and step: 4.8 / 2 / 3 = 0.8 ms.
+    assert f.evidence["caused_wait_ns"] == 4_800_000 and f.evidence["impact_ns"] == 800_000
+    assert f.evidence["caused_wait_by_step"] == [[0, 1_600_000], [1, 1_600_000], [2, 1_600_000]]
+
+
+def test_too_few_late_arrivals_name_no_straggler():
+    from tracelens.analyzers.run.crossrank import straggler
+    from tracelens.analyzers.thresholds import Thresholds
+    results = [_result(0, 10, 1), _result(1, 14, 1)]
+    # Last in all 4 skewed instances, but fewer than straggler_min_late_count (5): could be chance.
+    assert straggler.find(results, np.full(4, 1), np.full(4, 500_000), np.full(4, 1), np.zeros(4, np.int64),
+                          np.full(4, -1), np.full(4, 2), Thresholds()) is None
