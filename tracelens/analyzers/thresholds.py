@@ -37,7 +37,7 @@ class Thresholds:
     straggler_min_skew_ns: int = 10_000      # collectives whose arrival skew is below this have no last rank
     # Clock alignment and bandwidth (across ranks).
     clock_max_spread_ns: int = 50_000        # offsets whose end-time differences spread wider are not applied
-    clock_min_offset_ns: int = 1_000         # smaller offsets are clock agreement, not a correction worth naming
+    clock_min_offset_ns: int = 20_000        # smaller offsets are end-time noise on one clock: applied, not named
     bandwidth_min_bytes: int = 1_048_576     # smaller messages are latency-bound: no bandwidth verdicts
     # Copies.
     copy_bound_fraction: float = 0.5         # copy time nothing overlapped / step time from which copies dominate
