@@ -197,9 +197,9 @@ class Diagnosis(msgspec.Struct, kw_only=True):
     """One finding for one rank and step: a verdict, why it was given, and what to try."""
 
     id: str                                # overlap-pattern | sync-stall | launch-order | memcpy-bound |
-                                           # straggler | no-gpu-activity | clock-offset
+                                           # straggler | no-gpu-activity | clock-offset | nccl-transport
     severity: str                          # info | warning | critical
-    rank: int
+    rank: int                              # nccl-transport: the lowest rank its evidence names, -1: none
     step: Optional[int]
     title: str                             # the verdict in one line
     detail: str                            # the evidence in one sentence
@@ -225,6 +225,60 @@ class WarningEntry(msgspec.Struct, kw_only=True):
     message: str
 
 
+class EvidenceLine(msgspec.Struct, kw_only=True):
+    """A line a transport verdict rests on: a log line (file, 1-based line) or a recorded setting (line null)."""
+
+    file: str
+    line: Optional[int]
+    text: str
+
+
+class Communicator(msgspec.Struct, kw_only=True):
+    """One NCCL communicator as its log lines describe it (``id``: the commId NCCL prints, else the comm
+    pointer with its host:pid, else ``all`` for logs without communicator lines)."""
+
+    id: str
+    ranks: list[int]
+    hosts: list[str]
+    n_nodes: Optional[int] = msgspec.field(name="nNodes")
+    net: Optional[str]                     # Using network / the NET/<name> of its connections
+    plugin: Optional[str]                  # the NET plugin assigned or loaded, when the log says
+    devices: list[str]                     # RDMA devices (mlx5_0) or socket interfaces (eth0) listed
+    gdr: Optional[bool]                    # every network connection with GPUDirect RDMA; null: none seen
+    connections: dict[str, int]            # connection lines per transport (NET/IB, P2P/IPC, SHM, ...)
+    verdict: str
+
+
+class BandwidthCheck(msgspec.Struct, kw_only=True):
+    """Inter-node bus bandwidth of large collectives against the TCP and RDMA ranges (docs/metrics.md)."""
+
+    source: str                            # comm-table (per-rank durations) | cross-rank (transfer times)
+    collectives: int                       # collectives measured
+    busbw_gbps_p10: float
+    busbw_gbps_p50: float
+    busbw_gbps_p90: float
+    range: str                             # tcp | ambiguous | rdma
+    tcp_max_gbps: float
+    rdma_min_gbps: float
+
+
+class Transport(msgspec.Struct, kw_only=True):
+    """Which network transport NCCL used, and whether TCP was deliberate (docs/metrics.md, "Network
+    transport")."""
+
+    verdict: str                           # intra_node_only | rdma_gdr | rdma_host_staged | rdma_init_only |
+                                           # tcp_deliberate | tcp_silent_fallback | tcp_no_rdma |
+                                           # inconclusive | unknown
+    severity: str
+    multi_node: Optional[bool]
+    nccl_version: Optional[str]
+    communicators: list[Communicator] = msgspec.field(default_factory=list)
+    env: dict[str, str] = msgspec.field(default_factory=dict)   # the NCCL variables found (logs, manifest, nsys)
+    evidence: list[EvidenceLine] = msgspec.field(default_factory=list)
+    bandwidth: Optional[BandwidthCheck] = None
+    logs: int = 0                          # NCCL logs read
+
+
 class Tool(msgspec.Struct, kw_only=True):
     name: str = "tracelens"
     version: str = __version__
@@ -239,6 +293,7 @@ class Report(msgspec.Struct, kw_only=True):
     collectives: list[Collective]
     diagnoses: list[Diagnosis] = msgspec.field(default_factory=list)
     warnings: list[WarningEntry] = msgspec.field(default_factory=list)
+    transport: Optional[Transport] = None  # null without NCCL logs and without inter-node bandwidth
     cross_rank: Optional[CrossRank] = None  # null for a single rank
 
     def to_json(self, indent: int = 2) -> bytes:

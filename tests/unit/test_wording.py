@@ -53,7 +53,10 @@ def test_the_wording_passes_the_finding_through():
         ("straggler", "step-time"), ("straggler", "compute-time"),
         *(("straggler", v) for v in ("late-compute", "late-host", "late-launch", "late")),
         ("clock-offset", "corrected"), ("clock-offset", "uncertain"), ("no-gpu-activity", None),
-        ("memcpy-bound", None)}
+        ("memcpy-bound", None),
+        *(("nccl-transport", v) for v in ("tcp_silent_fallback", "tcp_no_rdma", "tcp_deliberate", "tcp_suspected",
+                                          "rdma_gdr", "rdma_host_staged", "rdma_init_only", "intra_node_only",
+                                          "inconclusive", "unknown"))}
 
 
 def test_the_wording_module_only_formats():
@@ -375,3 +378,66 @@ def test_clock_offset_wording():
     assert d.title == "clocks not aligned: 2 clock offsets too uncertain to correct"
     assert d.detail.startswith("end times of matched collectives against rank 0 spread more than 50 µs: "
                                "rank 7 -0.061 ms ± 812.3 µs; rank 9 unknown (no collective shared); ")
+
+
+# ------------------------------------------------------------------------------------- nccl-transport
+
+def transport_ev(**changes) -> dict:
+    """Hand-made nccl-transport evidence (the keys transport.analyze writes), every value distinct."""
+    ev = {"verdict": "tcp_no_rdma", "multi_node": True, "nccl_version": "2.27.3", "net": "IBext_v8",
+          "communicators": 3, "logs": 5,
+          "lines": [{"file": "run/nccl/h1.17.log", "line": 42, "text": "h1:17:18 [0] NCCL INFO Using network Socket"},
+                    {"file": "run/manifest.json", "line": None, "text": "NCCL_IB_HCA=mlx5_3"}],
+          "forced_by": ["NCCL_IB_DISABLE=1", "NCCL_NET=Socket"],
+          "bandwidth": {"p50_gbps": 2.3456, "collectives": 37, "range": "tcp", "tcp_max_gbps": 4.5,
+                        "rdma_min_gbps": 16.0}, "bandwidth_disagrees": False}
+    return {**ev, **changes}
+
+
+QUOTED = 'h1.17.log:42 "Using network Socket"; manifest.json "NCCL_IB_HCA=mlx5_3"'
+BANDWIDTH = "inter-node bus bandwidth 2.35 GB/s (median of 37 collectives), in the TCP range (below 4.5 GB/s)"
+
+
+@pytest.mark.parametrize("verdict, title, lead", [
+    ("tcp_silent_fallback", "network transport: TCP sockets between nodes, a silent fallback from RDMA",
+     "NCCL fell back to TCP sockets where RDMA was expected"),
+    ("tcp_no_rdma", "network transport: TCP sockets between nodes, no RDMA found",
+     "NCCL uses TCP sockets between nodes and found no RDMA device"),
+    ("tcp_deliberate", "network transport: TCP sockets, chosen deliberately",
+     "TCP was forced by NCCL_IB_DISABLE=1 and NCCL_NET=Socket"),
+    ("tcp_suspected", "network transport: TCP suspected from the bandwidth",
+     "no NCCL log line says which transport was used"),
+    ("rdma_gdr", "network transport: RDMA (IBext_v8) with GPUDirect RDMA",
+     "network connections use RDMA straight from GPU memory"),
+    ("rdma_host_staged", "network transport: RDMA (IBext_v8) without GPUDirect, staged through host memory",
+     "network connections use RDMA without /GDRDMA"),
+    ("rdma_init_only", "network transport: RDMA (IBext_v8) initialised, no connection lines",
+     "NCCL set up an RDMA network"),
+    ("intra_node_only", "network transport: not used, every connection stays within one node",
+     "no connection leaves the node"),
+    ("inconclusive", "network transport: inconclusive from the NCCL logs",
+     "the lines read do not say which transport carried traffic between nodes"),
+    ("unknown", "network transport: unknown (no NCCL logs)", "no NCCL log was given"),
+])
+def test_nccl_transport_wording(verdict, title, lead):
+    d = word("nccl-transport", verdict, transport_ev(verdict=verdict), step=None)
+    # Each deciding line by file name and number (a setting by its source), then the bandwidth evidence.
+    assert (d.title, d.detail) == (title, f"{lead}: {QUOTED}; {BANDWIDTH}")
+    bare = word("nccl-transport", verdict, transport_ev(verdict=verdict, lines=[], bandwidth=None), step=None)
+    assert bare.detail == lead
+
+
+def test_nccl_transport_advice():
+    def advice(verdict, **changes):
+        return word("nccl-transport", verdict, transport_ev(verdict=verdict, **changes), step=None).advice
+
+    for v in ("tcp_silent_fallback", "tcp_no_rdma"):
+        assert all(w in advice(v) for w in ("ibv_devinfo", "/dev/infiniband", "NCCL_IB_HCA", "NCCL_NET_PLUGIN"))
+    assert advice("tcp_deliberate").startswith("intended by NCCL_IB_DISABLE=1 and NCCL_NET=Socket")
+    assert "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET" in advice("tcp_suspected")
+    assert advice("rdma_gdr") == "" and advice("intra_node_only") == ""
+    # Logs that say RDMA next to TCP-range bandwidth: the sentence says so, the advice starts with it.
+    d = word("nccl-transport", "rdma_gdr", transport_ev(verdict="rdma_gdr", bandwidth_disagrees=True), step=None)
+    assert d.detail.endswith(BANDWIDTH + " although the logs say RDMA")
+    assert d.advice.startswith("the logs and the bandwidth disagree")
+    assert "(IBext_v8)" not in word("nccl-transport", "rdma_gdr", transport_ev(net=None), step=None).title

@@ -42,6 +42,10 @@ class Thresholds:
     # Copies.
     copy_bound_fraction: float = 0.5         # copy time nothing overlapped / step time from which copies dominate
     copy_critical_fraction: float = 0.8      # ... and from which that is critical
+    # Network transport: inter-node bus bandwidth of large collectives (GB/s, 1 GB = 1e9 B).
+    transport_tcp_max_busbw_gbps: float = 5.0     # median below this: in the range of TCP sockets
+    transport_rdma_min_busbw_gbps: float = 15.0   # median above this: RDMA-class; between the two: ambiguous
+    transport_min_bytes: int = 1_000_000          # smaller messages are latency-bound and left out
 
     def with_overrides(self, pairs: list[str] | tuple[str, ...]) -> "Thresholds":
         """Apply ``NAME=VALUE`` strings; unknown names or bad values raise :class:`UsageError`."""

@@ -76,6 +76,7 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
     if not procs or not len(device["start"]):
         raise InputError("the export has no GPU activity (the kernel table is empty)", path=str(source))
     envs = _process_env(db)
+    streams = _nccl_streams(db, procs)
     ranks = _ranks(envs, procs, source)
     size, device_names = source.stat().st_size, _device_names(db)
     host_name = next((v for n, v in db.pairs("TARGET_INFO_SYSTEM_ENV") if n == "Hostname" and v), None)
@@ -94,6 +95,7 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
         meta.device_names = device_names
         meta.host = host_name
         meta.env = _kept_env(envs, proc, len(procs))
+        meta.nccl_text = [(f"{source.name}:{name}", text) for name, text in streams.get(proc, [])]
         for code, message, count in notes + payload_notes.get(proc, []) + payload_notes.get(None, []):
             meta.warnings.add(code, message, count)
         if not by_pid:
@@ -160,6 +162,21 @@ def _process_env(db: _Db) -> list[tuple[int, dict[str, str]]]:
         if name == "DeviceEnvironment":
             env = dict(kv.split("=", 1) for kv in value.split(";") if "=" in kv)
             out.append((0, env))
+    return out
+
+
+def _nccl_streams(db: _Db, procs: list) -> dict:
+    """The captured stdout/stderr (``ProcessStreams``) holding NCCL log lines, by process; a stream of a
+    process without GPU work (the launcher) goes to the first GPU process. Names are the stream files'."""
+    if not (db.has("ProcessStreams") and db.has("StringIds")):
+        return {}
+    rows = db.rows('SELECT p.globalPid, f.value, c.value FROM ProcessStreams p JOIN StringIds f ON f.id = '
+                   "p.filenameId JOIN StringIds c ON c.id = p.contentId WHERE c.value LIKE '%NCCL INFO%' OR "
+                   "c.value LIKE '%NCCL WARN%'")
+    out: dict = {}
+    for gpid, name, text in rows:
+        proc = (gpid or 0) >> 24
+        out.setdefault(proc if proc in procs else procs[0], []).append((str(name).rsplit("/", 1)[-1], str(text)))
     return out
 
 

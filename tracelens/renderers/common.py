@@ -8,7 +8,7 @@ from ..contract import SEVERITIES, RankResult, Report
 
 MIXED = "mixed"            # the pattern of a rank (run) whose steps (ranks) have no strict majority
 # Findings about the run rather than one rank's steps (step null), by id: what to call their scope.
-RUN_LEVEL = {"straggler": "across ranks", "clock-offset": "across ranks"}
+RUN_LEVEL = {"straggler": "across ranks", "clock-offset": "across ranks", "nccl-transport": "whole run"}
 
 
 def ms(ns: int | None, decimals: int = 3) -> str:
@@ -272,3 +272,53 @@ def bandwidth_cells(b) -> list[str]:
     note = " (latency)" if b.latency_bound else ""
     return [(b.op or "?") + note, str(b.group_size), _bucket(b), str(b.count), _gbps(b.algbw_p50_gbps),
             _gbps(b.busbw_p10_gbps), _gbps(b.busbw_p50_gbps), _gbps(b.busbw_p90_gbps)]
+
+
+def rank_label(rank: int) -> str:
+    """``rank 3``; ``all ranks`` for a finding about the run that names no rank (rank -1)."""
+    return "all ranks" if rank < 0 else f"rank {rank}"
+
+
+def transport_facts(t) -> str:
+    """``warning · NCCL 2.27.3 · multi-node · 2 NCCL logs``: what goes with the transport's verdict."""
+    parts = [t.severity]
+    if t.nccl_version:
+        parts.append(f"NCCL {t.nccl_version}")
+    parts.append({True: "multi-node", False: "single node", None: "nodes unknown"}[t.multi_node])
+    parts.append(plural(t.logs, "NCCL log", "NCCL logs"))
+    return " · ".join(parts)
+
+
+def communicator_line(c) -> str:
+    """``0x9f3a: ranks 0-15 on 2 hosts, 2 nodes, net Socket, GPUDirect no; NET/Socket 8, P2P/IPC 14 ->
+    tcp_no_rdma``."""
+    ranks = ("ranks " + _span(c.ranks)) if c.ranks else "ranks unknown"
+    parts = [f"{ranks} on {plural(len(c.hosts), 'host', 'hosts')}" if c.hosts else ranks]
+    if c.n_nodes is not None:
+        parts.append(plural(c.n_nodes, "node", "nodes"))
+    for label, value in (("net", c.net), ("plugin", c.plugin)):
+        if value:
+            parts.append(f"{label} {value}")
+    if c.gdr is not None:
+        parts.append(f"GPUDirect {'yes' if c.gdr else 'no'}")
+    conns = ", ".join(f"{k} {v}" for k, v in c.connections.items())
+    return f"{c.id}: {', '.join(parts)}" + (f"; {conns}" if conns else "") + f" -> {c.verdict}"
+
+
+def bandwidth_line(b) -> str:
+    where = {"tcp": f"TCP range (below {b.tcp_max_gbps:g} GB/s)",
+             "rdma": f"RDMA range (above {b.rdma_min_gbps:g} GB/s)",
+             "ambiguous": f"between TCP and RDMA ({b.tcp_max_gbps:g}-{b.rdma_min_gbps:g} GB/s)"}[b.range]
+    return (f"inter-node busbw p50 {b.busbw_gbps_p50:.2f} GB/s (p10 {b.busbw_gbps_p10:.2f}, p90 "
+            f"{b.busbw_gbps_p90:.2f}) over {plural(b.collectives, 'collective', 'collectives')}: {where}")
+
+
+def evidence_where(e) -> str:
+    """``nccl/h1.100.log:12`` (a recorded setting: its source alone)."""
+    return e.file + (f":{e.line}" if e.line is not None else "")
+
+
+def _span(ranks: list[int]) -> str:
+    if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"{ranks[0]}-{ranks[-1]}"
+    return ", ".join(map(str, ranks[:12])) + (f" and {len(ranks) - 12} more" if len(ranks) > 12 else "")

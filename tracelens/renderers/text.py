@@ -23,9 +23,9 @@ from rich.text import Text
 
 from ..contract import Report
 from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, MIXED, STEP_HEADERS, across_cells, across_rows,
-                     bandwidth_cells, exposed_groups, matching_line, findings, frac, ms, pattern_label, pct,
-                     pre_capture_line, rank_title, short, size, step_cells, step_label, steps_label, total_cells,
-                     two_lines)
+                     bandwidth_cells, bandwidth_line, communicator_line, evidence_where, exposed_groups, findings,
+                     frac, matching_line, ms, pattern_label, pct, pre_capture_line, rank_label, rank_title, short,
+                     size, step_cells, step_label, steps_label, total_cells, transport_facts, two_lines)
 
 _STYLE = {"info": "cyan", "warning": "yellow", "critical": "bold red"}
 ROOMY_WIDTH = 120          # from this width on, tables may keep their box
@@ -102,17 +102,22 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10)
         con.print("[bold]diagnoses[/bold]")
     for f in found:
         style = _STYLE.get(f.severity, "")
-        con.print(Text.assemble((f.severity.upper(), style), f" rank {f.rank} · {f.where} · {f.title}"))
+        con.print(Text.assemble((f.severity.upper(), style), f" {rank_label(f.rank)} · {f.where} · {f.title}"))
         con.print(Padding(Text(f.detail), (0, 0, 0, 4)))
         if f.advice:
             con.print(Padding(Text(f"try: {f.advice}"), (0, 0, 0, 4)))
+    if report.transport is not None:
+        _transport(con, report.transport)
     s = report.summary
-    con.print(Text.assemble(("summary", "bold"),
-                            f": {s.ranks} rank(s), {s.steps} step(s); overlap {pct(s.overlap_pct)} of "
-                            f"communication hidden; exposed communication {frac(s.exposed_comm_fraction)} of step "
-                            f"time" + (f"; worst rank {s.worst_rank}" if s.worst_rank is not None else "")
-                            + (f"; pattern {pattern_label(s.pattern, s.pattern_counts, 'ranks')}" if s.pattern
-                               else "")))
+    if not report.ranks:
+        con.print(Text.assemble(("summary", "bold"), ": no traces; the network transport from NCCL logs alone"))
+    else:
+        con.print(Text.assemble(("summary", "bold"),
+                                f": {s.ranks} rank(s), {s.steps} step(s); overlap {pct(s.overlap_pct)} of "
+                                f"communication hidden; exposed communication {frac(s.exposed_comm_fraction)} of "
+                                f"step time" + (f"; worst rank {s.worst_rank}" if s.worst_rank is not None else "")
+                                + (f"; pattern {pattern_label(s.pattern, s.pattern_counts, 'ranks')}" if s.pattern
+                                   else "")))
     for w in report.warnings:
         where = f"rank {w.rank}: " if w.rank is not None else ""
         con.print(Text.assemble(("warning", "yellow"), f" {where}{w.code} ×{w.count}: {w.message}"))
@@ -153,6 +158,21 @@ def _across(con: Console, width: int, report: Report) -> None:
         _, (table,) = fit(con, width, lambda lay: [build(lay)])
         con.print(Text("bus bandwidth (GB/s, over the transfer time)", style="bold"))
         con.print(table)
+
+
+def _transport(con: Console, t) -> None:
+    """The network transport: its verdict, communicators, NCCL settings, bandwidth and evidence lines."""
+    style = _STYLE.get(t.severity, "")
+    con.print(Text.assemble(("network transport", "bold"), ": ", (t.verdict, style), f" ({transport_facts(t)})"))
+    rows = [communicator_line(c) for c in t.communicators]
+    if t.env:
+        rows.append("settings: " + ", ".join(f"{k}={v}" for k, v in t.env.items()))
+    if t.bandwidth is not None:
+        rows.append(bandwidth_line(t.bandwidth))
+    for row in rows:
+        con.print(Padding(Text(row), (0, 0, 0, 4)))
+    for e in t.evidence:
+        con.print(Padding(Text(f"{evidence_where(e)}  {e.text}"), (0, 0, 0, 4)))
 
 
 def _step_table(r, layout: Layout) -> Table:

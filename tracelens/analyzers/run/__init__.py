@@ -12,18 +12,21 @@ from typing import Iterable
 
 import msgspec
 
-from ...contract import Report
+from ...contract import InputFile, Report, WarningEntry
+from ...nccl_records import NcclInputs
 from ..seam import Context, RankAnalysis
 from ..wording import diagnosis
-from . import crossrank, straggler, summary
+from . import crossrank, straggler, summary, transport, transport_bw
 
 # Findings of one rank and step are listed in this order.
-_ORDER = {"no-gpu-activity": 0, "clock-offset": 1, "straggler": 1, "overlap-pattern": 2, "sync-stall": 3, "launch-order": 4,
-          "memcpy-bound": 5}
+_ORDER = {"nccl-transport": -1, "no-gpu-activity": 0, "clock-offset": 1, "straggler": 1, "overlap-pattern": 2,
+          "sync-stall": 3, "launch-order": 4, "memcpy-bound": 5}
 
 
-def combine(analyses: Iterable[RankAnalysis], context: Context | None = None) -> Report:
-    """The Report of a run from its ranks' analyses (any order; each rank's analysis once)."""
+def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
+            nccl: NcclInputs | None = None) -> Report:
+    """The Report of a run from its ranks' analyses (any order; each rank's analysis once); ``nccl``: the
+    run's NCCL logs and recorded NCCL settings, for the network transport verdict."""
     th = (context or Context()).thresholds
     ordered = sorted(analyses, key=RankAnalysis.sort_key)
     across = crossrank.analyze(ordered, th)
@@ -33,11 +36,33 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None) ->
     # The rank the others wait for has one straggler entry: the cross-rank one, which names the cause.
     findings += [f for f in straggler.find(ranks, th) if f.rank not in late]
     findings += across.findings
+    nccl = nccl or NcclInputs()
+    # Bandwidth over transfer times of collectives matched across ranks when there are some, else from each
+    # rank's own durations.
+    rows, source = _cross_rank_rows(across.cross, th.transport_min_bytes), "cross-rank"
+    if not rows:
+        rows, source = transport_bw.rows_from_comm(ordered, th.transport_min_bytes), "comm-table"
+    net, found = transport.analyze(nccl.logs, nccl.env, rows, th, source=source)
+    if found is not None:
+        findings.append(found)
     findings.sort(key=lambda f: (f.rank, -1 if f.step is None else f.step, _ORDER.get(f.id, 9)))
-    return Report(inputs=[i for a in ordered for i in a.inputs], ranks=ranks, summary=summary.summarize(ranks),
-                  collectives=[c for a in ordered for c in a.collectives],
-                  warnings=[w for a in ordered for w in a.warnings] + across.warnings,
-                  diagnoses=[diagnosis(f) for f in findings], cross_rank=across.cross)
+    inputs = [i for a in ordered for i in a.inputs]
+    listed = {i.path for i in inputs}
+    inputs += [InputFile(path=log.path, format="nccl-log", rank=-1, bytes=log.bytes, rank_rule="none")
+               for log in nccl.logs if log.path not in listed]
+    warnings = [w for a in ordered for w in a.warnings] + across.warnings
+    warnings += [WarningEntry(code=code, rank=None, count=n, message=message) for code, n, message in nccl.notes]
+    return Report(inputs=inputs, ranks=ranks, summary=summary.summarize(ranks),
+                  collectives=[c for a in ordered for c in a.collectives], warnings=warnings,
+                  diagnoses=[diagnosis(f) for f in findings], transport=net, cross_rank=across.cross)
+
+
+def _cross_rank_rows(cross, min_bytes: int) -> list:
+    """Transport bandwidth rows from the matched collectives (their busbw over the transfer time)."""
+    if cross is None:
+        return []
+    return [transport_bw.Row(c.op, c.bytes, c.group_size, c.busbw_gbps, None) for c in cross.collectives
+            if c.busbw_gbps is not None and c.bytes is not None and c.bytes >= min_bytes and c.group_size >= 2]
 
 
 def _with_waits(pos: int, result, sums: dict):
