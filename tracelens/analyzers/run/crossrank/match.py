@@ -72,15 +72,35 @@ def concat(analyses: list[RankAnalysis]) -> Table:
 def _segments(*keys: np.ndarray, by: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Sort order by ``keys`` (the last key sorts first, as np.lexsort) and the start of each run of equal
     keys in that order; with ``by``, runs are of the last ``by`` keys only (the others just order a run)."""
-    order = np.lexsort(keys)
+    packed = _packed(keys)
+    order = np.argsort(packed, kind="stable") if packed is not None else np.lexsort(keys)
     if not len(order):
         return order, np.empty(0, np.int64)
     change = np.zeros(len(order), dtype=bool)
     change[0] = True
-    for k in keys[len(keys) - (by or len(keys)):]:
+    run_keys = keys[len(keys) - (by or len(keys)):]
+    run_packed = packed if len(run_keys) == len(keys) else _packed(run_keys)
+    for k in ([run_packed] if run_packed is not None else run_keys):
         sk = k[order]
         change[1:] |= sk[1:] != sk[:-1]
     return order, np.flatnonzero(change)
+
+
+def _packed(keys) -> np.ndarray | None:
+    """The keys as one int64 that sorts as they do (np.lexsort order), or None when their ranges do not fit:
+    one argsort of a million values is several times faster than a lexsort of five keys."""
+    if not len(keys[0]):
+        return None
+    out = np.zeros(len(keys[0]), dtype=np.int64)
+    scale = 1
+    for k in keys:                               # the first key varies fastest
+        lo, hi = int(k.min()), int(k.max())
+        span = hi - lo + 1
+        if scale * span >= 1 << 62:
+            return None
+        out += (k - lo) * scale
+        scale *= span
+    return out
 
 
 def _index_within(order: np.ndarray, starts: np.ndarray) -> np.ndarray:
