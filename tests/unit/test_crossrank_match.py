@@ -143,3 +143,17 @@ def test_too_few_late_arrivals_name_no_straggler():
     # Last in all 4 skewed instances, but fewer than straggler_min_late_count (5): could be chance.
     assert straggler.find(results, np.full(4, 1), np.full(4, 500_000), np.full(4, 1), np.zeros(4, np.int64),
                           np.full(4, -1), np.full(4, 2), Thresholds()) is None
+
+
+def test_packed_keys_sort_as_lexsort():
+    # Small ranges (packed into one int64) and a huge one (falls back to np.lexsort): same order and runs.
+    rng = np.random.default_rng(7)
+    small = [rng.integers(-3, 4, 500), rng.integers(0, 5, 500), rng.integers(0, 2, 500)]
+    huge = [rng.integers(0, 1 << 62, 500)] + small
+    for keys in (small, huge):
+        order, starts = match._segments(*keys, by=2)
+        assert order.tolist() == np.lexsort(keys).tolist()
+        last_two = np.stack(keys[-2:])[:, order]
+        change = np.flatnonzero(np.r_[True, (last_two[:, 1:] != last_two[:, :-1]).any(axis=0)])
+        assert starts.tolist() == change.tolist()
+    assert match._packed(huge) is None and match._packed(small) is not None
