@@ -177,7 +177,8 @@ def test_most_exposed_collectives_are_grouped():
     assert [row[:9] for row in rows] == [
         ["0", "all_reduce", "26.2", "MB", "54", "of", "300", "6.300", "0.120"],
         ["1", "all_reduce", "26.2", "MB", "54", "of", "300", "6.300", "0.120"]]
-    assert lines[head + 6].startswith("diagnoses")       # one row per rank, not ten identical ones
+    # One row per rank, not ten identical ones; the cross-rank tables follow.
+    assert lines[head + 6].startswith("across ranks")
 
 
 # --------------------------------------------------------------------------- gate, history, export

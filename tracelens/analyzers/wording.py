@@ -247,6 +247,63 @@ def straggler_compute_time(f: Finding) -> tuple[str, str, str]:
     return _straggler(f, "compute time", f.evidence["compute_excess"])
 
 
+_LATE_CAUSE = {
+    "late-compute": ("its compute", lambda ev: f"its median compute {_ms(ev['compute_ns'])} against "
+                     f"{_ms(ev['ranks_compute_ns'])} on the other ranks: slower kernels",
+                     "compare its kernels, GPU clocks (power or thermal throttling) and data shapes with the other "
+                     "ranks'; rebalance the work if it gets more"),
+    "late-host": ("its host", lambda ev: f"its device sat idle a median {_ms(ev['idle_ns'])} per step against "
+                  f"{_ms(ev['ranks_idle_ns'])} on the other ranks: host gaps",
+                  "look at that rank's host: data loading (more DataLoader workers, pinned memory), Python work "
+                  "between steps, CPU contention or a slower node"),
+    "late-launch": ("its CPU", lambda ev: f"{ev['launched_promptly']} of its {ev['launch_known']} late "
+                    "collectives started as soon as the CPU launched them: the CPU launched them late",
+                    "look at what that rank's CPU does before the collective (Python overhead, logging, a sync, "
+                    "CPU contention); CUDA graphs or fewer host syncs let the CPU run ahead"),
+    "late": ("", lambda ev: "its compute, idle time and launches look like the other ranks'",
+             "compare its kernels, host and input pipeline with the other ranks'"),
+}
+
+
+def _straggler_late(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    who, why, advice = _LATE_CAUSE[f.verdict]
+    by = f" ({who})" if who else ""
+    return (f"straggler{by}: arrives last at {ev['late_count']} of {ev['skewed']} skewed collectives, costing the "
+            f"others {_ms(ev['caused_wait_ns'])} of waiting",
+            f"it starts its collectives a mean {_ms(ev['mean_skew_ns'])} after the first rank, over "
+            f"{ev['ranks']} ranks; {why(ev)}",
+            "the other ranks wait for this one in their collectives: " + advice)
+
+
+def _offsets(units: list) -> str:
+    def one(u):
+        who = f"host {u['host']}" if u["host"] is not None else "rank " + ", ".join(map(str, u["ranks"]))
+        off = "unknown (no collective shared)" if u["offset_ns"] is None else f"{u['offset_ns'] / 1e6:+.3f} ms"
+        spread = "" if u["spread_ns"] is None else f" ± {u['spread_ns'] / 1e3:.1f} µs"
+        return f"{who} {off}{spread}"
+    return "; ".join(one(u) for u in units[:6]) + (f"; and {len(units) - 6} more" if len(units) > 6 else "")
+
+
+def clock_offset_corrected(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    return (f"clocks aligned: {ev['corrected']} clock offset{'s' if ev['corrected'] != 1 else ''} corrected against "
+            f"rank {ev['reference_rank']}",
+            f"offsets from the end times of matched collectives: {_offsets(ev['corrected_units'])}; cross-rank numbers use "
+            "the aligned times, each rank's step metrics stay on its own clock",
+            "")
+
+
+def clock_offset_uncertain(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    return (f"clocks not aligned: {ev['uncertain']} clock offset{'s' if ev['uncertain'] != 1 else ''} too uncertain "
+            "to correct",
+            f"end times of matched collectives against rank {ev['reference_rank']} spread more than "
+            f"{ev['max_spread_ns'] / 1e3:.0f} µs: {_offsets(ev['uncertain_units'])}; arrival skew and the last rank are not "
+            "given for collectives of these ranks (waits and transfers do not need clocks)",
+            "record every rank in one capture window, or synchronise the hosts' clocks (NTP, PTP)")
+
+
 # ------------------------------------------------------------------------------- no-gpu-activity
 
 def no_gpu_activity(f: Finding) -> tuple[str, str, str]:
@@ -425,6 +482,12 @@ WORDING: dict[tuple[str, Optional[str]], Callable[[Finding], tuple[str, str, str
     ("launch-order", None): launch_order,
     ("straggler", "step-time"): straggler_step_time,
     ("straggler", "compute-time"): straggler_compute_time,
+    ("straggler", "late-compute"): _straggler_late,
+    ("straggler", "late-host"): _straggler_late,
+    ("straggler", "late-launch"): _straggler_late,
+    ("straggler", "late"): _straggler_late,
+    ("clock-offset", "corrected"): clock_offset_corrected,
+    ("clock-offset", "uncertain"): clock_offset_uncertain,
     ("no-gpu-activity", None): no_gpu_activity,
     ("memcpy-bound", None): memcpy_bound,
     ("nccl-transport", "tcp_silent_fallback"): tcp_silent_fallback,

@@ -79,6 +79,7 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
     streams = _nccl_streams(db, procs)
     ranks = _ranks(envs, procs, source)
     size, device_names = source.stat().st_size, _device_names(db)
+    host_name = next((v for n, v in db.pairs("TARGET_INFO_SYSTEM_ENV") if n == "Hostname" and v), None)
     nccl = nccl_ranges(db, queries)
     device_of, host_of = _by_process(device), _by_process(host)
     traces = []
@@ -92,6 +93,7 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
             meta.rank, meta.rank_rule = rank, rule
         meta.world_size = len(procs) if len(procs) > 1 else None
         meta.device_names = device_names
+        meta.host = host_name
         meta.env = _kept_env(envs, proc, len(procs))
         meta.nccl_text = [(f"{source.name}:{name}", text) for name, text in streams.get(proc, [])]
         for code, message, count in notes + nccl.notes.get(proc, []) + nccl.notes.get(None, []):

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from ..contract import Report
-from .common import (MIXED, STEP_HEADERS, bandwidth_line, communicator_line, evidence_where, exposed_groups,
-                     findings, frac, ms, pattern_label, pct, pre_capture_line, rank_label, rank_title, short, size,
-                     step_cells, step_label, total_cells, transport_facts)
+from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, MIXED, STEP_HEADERS, across_cells, across_rows,
+                     bandwidth_cells, bandwidth_line, communicator_line, evidence_where, exposed_groups, findings,
+                     frac, matching_line, ms, pattern_label, pct, pre_capture_line, rank_label, rank_title, short,
+                     size, step_cells, step_label, total_cells, transport_facts)
 
 _ICON = {"info": "ℹ️", "warning": "⚠️", "critical": "🛑"}
 
@@ -51,6 +52,16 @@ def render(report: Report, top: int = 10) -> str:
                       [(g.rank, g.op or "?", size(g.bytes), f"{g.count} of {g.calls}", ms(g.exposed_ns),
                         ms(g.worst_ns), step_label(g.worst_step), "`" + short(g.name) + "`") for g in groups])
         out.append("")
+    if report.cross_rank is not None:
+        rows, spread = across_rows(report)
+        out += ["## Across ranks", ""]
+        out += _table(ACROSS_HEADERS, [["…"] + [""] * (len(ACROSS_HEADERS) - 1) if r is None else across_cells(r)
+                                       for r in rows])
+        out += [""] + [line[0].upper() + line[1:] + "." for line in (spread, matching_line(report)) if line] + [""]
+        if report.cross_rank.bandwidth:
+            out += ["### Bus bandwidth (GB/s, over the transfer time)", ""]
+            out += _table(BANDWIDTH_HEADERS, [bandwidth_cells(b) for b in report.cross_rank.bandwidth])
+            out.append("")
     if report.warnings:
         out += ["## Warnings", ""]
         out += _table(("rank", "code", "count", "message"),

@@ -22,9 +22,10 @@ from rich.table import Table
 from rich.text import Text
 
 from ..contract import Report
-from .common import (MIXED, STEP_HEADERS, bandwidth_line, communicator_line, exposed_groups,
-                     findings, frac, ms, pattern_label, pct, pre_capture_line, rank_label, rank_title, short, size,
-                     step_cells, step_label, steps_label, total_cells, transport_facts, two_lines)
+from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, MIXED, STEP_HEADERS, across_cells, across_rows,
+                     bandwidth_cells, bandwidth_line, communicator_line, exposed_groups, findings,
+                     frac, matching_line, ms, pattern_label, pct, pre_capture_line, rank_label, rank_title, short,
+                     size, step_cells, step_label, steps_label, total_cells, transport_facts, two_lines)
 
 _STYLE = {"info": "cyan", "warning": "yellow", "critical": "bold red"}
 ROOMY_WIDTH = 120          # from this width on, tables may keep their box
@@ -94,6 +95,8 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10)
         _, (table,) = fit(con, width, lambda lay: [_exposed_table(con, width, groups, lay)])
         con.print(Text("most exposed collectives", style="bold"))
         con.print(table)
+    if report.cross_rank is not None:
+        _across(con, width, report)
     found = findings(report)
     if found:
         con.print("[bold]diagnoses[/bold]")
@@ -120,6 +123,41 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10)
         con.print(Text.assemble(("warning", "yellow"), f" {where}{w.code} ×{w.count}: {w.message}"))
     # Padding and titles fill their lines with spaces; a terminal does not need them.
     return "".join(line.rstrip(" ") + "\n" for line in buf.getvalue().splitlines())
+
+
+def _across(con: Console, width: int, report: Report) -> None:
+    """The rank table (wait, transfer, late count, clock offset) and the bandwidth table."""
+    rows, spread = across_rows(report)
+
+    def ranks(layout: Layout) -> Table:
+        table = new_table(layout)
+        for h in ACROSS_HEADERS:
+            table.add_column(header(h, layout), justify="left" if h in ("rank", "host") else "right", no_wrap=True)
+        for r in rows:
+            table.add_row(*(["…"] + [""] * (len(ACROSS_HEADERS) - 1) if r is None else
+                            across_cells(r, layout.decimals)))
+        return table
+
+    _, (table,) = fit(con, width, lambda lay: [ranks(lay)])
+    con.print(Text("across ranks", style="bold"))
+    con.print(table)
+    for line in (spread, matching_line(report)):
+        if line:
+            con.print(Text(line))
+    bw = report.cross_rank.bandwidth
+    if bw:
+        def build(layout: Layout) -> Table:
+            table = new_table(layout)
+            for h in BANDWIDTH_HEADERS:
+                table.add_column(header(h, layout), justify="left" if h in ("op", "size") else "right",
+                                 no_wrap=True)
+            for b in bw:
+                table.add_row(*bandwidth_cells(b))
+            return table
+
+        _, (table,) = fit(con, width, lambda lay: [build(lay)])
+        con.print(Text("bus bandwidth (GB/s, over the transfer time)", style="bold"))
+        con.print(table)
 
 
 def _transport(con: Console, t) -> None:
