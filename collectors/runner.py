@@ -140,11 +140,25 @@ def plan(options: CollectOptions, environ: Optional[dict] = None) -> Plan:
     return Plan(run_dir=run_dir, argv=argv, env=env, options=options, nsys=nsys)
 
 
+def nccl_logging_notes(env: dict) -> list[str]:
+    """A note when the user's own NCCL logging settings leave out the lines the transport verdict reads."""
+    level = env.get("NCCL_DEBUG", "").strip().upper()
+    subsys = {s.strip().upper() for s in env.get("NCCL_DEBUG_SUBSYS", "").split(",")}
+    if level not in ("INFO", "TRACE"):
+        return [f"NCCL_DEBUG={env.get('NCCL_DEBUG', '')} (set by you): the NCCL logs will not show the network "
+                "transport; tracelens report needs NCCL_DEBUG=INFO"]
+    if "ALL" not in subsys and not {"INIT", "NET"} <= subsys and not any(s.startswith("^") for s in subsys):
+        return [f"NCCL_DEBUG_SUBSYS={env['NCCL_DEBUG_SUBSYS']} (set by you) leaves out INIT or NET: the NCCL logs "
+                "will not show the network transport"]
+    return []
+
+
 def worker_env(env: dict, run_dir: Path, options: CollectOptions) -> dict:
     """The job's environment: NCCL debug logging into the run directory, the agent's settings, and the
     bootstrap first on PYTHONPATH. NCCL_DEBUG / NCCL_DEBUG_SUBSYS / NCCL_DEBUG_FILE set by the user win."""
     env.setdefault("NCCL_DEBUG", "INFO")
-    env.setdefault("NCCL_DEBUG_SUBSYS", "INIT,NET")
+    # INIT,NET print the transport lines; ENV echoes the NCCL_* settings NCCL read (NCCL_IB_DISABLE, ...).
+    env.setdefault("NCCL_DEBUG_SUBSYS", "INIT,NET,ENV")
     env.setdefault("NCCL_DEBUG_FILE", str(run_dir / NCCL_LOGS / "%h.%p.log"))
     boot = str(run_dir / BOOTSTRAP)
     env["PYTHONPATH"] = os.pathsep.join([boot] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
@@ -268,7 +282,7 @@ def execute(p: Plan, on_progress: Optional[Callable[[dict], None]] = None, poll_
         flush()
     ended = time.time()
     _report_progress(p.run_dir, seen, on_progress)
-    notes = export_reports(p.run_dir, on_progress) if p.nsys else []
+    notes = nccl_logging_notes(p.env) + (export_reports(p.run_dir, on_progress) if p.nsys else [])
     killed_by = signal.Signals(-code).name if code < 0 else None
     code = 128 + -code if code < 0 else code
     sent_names = [signal.Signals(s).name for s in sent]

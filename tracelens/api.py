@@ -4,6 +4,7 @@
     analyze_rank(trace, context)  -> RankAnalysis        one rank's share of the Report (small, picklable)
     combine(analyses, context)    -> Report              the run, from its ranks' analyses
     report(paths, ...)            -> Report              all of it, or a saved report.json read back
+    nccl_inputs(paths, traces)    -> NcclInputs          NCCL logs and settings for combine(..., nccl=)
     thresholds(...)               -> Thresholds          config file < TRACELENS_THRESHOLDS < flags
     gate(paths, ...)              -> GateResult          the CI gate: rules, config, baseline
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .gate import GateConfig, GateResult
     from .model import RankTrace
     from .contract import Report
+    from .nccl_records import NcclInputs
 
 THRESHOLDS_ENV = "TRACELENS_THRESHOLDS"   # "name=value,name=value": between the config file and the flags
 CONFIG_ENV = "TRACELENS_CONFIG"           # the config file to read when no --config is given
@@ -38,7 +40,8 @@ def _paths(paths) -> list[str]:
 def load(paths, *, comm_patterns: Iterable[str] = (), step_nvtx: str | None = None, jobs: int | None = None,
          on_file: Callable[[Path, int, int], None] | None = None, prepare: Callable[[], object] | None = None
          ) -> list[RankTrace]:
-    """Every trace under ``paths`` (files, folders searched recursively, globs), one RankTrace per rank.
+    """Every trace under ``paths`` (files, folders searched recursively, globs), one RankTrace per rank (none
+    when the inputs are NCCL logs alone).
 
     ``comm_patterns``: extra regexes for communication kernels; ``step_nvtx``: a regex naming the step ranges
     instead of ``ProfilerStep#N``; ``jobs``: Kineto decode worker processes (0: none; None: decide);
@@ -46,9 +49,14 @@ def load(paths, *, comm_patterns: Iterable[str] = (), step_nvtx: str | None = No
     called once the decode
     workers run and before parsing (what it does overlaps the decoding).
     """
-    from .parsers import discover, start_decoding
+    from .parsers import discover
 
-    files = discover(_paths(paths))
+    return _load(discover(_paths(paths)), comm_patterns, step_nvtx, jobs, on_file, prepare)
+
+
+def _load(files, comm_patterns, step_nvtx, jobs, on_file, prepare) -> list[RankTrace]:
+    from .parsers import start_decoding
+
     pool = start_decoding(files, jobs)
     try:
         if prepare is not None:
@@ -59,6 +67,15 @@ def load(paths, *, comm_patterns: Iterable[str] = (), step_nvtx: str | None = No
     finally:
         if pool is not None:
             pool.close()
+
+
+def nccl_inputs(paths, traces: list[RankTrace] = ()) -> NcclInputs:
+    """The NCCL logs under ``paths`` (and those the traces' run manifests list), parsed, with the NCCL
+    settings recorded for the traces: what the network transport verdict reads besides bandwidth."""
+    from .parsers import discover, nccl_log
+
+    files = discover(_paths(paths))
+    return nccl_log.inputs(files.nccl_logs, files.logs_skipped, traces)
 
 
 def _counting(on_file, total: int):
@@ -83,14 +100,17 @@ def analyze_rank(trace: RankTrace, ctx: Context | None = None) -> RankAnalysis:
     return _analyze_rank(trace, ctx or context())
 
 
-def combine(analyses: Iterable[RankAnalysis], ctx: Context | None = None) -> Report:
-    """The Report of a run from its ranks' analyses, in any order (each rank once)."""
+def combine(analyses: Iterable[RankAnalysis], ctx: Context | None = None, *, nccl: NcclInputs | None = None
+            ) -> Report:
+    """The Report of a run from its ranks' analyses, in any order (each rank once); ``nccl``: its NCCL logs
+    and settings (:func:`nccl_inputs`) for the network transport verdict."""
     from .analyzers import combine as _combine
 
-    return _combine(analyses, ctx or context())
+    return _combine(analyses, ctx or context(), nccl=nccl)
 
 
-def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Report:
+def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None, *, nccl: NcclInputs | None = None
+            ) -> Report:
     """The Report of loaded traces: each analysed (and released from the list) in turn, then combined."""
     ctx = context(thresholds)
     analyses = []
@@ -98,7 +118,7 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Re
     traces.reverse()
     while traces:       # the list lets go of each trace once it is analysed
         analyses.append(analyze_rank(traces.pop(), ctx))
-    return combine(analyses, ctx)
+    return combine(analyses, ctx, nccl=nccl)
 
 
 def report(paths, *, thresholds: Thresholds | Iterable[str] | None = None, comm_patterns: Iterable[str] = (),
@@ -118,9 +138,12 @@ def report(paths, *, thresholds: Thresholds | Iterable[str] | None = None, comm_
     if len(paths) == 1 and is_report_file(paths[0]):
         limits()            # a bad threshold is an error here too, though a saved report is not re-analysed
         return read_report(paths[0])
-    traces = load(paths, comm_patterns=comm_patterns, step_nvtx=step_nvtx, jobs=jobs, on_file=on_file,
-                  prepare=limits)
-    return analyze(traces, limits())
+    from .parsers import discover, nccl_log
+
+    files = discover(paths)
+    traces = _load(files, comm_patterns, step_nvtx, jobs, on_file, limits)
+    nccl = nccl_log.inputs(files.nccl_logs, files.logs_skipped, traces)
+    return analyze(traces, limits(), nccl=nccl)
 
 
 def _as_thresholds(given, config, use_config: bool, env) -> Callable[[], Thresholds]:
@@ -203,7 +226,7 @@ def baseline(config: GateConfig, *, thresholds=None, comm_patterns: Iterable[str
              step_nvtx: str | None = None) -> tuple[object | None, list[str]]:
     """What relative rules compare with: the config's baseline report or trace folder, or the latest run of
     ``against`` in the history database; (None, [why]) when the history has none yet."""
-    from . import gate as gating
+    gating = _gate_module()
 
     if config.baseline:
         base = report([config.baseline], thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx)
@@ -216,12 +239,20 @@ def baseline(config: GateConfig, *, thresholds=None, comm_patterns: Iterable[str
     return None, []
 
 
+def _gate_module():
+    """The ``tracelens.gate`` package. ``from . import gate`` is not it in a fresh process: the package's lazy
+    ``tracelens.gate`` attribute (this module's :func:`gate`) answers before the subpackage is imported."""
+    import importlib
+
+    return importlib.import_module(".gate", __package__)
+
+
 def gate(paths, *, rules: Mapping[str, object] | None = None, config: str | Path | None = None,
          use_config: bool = True, thresholds=None, comm_patterns: Iterable[str] = (),
          step_nvtx: str | None = None, on_file: Callable[[Path, int, int], None] | None = None,
          env: Mapping[str, str] | None = None) -> GateResult:
     """Apply the gate's rules to the run at ``paths`` (and its baseline): the CI gate as a function."""
-    from . import gate as gating
+    gating = _gate_module()
 
     cfg, _ = gate_config(rules, config=config, use_config=use_config, env=env)
     if thresholds is None or not hasattr(thresholds, "with_overrides"):     # the run and its baseline alike

@@ -54,6 +54,11 @@ class StepMetrics(msgspec.Struct, kw_only=True):
     pattern: Optional[str] = None          # sawtooth | two-phase | serialized | partial | no-comm; null: comm
                                            # but no compute (nothing to overlap), or comm not measurable
     pattern_evidence: Optional[PatternEvidence] = None
+    # Across ranks (null for a single rank, and for steps without matched collectives): sums over the step's
+    # collectives matched on other ranks, on the rank's own clock (docs/metrics.md, "Across ranks").
+    wait_ns: Optional[int] = None          # time spent waiting for the other ranks: duration - transfer
+    transfer_ns: Optional[int] = None      # the instances' transfer time T (the shortest member's duration)
+    exposed_wait_ns: Optional[int] = None  # exposed time that cannot have been transfer: max(0, exposed - T)
 
 
 class Totals(msgspec.Struct, kw_only=True):
@@ -118,15 +123,83 @@ class Collective(msgspec.Struct, kw_only=True):
     start_ns: int
     duration_ns: int
     exposed_ns: int
+    pg: Optional[str] = None               # process group name
+    seq: Optional[int] = None              # the collective's sequence number in its process group
+    group_size: Optional[int] = None
+    dtype: Optional[str] = None
+
+
+class RankAcross(msgspec.Struct, kw_only=True):
+    """One rank's share of the cross-rank analysis: totals over its matched collectives."""
+
+    rank: int
+    host: Optional[str]
+    clock_offset_ns: Optional[int]         # its clock minus the reference rank's; null: could not be estimated
+    clock_spread_ns: Optional[int]         # p90 - p10 of the end-time differences the offset is the median of
+    clock_corrected: bool                  # whether cross-rank times used the offset
+    matched: int                           # its collectives matched on other ranks
+    wait_ns: int
+    transfer_ns: int
+    exposed_wait_ns: int
+    late_count: int                        # matched collectives it arrived at last
+
+
+class MatchedCollective(msgspec.Struct, kw_only=True):
+    """One collective instance matched across its ranks."""
+
+    pg: Optional[str]                      # process group; null when matched by stream order
+    seq: Optional[int]                     # its seq, or its order index within the group (or stream) and step
+    step: Optional[int]                    # the step of the lowest member rank
+    op: Optional[str]
+    bytes: Optional[int]
+    group_size: int                        # the group size the trace records, else the ranks matched
+    ranks: list[int]
+    last_rank: Optional[int]               # the rank that started last; null without a single last one or when
+                                           # a member's clock could not be aligned
+    arrival_skew_ns: Optional[int]         # latest start - earliest start (aligned clocks)
+    transfer_ns: int                       # shortest member duration
+    wait_ns: int                           # the members' waits summed
+    algbw_gbps: Optional[float]            # bytes / transfer_ns (GB/s = 1e9 B/s)
+    busbw_gbps: Optional[float]            # algbw x the nccl-tests factor of the op and group size
+
+
+class BandwidthRow(msgspec.Struct, kw_only=True):
+    """Bus bandwidth of one (op, message-size bucket, group size)."""
+
+    op: Optional[str]
+    group_size: int
+    min_bytes: int                         # the bucket: min_bytes <= bytes < max_bytes (null: no upper bound)
+    max_bytes: Optional[int]
+    count: int
+    latency_bound: bool                    # below bandwidth_min_bytes: left out of bandwidth verdicts
+    algbw_p50_gbps: Optional[float]
+    busbw_p10_gbps: Optional[float]
+    busbw_p50_gbps: Optional[float]
+    busbw_p90_gbps: Optional[float]
+
+
+class Matching(msgspec.Struct, kw_only=True):
+    key: Optional[str]                     # pg-seq | pg-order | stream-order: the weakest key any match used
+    matched: int                           # collective instances matched across ranks
+    unmatched: int                         # rank-local collectives left unmatched
+    missing_ranks: list[int]               # ranks of the world or of a process group whose trace was not given
+
+
+class CrossRank(msgspec.Struct, kw_only=True):
+    reference_rank: int                    # clock offsets are against this rank's clock
+    ranks: list[RankAcross]
+    collectives: list[MatchedCollective]
+    bandwidth: list[BandwidthRow]
+    matching: Matching
 
 
 class Diagnosis(msgspec.Struct, kw_only=True):
     """One finding for one rank and step: a verdict, why it was given, and what to try."""
 
     id: str                                # overlap-pattern | sync-stall | launch-order | memcpy-bound |
-                                           # straggler | no-gpu-activity
+                                           # straggler | no-gpu-activity | clock-offset | nccl-transport
     severity: str                          # info | warning | critical
-    rank: int
+    rank: int                              # nccl-transport: the lowest rank its evidence names, -1: none
     step: Optional[int]
     title: str                             # the verdict in one line
     detail: str                            # the evidence in one sentence
@@ -152,6 +225,60 @@ class WarningEntry(msgspec.Struct, kw_only=True):
     message: str
 
 
+class EvidenceLine(msgspec.Struct, kw_only=True):
+    """A line a transport verdict rests on: a log line (file, 1-based line) or a recorded setting (line null)."""
+
+    file: str
+    line: Optional[int]
+    text: str
+
+
+class Communicator(msgspec.Struct, kw_only=True):
+    """One NCCL communicator as its log lines describe it (``id``: the commId NCCL prints, else the comm
+    pointer with its host:pid, else ``all`` for logs without communicator lines)."""
+
+    id: str
+    ranks: list[int]
+    hosts: list[str]
+    n_nodes: Optional[int] = msgspec.field(name="nNodes")
+    net: Optional[str]                     # Using network / the NET/<name> of its connections
+    plugin: Optional[str]                  # the NET plugin assigned or loaded, when the log says
+    devices: list[str]                     # RDMA devices (mlx5_0) or socket interfaces (eth0) listed
+    gdr: Optional[bool]                    # every network connection with GPUDirect RDMA; null: none seen
+    connections: dict[str, int]            # connection lines per transport (NET/IB, P2P/IPC, SHM, ...)
+    verdict: str
+
+
+class BandwidthCheck(msgspec.Struct, kw_only=True):
+    """Inter-node bus bandwidth of large collectives against the TCP and RDMA ranges (docs/metrics.md)."""
+
+    source: str                            # comm-table (per-rank durations) | cross-rank (transfer times)
+    collectives: int                       # collectives measured
+    busbw_gbps_p10: float
+    busbw_gbps_p50: float
+    busbw_gbps_p90: float
+    range: str                             # tcp | ambiguous | rdma
+    tcp_max_gbps: float
+    rdma_min_gbps: float
+
+
+class Transport(msgspec.Struct, kw_only=True):
+    """Which network transport NCCL used, and whether TCP was deliberate (docs/metrics.md, "Network
+    transport")."""
+
+    verdict: str                           # intra_node_only | rdma_gdr | rdma_host_staged | rdma_init_only |
+                                           # tcp_deliberate | tcp_silent_fallback | tcp_no_rdma |
+                                           # inconclusive | unknown
+    severity: str
+    multi_node: Optional[bool]
+    nccl_version: Optional[str]
+    communicators: list[Communicator] = msgspec.field(default_factory=list)
+    env: dict[str, str] = msgspec.field(default_factory=dict)   # the NCCL variables found (logs, manifest, nsys)
+    evidence: list[EvidenceLine] = msgspec.field(default_factory=list)
+    bandwidth: Optional[BandwidthCheck] = None
+    logs: int = 0                          # NCCL logs read
+
+
 class Tool(msgspec.Struct, kw_only=True):
     name: str = "tracelens"
     version: str = __version__
@@ -166,6 +293,8 @@ class Report(msgspec.Struct, kw_only=True):
     collectives: list[Collective]
     diagnoses: list[Diagnosis] = msgspec.field(default_factory=list)
     warnings: list[WarningEntry] = msgspec.field(default_factory=list)
+    transport: Optional[Transport] = None  # null without NCCL logs and without inter-node bandwidth
+    cross_rank: Optional[CrossRank] = None  # null for a single rank
 
     def to_json(self, indent: int = 2) -> bytes:
         raw = msgspec.json.encode(self)

@@ -60,11 +60,14 @@ def open_db(path: str | Path, *, create: bool) -> Iterator[sqlite_utils.Database
         if create:
             with _write(db):
                 _ensure_schema(db)
-        elif "runs" not in db.table_names():
-            raise InputError("not a tracelens history database (no runs table)", path=str(path))
+        _check_schema(db)
         yield db
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, sqlite_utils.db.AlterError) as exc:
         raise InputError(f"cannot use history database: {exc}", path=str(path)) from None
+    except InputError as exc:
+        if exc.path is None:
+            exc.path = str(path)
+        raise
     finally:
         conn.close()
 
@@ -82,8 +85,12 @@ def _write(db: sqlite_utils.Database) -> Iterator[None]:
 
 
 def _ensure_schema(db: sqlite_utils.Database) -> None:
+    tables = set(db.table_names())
     db["meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
     found = db.execute("select value from meta where key = 'schema'").fetchone()
+    if found is None and tables:
+        # Another program's database (or ours, damaged): adding our tables and rows would alter its data.
+        raise InputError("not a tracelens history database (it has tables but no tracelens schema record)")
     if found is None:
         db["meta"].insert({"key": "schema", "value": SCHEMA})
     elif found[0] != SCHEMA:
@@ -92,6 +99,24 @@ def _ensure_schema(db: sqlite_utils.Database) -> None:
     db["rank_steps"].create(STEP_TABLE_COLUMNS, foreign_keys=[("run_id", "runs", "id")], if_not_exists=True)
     db["runs"].create_index(["label", "id"], if_not_exists=True)
     db["rank_steps"].create_index(["run_id", "rank", "step"], if_not_exists=True)
+
+
+def _check_schema(db: sqlite_utils.Database) -> None:
+    """A database this version can read: our schema record, and every column the queries name."""
+    tables = set(db.table_names())
+    if "runs" not in tables:
+        raise InputError("not a tracelens history database (no runs table)")
+    found = (db.execute("select value from meta where key = 'schema'").fetchone()
+             if "meta" in tables and {"key", "value"} <= {c.name for c in db["meta"].columns} else None)
+    if found is None:
+        raise InputError("not a tracelens history database (no schema record in its meta table)")
+    if found[0] != SCHEMA:
+        raise InputError(f"history schema {found[0]!r} is not the {SCHEMA!r} this version reads")
+    for table, wanted in (("runs", RUN_COLUMNS), ("rank_steps", STEP_TABLE_COLUMNS)):
+        have = {c.name for c in db[table].columns} if table in tables else set()
+        missing = [c for c in wanted if c not in have]
+        if missing:
+            raise InputError(f"history table {table} lacks column(s) {', '.join(missing)}")
 
 
 def add_run(db: sqlite_utils.Database, report: Report, *, label: str, commit: Optional[str] = None,
@@ -144,7 +169,18 @@ def run_steps(db: sqlite_utils.Database, run_id: int) -> pd.DataFrame:
     rows = db.execute(f"select {', '.join(cols)} from rank_steps where run_id = ? order by rank, step",
                       [run_id]).fetchall()
     frame = pd.DataFrame(rows, columns=cols)
-    frame["complete"] = frame["complete"].astype(bool)
+    for col in cols:
+        if STEP_TABLE_COLUMNS[col] is str:
+            continue
+        values = pd.to_numeric(frame[col], errors="coerce")
+        bad = values.isna() & frame[col].notna()
+        # NULL is a value the schema allows (an undefined ratio, an unnumbered step); text is not, and
+        # reading it as NaN would turn into a wrong gate verdict.
+        if bad.any():
+            raise InputError(f"history run {run_id}: rank_steps.{col} holds {frame[col][bad].iloc[0]!r} "
+                             f"where a number belongs ({int(bad.sum())} row(s))")
+        frame[col] = values
+    frame["complete"] = frame["complete"].fillna(0).astype(bool)
     return frame
 
 

@@ -67,8 +67,11 @@ class RunMeta:
     base_ns: int = 0
     bytes: int = 0
     pg_config: list[dict] = field(default_factory=list)
+    host: str | None = None              # the machine the rank ran on (Kineto host_name, nsys Hostname)
     env: dict[str, str] = field(default_factory=dict)   # recorded settings that explain results (envlist.env_allowed)
     side_files: list[dict] = field(default_factory=list)  # {path, format, bytes}: e.g. this rank's NCCL log
+    nccl_text: list[tuple[str, str]] = field(default_factory=list)  # (name, text): NCCL log output the trace
+                                                                    # itself captured (nsys ProcessStreams)
     warnings: WarningLog = field(default_factory=WarningLog)
     # Notes about the inputs as a whole (files skipped as not traces), reported once with no rank; a load
     # gives them to its first trace only.

@@ -56,7 +56,7 @@ HOST_COLUMNS = {
 
 COLLECTIVE_COLUMNS = {
     "device_idx": "int64",    # device_ops row of the comm activity (-1 for CPU-only gloo collectives)
-    "host_idx": "int64",      # host_ops row that carried the metadata (record_param_comms, nccl:*, gloo:*)
+    "host_idx": "int64",      # host_ops row that carried the metadata (record_param_comms, nccl:*, gloo:*, NCCL API)
     "op": "object",           # all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, broadcast, ...
     "dtype": "object",
     "in_nelems": "int64",
@@ -66,6 +66,9 @@ COLLECTIVE_COLUMNS = {
     "pg_name": "object",
     "pg_desc": "object",
     "seq": "int64",
+    "root": "int64",          # root rank of a rooted collective (broadcast, reduce, gather, scatter), -1 if unknown
+    "peer": "int64",          # the other rank of a lone send or receive, -1 if unknown
+    "redop": "object",        # reduction: sum, prod, max, min, avg, custom; None if unknown or not a reduction
 }
 
 STEP_COLUMNS = {"step": "int64", "start_ns": "int64", "end_ns": "int64"}

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -194,3 +195,42 @@ def test_decode_workers_start_before_heavy_imports(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "heavy at start: []" in out.stdout
+
+
+NCCL_LINES = ["h1:10:11 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0",
+              "h1:10:11 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0",
+              "h2:20:21 [0] NCCL INFO NCCL_IB_HCA set by environment to mlx5_0",
+              "h2:20:21 [0] NCCL INFO comm 0x2 rank 1 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0",
+              "h2:20:21 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [send] via NET/Socket/0"]
+
+
+def test_report_on_a_folder_of_nccl_logs_in_a_subprocess(tmp_path):
+    # Logs alone, as `tracelens report run/nccl/` runs them: sockets between two nodes with NCCL_IB_HCA set
+    # (RDMA expected) is the silent fallback, critical.
+    (tmp_path / "nccl").mkdir()
+    (tmp_path / "nccl" / "h1.10.log").write_text("\n".join(NCCL_LINES[:2]) + "\n")
+    (tmp_path / "nccl" / "h2.20.log").write_text("\n".join(NCCL_LINES[2:]) + "\n")
+    exe = [str(Path(sys.executable).parent / "tracelens")]          # the installed console script
+    proc = subprocess.run([*exe, "report", str(tmp_path / "nccl"), "--format", "json"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(proc.stdout)
+    assert rep["ranks"] == [] and rep["transport"]["verdict"] == "tcp_silent_fallback"
+    assert [(e["file"].rsplit("/", 1)[-1], e["line"]) for e in rep["transport"]["evidence"]] == \
+        [("h1.10.log", 2), ("h2.20.log", 1)]     # h1's socket line, the NCCL_IB_HCA echo
+    # Without a commId the two comm pointers are two communicators, each on sockets.
+    assert [c["verdict"] for c in rep["transport"]["communicators"]] == ["tcp_silent_fallback"] * 2
+    assert [(d["id"], d["severity"], d["rank"]) for d in rep["diagnoses"]] == [("nccl-transport", "critical", 0)]
+    text = subprocess.run([*exe, "report", str(tmp_path / "nccl")], capture_output=True, text=True, timeout=120)
+    assert text.returncode == 0 and "network transport: tcp_silent_fallback" in text.stdout
+
+
+def test_nccl_logs_alone_have_nothing_to_export_and_an_empty_log_folder_is_an_error(capsys, tmp_path):
+    (tmp_path / "nccl").mkdir()
+    (tmp_path / "nccl" / "h1.10.log").write_text("\n".join(NCCL_LINES[:2]) + "\n")
+    code, _, err = run(capsys, "export", str(tmp_path / "nccl"), "-o", str(tmp_path / "out"))
+    assert code == 2 and "NCCL logs alone have no tables to export" in err
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "job.log").write_text("epoch 1\n")
+    code, _, err = run(capsys, "report", str(tmp_path / "other" / "job.log"))
+    assert code == 2 and "no NCCL log" in err and "job.log (no NCCL lines)" in err

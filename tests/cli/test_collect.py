@@ -100,10 +100,20 @@ def test_torchrun_without_a_script_is_a_usage_error():
 def test_worker_env_sets_nccl_logging_unless_the_user_did(tmp_path):
     opts = runner.CollectOptions(command=["x"], steps=(1, 2, 3))
     env = runner.worker_env({"PYTHONPATH": "/mine", "NCCL_DEBUG": "WARN"}, tmp_path, opts)
-    assert env["NCCL_DEBUG"] == "WARN" and env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+    assert env["NCCL_DEBUG"] == "WARN" and env["NCCL_DEBUG_SUBSYS"] == "INIT,NET,ENV"
     assert env["NCCL_DEBUG_FILE"] == str(tmp_path / "nccl" / "%h.%p.log")
     assert env["PYTHONPATH"] == os.pathsep.join([str(tmp_path / ".tracelens"), "/mine"])
     assert env["TRACELENS_STEPS"] == "1,2,3" and env["TRACELENS_RUN_DIR"] == str(tmp_path)
+
+
+def test_nccl_logging_that_hides_the_transport_is_noted(tmp_path):
+    opts = runner.CollectOptions(command=["x"], steps=(1, 2, 3))
+    assert runner.nccl_logging_notes(runner.worker_env({}, tmp_path, opts)) == []
+    (warn,) = runner.nccl_logging_notes(runner.worker_env({"NCCL_DEBUG": "WARN"}, tmp_path, opts))
+    assert warn.startswith("NCCL_DEBUG=WARN (set by you)")
+    (narrow,) = runner.nccl_logging_notes({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "COLL"})
+    assert "leaves out INIT or NET" in narrow
+    assert runner.nccl_logging_notes({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "ALL"}) == []
 
 
 # --------------------------------------------------------------------------- errors and exit codes
@@ -384,7 +394,7 @@ def test_gloo_ddp_under_torchrun(tmp_path):
                                                                             (1, "written", "gloo")]
     assert all(r["pid"] and r["host"] and r["local_rank"] == r["rank"] for r in m["ranks"])
     env = m["env"]
-    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "INIT,NET,ENV"
     assert env["NCCL_DEBUG_FILE"].endswith("/nccl/%h.%p.log") and env["TORCH_NCCL_HIGH_PRIORITY"] == "1"
     assert env["OMP_NUM_THREADS"] == "1" and env["MASTER_ADDR"]
     assert "hunter2" not in json.dumps(m) and "NCCL_IB_SECRET_KEY" not in json.dumps(m)   # never secrets

@@ -132,6 +132,16 @@ def test_report_fits_the_terminal(name, columns):
     assert any(ch in out for ch in BOX) == (columns >= 120)
 
 
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_report_of_nccl_logs_alone_fits_the_terminal(columns):
+    # The corpus folder of NCCL logs, no trace: the transport section and its evidence lines wrap at the width.
+    folder = corpus_file("nccl_logs/issue_nccl952_ib_nodevice_p2pipc_plus_socket.log").parent
+    code, out = in_terminal(["report", folder], columns)
+    lines = assert_fits(code, out, columns)
+    assert any(line.startswith("network transport: ") for line in lines)
+    assert "summary: no traces; the network transport from NCCL logs alone" in lines
+
+
 def test_make_demo_command_at_80_columns():
     # The Quickstart's `make demo` runs `$(BIN)/tracelens report ...`: the same command, in an 80-column terminal.
     recipe = (ROOT / "Makefile").read_text().split("\ndemo:")[1].split("\n\n")[0]
@@ -167,7 +177,8 @@ def test_most_exposed_collectives_are_grouped():
     assert [row[:9] for row in rows] == [
         ["0", "all_reduce", "26.2", "MB", "54", "of", "300", "6.300", "0.120"],
         ["1", "all_reduce", "26.2", "MB", "54", "of", "300", "6.300", "0.120"]]
-    assert lines[head + 6].startswith("diagnoses")       # one row per rank, not ten identical ones
+    # One row per rank, not ten identical ones; the cross-rank tables follow.
+    assert lines[head + 6].startswith("across ranks")
 
 
 # --------------------------------------------------------------------------- gate, history, export

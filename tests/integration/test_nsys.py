@@ -150,6 +150,7 @@ def test_nsys_rep_is_converted_once_and_cached(tmp_path, monkeypatch):
     assert sorted(p.name for p in run.iterdir()) == ["profile.nsys-rep"]
     (cached,) = (tmp_path / "cache" / "tracelens" / "nsys").glob("profile-*.sqlite")
     assert len(log.read_text().splitlines()) == 1
+    assert "--include-blobs true" in log.read_text()         # NCCL's payloads (collective sizes) are kept
     assert steps_of(first) == steps_of(report(export))
     assert [i.path for i in first.inputs] == [str(rep), str(rep)]
     # Unchanged report: the export is reused; the folder holding both is read once, through the report.
@@ -161,6 +162,21 @@ def test_nsys_rep_is_converted_once_and_cached(tmp_path, monkeypatch):
     os.utime(rep, ns=(later, later))
     report(rep)
     assert len(log.read_text().splitlines()) == 2
+
+
+def test_nsys_without_the_blobs_option_still_exports(tmp_path, monkeypatch):
+    # An nsys that rejects --include-blobs (the option is newer than some releases): exported without it.
+    (export,) = synth.write_nsys(synth.SCENARIOS["one_bucket"], tmp_path / "src", per_rank=False)
+    exe, log = fake_nsys(tmp_path, export)
+    exe.write_text(exe.read_text().replace("if False:", "if '--include-blobs' in args:\n"
+                                           "    print('unknown option: --include-blobs', file=sys.stderr)\n"
+                                           "    sys.exit(2)\nif False:"))
+    monkeypatch.setenv("TRACELENS_NSYS", str(exe))
+    rep = tmp_path / "profile.nsys-rep"
+    rep.write_bytes(b"x")
+    assert steps_of(report(rep)) == steps_of(report(export))
+    calls = log.read_text().splitlines()
+    assert len(calls) == 2 and "--include-blobs" in calls[0] and "--include-blobs" not in calls[1]
 
 
 def test_nsys_missing_or_failing(tmp_path, monkeypatch, capsys):
@@ -340,7 +356,13 @@ def test_nccl_payload_sizes_unavailable_without_blobs(tmp_path):
     got = {w.rank: (w.code, w.count) for w in rep.warnings if w.code.startswith("nsys-nccl-payload")}
     assert got == {0: ("nsys-nccl-payload-unavailable", 224), 1: ("nsys-nccl-payload-unavailable", 238)}
     assert all(c.bytes is None for c in rep.collectives)            # unknown, never guessed
-    # The same export with a payload on every NCCL range: present, but not decoded (still no sizes).
+    msg = next(w.message for w in rep.warnings if w.code == "nsys-nccl-payload-unavailable")
+    # The export's own parameters and file names (META_DATA_EXPORT) give the exact command that keeps them.
+    assert "EXPORT_PARAM_INCLUDE_BLOBS=false" in msg and msg.endswith(
+        "nsys export --type sqlite --include-blobs true --force-overwrite true --output mfu_h1002_nsys.sqlite "
+        "mfu_h1002_nsys.nsys-rep")
+    # The same export with an 8-byte blob on every NCCL range: shorter than nsys' 32-byte blob header, so
+    # present but undecodable, counted per range, and still no sizes.
     copy = tmp_path / "with_blobs.sqlite"
     copy.write_bytes(src.read_bytes())
     con = sqlite3.connect(copy)
@@ -349,7 +371,7 @@ def test_nccl_payload_sizes_unavailable_without_blobs(tmp_path):
     con.close()
     rep = report(copy)
     got = {w.rank: (w.code, w.count) for w in rep.warnings if w.code.startswith("nsys-nccl-payload")}
-    assert got == {0: ("nsys-nccl-payload-undecoded", 224), 1: ("nsys-nccl-payload-undecoded", 238)}
+    assert got == {0: ("nsys-nccl-payload-undecodable", 224), 1: ("nsys-nccl-payload-undecodable", 238)}
     assert all(c.bytes is None for c in rep.collectives)
 
 

@@ -232,3 +232,38 @@ def test_no_pre_capture_line_without_pre_capture_work():
     rep = report(SAMPLES / "wfbp_100")
     assert all(r.pre_capture is None for r in rep.ranks)
     assert "pre-capture (" not in text(rep) and "Pre-capture (" not in markdown(rep)
+
+
+def test_the_network_transport_section_shows_the_reports_transport():
+    from tracelens.contract import BandwidthCheck, Communicator, EvidenceLine, Transport
+
+    # Hand-made: every value distinct, each one looked for where the section prints it.
+    t = Transport(verdict="tcp_silent_fallback", severity="critical", multi_node=True, nccl_version="2.27.3",
+                  communicators=[Communicator(id="0x9f3a", ranks=[0, 1, 2, 3], hosts=["h1", "h2"], n_nodes=2,
+                                              net="Socket", plugin="Socket", devices=["eth0"], gdr=None,
+                                              connections={"NET/Socket": 6, "P2P/IPC": 4},
+                                              verdict="tcp_silent_fallback")],
+                  env={"NCCL_IB_HCA": "mlx5_0"}, logs=2,
+                  evidence=[EvidenceLine(file="nccl/h1.100.log", line=9,
+                                         text="h1:100:101 [0] NCCL INFO Using network Socket"),
+                            EvidenceLine(file="run/manifest.json", line=None, text="NCCL_IB_HCA=mlx5_0")],
+                  bandwidth=BandwidthCheck(source="comm-table", collectives=7, busbw_gbps_p10=1.25, busbw_gbps_p50=2.5,
+                                           busbw_gbps_p90=3.75, range="tcp", tcp_max_gbps=5.0, rdma_min_gbps=15.0))
+    rep = Report(inputs=[], ranks=[], collectives=[], transport=t,
+                 summary=Summary(ranks=0, steps=0, overlap_pct=None, exposed_comm_fraction=None, worst_rank=None))
+    section = ["network transport: tcp_silent_fallback (critical · NCCL 2.27.3 · multi-node · 2 NCCL logs)",
+               "0x9f3a: ranks 0-3 on 2 hosts, 2 nodes, net Socket, plugin Socket; NET/Socket 6, P2P/IPC 4 -> "
+               "tcp_silent_fallback", "settings: NCCL_IB_HCA=mlx5_0",
+               "inter-node busbw p50 2.50 GB/s (p10 1.25, p90 3.75) over 7 collectives: TCP range (below 5 GB/s)",
+               # each file once, then its lines (line number, text); a recorded setting has no line
+               "nccl/h1.100.log", "9  h1:100:101 [0] NCCL INFO Using network Socket",
+               "run/manifest.json", "-  NCCL_IB_HCA=mlx5_0"]
+    shown = [line.strip() for line in text(rep, 200).splitlines()]
+    assert all(line in shown for line in section), shown
+    assert "summary: no traces; the network transport from NCCL logs alone" in shown
+    md = markdown(rep)
+    assert "## Network transport" in md and "**tcp_silent_fallback** (critical · NCCL 2.27.3" in md
+    assert "- `nccl/h1.100.log:9`: `h1:100:101 [0] NCCL INFO Using network Socket`" in md
+    assert "**No traces**" in md
+    # Without a transport (no logs, no inter-node bandwidth) there is no section.
+    assert "network transport" not in text(report(SAMPLES / "wfbp_100"))

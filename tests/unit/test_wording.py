@@ -50,8 +50,13 @@ def test_the_wording_passes_the_finding_through():
         *(("overlap-pattern", v) for v in ("nothing-to-overlap", "sawtooth", "two-phase",
                                            "serialized-on-compute-stream", "serialized", "partial")),
         *(("sync-stall", v) for v in ("stall", "end-of-step", "brief")), ("launch-order", None),
-        ("straggler", "step-time"), ("straggler", "compute-time"), ("no-gpu-activity", None),
-        ("memcpy-bound", None)}
+        ("straggler", "step-time"), ("straggler", "compute-time"),
+        *(("straggler", v) for v in ("late-compute", "late-host", "late-launch", "late")),
+        ("clock-offset", "corrected"), ("clock-offset", "uncertain"), ("no-gpu-activity", None),
+        ("memcpy-bound", None),
+        *(("nccl-transport", v) for v in ("tcp_silent_fallback", "tcp_no_rdma", "tcp_deliberate", "tcp_suspected",
+                                          "rdma_gdr", "rdma_host_staged", "rdma_init_only", "intra_node_only",
+                                          "inconclusive", "unknown"))}
 
 
 def test_the_wording_module_only_formats():
@@ -315,3 +320,124 @@ def test_memcpy_bound_wording():
     ("HtoD", 3_755_999, "host-to-device copies")])
 def test_memcpy_bound_advice_follows_the_direction(top, pageable, start):
     assert word("memcpy-bound", None, copy_ev(top_direction=top, pageable_ns=pageable)).advice.startswith(start)
+
+
+def late_ev(**changes) -> dict:
+    """Hand-made cross-rank straggler evidence, every value distinct (the keys crossrank/straggler.py writes)."""
+    ev = {"late_count": 11, "skewed": 13, "late_share": 0.846, "mean_skew_ns": 1_234_000, "caused_wait_ns": 45_670_000,
+          "caused_wait_by_step": [[2, 20_000_000], [3, 25_670_000]], "compute_ns": 12_340_000,
+          "ranks_compute_ns": 10_250_000, "compute_excess": 0.204, "idle_ns": 3_210_000, "ranks_idle_ns": 560_000,
+          "step_ns": 15_550_000, "ranks_step_ns": 14_440_000, "launched_promptly": 6, "launch_known": 9, "steps": 3,
+          "ranks": 8, "impact_ns": 2_170_000, "material": True}
+    return {**ev, **changes}
+
+
+@pytest.mark.parametrize("verdict, who, why", [
+    ("late-compute", " \\(its compute\\)", rf"its median compute ({NUM}) ms against ({NUM}) ms on the other ranks: "
+                                            r"slower kernels"),
+    ("late-host", " \\(its host\\)", rf"its device sat idle a median ({NUM}) ms per step against ({NUM}) ms on the "
+                                      r"other ranks: host gaps"),
+    ("late-launch", " \\(its CPU\\)", r"(\d+) of its (\d+) late collectives started as soon as the CPU launched "
+                                       r"them: the CPU launched them late"),
+    ("late", "", r"its compute, idle time and launches look like the other ranks'"),
+])
+def test_cross_rank_straggler_wording(verdict, who, why):
+    ev = late_ev()
+    d = word("straggler", verdict, ev, step=None)
+    m = re.fullmatch(rf"straggler{who}: arrives last at (\d+) of (\d+) skewed collectives, costing the others "
+                     rf"({NUM}) ms of waiting", d.title)
+    assert m and (int(m[1]), int(m[2]), m[3]) == (ev["late_count"], ev["skewed"], ms(ev["caused_wait_ns"]))
+    m = re.fullmatch(rf"it starts its collectives a mean ({NUM}) ms after the first rank, over (\d+) ranks; {why}",
+                     d.detail)
+    assert m and (m[1], int(m[2])) == (ms(ev["mean_skew_ns"]), ev["ranks"])
+    expect = {"late-compute": (ms(ev["compute_ns"]), ms(ev["ranks_compute_ns"])),
+              "late-host": (ms(ev["idle_ns"]), ms(ev["ranks_idle_ns"])),
+              "late-launch": (str(ev["launched_promptly"]), str(ev["launch_known"])), "late": ()}[verdict]
+    assert m.groups()[2:] == expect
+    assert d.advice.startswith("the other ranks wait for this one in their collectives: ")
+
+
+def clock_ev(**changes) -> dict:
+    units = [{"host": "node1", "ranks": [4, 5], "offset_ns": 2_500_123, "spread_ns": 3_400, "corrected": True},
+             {"host": None, "ranks": [7], "offset_ns": -61_000, "spread_ns": 812_300, "corrected": False},
+             {"host": None, "ranks": [9], "offset_ns": None, "spread_ns": None, "corrected": False}]
+    ev = {"reference_rank": 0, "reference_host": "node0", "per_host": False, "units": units,
+          "corrected_units": units[:1], "uncertain_units": units[1:], "corrected": 1, "uncertain": 2,
+          "max_spread_ns": 50_000}
+    return {**ev, **changes}
+
+
+def test_clock_offset_wording():
+    ev = clock_ev()
+    d = word("clock-offset", "corrected", ev, step=None)
+    assert d.title == "clocks aligned: 1 clock offset corrected against rank 0"
+    # The offset in ms with its sign and three decimals, the spread in µs with one.
+    assert d.detail == ("offsets from the end times of matched collectives: host node1 +2.500 ms ± 3.4 µs; "
+                        "cross-rank numbers use the aligned times, each rank's step metrics stay on its own clock")
+    d = word("clock-offset", "uncertain", ev, step=None)
+    assert d.title == "clocks not aligned: 2 clock offsets too uncertain to correct"
+    assert d.detail.startswith("end times of matched collectives against rank 0 spread more than 50 µs: "
+                               "rank 7 -0.061 ms ± 812.3 µs; rank 9 unknown (no collective shared); ")
+
+
+# ------------------------------------------------------------------------------------- nccl-transport
+
+def transport_ev(**changes) -> dict:
+    """Hand-made nccl-transport evidence (the keys transport.analyze writes), every value distinct."""
+    ev = {"verdict": "tcp_no_rdma", "multi_node": True, "nccl_version": "2.27.3", "net": "IBext_v8",
+          "communicators": 3, "logs": 5,
+          "lines": [{"file": "run/nccl/h1.17.log", "line": 42, "text": "h1:17:18 [0] NCCL INFO Using network Socket"},
+                    {"file": "run/manifest.json", "line": None, "text": "NCCL_IB_HCA=mlx5_3"}],
+          "forced_by": ["NCCL_IB_DISABLE=1", "NCCL_NET=Socket"],
+          "bandwidth": {"p50_gbps": 2.3456, "collectives": 37, "range": "tcp", "tcp_max_gbps": 4.5,
+                        "rdma_min_gbps": 16.0}, "bandwidth_disagrees": False}
+    return {**ev, **changes}
+
+
+QUOTED = 'h1.17.log:42 "Using network Socket"; manifest.json "NCCL_IB_HCA=mlx5_3"'
+BANDWIDTH = "inter-node bus bandwidth 2.35 GB/s (median of 37 collectives), in the TCP range (below 4.5 GB/s)"
+
+
+@pytest.mark.parametrize("verdict, title, lead", [
+    ("tcp_silent_fallback", "network transport: TCP sockets between nodes, a silent fallback from RDMA",
+     "NCCL fell back to TCP sockets where RDMA was expected"),
+    ("tcp_no_rdma", "network transport: TCP sockets between nodes, no RDMA found",
+     "NCCL uses TCP sockets between nodes and found no RDMA device"),
+    ("tcp_deliberate", "network transport: TCP sockets, chosen deliberately",
+     "TCP was forced by NCCL_IB_DISABLE=1 and NCCL_NET=Socket"),
+    ("tcp_suspected", "network transport: TCP suspected from the bandwidth",
+     "no NCCL log line says which transport was used"),
+    ("rdma_gdr", "network transport: RDMA (IBext_v8) with GPUDirect RDMA",
+     "network connections use RDMA straight from GPU memory"),
+    ("rdma_host_staged", "network transport: RDMA (IBext_v8) without GPUDirect, staged through host memory",
+     "network connections use RDMA without /GDRDMA"),
+    ("rdma_init_only", "network transport: RDMA (IBext_v8) initialised, no connection lines",
+     "NCCL set up an RDMA network"),
+    ("intra_node_only", "network transport: not used, every connection stays within one node",
+     "no connection leaves the node"),
+    ("inconclusive", "network transport: inconclusive from the NCCL logs",
+     "the lines read do not say which transport carried traffic between nodes"),
+    ("unknown", "network transport: unknown (no NCCL logs)", "no NCCL log was given"),
+])
+def test_nccl_transport_wording(verdict, title, lead):
+    d = word("nccl-transport", verdict, transport_ev(verdict=verdict), step=None)
+    # Each deciding line by file name and number (a setting by its source), then the bandwidth evidence.
+    assert (d.title, d.detail) == (title, f"{lead}: {QUOTED}; {BANDWIDTH}")
+    bare = word("nccl-transport", verdict, transport_ev(verdict=verdict, lines=[], bandwidth=None), step=None)
+    assert bare.detail == lead
+
+
+def test_nccl_transport_advice():
+    def advice(verdict, **changes):
+        return word("nccl-transport", verdict, transport_ev(verdict=verdict, **changes), step=None).advice
+
+    for v in ("tcp_silent_fallback", "tcp_no_rdma"):
+        assert all(w in advice(v) for w in ("ibv_devinfo", "/dev/infiniband", "NCCL_IB_HCA", "NCCL_NET_PLUGIN"))
+    assert advice("tcp_deliberate").startswith("intended by NCCL_IB_DISABLE=1 and NCCL_NET=Socket")
+    assert "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET" in advice("tcp_suspected")
+    assert advice("rdma_gdr") == "" and advice("intra_node_only") == ""
+    # Logs that say RDMA next to TCP-range bandwidth: the sentence says so, the advice starts with it.
+    d = word("nccl-transport", "rdma_gdr", transport_ev(verdict="rdma_gdr", bandwidth_disagrees=True), step=None)
+    assert d.detail.endswith(BANDWIDTH + " although the logs say RDMA")
+    assert d.advice.startswith("the logs and the bandwidth disagree")
+    assert "(IBext_v8)" not in word("nccl-transport", "rdma_gdr", transport_ev(net=None), step=None).title

@@ -26,8 +26,10 @@ class Context:
 
 
 # Columns of the per-instance collective table, in order: what matching collectives across ranks needs.
+# ``stream``: the device stream (-1 for CPU-only gloo collectives); ``launch_ns``: the end of the host call
+# that launched it, -1 when unknown.
 COMM_COLUMNS = ("step", "op", "dtype", "bytes", "group_size", "pg_name", "pg_desc", "seq", "start_ns", "end_ns",
-                "exposed_ns")
+                "exposed_ns", "stream", "launch_ns")
 
 
 @dataclass
@@ -36,7 +38,9 @@ class RankAnalysis:
 
     ``comm`` maps COMM_COLUMNS to arrays, one row per communication activity of the rank's analysed device
     (int64 with -1 for unknown; object arrays of str/None for op, dtype and the process group); ``findings``
-    are still structured (the wording is applied once, in combine)."""
+    are still structured (the wording is applied once, in combine). ``host`` is the machine the rank ran on
+    (None when the trace does not say); ``groups`` maps a process group's name to its member ranks, where the
+    trace lists them."""
 
     rank: int
     source: str
@@ -46,6 +50,8 @@ class RankAnalysis:
     comm: dict[str, np.ndarray]
     findings: list[Finding]
     warnings: list[WarningEntry]
+    host: str | None = None
+    groups: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def sort_key(self) -> tuple:
         """Order of ranks in the Report: by rank, then file; processes of one file claiming the same rank by

@@ -32,9 +32,20 @@ class Thresholds:
     material_min_ns: int = 100_000           # impact in ns
     # Stragglers (across ranks).
     straggler_min_excess: float = 0.1        # a rank's median step or compute time this far above the ranks' median
+    straggler_min_late_share: float = 0.75   # arrives last in at least this share of the skewed collectives
+    straggler_min_late_count: int = 5        # ... and in at least this many (fewer can be chance)
+    straggler_min_skew_ns: int = 10_000      # collectives whose arrival skew is below this have no last rank
+    # Clock alignment and bandwidth (across ranks).
+    clock_max_spread_ns: int = 50_000        # offsets whose end-time differences spread wider are not applied
+    clock_min_offset_ns: int = 20_000        # smaller offsets are end-time noise on one clock: applied, not named
+    bandwidth_min_bytes: int = 1_048_576     # smaller messages are latency-bound: no bandwidth verdicts
     # Copies.
     copy_bound_fraction: float = 0.5         # copy time nothing overlapped / step time from which copies dominate
     copy_critical_fraction: float = 0.8      # ... and from which that is critical
+    # Network transport: inter-node bus bandwidth of large collectives (GB/s, 1 GB = 1e9 B).
+    transport_tcp_max_busbw_gbps: float = 5.0     # median below this: in the range of TCP sockets
+    transport_rdma_min_busbw_gbps: float = 15.0   # median above this: RDMA-class; between the two: ambiguous
+    transport_min_bytes: int = 1_000_000          # smaller messages are latency-bound and left out
 
     def with_overrides(self, pairs: list[str] | tuple[str, ...]) -> "Thresholds":
         """Apply ``NAME=VALUE`` strings; unknown names or bad values raise :class:`UsageError`."""

@@ -247,6 +247,63 @@ def straggler_compute_time(f: Finding) -> tuple[str, str, str]:
     return _straggler(f, "compute time", f.evidence["compute_excess"])
 
 
+_LATE_CAUSE = {
+    "late-compute": ("its compute", lambda ev: f"its median compute {_ms(ev['compute_ns'])} against "
+                     f"{_ms(ev['ranks_compute_ns'])} on the other ranks: slower kernels",
+                     "compare its kernels, GPU clocks (power or thermal throttling) and data shapes with the other "
+                     "ranks'; rebalance the work if it gets more"),
+    "late-host": ("its host", lambda ev: f"its device sat idle a median {_ms(ev['idle_ns'])} per step against "
+                  f"{_ms(ev['ranks_idle_ns'])} on the other ranks: host gaps",
+                  "look at that rank's host: data loading (more DataLoader workers, pinned memory), Python work "
+                  "between steps, CPU contention or a slower node"),
+    "late-launch": ("its CPU", lambda ev: f"{ev['launched_promptly']} of its {ev['launch_known']} late "
+                    "collectives started as soon as the CPU launched them: the CPU launched them late",
+                    "look at what that rank's CPU does before the collective (Python overhead, logging, a sync, "
+                    "CPU contention); CUDA graphs or fewer host syncs let the CPU run ahead"),
+    "late": ("", lambda ev: "its compute, idle time and launches look like the other ranks'",
+             "compare its kernels, host and input pipeline with the other ranks'"),
+}
+
+
+def _straggler_late(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    who, why, advice = _LATE_CAUSE[f.verdict]
+    by = f" ({who})" if who else ""
+    return (f"straggler{by}: arrives last at {ev['late_count']} of {ev['skewed']} skewed collectives, costing the "
+            f"others {_ms(ev['caused_wait_ns'])} of waiting",
+            f"it starts its collectives a mean {_ms(ev['mean_skew_ns'])} after the first rank, over "
+            f"{ev['ranks']} ranks; {why(ev)}",
+            "the other ranks wait for this one in their collectives: " + advice)
+
+
+def _offsets(units: list) -> str:
+    def one(u):
+        who = f"host {u['host']}" if u["host"] is not None else "rank " + ", ".join(map(str, u["ranks"]))
+        off = "unknown (no collective shared)" if u["offset_ns"] is None else f"{u['offset_ns'] / 1e6:+.3f} ms"
+        spread = "" if u["spread_ns"] is None else f" ± {u['spread_ns'] / 1e3:.1f} µs"
+        return f"{who} {off}{spread}"
+    return "; ".join(one(u) for u in units[:6]) + (f"; and {len(units) - 6} more" if len(units) > 6 else "")
+
+
+def clock_offset_corrected(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    return (f"clocks aligned: {ev['corrected']} clock offset{'s' if ev['corrected'] != 1 else ''} corrected against "
+            f"rank {ev['reference_rank']}",
+            f"offsets from the end times of matched collectives: {_offsets(ev['corrected_units'])}; cross-rank numbers use "
+            "the aligned times, each rank's step metrics stay on its own clock",
+            "")
+
+
+def clock_offset_uncertain(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    return (f"clocks not aligned: {ev['uncertain']} clock offset{'s' if ev['uncertain'] != 1 else ''} too uncertain "
+            "to correct",
+            f"end times of matched collectives against rank {ev['reference_rank']} spread more than "
+            f"{ev['max_spread_ns'] / 1e3:.0f} µs: {_offsets(ev['uncertain_units'])}; arrival skew and the last rank are not "
+            "given for collectives of these ranks (waits and transfers do not need clocks)",
+            "record every rank in one capture window, or synchronise the hosts' clocks (NTP, PTP)")
+
+
 # ------------------------------------------------------------------------------- no-gpu-activity
 
 def no_gpu_activity(f: Finding) -> tuple[str, str, str]:
@@ -298,6 +355,120 @@ def memcpy_bound(f: Finding) -> tuple[str, str, str]:
             advice)
 
 
+# -------------------------------------------------------------------------------- nccl-transport
+
+def _quote(lines: list[dict]) -> str:
+    """``nccl/a.log:12 "NET/Socket : Using [0]eth0:…"``: each deciding line by file name and number (a
+    recorded setting by its source alone), NCCL's message without the host:pid:tid prefix."""
+    out = []
+    for e in lines:
+        where = e["file"].replace("\\", "/").rsplit("/", 1)[-1] + (f":{e['line']}" if e["line"] is not None else "")
+        text = re.split(r"NCCL (?:INFO|WARN) ", e["text"], maxsplit=1)[-1]
+        out.append(f'{where} "{text}"')
+    return "; ".join(out)
+
+
+def _bandwidth(ev: dict) -> str:
+    bw = ev["bandwidth"]
+    if bw is None:
+        return ""
+    where = {"tcp": f"the TCP range (below {bw['tcp_max_gbps']:g} GB/s)",
+             "rdma": f"the RDMA range (above {bw['rdma_min_gbps']:g} GB/s)",
+             "ambiguous": f"between the TCP and RDMA ranges ({bw['tcp_max_gbps']:g}-{bw['rdma_min_gbps']:g} GB/s)"}
+    return (f"inter-node bus bandwidth {bw['p50_gbps']:.2f} GB/s (median of {bw['collectives']} "
+            f"collective{'s' if bw['collectives'] != 1 else ''}), in {where[bw['range']]}")
+
+
+def _transport_detail(lead: str, ev: dict) -> str:
+    parts = [lead + (": " + _quote(ev["lines"]) if ev["lines"] else "")]
+    if ev["bandwidth"] is not None:
+        parts.append(_bandwidth(ev) + (" although the logs say RDMA" if ev["bandwidth_disagrees"] else ""))
+    return "; ".join(parts)
+
+
+_RDMA_CHECKS = ("ibv_devinfo on every node (devices listed, port state PORT_ACTIVE), the container's "
+                "/dev/infiniband (--device=/dev/infiniband or the RDMA device plugin), NCCL_IB_HCA naming "
+                "devices that exist (NCCL_IB_GID_INDEX for RoCE), libibverbs installed, and the NET plugin path "
+                "(NCCL_NET_PLUGIN, LD_LIBRARY_PATH)")
+_COLLECT = ("collect the NCCL logs: NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET with NCCL_DEBUG_FILE=<dir>/%h.%p.log "
+            "(tracelens collect sets them), then tracelens report with the logs")
+_DISAGREE = ("the logs and the bandwidth disagree: check that every rank's log is there (one rank on sockets "
+             "slows all), and compare with an nccl-tests run on the same nodes")
+
+
+def _net(ev: dict) -> str:
+    return f" ({ev['net']})" if ev["net"] else ""
+
+
+def tcp_silent_fallback(f: Finding) -> tuple[str, str, str]:
+    return ("network transport: TCP sockets between nodes, a silent fallback from RDMA",
+            _transport_detail("NCCL fell back to TCP sockets where RDMA was expected", f.evidence),
+            f"find why RDMA failed: {_RDMA_CHECKS}; NCCL_NET=IB makes NCCL stop with an error instead of "
+            "falling back")
+
+
+def tcp_no_rdma(f: Finding) -> tuple[str, str, str]:
+    return ("network transport: TCP sockets between nodes, no RDMA found",
+            _transport_detail("NCCL uses TCP sockets between nodes and found no RDMA device", f.evidence),
+            "expected on an Ethernet-only cluster, but inter-node collectives run several times slower than over "
+            f"RDMA; if the nodes have InfiniBand or RoCE, check {_RDMA_CHECKS}; on TCP, raise "
+            "NCCL_SOCKET_NTHREADS and NCCL_NSOCKS_PERTHREAD")
+
+
+def tcp_deliberate(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    by = " and ".join(ev["forced_by"])
+    return ("network transport: TCP sockets, chosen deliberately",
+            _transport_detail(f"TCP was forced by {by}", ev),
+            f"intended by {by}: if the nodes have InfiniBand or RoCE, remove it to use RDMA")
+
+
+def tcp_suspected(f: Finding) -> tuple[str, str, str]:
+    return ("network transport: TCP suspected from the bandwidth",
+            _transport_detail("no NCCL log line says which transport was used", f.evidence), _COLLECT)
+
+
+def rdma_gdr(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    return (f"network transport: RDMA{_net(ev)} with GPUDirect RDMA",
+            _transport_detail("network connections use RDMA straight from GPU memory", ev),
+            _DISAGREE if ev["bandwidth_disagrees"] else "")
+
+
+def rdma_host_staged(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    advice = ("GPUDirect RDMA is off: check that the nvidia-peermem module is loaded, NCCL_NET_GDR_LEVEL, and "
+              "how far the GPU sits from its NIC (nvidia-smi topo -m)")
+    return (f"network transport: RDMA{_net(ev)} without GPUDirect, staged through host memory",
+            _transport_detail("network connections use RDMA without /GDRDMA", ev),
+            f"{_DISAGREE}; {advice}" if ev["bandwidth_disagrees"] else advice)
+
+
+def rdma_init_only(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    advice = ("connection lines would confirm it (\"via NET/IB/0/GDRDMA\"): keep NCCL_DEBUG_SUBSYS at INIT,NET "
+              "and let the run reach its first collective")
+    return (f"network transport: RDMA{_net(ev)} initialised, no connection lines",
+            _transport_detail("NCCL set up an RDMA network", ev),
+            f"{_DISAGREE}; {advice}" if ev["bandwidth_disagrees"] else advice)
+
+
+def intra_node_only(f: Finding) -> tuple[str, str, str]:
+    return ("network transport: not used, every connection stays within one node",
+            _transport_detail("no connection leaves the node", f.evidence), "")
+
+
+def transport_inconclusive(f: Finding) -> tuple[str, str, str]:
+    return ("network transport: inconclusive from the NCCL logs",
+            _transport_detail("the lines read do not say which transport carried traffic between nodes",
+                              f.evidence), _COLLECT)
+
+
+def transport_unknown(f: Finding) -> tuple[str, str, str]:
+    return ("network transport: unknown (no NCCL logs)",
+            _transport_detail("no NCCL log was given", f.evidence), _COLLECT)
+
+
 WORDING: dict[tuple[str, Optional[str]], Callable[[Finding], tuple[str, str, str]]] = {
     ("overlap-pattern", "nothing-to-overlap"): nothing_to_overlap,
     ("overlap-pattern", "sawtooth"): sawtooth,
@@ -311,7 +482,23 @@ WORDING: dict[tuple[str, Optional[str]], Callable[[Finding], tuple[str, str, str
     ("launch-order", None): launch_order,
     ("straggler", "step-time"): straggler_step_time,
     ("straggler", "compute-time"): straggler_compute_time,
+    ("straggler", "late-compute"): _straggler_late,
+    ("straggler", "late-host"): _straggler_late,
+    ("straggler", "late-launch"): _straggler_late,
+    ("straggler", "late"): _straggler_late,
+    ("clock-offset", "corrected"): clock_offset_corrected,
+    ("clock-offset", "uncertain"): clock_offset_uncertain,
     ("no-gpu-activity", None): no_gpu_activity,
     ("memcpy-bound", None): memcpy_bound,
+    ("nccl-transport", "tcp_silent_fallback"): tcp_silent_fallback,
+    ("nccl-transport", "tcp_no_rdma"): tcp_no_rdma,
+    ("nccl-transport", "tcp_deliberate"): tcp_deliberate,
+    ("nccl-transport", "tcp_suspected"): tcp_suspected,
+    ("nccl-transport", "rdma_gdr"): rdma_gdr,
+    ("nccl-transport", "rdma_host_staged"): rdma_host_staged,
+    ("nccl-transport", "rdma_init_only"): rdma_init_only,
+    ("nccl-transport", "intra_node_only"): intra_node_only,
+    ("nccl-transport", "inconclusive"): transport_inconclusive,
+    ("nccl-transport", "unknown"): transport_unknown,
 }
 """The sentences of every finding, by (id, verdict)."""

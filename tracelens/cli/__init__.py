@@ -61,6 +61,6 @@ def run() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (BrokenPipeError, ValueError):  # a reader that went away (| head), or a closed stream
+        except (OSError, ValueError):  # a reader that went away (| head), a full disk (reported already), a closed stream
             pass
     exit_without_teardown(code)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .. import api
+from ..errors import UsageError
 from .terminal import input_options, progress, writing
 
 
@@ -21,6 +22,8 @@ def export(paths, out_dir, comm_patterns, step_nvtx) -> None:
     """
     with progress() as on_file:
         traces = api.load(paths, comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=on_file)
+    if not traces:
+        raise UsageError("no trace files found: NCCL logs alone have no tables to export", path=" ".join(paths))
     from ..export import export_parquet
 
     with writing(out_dir):

@@ -9,7 +9,7 @@ import click
 
 from .. import api
 from ..errors import EXIT_GATE, EXIT_OK, UsageError
-from .terminal import (FILE_WIDTH, color_option, input_options, progress, terminal_width, threshold_option,
+from .terminal import (FILE_WIDTH, color_option, emit, input_options, progress, terminal_width, threshold_option,
                        use_color, writing)
 
 # Kept here (not imported from tracelens.gate, which loads pandas) so `--help` stays fast; tests check they
@@ -72,9 +72,8 @@ def gate(paths, config_path, no_config, fmt, junit, summary_md, color, threshold
         with writing(summary_md), open(summary_md, "a", encoding="utf-8") as fh:
             fh.write(show.markdown(result))
     if fmt == "json":
-        click.echo(show.json(result), nl=False)
+        emit(show.json(result))
     else:
         colored = use_color(color, sys.stdout)
-        click.echo(show.text(result, color=colored, width=terminal_width(sys.stdout) or FILE_WIDTH), nl=False,
-                   color=colored)
+        emit(show.text(result, color=colored, width=terminal_width(sys.stdout) or FILE_WIDTH), colored)
     return EXIT_OK if result.passed else EXIT_GATE

@@ -7,7 +7,7 @@ import sys
 import click
 
 from .report import report_for
-from .terminal import FILE_WIDTH, echo_fitted, input_options, terminal_width, threshold_option
+from .terminal import FILE_WIDTH, echo_fitted, emit, input_options, terminal_width, threshold_option
 
 
 @click.group("history")
@@ -62,7 +62,7 @@ def history_list(db, label, limit, fmt) -> None:
     with open_db(db, create=False) as handle:
         runs = list_runs(handle, label, limit)
     width = terminal_width(sys.stdout) or FILE_WIDTH
-    click.echo(show.runs_json(runs) if fmt == "json" else show.runs_text(runs, width), nl=False)
+    emit(show.runs_json(runs) if fmt == "json" else show.runs_text(runs, width))
 
 
 @history.command("show")
@@ -82,4 +82,4 @@ def history_show(run_id, db, fmt) -> None:
     with open_db(db, create=False) as handle:
         run, steps = get_run(handle, run_id), run_steps(handle, run_id)
     width = terminal_width(sys.stdout) or FILE_WIDTH
-    click.echo(show.run_json(run, steps) if fmt == "json" else show.run_text(run, steps, width), nl=False)
+    emit(show.run_json(run, steps) if fmt == "json" else show.run_text(run, steps, width))

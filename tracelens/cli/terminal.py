@@ -116,13 +116,27 @@ def write(text: str, output: str | None, force: bool, color: bool = False) -> No
     """``text`` to standard output (``None`` or ``-``) or to the file ``output``, which must not exist
     unless ``force``."""
     if output is None or output == "-":
-        click.echo(text, nl=False, color=color)   # click would strip the escapes going into a pipe
+        emit(text, color)
         return
     out = Path(output)
-    if out.exists() and not force:
+    if out.is_dir():
+        raise UsageError("cannot write output: is a directory (name a file)", path=output)
+    # Only a regular file is overwritten; a device or pipe (/dev/stdout, a FIFO) is written to, as a shell would.
+    if out.is_file() and not force:
         raise UsageError("output file exists (use --force to overwrite)", path=output)
     with writing(output):
         out.write_text(text, encoding="utf-8")
+
+
+def emit(text: str, color: bool = False) -> None:
+    """``text`` to standard output; a full disk or a closed terminal is one line, not a traceback (a reader
+    that went away, ``| head``, is not an error: the CLI's BrokenPipeError handling ends quietly)."""
+    try:
+        click.echo(text, nl=False, color=color)   # click would strip the escapes going into a pipe
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise UsageError(f"cannot write output: {exc.strerror or exc}", path="standard output") from None
 
 
 @contextmanager

@@ -41,9 +41,8 @@ class GateConfig:
 
     @property
     def absolute_rules(self) -> bool:
-        return any(v not in (None, False, ()) for v in (self.min_overlap_pct, self.max_exposed_fraction,
-                                                         self.max_exposed_ms, self.no_critical,
-                                                         self.require_pattern))
+        return any(_given(v) for v in (self.min_overlap_pct, self.max_exposed_fraction, self.max_exposed_ms,
+                                       self.no_critical, self.require_pattern))
 
     @property
     def relative_rules(self) -> bool:
@@ -51,7 +50,7 @@ class GateConfig:
 
     def merged(self, overrides: dict) -> "GateConfig":
         """This config with every non-empty value of ``overrides`` (CLI flags) taking precedence."""
-        return replace(self, **{k: v for k, v in overrides.items() if v not in (None, False, ())})
+        return replace(self, **{k: v for k, v in overrides.items() if _given(v)})
 
     def check(self, where: str = "gate") -> "GateConfig":
         """Raise UsageError (exit 2) for values no rule can use; returns self."""
@@ -94,6 +93,12 @@ class GateConfig:
 CONFIG_KEYS = tuple(f.name for f in fields(GateConfig))
 
 
+def _given(value) -> bool:
+    """Whether a rule's value asks for something. Not ``value not in (None, False, ())``: 0 == False, and a
+    limit of 0 (``--min-overlap-pct 0``, ``--max-exposed-rise 0``) is a rule."""
+    return value is not None and value is not False and value != ()
+
+
 def find_config(start: Path | None = None) -> Path | None:
     """The nearest ``tracelens.toml``, or ``pyproject.toml`` with a ``[tool.tracelens.gate]`` table, from
     ``start`` (the working directory) up to the filesystem root."""
@@ -103,19 +108,15 @@ def find_config(start: Path | None = None) -> Path | None:
         if own.is_file():
             return own
         project = folder / "pyproject.toml"
-        if project.is_file() and "tracelens" in _read_toml(project).get("tool", {}):
+        if project.is_file() and _tool_table(project) is not None:
             return project
     return None
 
 
 def load_config(path: Path) -> GateConfig:
     """Read the gate table of a config file. Paths in it are relative to the file's folder."""
-    doc = _read_toml(path)
-    table = doc.get("tool", {}).get("tracelens", {}) if path.name == "pyproject.toml" else doc
+    table = read_table(path, "gate")
     section = "[tool.tracelens.gate]" if path.name == "pyproject.toml" else "[gate]"
-    table = table.get("gate", {})
-    if not isinstance(table, dict):
-        raise UsageError(f"{section} must be a table", path=str(path))
     values: dict = {}
     for raw_key, value in table.items():
         key = raw_key.replace("-", "_")
@@ -142,15 +143,26 @@ def load_config(path: Path) -> GateConfig:
 def read_table(path: Path, name: str) -> dict:
     """The ``[name]`` table of a tracelens.toml, or ``[tool.tracelens.name]`` of a pyproject.toml ({} when
     absent); anything but a table is a usage error."""
-    doc = _read_toml(path)
     if path.name == "pyproject.toml":
-        doc, section = doc.get("tool", {}).get("tracelens", {}), f"[tool.tracelens.{name}]"
+        doc, section = _tool_table(path) or {}, f"[tool.tracelens.{name}]"
     else:
-        section = f"[{name}]"
-    table = doc.get(name, {}) if isinstance(doc, dict) else {}
+        doc, section = _read_toml(path), f"[{name}]"
+    table = doc.get(name, {})
     if not isinstance(table, dict):
         raise UsageError(f"{section} must be a table", path=str(path))
     return table
+
+
+def _tool_table(path: Path) -> dict | None:
+    """``[tool.tracelens]`` of a pyproject.toml (None when absent). ``tool = 5`` or ``tool.tracelens = 5`` is
+    a usage error naming the file, not a traceback."""
+    tool = _read_toml(path).get("tool", {})
+    if not isinstance(tool, dict):
+        raise UsageError("[tool] must be a table", path=str(path))
+    own = tool.get("tracelens")
+    if own is not None and not isinstance(own, dict):
+        raise UsageError("[tool.tracelens] must be a table", path=str(path))
+    return own
 
 
 def _read_toml(path: Path) -> dict:

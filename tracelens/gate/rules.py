@@ -126,6 +126,8 @@ def _finish(rule: str, description: str, limit, ranks: list[RankOutcome], worse)
         status = "fail"
     elif failing:
         message = (f"{len(failing)} of {len(ranks)} rank(s) fail; worst rank {worst.rank}: {worst.message}")
+    elif status == "skip":
+        message = f"no rank compared; rank {worst.rank}: {worst.message}"
     else:
         message = f"all {len(ranks)} rank(s) pass; worst rank {worst.rank}: {worst.message}"
     return RuleOutcome(rule=rule, description=description, limit=limit, status=status,
@@ -183,13 +185,23 @@ def _relative_rule(steps, base: Baseline, rule, description, metric: _Metric, li
             rank=rank, status="pass" if ok else "fail", value=round(change, 6), baseline=round(ref, 6),
             worst_step=step, message=f"{how} {_fmt(value, metric)} vs baseline {_fmt(ref, metric)}: "
                                      f"{word} {change:+.4g}{unit} (limit {limit:g}{unit})"))
-    return _finish(rule, description, limit, ranks, lambda r: r.value if isinstance(r.value, float) else -math.inf)
+    outcome = _finish(rule, description, limit, ranks,
+                      lambda r: r.value if isinstance(r.value, float) else -math.inf)
+    if outcome.status == "skip":
+        # A baseline was there but gave nothing to compare with (no ranks, or no rank with a defined value):
+        # a gate that compared nothing must not pass (docs/ci.md).
+        outcome.status = "fail"
+        outcome.message = (f"nothing compared: the baseline {base.source} has "
+                           + ("no ranks or steps" if base.steps.empty else
+                              "no defined value for any rank (no communication in its steps)"))
+    return outcome
 
 
 def _critical_rule(report: Report) -> RuleOutcome:
     ranks = []
     for r in report.ranks:
-        found = [d for d in report.diagnoses if d.rank == r.rank and d.severity == "critical"]
+        # A finding about the run that names no rank (rank -1: nccl-transport) counts for every rank.
+        found = [d for d in report.diagnoses if d.rank in (r.rank, -1) and d.severity == "critical"]
         first = found[0] if found else None
         msg = (f"{len(found)} critical diagnosis(es), first: {first.title} (step {first.step})" if found
                else "no critical diagnoses")

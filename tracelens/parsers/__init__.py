@@ -6,14 +6,14 @@ that a fresh process decodes while it imports pandas (see :mod:`.workers`).
 
 from __future__ import annotations
 
-import glob as _glob
 import re
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..errors import InputError, UsageError
-from . import rundir
+from ..rundir_layout import BOOTSTRAP, NCCL_LOGS
+from . import nccl_log, rundir, walk
 
 if TYPE_CHECKING:
     from ..model import RankTrace
@@ -34,32 +34,66 @@ def detect_format(path: Path) -> str | None:
 
 class Inputs(list):
     """The trace files to read (a list of paths), and ``skipped``: (path, why) for the files a directory or
-    glob held that are not traces. It passes through callers that only need the paths unchanged."""
+    glob held that are not traces; ``nccl_logs``: the NCCL debug logs among the inputs, and ``logs_skipped``:
+    (path, why) for files meant as logs that hold no NCCL line. It passes through callers that only need the
+    paths unchanged."""
 
-    def __init__(self, files=(), skipped=()):
+    def __init__(self, files=(), skipped=(), nccl_logs=(), logs_skipped=()):
         super().__init__(files)
         self.skipped: list[tuple[Path, str]] = list(skipped)
+        self.nccl_logs: list[Path] = list(nccl_logs)
+        self.logs_skipped: list[tuple[Path, str]] = list(logs_skipped)
+
+
+_SNIFFED = {"binary": "binary, not a log", "empty": "empty", None: "no NCCL lines"}
 
 
 def discover(paths: Iterable[str]) -> Inputs:
-    """Expand files, directories (searched recursively) and glob patterns into trace files.
+    """Expand files, directories (searched recursively) and glob patterns into trace files and NCCL logs.
 
-    A file named explicitly is always read (and is an input error if it is not a trace). A JSON file found
-    in a directory or by a glob is read only when its content says it is a trace (:func:`sniff_json`):
-    the others (``config.json``, ``tokenizer.json``, a saved report) are listed in ``skipped``.
+    A file named explicitly is always read (and is an input error if it is not a trace), unless its content
+    says it is an NCCL log. A JSON file found in a directory or by a glob is read only when its content says
+    it is a trace (:func:`sniff_json`): the others (``config.json``, ``tokenizer.json``, a saved report) are
+    listed in ``skipped``. Any other file whose head has NCCL log lines is an NCCL log (:mod:`.nccl_log`);
+    a file named as a log (``*.log``, ``*.txt``, ...) or kept in a run directory's ``nccl/`` folder that has
+    none is listed in ``logs_skipped``. No traces and no logs is a usage error.
     """
     found: list[Path] = []
     named: set[Path] = set()
+    logs: list[Path] = []
+    logs_skipped: list[tuple[Path, str]] = []
+
+    def other(f: Path) -> bool:
+        """Sort a file that is not a trace by name: an NCCL log, a skipped log, or (False) neither."""
+        kind = nccl_log.sniff(f)
+        if kind == "nccl":
+            logs.append(f)
+            return True
+        if f.name.lower().endswith(nccl_log.LOG_SUFFIXES) or f.parent.name == NCCL_LOGS:
+            logs_skipped.append((f, _SNIFFED.get(kind, "no NCCL lines")))
+            return True
+        return False
+
     for arg in paths:
         p = Path(arg)
         if p.is_dir():
-            hits = sorted(f for f in p.rglob("*") if f.is_file() and detect_format(f) and not rundir.is_side_file(f))
+            files = [f for f in walk.files_under(p) if not rundir.is_side_file(f)]
+            hits = [f for f in files if detect_format(f)]
+            for f in files:
+                if detect_format(f) or f.parent.name == BOOTSTRAP or not nccl_log.maybe_log(f):
+                    continue
+                kind = nccl_log.sniff(f)
+                if kind == "nccl":
+                    logs.append(f)
+                elif f.parent.name == NCCL_LOGS:      # a run directory's log folder holds nothing else
+                    logs_skipped.append((f, _SNIFFED.get(kind, "no NCCL lines")))
         elif p.is_file():
-            found.append(p)
-            named.add(p)
+            if detect_format(p) or not other(p):
+                found.append(p)
+                named.add(p)
             continue
         elif any(ch in arg for ch in "*?["):
-            hits = sorted(Path(f) for f in _glob.glob(arg, recursive=True) if Path(f).is_file())
+            hits = [f for f in walk.glob_files(arg) if detect_format(f) or not other(f)]
         else:
             raise UsageError("no such file or directory", path=arg)
         found += hits
@@ -71,15 +105,17 @@ def discover(paths: Iterable[str]) -> Inputs:
             unique.append(f)
         else:
             skipped.append((f, why))
-    if not unique:
-        extra = f"; {describe_skipped(skipped)}" if skipped else ""
-        raise UsageError(f"no trace files found (expected *.json, *.json.gz, *.sqlite, *.nsys-rep){extra}",
-                         path=" ".join(paths))
+    logs = list(dict.fromkeys(logs))
+    if not unique and not logs:
+        extra = "; ".join(describe_skipped(s, what=w) for s, w in ((skipped, "traces"), (logs_skipped, "NCCL logs"))
+                          if s)
+        raise UsageError("no trace files found (expected *.json, *.json.gz, *.sqlite, *.nsys-rep) and no NCCL "
+                         "log (NCCL_DEBUG=INFO output)" + (f"; {extra}" if extra else ""), path=" ".join(paths))
     # rank0.nsys-rep next to its own export rank0.sqlite is one input, read through the report (which
     # reuses the export while it is current).
     reports = {f.with_suffix("") for f in unique if f.suffix.lower() in (".nsys-rep", ".qdrep")}
     return Inputs([f for f in unique if not (f.suffix.lower() == ".sqlite" and f.with_suffix("") in reports)],
-                  skipped)
+                  skipped, logs, logs_skipped)
 
 
 _TRACE_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -144,8 +180,9 @@ def _text_pieces(fh, size: int = 1 << 14):
             raise EOFError
 
 
-def describe_skipped(skipped: list[tuple[Path, str]], most: int = 6) -> str:
-    """One line naming the files skipped, grouped by reason (at most ``most`` names)."""
+def describe_skipped(skipped: list[tuple[Path, str]], most: int = 6, what: str = "traces") -> str:
+    """One line naming the files skipped, grouped by reason (at most ``most`` names); ``what``: what they
+    are not (``traces``, ``NCCL logs``)."""
     by_reason: dict[str, list[str]] = {}
     for f, why in skipped:
         by_reason.setdefault(why, []).append(str(f))
@@ -153,8 +190,9 @@ def describe_skipped(skipped: list[tuple[Path, str]], most: int = 6) -> str:
     for why, names in by_reason.items():
         shown = ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
         parts.append(f"{shown} ({why})")
+    one = {"traces": "a trace", "NCCL logs": "an NCCL log"}.get(what, what)
     return (f"skipped {len(skipped)} file{'s' if len(skipped) != 1 else ''} that "
-            f"{'are not traces' if len(skipped) != 1 else 'is not a trace'}: " + "; ".join(parts))
+            f"{f'are not {what}' if len(skipped) != 1 else f'is not {one}'}: " + "; ".join(parts))
 
 
 def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: str | None = None,

@@ -278,15 +278,39 @@ def _per_distinct(raws: list, fn) -> list:
 
 
 
-def _comm_columns(dev_args: list, host: dict, host_args: list) -> dict:
+def _comm_columns(dev_args: list, host: dict, host_args: list, meta: RunMeta | None = None) -> dict:
     """The collective metadata of the device rows whose args name a collective and of the host rows that
-    carry one (``record_param_comms``, ``nccl:*``, ``gloo:*``)."""
+    carry one (``record_param_comms``, ``nccl:*``, ``gloo:*``). The members of the process groups these
+    name (``Process Group Ranks``) join ``meta.pg_config`` where ``distributedInfo`` does not list them."""
     dev_comm = [i for i, a in enumerate(dev_args) if a.collective is not None]
     names = host["name"]
     carries = np.array([n == "record_param_comms" or n.startswith(("nccl:", "gloo:")) for n in names.categories]
                        + [False], dtype=bool)                     # the extra False is code -1
     host_comm = np.flatnonzero(carries[names.codes]).tolist()
+    if meta is not None:
+        _pg_members([dev_args[i] for i in dev_comm] + [host_args[i] for i in host_comm], meta)
     return _merge_comm_meta([_comm_meta(dev_args, dev_comm, "device"), _comm_meta(host_args, host_comm, "host")])
+
+
+def _pg_members(args: list, meta: RunMeta) -> None:
+    """``Process Group Ranks`` ("[0, 1]", text in every trace seen; "[]" says nothing) per group name."""
+    listed = {str(pg.get("pg_name")) for pg in meta.pg_config}
+    seen: dict[str, bytes] = {}
+    for a in args:
+        name = a.pg_name if a.pg_name is not None else a.pg_id
+        if name is not None and bytes(a.pg_ranks) and str(name) not in seen:
+            seen[str(name)] = bytes(a.pg_ranks)
+    for name, raw in seen.items():
+        if name in listed:
+            continue
+        try:
+            value = msgspec.json.decode(raw)
+            if isinstance(value, str):
+                value = msgspec.json.decode(value)
+        except msgspec.DecodeError:
+            continue
+        if isinstance(value, list) and value and all(type(r) is int for r in value):
+            meta.pg_config.append({"pg_name": name, "ranks": value})
 
 
 def _merge_comm_meta(parts: list[dict]) -> dict:
@@ -311,6 +335,8 @@ def _fill_meta(doc: Document, meta: RunMeta, path: Path) -> None:
         meta.pg_config = [pg for pg in (info.pg_config or []) if isinstance(pg, dict)]
     meta.device_names = [p.name for p in (doc.deviceProperties or []) if p.name]
     meta.base_ns = doc.baseTimeNanoseconds or 0
+    if doc.host_name not in (None, ""):
+        meta.host = str(doc.host_name)
     for line in doc.INFO or []:
         if isinstance(line, str) and "Record counts" in line:
             dropped = sum(int(x) for x in re.findall(r"=\s*(\d+)", line))

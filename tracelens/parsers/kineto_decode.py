@@ -138,7 +138,7 @@ def decode_file(path: Path, keep_alive: list | None = None) -> KinetoColumns:
     device, dev_args = _device_columns(dev_events, kinds, start[dev_rows], end[dev_rows])
     host, host_args = _host_columns(host_events, _subset(codes[host_rows], cat_names), start[host_rows],
                                     end[host_rows])
-    return KinetoColumns(meta, device, host, threads, _comm_columns(dev_args, host, host_args))
+    return KinetoColumns(meta, device, host, threads, _comm_columns(dev_args, host, host_args, meta))
 
 
 _I64_MAX, _I64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min

@@ -71,6 +71,7 @@ class _RawDocument(msgspec.Struct, gc=False):
     deviceProperties: msgspec.Raw = _NO_RAW
     baseTimeNanoseconds: msgspec.Raw = _NO_RAW
     INFO: msgspec.Raw = _NO_RAW
+    host_name: msgspec.Raw = _NO_RAW
 
 
 _RAW_DOC = msgspec.json.Decoder(Union[_RawDocument, list[msgspec.Raw]])
@@ -80,7 +81,8 @@ _EVENT = msgspec.json.Decoder(AnyEvent)
 _HEADER = {"distributedInfo": msgspec.json.Decoder(Union[DistInfo, None]),
            "deviceProperties": msgspec.json.Decoder(Union[list[DeviceProp], None]),
            "baseTimeNanoseconds": msgspec.json.Decoder(Union[Int64, None]),
-           "INFO": msgspec.json.Decoder(Union[list, None])}
+           "INFO": msgspec.json.Decoder(Union[list, None]),
+           "host_name": msgspec.json.Decoder(Union[str, int, None])}
 # Floats stay their written text (a Raw), so an event re-encoded after a repair keeps every digit.
 _UNTYPED = msgspec.json.Decoder(float_hook=lambda text: msgspec.Raw(text.encode()))
 _CHUNK = 2048            # events decoded per typed call on the per-event path

@@ -55,6 +55,7 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     # Kept undecoded (Raw cannot be in a Union; an empty Raw means absent) and read only for comm scopes.
     input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
+    pg_ranks: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Process Group Ranks")
 
 
 _NO_ARGS = Args()
@@ -111,6 +112,7 @@ class Document(msgspec.Struct, gc=False):
     deviceProperties: Union[list[DeviceProp], None] = None
     baseTimeNanoseconds: Union[Int64, None] = None
     INFO: Union[list, None] = None
+    host_name: Union[str, int, None] = None
 
 
 _DECODER = msgspec.json.Decoder(Union[Document, list[AnyEvent]])

@@ -7,10 +7,10 @@ ns on the capture clock; ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` (when pre
 Unix epoch like Kineto's times.
 
 The parser is split by stage, so that each part can be read (and timed) alone: :mod:`.nsys_read` reads the
-SQLite tables, :mod:`.nsys_rows` turns the rows into per-process columns, :mod:`.nsys_payload` notes why
-NCCL ranges carry no sizes, and this module, stage 4 of 4, assembles: the entry point :func:`parse`, each
-process's run metadata (rank, environment, devices, what the export lacks) and its RankTrace through
-:mod:`.assemble`. Names with a leading underscore are shared by these four modules only.
+SQLite tables, :mod:`.nsys_rows` turns the rows into per-process columns, :mod:`.nsys_payload` decodes the
+NCCL ranges' payloads (collective sizes; with :mod:`.nvtx_payload` and :mod:`.nccl_layouts`), and this
+module, stage 4 of 4, assembles: the entry point :func:`parse`, each process's run metadata (rank,
+environment, devices, what the export lacks) and its RankTrace through :mod:`.assemble`. Names with a leading underscore are shared by these four modules only.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ..columns import frame_of
 from ..model import RankTrace
 from ..tools.nsys import cached_export
 from . import assemble
-from .nsys_payload import _nccl_payload_notes
+from .nsys_payload import nccl_ranges
 from .nsys_read import KERNEL, MEMCPY, NVTX, RUNTIME, SYNC, _Db, _start_queries
 from .nsys_rows import (_by_process, _device_columns, _device_rows, _host_columns, _host_rows, _on_epoch, _strings,
                         _thread_rows, _untimed)
@@ -83,9 +83,11 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
         raise InputError(f"every GPU activity's time is outside the int64 nanosecond range since the epoch "
                          f"(TARGET_INFO_SESSION_START_TIME.utcEpochNs = {base})", path=str(source))
     envs = _process_env(db)
+    streams = _nccl_streams(db, procs)
     ranks = _ranks(envs, procs, source)
     size, device_names = source.stat().st_size, _device_names(db)
-    payload_notes = _nccl_payload_notes(db, queries)
+    host_name = next((v for n, v in db.pairs("TARGET_INFO_SYSTEM_ENV") if n == "Hostname" and v), None)
+    nccl = nccl_ranges(db, queries)
     device_of, host_of = _by_process(device), _by_process(host)
     traces = []
     for proc in procs:
@@ -100,8 +102,10 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
             meta.rank, meta.rank_rule = rank, rule
         meta.world_size = len(procs) if len(procs) > 1 else None
         meta.device_names = device_names
+        meta.host = host_name
         meta.env = _kept_env(envs, proc, len(procs))
-        for code, message, count in notes + payload_notes.get(proc, []) + payload_notes.get(None, []):
+        meta.nccl_text = [(f"{source.name}:{name}", text) for name, text in streams.get(proc, [])]
+        for code, message, count in notes + nccl.notes.get(proc, []) + nccl.notes.get(None, []):
             meta.warnings.add(code, message, count)
         if not by_pid:
             meta.warnings.add("nsys-no-process-column", "the kernel table has no globalPid column; all GPU rows "
@@ -110,7 +114,8 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
         own = threads["proc"] == proc
         thr = frame_of({c: threads[c][own] for c in ("pid", "tid", "name")})
         steps = assemble.steps_from_host(hst, step_pattern, meta.warnings)
-        traces.append(assemble.build(meta, dev, hst, steps, thr, assemble.comm_meta_frame(), comm_rules))
+        comm_meta = assemble.comm_meta_frame(nccl.comm_meta(hst.pop("nvtx_row")))
+        traces.append(assemble.build(meta, dev, hst, steps, thr, comm_meta, comm_rules))
     return traces
 
 
@@ -168,6 +173,21 @@ def _process_env(db: _Db) -> list[tuple[int, dict[str, str]]]:
         if name == "DeviceEnvironment":
             env = dict(kv.split("=", 1) for kv in value.split(";") if "=" in kv)
             out.append((0, env))
+    return out
+
+
+def _nccl_streams(db: _Db, procs: list) -> dict:
+    """The captured stdout/stderr (``ProcessStreams``) holding NCCL log lines, by process; a stream of a
+    process without GPU work (the launcher) goes to the first GPU process. Names are the stream files'."""
+    if not (db.has("ProcessStreams") and db.has("StringIds")):
+        return {}
+    rows = db.rows('SELECT p.globalPid, f.value, c.value FROM ProcessStreams p JOIN StringIds f ON f.id = '
+                   "p.filenameId JOIN StringIds c ON c.id = p.contentId WHERE c.value LIKE '%NCCL INFO%' OR "
+                   "c.value LIKE '%NCCL WARN%'")
+    out: dict = {}
+    for gpid, name, text in rows:
+        proc = (gpid or 0) >> 24
+        out.setdefault(proc if proc in procs else procs[0], []).append((str(name).rsplit("/", 1)[-1], str(text)))
     return out
 
 

@@ -166,11 +166,7 @@ class _Db:
         return self._pool.submit(self._select_on_reader, sql, kinds)
 
     def _select_on_reader(self, sql: str, kinds: str) -> list:
-        con = getattr(self._local, "con", None)
-        if con is None:
-            con = self._local.con = self._connect()
-            self._readers.append(con)
-        return self.select(sql, kinds, con)
+        return self.select(sql, kinds, self._reader())
 
     def _row_columns(self, sql: str, kinds: str, con: sqlite3.Connection) -> list:
         rows = self.rows(sql, con=con)
@@ -181,6 +177,43 @@ class _Db:
         except (TypeError, ValueError, OverflowError):
             raise InputError("the export holds a non-integer value where an integer belongs", path=str(self.path)) \
                 from None
+
+    def later_blobs(self, sql: str) -> Future:
+        """:meth:`blobs` on a reader thread."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="tracelens-sqlite")
+        return self._pool.submit(lambda: self.blobs(sql, self._reader()))
+
+    def _reader(self) -> sqlite3.Connection:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = self._local.con = self._connect()
+            self._readers.append(con)
+        return con
+
+    def blobs(self, sql: str, con: sqlite3.Connection | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A ``SELECT id, blob`` query as (ids, all blobs as one byte buffer, each blob's length).
+
+        Aggregated inside SQLite into one list of ids, one of lengths and one hex text, like :meth:`select`:
+        handing 10^5 blobs to Python one row at a time costs more than decoding them. Row by row when the
+        aggregate is past SQLite's length limit.
+        """
+        con = con or self.con
+        try:
+            row = con.execute(f"WITH q(i, b) AS ({sql}) SELECT count(*), group_concat(i), group_concat(length(b)), "
+                              f"group_concat(hex(b), '') FROM q").fetchone()
+        except sqlite3.DatabaseError:
+            row = None
+        if row is not None and not row[0]:
+            return np.empty(0, np.int64), np.empty(0, np.uint8), np.empty(0, np.int64)
+        if row is not None and isinstance(row[3], str):
+            ids, lengths = ints_from_text(row[1]), ints_from_text(row[2])
+            if ids is not None and lengths is not None and ids.size == lengths.size == row[0]:
+                return ids, np.frombuffer(bytes.fromhex(row[3]), np.uint8), lengths
+        rows = self.rows(sql, con=con)
+        data = [bytes(b) if isinstance(b, (bytes, bytearray, memoryview)) else b"" for _, b in rows]
+        lengths = np.fromiter((len(b) for b in data), np.int64, len(data))
+        return np.fromiter((i for i, _ in rows), np.int64, len(rows)), np.frombuffer(b"".join(data), np.uint8), lengths
 
     def ints(self, sql: str, ncols: int) -> np.ndarray:
         """An all-integer query as an (n, ncols) int64 array."""
@@ -221,13 +254,18 @@ def _texts(values: list[str], kind: str):
 
 
 _PAYLOAD_ENTRIES = "NVTX_PAYLOAD_SCHEMA_ENTRIES"
+_PAYLOAD_SCHEMAS = "NVTX_PAYLOAD_SCHEMAS"
+_PAYLOAD_COLUMNS = ("binaryData", "jsonText", "jsonTextId")
+NVTX_BLOBS = (f'SELECT rowid, CAST("binaryData" AS BLOB) FROM {NVTX} WHERE "domainId" > 0 AND "eventType" IN (59, 60) '
+              f'AND "binaryData" IS NOT NULL')
 
 
-def _has_payload_schemas(db: _Db) -> bool:
-    """Whether the NVTX query carries each range's domain and payload presence; here because it shapes that
-    query, while what the payloads mean is :mod:`.nsys_payload`'s."""
-    return db.has(_PAYLOAD_ENTRIES) and {"domainId", "name"} <= db.columns(_PAYLOAD_ENTRIES) \
-        and "domainId" in db.columns(NVTX)
+def _payload_capable(db: _Db) -> bool:
+    """Whether the NVTX query carries each range's domain, payload presence and rowid (for the NCCL payloads,
+    :mod:`.nsys_payload`): here because it shapes that query, while what the payloads mean is not this
+    module's business."""
+    cols = db.columns(NVTX)
+    return "domainId" in cols and (db.has(_PAYLOAD_ENTRIES) or any(c in cols for c in _PAYLOAD_COLUMNS))
 
 
 def _start_queries(db: _Db) -> dict:
@@ -242,15 +280,20 @@ def _start_queries(db: _Db) -> dict:
         if "textId" in db.columns(n) and db.has("StringIds"):
             join, by_id = 'LEFT JOIN StringIds s ON s.id = n."textId"', "s.value"
         tid = 'coalesce(n."globalTid", 0)' if "globalTid" in db.columns(n) else "0"
-        # Where NCCL payload schemas exist, each range's domain and payload presence ride along for the
-        # payload notes (a second scan of the largest table otherwise).
+        # Where payloads can exist, each range's domain, payload presence and rowid ride along: the NCCL
+        # ranges and which of them have a payload are found without a second scan of the largest table.
         extra, kinds = "", "iiia"
-        if _has_payload_schemas(db):
-            blob = '(n."binaryData" IS NOT NULL)' if "binaryData" in db.columns(n) else "0"
-            extra, kinds = f'coalesce(n."domainId", -1), {blob}, ', "iiiiia"
+        if _payload_capable(db):
+            present = " OR ".join(f'n."{c}" IS NOT NULL' for c in _PAYLOAD_COLUMNS if c in db.columns(n)) or "0"
+            extra, kinds = f'coalesce(n."domainId", -1), ({present}), n.rowid, ', "iiiiiia"
+            q["nvtx_payload"] = True
         q["nvtx"] = db.later(f'SELECT n."start", n."end", {tid}, {extra}coalesce({text}, {by_id}, \'\') '
                              f'FROM {n} n {join} WHERE n."eventType" IN (59, 60) AND n."end" IS NOT NULL '
                              f'AND n."end" >= n."start"', kinds)
+        if "nvtx_payload" in q and "binaryData" in db.columns(n) and \
+                dict(db.pairs("META_DATA_EXPORT")).get("EXPORT_PARAM_INCLUDE_BLOBS") != "false":
+            # Payload blobs of ranges outside the default domain (NCCL's among them), read beside the rest.
+            q["nvtx_blobs"] = db.later_blobs(NVTX_BLOBS)
     if db.has(RUNTIME):
         r = RUNTIME
         cls = "eventClass IN (0, 1)" if "eventClass" in db.columns(r) else "1"

@@ -239,7 +239,8 @@ def _host_rows(q: dict, strings: dict[int, str]) -> dict:
                                                         if re.match(r"cu[A-Z]", n)])
         parts.append({
             "gtid": a[:, 2], "cat": labels(driver.astype(np.int8), ["cuda_runtime", "cuda_driver"]),
-            "name": names, "start_ns": a[:, 0], "end_ns": np.maximum(a[:, 1], a[:, 0]), "correlation": a[:, 3]})
+            "name": names, "start_ns": a[:, 0], "end_ns": np.maximum(a[:, 1], a[:, 0]), "correlation": a[:, 3],
+            "nvtx_row": np.full(len(a), -1, np.int64)})
     if "nvtx" in q:
         cols = q["nvtx"].result()
         start, end, gtid, name = cols[0], cols[1], cols[2], cols[-1]
@@ -263,16 +264,18 @@ def _host_rows(q: dict, strings: dict[int, str]) -> dict:
                 "gtid": gtid,
                 "cat": labels(torch_op.astype(np.int8), ["user_annotation", "cpu_op"]),
                 "name": labels(per_text, names),
-                "start_ns": start, "end_ns": end, "correlation": np.full(len(name), -1, np.int64)})
+                "start_ns": start, "end_ns": end, "correlation": np.full(len(name), -1, np.int64),
+                "nvtx_row": np.arange(len(name), dtype=np.int64)})     # the NCCL payloads' key
     none = np.empty(0, np.int64)
     cols = _stack(parts) if parts else {"gtid": none, "cat": labels(none, []), "name": labels(none, []),
-                                        "start_ns": none, "end_ns": none, "correlation": none}
+                                        "start_ns": none, "end_ns": none, "correlation": none, "nvtx_row": none}
     gtid = cols.pop("gtid")
     return {"proc": gtid >> 24, "pid": (gtid >> 24) & 0xFFFFFF, "tid": gtid & 0xFFFFFF, **cols}
 
 
 def _host_columns(rows: dict, base: int, meta: RunMeta | None = None) -> dict:
-    """One process's host rows (columns) in the parser contract, on the epoch clock."""
+    """One process's host rows (columns) in the parser contract, on the epoch clock, and each row's position
+    in the NVTX query (``nvtx_row``, -1 for runtime calls) for the NCCL payloads."""
     outside = _on_epoch(rows["start_ns"], rows["end_ns"], base)
     if outside.any():
         if meta is not None:
@@ -282,7 +285,8 @@ def _host_columns(rows: dict, base: int, meta: RunMeta | None = None) -> dict:
     n = len(rows["start_ns"])
     return {"pid": rows["pid"], "tid": rows["tid"], "cat": rows["cat"], "name": rows["name"],
             "start_ns": rows["start_ns"] + base, "end_ns": rows["end_ns"] + base,
-            "correlation": rows["correlation"], "external_id": np.full(n, -1, np.int64)}
+            "correlation": rows["correlation"], "external_id": np.full(n, -1, np.int64),
+            "nvtx_row": rows["nvtx_row"]}
 
 
 def _thread_rows(db: _Db, strings: dict[int, str]) -> dict[str, np.ndarray]:

@@ -8,7 +8,7 @@ from ..contract import SEVERITIES, RankResult, Report
 
 MIXED = "mixed"            # the pattern of a rank (run) whose steps (ranks) have no strict majority
 # Findings about the run rather than one rank's steps (step null), by id: what to call their scope.
-RUN_LEVEL = {"straggler": "across ranks"}
+RUN_LEVEL = {"straggler": "across ranks", "clock-offset": "across ranks", "nccl-transport": "whole run"}
 
 
 def ms(ns: int | None, decimals: int = 3) -> str:
@@ -189,3 +189,136 @@ def steps_label(steps: list) -> str:
     if nums == list(range(nums[0], nums[-1] + 1)):
         return f"steps {nums[0]}–{nums[-1]}"
     return "steps " + ", ".join(map(str, nums))
+
+
+# ------------------------------------------------------------------------------------------ across ranks
+
+ACROSS_HEADERS = ("rank", "host", "wait ms", "transfer ms", "exposed wait ms", "late", "clock offset ms")
+BANDWIDTH_HEADERS = ("op", "ranks", "size", "count", "algbw GB/s", "busbw p10", "busbw p50", "busbw p90")
+ACROSS_ALL_UP_TO = 16      # more ranks than this: the ones that wait most and least, and the distribution
+ACROSS_EACH_END = 5
+UNCORRECTED = "*"          # marks a clock offset that was estimated but not applied
+
+
+def ranges(values: list[int]) -> str:
+    """``0, 2–5, 9``: sorted integers with runs collapsed."""
+    out, run = [], []
+    for v in sorted(values):
+        if run and v == run[-1] + 1:
+            run.append(v)
+            continue
+        if run:
+            out.append(str(run[0]) if len(run) == 1 else f"{run[0]}–{run[-1]}")
+        run = [v]
+    if run:
+        out.append(str(run[0]) if len(run) == 1 else f"{run[0]}–{run[-1]}")
+    return ", ".join(out)
+
+
+def _offset(r, decimals: int) -> str:
+    if r.clock_offset_ns is None:
+        return "—"
+    return f"{r.clock_offset_ns / 1e6:+.{decimals}f}" + ("" if r.clock_corrected else UNCORRECTED)
+
+
+def across_cells(r, decimals: int = 3) -> list[str]:
+    return [str(r.rank), r.host or "", ms(r.wait_ns, decimals), ms(r.transfer_ns, decimals),
+            ms(r.exposed_wait_ns, decimals), str(r.late_count), _offset(r, decimals)]
+
+
+def across_rows(report: Report) -> tuple[list, str]:
+    """The rank table's rows (None marks the gap between the most and the least waiting ranks) and, when not
+    every rank is shown, the distribution of wait over all ranks in one line (display only)."""
+    ranks = report.cross_rank.ranks
+    if len(ranks) <= ACROSS_ALL_UP_TO:
+        return list(ranks), ""
+    by_wait = sorted(ranks, key=lambda r: (-r.wait_ns, r.rank))
+    waits = sorted(r.wait_ns for r in ranks)
+    at = lambda q: waits[min(len(waits) - 1, int(q * (len(waits) - 1) + 0.5))]  # noqa: E731 (nearest rank)
+    line = (f"wait over {len(ranks)} ranks (ms): min {ms(waits[0])}, p10 {ms(at(0.1))}, median {ms(at(0.5))}, "
+            f"p90 {ms(at(0.9))}, max {ms(waits[-1])}; the {ACROSS_EACH_END} ranks that waited most and least shown")
+    return by_wait[:ACROSS_EACH_END] + [None] + by_wait[-ACROSS_EACH_END:], line
+
+
+def matching_line(report: Report) -> str:
+    m = report.cross_rank.matching
+    line = (f"{plural(m.matched, 'collective', 'collectives')} matched across ranks (key {m.key or 'none'}), "
+            f"{m.unmatched} unmatched")
+    if m.missing_ranks:
+        line += f"; ranks not given: {ranges(m.missing_ranks)}"
+    if any(not r.clock_corrected and r.clock_offset_ns is not None for r in report.cross_rank.ranks):
+        line += f"; {UNCORRECTED} clock offset too uncertain to apply"
+    return line
+
+
+def _binary(n: int) -> str:
+    """Bucket edges are powers of two: ``16 MiB``."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def _bucket(b) -> str:
+    return f"< {_binary(b.max_bytes)}" if b.min_bytes == 0 else \
+        f">= {_binary(b.min_bytes)}" if b.max_bytes is None else f"{_binary(b.min_bytes)}–{_binary(b.max_bytes)}"
+
+
+def _gbps(v: float | None) -> str:
+    return "—" if v is None else f"{v:,.1f}"
+
+
+def bandwidth_cells(b) -> list[str]:
+    note = " (latency)" if b.latency_bound else ""
+    return [(b.op or "?") + note, str(b.group_size), _bucket(b), str(b.count), _gbps(b.algbw_p50_gbps),
+            _gbps(b.busbw_p10_gbps), _gbps(b.busbw_p50_gbps), _gbps(b.busbw_p90_gbps)]
+
+
+def rank_label(rank: int) -> str:
+    """``rank 3``; ``all ranks`` for a finding about the run that names no rank (rank -1)."""
+    return "all ranks" if rank < 0 else f"rank {rank}"
+
+
+def transport_facts(t) -> str:
+    """``warning · NCCL 2.27.3 · multi-node · 2 NCCL logs``: what goes with the transport's verdict."""
+    parts = [t.severity]
+    if t.nccl_version:
+        parts.append(f"NCCL {t.nccl_version}")
+    parts.append({True: "multi-node", False: "single node", None: "nodes unknown"}[t.multi_node])
+    parts.append(plural(t.logs, "NCCL log", "NCCL logs"))
+    return " · ".join(parts)
+
+
+def communicator_line(c) -> str:
+    """``0x9f3a: ranks 0-15 on 2 hosts, 2 nodes, net Socket, GPUDirect no; NET/Socket 8, P2P/IPC 14 ->
+    tcp_no_rdma``."""
+    ranks = ("ranks " + _span(c.ranks)) if c.ranks else "ranks unknown"
+    parts = [f"{ranks} on {plural(len(c.hosts), 'host', 'hosts')}" if c.hosts else ranks]
+    if c.n_nodes is not None:
+        parts.append(plural(c.n_nodes, "node", "nodes"))
+    for label, value in (("net", c.net), ("plugin", c.plugin)):
+        if value:
+            parts.append(f"{label} {value}")
+    if c.gdr is not None:
+        parts.append(f"GPUDirect {'yes' if c.gdr else 'no'}")
+    conns = ", ".join(f"{k} {v}" for k, v in c.connections.items())
+    return f"{c.id}: {', '.join(parts)}" + (f"; {conns}" if conns else "") + f" -> {c.verdict}"
+
+
+def bandwidth_line(b) -> str:
+    where = {"tcp": f"TCP range (below {b.tcp_max_gbps:g} GB/s)",
+             "rdma": f"RDMA range (above {b.rdma_min_gbps:g} GB/s)",
+             "ambiguous": f"between TCP and RDMA ({b.tcp_max_gbps:g}-{b.rdma_min_gbps:g} GB/s)"}[b.range]
+    return (f"inter-node busbw p50 {b.busbw_gbps_p50:.2f} GB/s (p10 {b.busbw_gbps_p10:.2f}, p90 "
+            f"{b.busbw_gbps_p90:.2f}) over {plural(b.collectives, 'collective', 'collectives')}: {where}")
+
+
+def evidence_where(e) -> str:
+    """``nccl/h1.100.log:12`` (a recorded setting: its source alone)."""
+    return e.file + (f":{e.line}" if e.line is not None else "")
+
+
+def _span(ranks: list[int]) -> str:
+    if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"{ranks[0]}-{ranks[-1]}"
+    return ", ".join(map(str, ranks[:12])) + (f" and {len(ranks) - 12} more" if len(ranks) > 12 else "")

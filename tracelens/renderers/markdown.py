@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from ..contract import Report
-from .common import (MIXED, STEP_HEADERS, exposed_groups, findings, frac, ms, pattern_label, pct,
-                     pre_capture_line, rank_title, short, size, step_cells, step_label, total_cells)
+from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, MIXED, STEP_HEADERS, across_cells, across_rows,
+                     bandwidth_cells, bandwidth_line, communicator_line, evidence_where, exposed_groups, findings,
+                     frac, matching_line, ms, pattern_label, pct, pre_capture_line, rank_label, rank_title, short,
+                     size, step_cells, step_label, total_cells, transport_facts)
 
 _ICON = {"info": "ℹ️", "warning": "⚠️", "critical": "🛑"}
 
@@ -17,19 +19,24 @@ def _table(headers, rows) -> list[str]:
 
 def render(report: Report, top: int = 10) -> str:
     s = report.summary
-    out = ["# tracelens overlap report", "",
-           f"**{s.ranks} rank(s), {s.steps} step(s)** — overlap {pct(s.overlap_pct)} of communication hidden; "
-           f"exposed communication {frac(s.exposed_comm_fraction)} of step time"
-           + (f"; worst rank {s.worst_rank}" if s.worst_rank is not None else "")
-           + (f"; pattern {_pattern(s.pattern, s.pattern_counts, 'ranks')}" if s.pattern else "") + ".", ""]
+    out = ["# tracelens overlap report", ""]
+    if report.ranks:
+        out += [f"**{s.ranks} rank(s), {s.steps} step(s)** — overlap {pct(s.overlap_pct)} of communication hidden; "
+                f"exposed communication {frac(s.exposed_comm_fraction)} of step time"
+                + (f"; worst rank {s.worst_rank}" if s.worst_rank is not None else "")
+                + (f"; pattern {_pattern(s.pattern, s.pattern_counts, 'ranks')}" if s.pattern else "") + ".", ""]
+    else:
+        out += ["**No traces**: the network transport from NCCL logs alone.", ""]
     found = findings(report)
     if found:
         out += ["## Diagnoses", ""]
         for f in found:
-            out.append(f"- {_ICON.get(f.severity, '')} **{f.severity}** · rank {f.rank} · {f.where} · "
+            out.append(f"- {_ICON.get(f.severity, '')} **{f.severity}** · {rank_label(f.rank)} · {f.where} · "
                        f"**{_md(f.title)}**  ")
             out.append(f"  {_md(f.detail)}" + (f"  \n  *Try:* {_md(f.advice)}" if f.advice else ""))
         out.append("")
+    if report.transport is not None:
+        out += _transport(report.transport)
     for r in report.ranks:
         out += [f"## {rank_title(r)}", ""]
         out += _table(STEP_HEADERS, [step_cells(st) for st in r.steps] + [total_cells(r.totals)])
@@ -45,6 +52,16 @@ def render(report: Report, top: int = 10) -> str:
                       [(g.rank, g.op or "?", size(g.bytes), f"{g.count} of {g.calls}", ms(g.exposed_ns),
                         ms(g.worst_ns), step_label(g.worst_step), "`" + short(g.name) + "`") for g in groups])
         out.append("")
+    if report.cross_rank is not None:
+        rows, spread = across_rows(report)
+        out += ["## Across ranks", ""]
+        out += _table(ACROSS_HEADERS, [["…"] + [""] * (len(ACROSS_HEADERS) - 1) if r is None else across_cells(r)
+                                       for r in rows])
+        out += [""] + [line[0].upper() + line[1:] + "." for line in (spread, matching_line(report)) if line] + [""]
+        if report.cross_rank.bandwidth:
+            out += ["### Bus bandwidth (GB/s, over the transfer time)", ""]
+            out += _table(BANDWIDTH_HEADERS, [bandwidth_cells(b) for b in report.cross_rank.bandwidth])
+            out.append("")
     if report.warnings:
         out += ["## Warnings", ""]
         out += _table(("rank", "code", "count", "message"),
@@ -52,6 +69,20 @@ def render(report: Report, top: int = 10) -> str:
                        for w in report.warnings])
         out.append("")
     return "\n".join(out)
+
+
+def _transport(t) -> list[str]:
+    out = ["## Network transport", "", f"**{t.verdict}** ({_md(transport_facts(t))})", ""]
+    rows = [communicator_line(c) for c in t.communicators]
+    if t.env:
+        rows.append("settings: " + ", ".join(f"{k}={v}" for k, v in t.env.items()))
+    if t.bandwidth is not None:
+        rows.append(bandwidth_line(t.bandwidth))
+    out += [f"- {_md(row)}" for row in rows]
+    if t.evidence:
+        out += ["", "Evidence:", ""]
+        out += [f"- `{evidence_where(e)}`: `{e.text.replace('`', chr(39))}`" for e in t.evidence]
+    return out + [""]
 
 
 def _pattern(pattern: str, counts: dict[str, int], of: str) -> str:

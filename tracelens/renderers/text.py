@@ -22,9 +22,10 @@ from rich.table import Table
 from rich.text import Text
 
 from ..contract import Report
-from .common import (MIXED, STEP_HEADERS, exposed_groups, findings, frac, ms, pattern_label, pct,
-                     pre_capture_line, rank_title, short, size, step_cells, step_label, steps_label, total_cells,
-                     two_lines)
+from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, MIXED, STEP_HEADERS, across_cells, across_rows,
+                     bandwidth_cells, bandwidth_line, communicator_line, exposed_groups, findings,
+                     frac, matching_line, ms, pattern_label, pct, pre_capture_line, rank_label, rank_title, short,
+                     size, step_cells, step_label, steps_label, total_cells, transport_facts, two_lines)
 
 _STYLE = {"info": "cyan", "warning": "yellow", "critical": "bold red"}
 ROOMY_WIDTH = 120          # from this width on, tables may keep their box
@@ -94,27 +95,93 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10)
         _, (table,) = fit(con, width, lambda lay: [_exposed_table(con, width, groups, lay)])
         con.print(Text("most exposed collectives", style="bold"))
         con.print(table)
+    if report.cross_rank is not None:
+        _across(con, width, report)
     found = findings(report)
     if found:
         con.print("[bold]diagnoses[/bold]")
     for f in found:
         style = _STYLE.get(f.severity, "")
-        con.print(Text.assemble((f.severity.upper(), style), f" rank {f.rank} · {f.where} · {f.title}"))
+        con.print(Text.assemble((f.severity.upper(), style), f" {rank_label(f.rank)} · {f.where} · {f.title}"))
         con.print(Padding(Text(f.detail), (0, 0, 0, 4)))
         if f.advice:
             con.print(Padding(Text(f"try: {f.advice}"), (0, 0, 0, 4)))
+    if report.transport is not None:
+        _transport(con, report.transport)
     s = report.summary
-    con.print(Text.assemble(("summary", "bold"),
-                            f": {s.ranks} rank(s), {s.steps} step(s); overlap {pct(s.overlap_pct)} of "
-                            f"communication hidden; exposed communication {frac(s.exposed_comm_fraction)} of step "
-                            f"time" + (f"; worst rank {s.worst_rank}" if s.worst_rank is not None else "")
-                            + (f"; pattern {pattern_label(s.pattern, s.pattern_counts, 'ranks')}" if s.pattern
-                               else "")))
+    if not report.ranks:
+        con.print(Text.assemble(("summary", "bold"), ": no traces; the network transport from NCCL logs alone"))
+    else:
+        con.print(Text.assemble(("summary", "bold"),
+                                f": {s.ranks} rank(s), {s.steps} step(s); overlap {pct(s.overlap_pct)} of "
+                                f"communication hidden; exposed communication {frac(s.exposed_comm_fraction)} of "
+                                f"step time" + (f"; worst rank {s.worst_rank}" if s.worst_rank is not None else "")
+                                + (f"; pattern {pattern_label(s.pattern, s.pattern_counts, 'ranks')}" if s.pattern
+                                   else "")))
     for w in report.warnings:
         where = f"rank {w.rank}: " if w.rank is not None else ""
         con.print(Text.assemble(("warning", "yellow"), f" {where}{w.code} ×{w.count}: {w.message}"))
     # Padding and titles fill their lines with spaces; a terminal does not need them.
     return "".join(line.rstrip(" ") + "\n" for line in buf.getvalue().splitlines())
+
+
+def _across(con: Console, width: int, report: Report) -> None:
+    """The rank table (wait, transfer, late count, clock offset) and the bandwidth table."""
+    rows, spread = across_rows(report)
+
+    def ranks(layout: Layout) -> Table:
+        table = new_table(layout)
+        for h in ACROSS_HEADERS:
+            table.add_column(header(h, layout), justify="left" if h in ("rank", "host") else "right", no_wrap=True)
+        for r in rows:
+            table.add_row(*(["…"] + [""] * (len(ACROSS_HEADERS) - 1) if r is None else
+                            across_cells(r, layout.decimals)))
+        return table
+
+    _, (table,) = fit(con, width, lambda lay: [ranks(lay)])
+    con.print(Text("across ranks", style="bold"))
+    con.print(table)
+    for line in (spread, matching_line(report)):
+        if line:
+            con.print(Text(line))
+    bw = report.cross_rank.bandwidth
+    if bw:
+        def build(layout: Layout) -> Table:
+            table = new_table(layout)
+            for h in BANDWIDTH_HEADERS:
+                table.add_column(header(h, layout), justify="left" if h in ("op", "size") else "right",
+                                 no_wrap=True)
+            for b in bw:
+                table.add_row(*bandwidth_cells(b))
+            return table
+
+        _, (table,) = fit(con, width, lambda lay: [build(lay)])
+        con.print(Text("bus bandwidth (GB/s, over the transfer time)", style="bold"))
+        con.print(table)
+
+
+def _transport(con: Console, t) -> None:
+    """The network transport: its verdict, communicators, NCCL settings, bandwidth and evidence lines."""
+    style = _STYLE.get(t.severity, "")
+    con.print(Text.assemble(("network transport", "bold"), ": ", (t.verdict, style), f" ({transport_facts(t)})"))
+    rows = [communicator_line(c) for c in t.communicators]
+    if t.env:
+        rows.append("settings: " + ", ".join(f"{k}={v}" for k, v in t.env.items()))
+    if t.bandwidth is not None:
+        rows.append(bandwidth_line(t.bandwidth))
+    for row in rows:
+        con.print(Padding(Text(row), (0, 0, 0, 4)))
+    # Each file once, then its lines: a long path wrapped in front of every line cut the path mid-name at
+    # 80 columns, and repeated it.
+    for file in dict.fromkeys(e.file for e in t.evidence):
+        con.print(Padding(Text(file), (0, 0, 0, 4)))
+        lines = Table.grid(padding=(0, 2))
+        lines.add_column(justify="right", no_wrap=True)
+        lines.add_column()
+        for e in t.evidence:
+            if e.file == file:
+                lines.add_row("-" if e.line is None else str(e.line), e.text)
+        con.print(Padding(lines, (0, 0, 0, 6)))
 
 
 def _step_table(r, layout: Layout) -> Table:

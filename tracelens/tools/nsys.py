@@ -71,9 +71,13 @@ def cached_export(report: Path, beside: bool = False) -> Path:
         raise InputError(f"cannot create the export cache {target.parent}: {exc.strerror or exc}",
                          path=str(report)) from None
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp.sqlite")
-    cmd = [exe, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(tmp), str(report)]
+    # Blobs keep NCCL's NVTX payloads (collective sizes); an nsys too old to know the option exports without.
+    base, tail = [exe, "export", "--type", "sqlite"], ["--force-overwrite", "true", "--output", str(tmp), str(report)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+        proc = subprocess.run(base + ["--include-blobs", "true"] + tail, capture_output=True, text=True,
+                              errors="replace")
+        if proc.returncode != 0 and "include-blobs" in proc.stderr + proc.stdout:
+            proc = subprocess.run(base + tail, capture_output=True, text=True, errors="replace")
     except OSError as exc:
         raise InputError(f"cannot run {exe}: {exc.strerror or exc}", path=str(report)) from None
     if proc.returncode != 0 or not tmp.is_file():

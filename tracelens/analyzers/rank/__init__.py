@@ -7,6 +7,8 @@ a :class:`~.context.RankContext` and return structured findings; none opens a fi
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ...model import RankTrace
@@ -53,12 +55,16 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
         device_name=_device_name(t, sets.device), mode=sets.mode, source=t.meta.source,
         steps=steps, totals=_totals(steps), pattern=verdict, pattern_counts=counts,
         pre_capture=None if pre is None else PreCapture(**pre))
+    comm = _comm_table(t, exp)
     collectives = [
         Collective(rank=t.meta.rank, step=None if step < 0 else step, name=str(name),
                    op=op if isinstance(op, str) else None, bytes=None if size < 0 else size,
-                   start_ns=start, duration_ns=dur, exposed_ns=exposed)
-        for step, name, op, size, start, dur, exposed in zip(*(exp[c].tolist() for c in (
-            "step", "name", "op", "bytes", "start_ns", "duration_ns", "exposed_ns")))]
+                   start_ns=start, duration_ns=dur, exposed_ns=exposed,
+                   pg=pg if isinstance(pg, str) else None, seq=None if seq < 0 else seq,
+                   group_size=None if gsize <= 0 else gsize, dtype=dtype if isinstance(dtype, str) else None)
+        for step, name, op, size, start, dur, exposed, pg, seq, gsize, dtype in zip(
+            *(exp[c].tolist() for c in ("step", "name", "op", "bytes", "start_ns", "duration_ns", "exposed_ns")),
+            *(comm[c].tolist() for c in ("pg_name", "seq", "group_size", "dtype")))]
     inputs = [InputFile(path=t.meta.source, format=t.meta.format, rank=t.meta.rank, bytes=t.meta.bytes,
                         rank_rule=t.meta.rank_rule)]
     inputs += [InputFile(path=f["path"], format=f["format"], rank=t.meta.rank, bytes=f["bytes"],
@@ -69,7 +75,25 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
     warnings += [WarningEntry(code=w.code, rank=None, count=w.count, message=w.message)
                  for w in t.meta.input_warnings]
     return RankAnalysis(rank=t.meta.rank, source=t.meta.source, inputs=inputs, result=result,
-                        collectives=collectives, comm=_comm_table(t, exp), findings=findings, warnings=warnings)
+                        collectives=collectives, comm=comm, findings=findings, warnings=warnings,
+                        host=t.meta.host, groups=_groups(t.meta.pg_config))
+
+
+def _groups(pg_config: list[dict]) -> dict[str, tuple[int, ...]]:
+    """Member ranks per process group name, from ``distributedInfo.pg_config``. A list shorter than the group
+    (truncated by the profiler) or unreadable leaves that group's members unknown rather than guessed."""
+    out = {}
+    for pg in pg_config:
+        name, ranks = pg.get("pg_name"), pg.get("ranks")
+        if isinstance(ranks, str):           # kineto on-demand writes "[0, 1, ...]"
+            ranks = [int(x) for x in re.findall(r"-?\d+", ranks)]
+        if name is None or not isinstance(ranks, list) or not all(type(r) is int for r in ranks):
+            continue
+        size = pg.get("pg_size")
+        if type(size) is int and size != len(ranks):
+            continue
+        out[str(name)] = tuple(sorted(set(ranks)))
+    return out
 
 
 def _comm_table(t: RankTrace, exp) -> dict[str, np.ndarray]:
@@ -79,6 +103,16 @@ def _comm_table(t: RankTrace, exp) -> dict[str, np.ndarray]:
     start = exp["start_ns"].to_numpy()
     out = {"step": exp["step"].to_numpy(), "start_ns": start, "end_ns": start + exp["duration_ns"].to_numpy(),
            "exposed_ns": exp["exposed_ns"].to_numpy()}
+    dev = exp["device_idx"].to_numpy()
+    host_end = t.host_ops["end_ns"].to_numpy()
+    if len(dev) and (dev >= 0).all():
+        launch = t.device_ops["launch_idx"].to_numpy()[dev]
+        out["stream"] = t.device_ops["stream"].to_numpy()[dev].astype(np.int64)
+        out["launch_ns"] = np.where(launch >= 0, host_end[np.maximum(launch, 0)] if len(host_end) else -1, -1)
+    else:
+        # CPU-only gloo collectives run on whichever worker thread is free: one order per rank, no launch.
+        out["stream"] = np.full(len(rows), -1, dtype=np.int64)
+        out["launch_ns"] = np.full(len(rows), -1, dtype=np.int64)
     for c in ("op", "dtype", "bytes", "group_size", "pg_name", "pg_desc", "seq"):
         out[c] = coll[c].to_numpy()[rows]
     return {c: np.ascontiguousarray(out[c]) for c in COMM_COLUMNS}

@@ -1,33 +1,76 @@
 """Run-level analyzers: every rank's :class:`~..seam.RankAnalysis` in, the Report out.
 
 They never see a trace. ``combine`` puts the ranks' shares together (in rank order, whatever order they
-came in), runs the analyses across ranks (``summary``: the run's totals and pattern majority; ``straggler``)
-and words every finding once (analyzers/wording.py).
+came in), runs the analyses across ranks (``summary``: the run's totals and pattern majority; ``straggler``:
+step and compute times; ``crossrank``: matched collectives, clocks, wait versus transfer, the rank the others
+wait for, bandwidth) and words every finding once (analyzers/wording.py).
 """
 
 from __future__ import annotations
 
 from typing import Iterable
 
-from ...contract import Report
+import msgspec
+
+from ...contract import InputFile, Report, WarningEntry
+from ...nccl_records import NcclInputs
 from ..seam import Context, RankAnalysis
 from ..wording import diagnosis
-from . import straggler, summary
+from . import crossrank, straggler, summary, transport, transport_bw
 
 # Findings of one rank and step are listed in this order.
-_ORDER = {"no-gpu-activity": 0, "straggler": 1, "overlap-pattern": 2, "sync-stall": 3, "launch-order": 4,
-          "memcpy-bound": 5}
+_ORDER = {"nccl-transport": -1, "no-gpu-activity": 0, "clock-offset": 1, "straggler": 1, "overlap-pattern": 2,
+          "sync-stall": 3, "launch-order": 4, "memcpy-bound": 5}
 
 
-def combine(analyses: Iterable[RankAnalysis], context: Context | None = None) -> Report:
-    """The Report of a run from its ranks' analyses (any order; each rank's analysis once)."""
+def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
+            nccl: NcclInputs | None = None) -> Report:
+    """The Report of a run from its ranks' analyses (any order; each rank's analysis once); ``nccl``: the
+    run's NCCL logs and recorded NCCL settings, for the network transport verdict."""
     th = (context or Context()).thresholds
     ordered = sorted(analyses, key=RankAnalysis.sort_key)
-    ranks = [a.result for a in ordered]
+    across = crossrank.analyze(ordered, th)
+    ranks = [_with_waits(p, a.result, across.steps) for p, a in enumerate(ordered)]
     findings = [f for a in ordered for f in a.findings]
-    findings += straggler.find(ranks, th)
+    late = {f.rank for f in across.findings if f.id == "straggler"}
+    # The rank the others wait for has one straggler entry: the cross-rank one, which names the cause.
+    findings += [f for f in straggler.find(ranks, th) if f.rank not in late]
+    findings += across.findings
+    nccl = nccl or NcclInputs()
+    # Bandwidth over transfer times of collectives matched across ranks when there are some, else from each
+    # rank's own durations.
+    rows, source = _cross_rank_rows(across.cross, th.transport_min_bytes), "cross-rank"
+    if not rows:
+        rows, source = transport_bw.rows_from_comm(ordered, th.transport_min_bytes), "comm-table"
+    net, found = transport.analyze(nccl.logs, nccl.env, rows, th, source=source)
+    if found is not None:
+        findings.append(found)
     findings.sort(key=lambda f: (f.rank, -1 if f.step is None else f.step, _ORDER.get(f.id, 9)))
-    return Report(inputs=[i for a in ordered for i in a.inputs], ranks=ranks, summary=summary.summarize(ranks),
-                  collectives=[c for a in ordered for c in a.collectives],
-                  warnings=[w for a in ordered for w in a.warnings],
-                  diagnoses=[diagnosis(f) for f in findings])
+    inputs = [i for a in ordered for i in a.inputs]
+    listed = {i.path for i in inputs}
+    inputs += [InputFile(path=log.path, format="nccl-log", rank=-1, bytes=log.bytes, rank_rule="none")
+               for log in nccl.logs if log.path not in listed]
+    warnings = [w for a in ordered for w in a.warnings] + across.warnings
+    warnings += [WarningEntry(code=code, rank=None, count=n, message=message) for code, n, message in nccl.notes]
+    return Report(inputs=inputs, ranks=ranks, summary=summary.summarize(ranks),
+                  collectives=[c for a in ordered for c in a.collectives], warnings=warnings,
+                  diagnoses=[diagnosis(f) for f in findings], transport=net, cross_rank=across.cross)
+
+
+def _cross_rank_rows(cross, min_bytes: int) -> list:
+    """Transport bandwidth rows from the matched collectives (their busbw over the transfer time)."""
+    if cross is None:
+        return []
+    return [transport_bw.Row(c.op, c.bytes, c.group_size, c.busbw_gbps, None) for c in cross.collectives
+            if c.busbw_gbps is not None and c.bytes is not None and c.bytes >= min_bytes and c.group_size >= 2]
+
+
+def _with_waits(pos: int, result, sums: dict):
+    """The rank's result with each step's cross-rank sums (a copy: analyses are never changed)."""
+    if not sums:
+        return result
+    steps = []
+    for s in result.steps:
+        got = sums.get((pos, -1 if s.step is None else s.step))
+        steps.append(s if got is None else msgspec.structs.replace(s, **{k: int(v) for k, v in got.items()}))
+    return msgspec.structs.replace(result, steps=steps)

@@ -1,0 +1,145 @@
+"""Across ranks: matched collectives, aligned clocks, wait versus transfer, the straggler and bus bandwidth.
+
+It sees the ranks' collective tables (RankAnalysis.comm), never a trace: ``match`` keys and validates the
+instances, ``clocks`` estimates each rank's (or host's) clock offset from their end times, ``waits`` splits
+every instance into wait and transfer, ``straggler`` names the rank the others wait for and ``bandwidth``
+gives algbw/busbw. Everything is vectorised over the concatenated table (bench/bench_combine.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ....contract import CrossRank, Matching, MatchedCollective, RankAcross, WarningEntry
+from ...seam import RankAnalysis
+from ...thresholds import Thresholds
+from ...wording import Finding
+from . import bandwidth, clocks, match, straggler, waits
+
+
+@dataclass
+class Outcome:
+    cross: CrossRank | None = None
+    findings: list[Finding] = field(default_factory=list)
+    warnings: list[WarningEntry] = field(default_factory=list)
+    steps: dict = field(default_factory=dict)      # (rank position, step) -> {wait, transfer, exposed_wait}
+
+
+def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
+    """The cross-rank analysis of ranks in report order; nothing for fewer than two."""
+    if len(ordered) < 2:
+        return Outcome()
+    tab = match.concat(ordered)
+    ranks = np.array([a.rank for a in ordered], dtype=np.int64)
+    groups: dict[str, tuple[int, ...]] = {}
+    for a in ordered:
+        for name, members in a.groups.items():
+            groups.setdefault(name, members)
+    m = match.match(tab, ranks, groups)
+    c, rows = tab.cols, m.rows
+    pos = tab.pos[rows]
+    n_inst = len(m.starts)
+    cnt = np.diff(np.append(m.starts, len(rows)))
+    inst = np.repeat(np.arange(n_inst), cnt)
+    size = np.maximum.reduceat(c["bytes"][rows], m.starts) if n_inst else np.empty(0, np.int64)
+    recorded = np.maximum.reduceat(c["group_size"][rows], m.starts) if n_inst else np.empty(0, np.int64)
+    group = np.where(recorded > 0, recorded, cnt)
+    hosts = [a.host for a in ordered]
+    clk = clocks.estimate(pos, inst, c["end_ns"][rows], size >= th.bandwidth_min_bytes, hosts, th)
+    w = waits.compute(c["start_ns"][rows], c["end_ns"][rows], c["exposed_ns"][rows], clk.offset[pos],
+                      clk.applied[pos], m.starts)
+    out = Outcome(warnings=list(m.warnings))
+    out.steps = waits.per_rank_step(pos, c["step"][rows], {
+        "wait_ns": w.wait, "transfer_ns": w.transfer[w.inst], "exposed_wait_ns": w.exposed_wait})
+
+    first = rows[m.starts] if n_inst else np.empty(0, np.int64)
+    ops = [tab.names["op"][k] if k >= 0 else None for k in c["op"][first].tolist()]
+    algbw, busbw = bandwidth.per_instance(ops, size, group, w.transfer)
+    last_pos = np.where(w.last >= 0, pos[np.maximum(w.last, 0)], -1) if n_inst else np.empty(0, np.int64)
+    inst_wait = np.add.reduceat(w.wait, m.starts) if n_inst else np.empty(0, np.int64)
+    out.cross = CrossRank(
+        reference_rank=int(ranks[clk.reference]),
+        ranks=_ranks(ordered, pos, inst, w, clk, last_pos),
+        collectives=_collectives(tab, m, first, ranks, pos, ops, size, group, w, last_pos, inst_wait, algbw, busbw),
+        bandwidth=bandwidth.summary(ops, size, group, algbw, busbw, th.bandwidth_min_bytes),
+        matching=Matching(key=m.key, matched=n_inst, unmatched=m.unmatched,
+                          missing_ranks=_missing(ordered, ranks, groups)))
+    if n_inst:
+        last_row = np.maximum(w.last, 0)
+        delay = np.where((w.last >= 0) & (c["launch_ns"][rows][last_row] >= 0),
+                         c["start_ns"][rows][last_row] - c["launch_ns"][rows][last_row], -1)
+        wait_last = np.where(w.last >= 0, w.wait[last_row], 0)
+        found = straggler.find([a.result for a in ordered], last_pos, w.skew, inst_wait - wait_last,
+                               c["step"][rows][last_row], delay, cnt, th)
+        if found is not None:
+            out.findings.append(found)
+    out.findings += _clock_findings(ordered, clk, pos, th)
+    return out
+
+
+def _ranks(ordered, pos, inst, w, clk, last_pos) -> list[RankAcross]:
+    n = len(ordered)
+    matched = np.bincount(pos, minlength=n)
+    wait = np.bincount(pos, weights=w.wait, minlength=n)
+    transfer = np.bincount(pos, weights=w.transfer[inst], minlength=n) if len(inst) else np.zeros(n)
+    exposed_wait = np.bincount(pos, weights=w.exposed_wait, minlength=n)
+    late = np.bincount(last_pos[last_pos >= 0], minlength=n)
+    return [RankAcross(rank=a.rank, host=a.host, clock_offset_ns=clk.estimate[p], clock_spread_ns=clk.spread[p],
+                       clock_corrected=bool(clk.applied[p]), matched=int(matched[p]), wait_ns=int(wait[p]),
+                       transfer_ns=int(transfer[p]), exposed_wait_ns=int(exposed_wait[p]), late_count=int(late[p]))
+            for p, a in enumerate(ordered)]
+
+
+def _collectives(tab, m, first, ranks, pos, ops, size, group, w, last_pos, inst_wait, algbw, busbw) -> list:
+    c = tab.cols
+    pgs = [tab.names["pg_name"][k] if k >= 0 else None for k in c["pg_name"][first].tolist()]
+    steps = c["step"][first].tolist()
+    bounds = np.append(m.starts, len(pos)).tolist()
+    member_ranks = ranks[pos].tolist()
+    out = []
+    for i in np.lexsort((np.arange(len(first)), w.start)).tolist():
+        out.append(MatchedCollective(
+            pg=pgs[i], seq=int(m.order[i]), step=None if steps[i] < 0 else steps[i], op=ops[i],
+            bytes=None if size[i] < 0 else int(size[i]), group_size=int(group[i]),
+            ranks=member_ranks[bounds[i]:bounds[i + 1]],
+            last_rank=None if last_pos[i] < 0 else int(ranks[last_pos[i]]),
+            arrival_skew_ns=None if w.skew[i] < 0 else int(w.skew[i]), transfer_ns=int(w.transfer[i]),
+            wait_ns=int(inst_wait[i]), algbw_gbps=algbw[i], busbw_gbps=busbw[i]))
+    return out
+
+
+def _missing(ordered, ranks: np.ndarray, groups: dict) -> list[int]:
+    present = set(ranks.tolist())
+    world = max((a.result.world_size or 0 for a in ordered), default=0)
+    wanted = set(range(world))
+    for members in groups.values():
+        wanted.update(members)
+    return sorted(wanted - present)
+
+
+def _clock_findings(ordered, clk: clocks.Clocks, pos: np.ndarray, th: Thresholds) -> list[Finding]:
+    """One ``clock-offset`` finding: the offsets applied, or those that could not be."""
+    has_rows = np.bincount(pos, minlength=len(ordered)) > 0
+    units: dict = {}
+    for p, a in enumerate(ordered):
+        if p == clk.reference or (clk.unit[p] is not None and clk.unit[p] == clk.unit[clk.reference]):
+            continue
+        key = clk.unit[p] if clk.unit[p] is not None else f"rank {a.rank}"
+        u = units.setdefault(key, {"host": clk.unit[p], "ranks": [], "offset_ns": clk.estimate[p],
+                                   "spread_ns": clk.spread[p], "corrected": bool(clk.applied[p]), "seen": False})
+        u["ranks"].append(a.rank)
+        u["seen"] |= bool(has_rows[p])
+    rows = [{k: v for k, v in u.items() if k != "seen"} for u in units.values() if u["seen"]]
+    unsure = [u for u in rows if not u["corrected"]]
+    moved = [u for u in rows if u["corrected"] and abs(u["offset_ns"]) >= th.clock_min_offset_ns]
+    if not unsure and not moved:
+        return []
+    ref = ordered[clk.reference]
+    evidence = {"reference_rank": ref.rank, "reference_host": ref.host, "per_host": clk.unit[0] is not None,
+                "units": rows, "corrected_units": moved, "uncertain_units": unsure, "corrected": len(moved),
+                "uncertain": len(unsure), "max_spread_ns": th.clock_max_spread_ns}
+    verdict, severity = ("uncertain", "warning") if unsure else ("corrected", "info")
+    return [Finding(id="clock-offset", severity=severity, rank=ref.rank, step=None, verdict=verdict,
+                    evidence=evidence)]

@@ -1,0 +1,79 @@
+"""What an NCCL debug log says, as records: the parser (parsers/nccl_log.py) fills them and the transport
+analyzer (analyzers/run/transport.py) decides on them. Plain data, no heavy imports.
+
+A record is one recognised line: its ``kind``, where it is (file, 1-based line number, text), the process
+that printed it (host, pid, device, from the ``host:pid:tid [dev]`` prefix when the line has one) and the
+few values the line states (``data``). Lines of no interest are not kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Record kinds (docs/metrics.md, "Network transport", lists the line each one comes from).
+VERSION = "version"              # NCCL version 2.18.3+cuda12.2                data: version (tuple)
+NET = "net"                      # Using network IB                             data: name
+SOCKET = "socket"                # NET/Socket : Using [0]eth0:10.0.0.1<0>       data: interfaces
+BOOTSTRAP = "bootstrap"          # Bootstrap : Using eth0:10.0.0.1<0>           data: interfaces
+IB = "ib"                        # NET/IB : Using [0]mlx5_0:1/IB ; OOB ...      data: devices
+NO_IB = "no-ib"                  # NET/IB : No device found.
+VERBS_FAIL = "verbs-fail"        # Failed to open libibverbs.so[.1] / Count not open <lib> (2.30)
+PLUGIN_MISSING = "plugin-missing"  # NET/Plugin : No plugin found / Plugin load (x) returned 2   data: name
+PLUGIN_LOADED = "plugin-loaded"  # Successfully loaded external plugin x       data: name
+PLUGIN_INIT = "plugin-init"      # Initialized NET plugin IB (2.27+)            data: name
+PLUGIN_INIT_FAIL = "plugin-init-fail"  # Failed to initialize NET plugin IB (2.27+)  data: name
+PLUGIN_ASSIGNED = "plugin-assigned"    # Assigned NET plugin Socket to comm (2.27+)  data: name
+OFI = "ofi"                      # NET/OFI Selected Provider is efa (found 16 nics)  data: provider
+CONN = "conn"                    # Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA
+COMM = "comm"                    # comm 0x.. rank 0 nRanks 16 nNodes 2 / Init START / rank 0 nranks 4
+ENV = "env"                      # NCCL_IB_DISABLE set by environment to 1.     data: name, value
+GDR_HCA = "gdr-hca"              # NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'
+WARN = "warn"                    # any NCCL WARN line                            data: message
+
+
+@dataclass(eq=False)          # a line is itself: records are compared (and hashed) by identity
+class Record:
+    kind: str
+    file: str
+    line: int
+    text: str
+    host: str | None = None
+    pid: str | None = None
+    device: int | None = None
+    data: dict = field(default_factory=dict)
+
+    @property
+    def process(self) -> tuple:
+        """The process that printed the line; a line without a prefix belongs to its file."""
+        return (self.host, self.pid) if self.pid is not None else (self.file,)
+
+
+@dataclass
+class NcclLog:
+    """One NCCL log file: its recognised lines and what reading it met."""
+
+    path: str
+    bytes: int
+    records: list[Record] = field(default_factory=list)
+    nccl_lines: int = 0              # lines with NCCL INFO / NCCL WARN / NCCL version
+    replaced: int = 0                # bytes that were not UTF-8 (decoded as U+FFFD)
+    truncated: bool = False          # the last line had no line end and was left out
+
+
+@dataclass
+class EnvSetting:
+    """An NCCL variable recorded outside the logs (collect manifest, nsys export): where, name, value."""
+
+    source: str
+    name: str
+    value: str
+
+
+@dataclass
+class NcclInputs:
+    """Everything the transport verdict reads besides bandwidth: the parsed logs, the NCCL settings recorded
+    elsewhere, and notes about the inputs (code, count, message) for the report's warnings."""
+
+    logs: list[NcclLog] = field(default_factory=list)
+    env: list[EnvSetting] = field(default_factory=list)
+    notes: list[tuple[str, int, str]] = field(default_factory=list)

@@ -1,0 +1,290 @@
+"""NCCL debug logs (``NCCL_DEBUG=INFO``) into records: which lines say what about the network transport.
+
+A log is recognised by its content (`` NCCL INFO ``, ``NCCL WARN``, ``NCCL version``), never by its name.
+Lines of many ranks may interleave in one file (a launcher's combined output), behind any launcher prefix
+(``[1,7]<stdout>:``, ``[0] ``, a timestamp): the ``host:pid:tid [dev]`` prefix NCCL writes is looked for in
+front of the marker. Windows line ends, bytes that are not UTF-8 (decoded as U+FFFD and counted) and a last
+line cut short (no line end: left out, since its tail may be missing) are tolerated. Nothing here decides a
+verdict: that is analyzers/run/transport.py. Line patterns: docs/metrics.md, "Network transport".
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .. import nccl_records as K
+from ..nccl_records import EnvSetting, NcclInputs, NcclLog, Record
+from ..rundir_layout import MANIFEST, NCCL_LOGS
+
+SNIFF_BYTES = 1 << 16                   # how much of a file's head decides whether it is an NCCL log
+LOG_SUFFIXES = (".log", ".txt", ".out", ".err")   # named files that are meant as logs, NCCL or not
+# NCCL's marker follows the line start, a prefix ending in "] " ("host:pid:tid [dev] ", a launcher's "[1,7]"
+# or a timestamp) or a WARN's "file.cc:63 ": a document quoting log lines ("`NCCL INFO ...`") is not a log.
+_HEAD_MARK = re.compile(rb"(?:^|\] |:\d+ )NCCL (?:INFO|WARN)(?: |$)|^\s*NCCL version \d", re.MULTILINE)
+_MARK = re.compile(r"(?:^|\] |:\d+ )NCCL (INFO|WARN)(?: |$)")
+_PREFIX = re.compile(r"([^\s:]+):(\d+):(\d+) \[(\d+)\]")
+_VERSION = re.compile(r"NCCL version (\d+)\.(\d+)\.(\d+)")
+_IFACE = re.compile(r"(?:^|\s)(?:\[\d+\])?([^\s:\[\]]+):")
+_IB_DEV = re.compile(r"\[\d+\]([^\s:\[\]]+):(\d+)/(\w+)")
+_CONN = re.compile(r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[[0-9a-fx]+\])? -> (\d+)(?:\[[0-9a-fx]+\])?"
+                   r"(?: \[(send|receive)\])? via (.+?)\s*$")
+_COLLNET = re.compile(r"^CollNet (\d+)(?:/\d+)? : (\d+) \[(send|receive)\] via (\S+)")
+_NET_VIA = re.compile(r"^NET/(.+?)/(\d+)(?:\(\d+\))?(/GDRDMA(?:\(PCI\))?)?")
+_COMM_TOPO = re.compile(r"comm (0x[0-9a-fA-F]+) rank (\d+) nRanks (\d+) nNodes (\d+)(?: localRanks (\d+))?")
+_COMM_INIT = re.compile(r"comm (0x[0-9a-fA-F]+) rank (\d+) nranks (\d+)\b.*- Init (START|COMPLETE)")
+_COMM_ID = re.compile(r"commId (0x[0-9a-fA-F]+)")
+_OLD_RANK = re.compile(r"^rank (\d+) nranks (\d+)\s*$")
+_ENV = re.compile(r"^(NCCL_[A-Z0-9_]+) set (?:by environment )?to (.*?)\s*$")
+_NET_RESET = re.compile(r"netName reset to NCCL_NET=(\S+)")
+
+# (kind, pattern on the message after the marker, group holding the name or None), tried in order.
+_SIMPLE = (
+    (K.GDR_HCA, re.compile(r"^NET/(\S+?) ?: ?GPU Direct RDMA (Enabled|Disabled) for HCA \d+ '([^']*)'"), None),
+    (K.NET, re.compile(r"^Using network (.+?)\s*$"), 1),
+    (K.NO_IB, re.compile(r"NET/IB ?: ?No device found|Net/IB: call to devices\(\) returned 0 devices"), None),
+    (K.VERBS_FAIL, re.compile(r"Failed to open (\S*ibverbs\S*)|Count not open (\S+)|Could not open (\S*ibverbs\S*)"),
+     None),
+    (K.PLUGIN_INIT_FAIL, re.compile(r"^Failed to initialize NET plugin (\S+)"), 1),
+    (K.PLUGIN_INIT, re.compile(r"^Initialized NET plugin (\S+)"), 1),
+    (K.PLUGIN_ASSIGNED, re.compile(r"^Assigned NET plugin (\S+) to comm"), 1),
+    (K.PLUGIN_LOADED, re.compile(r"Successfully loaded external (?:network )?plugin (\S+)|"
+                                 r"^NET/Plugin ?: ?Loaded (?:net|network) plugin (\S+)"), None),
+    (K.PLUGIN_MISSING, re.compile(r"^NET/Plugin ?: ?No plugin found(?: \(([^)\s]+)\))?|^No network plugin found|"
+                                  r"^NET/Plugin ?: ?Plugin load \(([^)\s]+)\) returned|"
+                                  r"^NET/Plugin ?: ?Could not find:? (\S+?)\.?$"), None),
+    (K.OFI, re.compile(r"^NET/OFI Selected [Pp]rovider is (\S+)"), 1),
+)
+
+
+def maybe_log(path: Path) -> bool:
+    """Whether a file found in a folder is worth sniffing: a log folder's file, or a name a text log has
+    (a log suffix, ``.stdout``/``.stderr``, or none). Checkpoints and other large binaries are not read."""
+    suffix = path.suffix.lower()
+    return path.parent.name == NCCL_LOGS or suffix in LOG_SUFFIXES + (".stdout", ".stderr") or not suffix
+
+
+def sniff(path: Path) -> str | None:
+    """``"nccl"`` when the head of a file has NCCL log lines, ``"binary"`` when it holds NUL bytes, ``"empty"``
+    for an empty file, else None (text without NCCL lines, or a file that cannot be read)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+    except OSError:
+        return None
+    if not head:
+        return "empty"
+    if b"\x00" in head:
+        return "binary"
+    return "nccl" if _HEAD_MARK.search(head) else None
+
+
+def parse(path: Path | str) -> NcclLog:
+    """The records of one log. A file that cannot be read or holds NUL bytes gives a log without NCCL lines
+    (the caller skips it with a warning)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return NcclLog(path=str(path), bytes=0)
+    return parse_bytes(data, str(path))
+
+
+def parse_bytes(data: bytes, name: str) -> NcclLog:
+    """The records of a log's content (``name``: what evidence lines cite as its file)."""
+    log = NcclLog(path=name, bytes=len(data))
+    if b"\x00" in data[:SNIFF_BYTES]:
+        return log
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+        # Real U+FFFD characters in the file are not replacements; count only what decoding replaced.
+        log.replaced = text.count("\ufffd") - data.count("\ufffd".encode())
+    lines = text.split("\n")
+    if lines[-1]:
+        log.truncated = True
+    for number, raw in enumerate(lines[:-1], start=1):
+        rec = parse_line(raw.rstrip("\r"), name, number)
+        if rec is not None:
+            log.nccl_lines += 1
+            if rec.kind:
+                log.records.append(rec)
+    return log
+
+
+def parse_line(text: str, file: str = "", number: int = 0) -> Record | None:
+    """The record of one line: None for a line that is not NCCL's, a record with an empty kind for an NCCL
+    line that says nothing about the transport."""
+    m = _MARK.search(text)
+    if m is None:
+        v = _VERSION.match(text.strip())
+        return None if v is None else Record(K.VERSION, file, number, text.strip(),
+                                             data={"version": tuple(map(int, v.groups()))})
+    rec = Record("", file, number, text.strip())
+    p = None
+    for p in _PREFIX.finditer(text, 0, m.end()):
+        pass
+    if p is not None:
+        rec.host, rec.pid, rec.device = p.group(1), p.group(2), int(p.group(4))
+    msg = text[m.end():].strip()
+    _classify(rec, msg, m.group(1) == "WARN")
+    return rec
+
+
+# Every line of interest has one of these words; most INFO lines (trees, rings, tuning) have none and are
+# passed over with one search instead of every pattern.
+_WORTH = re.compile(r"via |comm |^rank |NCCL_|^NET|^Net/IB|^Bootstrap|Using network|NET plugin|plugin|ibverbs|"
+                    r"Count not open|version|Provider")
+
+
+def _classify(rec: Record, msg: str, warn: bool) -> None:
+    if not _WORTH.search(msg):
+        if warn:
+            rec.kind, rec.data = K.WARN, {"message": msg}
+        return
+    if v := _VERSION.search(msg):
+        rec.kind, rec.data = K.VERSION, {"version": tuple(map(int, v.groups()))}
+        return
+    if _conn(rec, msg) or _comm(rec, msg) or _env(rec, msg) or _interfaces(rec, msg):
+        return
+    for kind, pattern, group in _SIMPLE:
+        if m := pattern.search(msg):
+            rec.kind = kind
+            name = m.group(group) if group else next((g for g in m.groups() if g), None)
+            if kind == K.GDR_HCA:
+                rec.data = {"net": m.group(1), "enabled": m.group(2) == "Enabled", "hca": m.group(3)}
+            elif name is not None:
+                rec.data = {"name": name}
+            return
+    if warn:
+        rec.kind, rec.data = K.WARN, {"message": msg}
+
+
+def _interfaces(rec: Record, msg: str) -> bool:
+    for kind, pattern in ((K.SOCKET, r"^NET/Socket ?: ?Using (.*)$"), (K.BOOTSTRAP, r"^Bootstrap ?: ?Using (.*)$"),
+                          (K.BOOTSTRAP, r"^NET ?: ?Using interface (.*)$")):   # 2.3: sockets and bootstrap
+        if m := re.match(pattern, msg):
+            rec.kind, rec.data = kind, {"interfaces": _IFACE.findall(m.group(1))}
+            return True
+    m = re.match(r"^NET/IB ?: ?(?:Using (.*)|(\[\d+\] ?\S.*))$", msg)
+    if m and not (m.group(1) or "").startswith("interface "):       # 2.3: "Using interface X for sideband"
+        body = m.group(1) or m.group(2)
+        devices = [d for d, _, _ in _IB_DEV.findall(body)] or re.findall(r"^\[\d+\] ?([A-Za-z0-9_]+)", body)
+        if devices:
+            rec.kind = K.IB
+            rec.data = {"devices": devices, "links": [link for _, _, link in _IB_DEV.findall(body)]}
+            return True
+    return False
+
+
+def _conn(rec: Record, msg: str) -> bool:
+    m = _CONN.search(msg)
+    if m:
+        src, dst, via = int(m.group(2)), int(m.group(3)), m.group(5)
+    elif m := _COLLNET.search(msg):
+        src, dst, via = int(m.group(2)), None, m.group(4)
+    else:
+        return False
+    data = {"from": src, "to": dst, "via": via}
+    if n := _NET_VIA.match(via):
+        data.update(transport="NET", net=n.group(1), gdr=bool(n.group(3)), label=f"NET/{n.group(1)}")
+    elif via.startswith("COLLNET"):
+        data.update(transport="COLLNET", gdr="GDRDMA" in via, label="COLLNET")
+    elif via.startswith("P2P"):
+        data.update(transport="P2P", label="/".join(via.split("/")[:2]))
+    elif via.startswith("SHM") or via == "direct shared memory":
+        data.update(transport="SHM", label="SHM")
+    elif via.startswith("NVLS"):
+        data.update(transport="NVLS", label="NVLS")
+    else:
+        data.update(transport="other", label=via.split("/")[0])
+    rec.kind, rec.data = K.CONN, data
+    return True
+
+
+def _comm(rec: Record, msg: str) -> bool:
+    if m := _COMM_TOPO.search(msg):
+        rec.data = {"comm": m.group(1), "rank": int(m.group(2)), "nranks": int(m.group(3)),
+                    "nnodes": int(m.group(4)), "local_ranks": int(m.group(5)) if m.group(5) else None}
+    elif m := _COMM_INIT.search(msg):
+        cid = _COMM_ID.search(msg)
+        rec.data = {"comm": m.group(1), "rank": int(m.group(2)), "nranks": int(m.group(3)),
+                    "comm_id": cid.group(1) if cid else None}
+    elif m := _OLD_RANK.match(msg):
+        rec.data = {"comm": None, "rank": int(m.group(1)), "nranks": int(m.group(2))}
+    else:
+        return False
+    rec.kind = K.COMM
+    return True
+
+
+def _env(rec: Record, msg: str) -> bool:
+    if m := _ENV.match(msg):
+        value = m.group(2)
+        # Integer settings are echoed with a full stop ("... to 1."); names and lists are not.
+        if value.endswith(".") and value[:-1].lstrip("-").isdigit():
+            value = value[:-1]
+        rec.kind, rec.data = K.ENV, {"name": m.group(1), "value": value}
+        return True
+    if m := _NET_RESET.search(msg):
+        rec.kind, rec.data = K.ENV, {"name": "NCCL_NET", "value": m.group(1)}
+        return True
+    return False
+
+
+# ------------------------------------------------------------------------------------------ the run's logs
+
+_ENV_KEPT = ("WORLD_SIZE", "LOCAL_WORLD_SIZE")      # besides NCCL_*: whether the job spans nodes
+
+
+def inputs(paths: list[Path], skipped: list[tuple[Path, str]], traces=()) -> NcclInputs:
+    """The run's NCCL logs parsed (``paths``, the logs a collect manifest lists for the traces, the NCCL
+    output an nsys export captured), the NCCL settings recorded beside them (each trace's environment: nsys
+    export or manifest; for logs alone, the manifest of their run directory), and notes about what could
+    not be read."""
+    from . import rundir
+
+    wanted = {Path(p).resolve(): Path(p) for p in paths}
+    for t in traces:
+        for side in t.meta.side_files:
+            if side.get("format") == "nccl-log":
+                wanted.setdefault(Path(side["path"]).resolve(), Path(side["path"]))
+    out = NcclInputs()
+    for t in traces:
+        out.env += [EnvSetting(t.meta.source, k, v) for k, v in t.meta.env.items()
+                    if k.startswith("NCCL_") or k in _ENV_KEPT]
+    if not traces:
+        for folder in dict.fromkeys(p.parent.parent for p in wanted.values() if p.parent.name == NCCL_LOGS):
+            m = rundir.read_manifest(folder)
+            for entry in (m or {}).get("ranks", []) + ([m] if m else []):
+                out.env += [EnvSetting(str(folder / MANIFEST), k, str(v)) for k, v in (entry.get("env") or {}).items()
+                            if k.startswith("NCCL_") or k in _ENV_KEPT]
+    for t in traces:        # NCCL output the trace captured itself (nsys ProcessStreams)
+        out.logs += [log for log in (parse_bytes(text.encode(), name) for name, text in t.meta.nccl_text)
+                     if log.nccl_lines]
+    skipped = list(skipped)
+    for path in sorted(wanted.values()):
+        log = parse(path)
+        if log.nccl_lines:
+            out.logs.append(log)
+        else:
+            skipped.append((path, "no NCCL lines"))
+    if skipped:
+        from . import describe_skipped
+
+        out.notes.append(("nccl-log-skipped", len(skipped), describe_skipped(skipped, what="NCCL logs")))
+    bad = [log for log in out.logs if log.replaced]
+    if bad:
+        out.notes.append(("nccl-log-undecodable", sum(log.replaced for log in bad),
+                          f"bytes that are not UTF-8 read as U+FFFD in {_names(bad)}"))
+    cut = [log for log in out.logs if log.truncated]
+    if cut:
+        out.notes.append(("nccl-log-truncated", len(cut), f"last line without a line end left out (cut short "
+                                                          f"while written?) in {_names(cut)}"))
+    return out
+
+
+def _names(logs: list[NcclLog], most: int = 4) -> str:
+    names = [Path(log.path).name for log in logs]
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
