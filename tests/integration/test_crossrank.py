@@ -4,6 +4,8 @@ numbers."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 import tracelens
@@ -115,12 +117,12 @@ def test_offsets_per_rank_without_host_names(tmp_path):
     assert c.evidence["corrected_units"][0]["ranks"] == [1]
 
 
-def test_uncertain_offsets_are_not_applied():
-    # The bundled straggler sample is not coupled (each rank's all-reduces last 1 ms whatever the others do)
-    # and rank 3 computes 1.3x slower, so its end times drift against rank 0's by more than 50 µs: its offset
-    # is not applied and its collectives get no skew. Ranks 1 and 2 run rank 0's timing, with offsets
-    # 250_001 and -99_999 ns (generator): estimated exactly.
-    rep = tracelens.analyze(tracelens.load(str(SAMPLES / "straggler")))
+def test_uncertain_offsets_are_not_applied(tmp_path):
+    # The straggler scenario uncoupled (each rank's all-reduces last 1 ms whatever the others do) and rank 3
+    # computing 1.3x slower, so its end times drift against rank 0's by more than 50 µs: its offset is not
+    # applied and its collectives get no skew. Ranks 1 and 2 run rank 0's timing, with offsets 250_001 and
+    # -99_999 ns (generator): estimated exactly.
+    rep = _report(replace(synth.SCENARIOS["straggler"], coupled=False, hosts=[]), tmp_path)
     cr = rep.cross_rank
     got = {x.rank: (x.clock_offset_ns, x.clock_corrected) for x in cr.ranks}
     assert got[1] == (250_001, True) and got[2] == (-99_999, True) and got[3][1] is False
@@ -129,6 +131,15 @@ def test_uncertain_offsets_are_not_applied():
     assert c.severity == "warning" and c.evidence["uncertain_units"][0]["ranks"] == [3]
     # The step-time rule still names rank 3 (its cause needs no clock).
     assert [d.rank for d in of(rep, "straggler")] == [3]
+
+
+def test_the_straggler_sample_aligns_every_clock():
+    # The bundled sample: blocking all-reduces end together, each rank on its own host with the generator's
+    # clock offsets 0, 250_001, -99_999 and 1_000_003 ns; rank 3 (1.3x slower compute) arrives last at all 18.
+    cr = tracelens.analyze(tracelens.load(str(SAMPLES / "straggler"))).cross_rank
+    assert [(x.rank, x.host, x.clock_offset_ns, x.clock_corrected) for x in cr.ranks] == [
+        (0, "node0", 0, True), (1, "node1", 250_001, True), (2, "node2", -99_999, True), (3, "node3", 1_000_003, True)]
+    assert [x.late_count for x in cr.ranks] == [0, 0, 0, 18] and cr.matching.matched == 18
 
 
 def test_single_rank_has_no_cross_rank(tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -107,12 +108,20 @@ def test_corpus_nccl_annotations_without_gpu_events():
 
 # ------------------------------------------------------------------------------------------ stragglers
 
-def test_straggler_sentences_and_generator_truth():
-    rep = run(SAMPLES / "straggler")
+def _uncoupled_straggler(tmp_path):
+    """The straggler scenario with each rank's all-reduces independent of the others' (no waiting, hosts
+    unknown): no rank arrives last in a way that costs the others, so only the step-time rule can name rank 3."""
+    synth.write(replace(synth.SCENARIOS["straggler"], coupled=False, hosts=[]), tmp_path)
+    return tmp_path
+
+
+def test_straggler_sentences_and_generator_truth(tmp_path):
+    folder = _uncoupled_straggler(tmp_path)
+    rep = run(folder)
     (d,) = of(rep, "straggler")
     ev = d.evidence
     # Generator truth (metrics.expected): medians over each rank's 3 steps, then over the 4 ranks.
-    truth = json.loads((SAMPLES / "straggler" / "metrics.expected").read_text())["ranks"]
+    truth = json.loads((folder / "metrics.expected").read_text())["ranks"]
 
     def median(xs):
         xs = sorted(xs)
@@ -166,7 +175,18 @@ def test_balanced_runs_have_no_straggler(folder):
 
 def test_straggler_threshold(tmp_path):
     # Rank 3's compute is 29-30 % above the others': a 35 % bar lets it pass.
-    assert of(run(SAMPLES / "straggler", Thresholds(straggler_min_excess=0.35)), "straggler") == []
+    folder = _uncoupled_straggler(tmp_path)
+    assert [d.rank for d in of(run(folder), "straggler")] == [3]
+    assert of(run(folder, Thresholds(straggler_min_excess=0.35)), "straggler") == []
+
+
+def test_late_arrival_threshold():
+    # The bundled sample: rank 3 arrives last at all 18 all-reduces (6 buckets x 3 steps, generator), so a bar
+    # of 19 late arrivals, or of more than 100 % of them, lets it pass; the step-time rule is held off too.
+    loose = dict(straggler_min_excess=0.35)
+    assert [d.rank for d in of(run(SAMPLES / "straggler", Thresholds(**loose)), "straggler")] == [3]
+    assert of(run(SAMPLES / "straggler", Thresholds(straggler_min_late_count=19, **loose)), "straggler") == []
+    assert of(run(SAMPLES / "straggler", Thresholds(straggler_min_late_share=1.01, **loose)), "straggler") == []
 
 
 # ----------------------------------------------------------------------------------------- materiality
