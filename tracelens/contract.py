@@ -54,6 +54,11 @@ class StepMetrics(msgspec.Struct, kw_only=True):
     pattern: Optional[str] = None          # sawtooth | two-phase | serialized | partial | no-comm; null: comm
                                            # but no compute (nothing to overlap), or comm not measurable
     pattern_evidence: Optional[PatternEvidence] = None
+    # The overlap tax (docs/metrics.md, "Overlap tax"): compute slowed by the communication beside it.
+    overlap_tax_ns: int = 0                # sum of compared kernels' excess over their baseline
+    effective_exposed_ns: int = 0          # exposed_comm_ns + overlap_tax_ns
+    overlap_tax_compared: int = 0          # kernels overlapped by communication and compared with a baseline
+    overlap_tax_uncompared: int = 0        # ... and those without enough runs alone to compare
 
 
 class Totals(msgspec.Struct, kw_only=True):
@@ -68,6 +73,10 @@ class Totals(msgspec.Struct, kw_only=True):
     exposed_comm_fraction: Optional[float]
     memcpy_ns: int = 0
     memset_ns: int = 0
+    overlap_tax_ns: int = 0                # sums over the steps, as in StepMetrics
+    effective_exposed_ns: int = 0
+    overlap_tax_compared: int = 0
+    overlap_tax_uncompared: int = 0
 
 
 class PreCapture(msgspec.Struct, kw_only=True):
@@ -124,7 +133,8 @@ class Diagnosis(msgspec.Struct, kw_only=True):
     """One finding for one rank and step: a verdict, why it was given, and what to try."""
 
     id: str                                # overlap-pattern | sync-stall | launch-order | memcpy-bound |
-                                           # straggler | no-gpu-activity | nccl-transport
+                                           # straggler | no-gpu-activity | nccl-transport | overlap-tax |
+                                           # hidden-comm
     severity: str                          # info | warning | critical
     rank: int                              # nccl-transport: the lowest rank its evidence names, -1: none
     step: Optional[int]

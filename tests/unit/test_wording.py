@@ -51,7 +51,7 @@ def test_the_wording_passes_the_finding_through():
                                            "serialized-on-compute-stream", "serialized", "partial")),
         *(("sync-stall", v) for v in ("stall", "end-of-step", "brief")), ("launch-order", None),
         ("straggler", "step-time"), ("straggler", "compute-time"), ("no-gpu-activity", None),
-        ("memcpy-bound", None),
+        ("memcpy-bound", None), ("overlap-tax", None),
         *(("nccl-transport", v) for v in ("tcp_silent_fallback", "tcp_no_rdma", "tcp_deliberate", "tcp_suspected",
                                           "rdma_gdr", "rdma_host_staged", "rdma_init_only", "intra_node_only",
                                           "inconclusive", "unknown"))}
@@ -318,6 +318,43 @@ def test_memcpy_bound_wording():
     ("HtoD", 3_755_999, "host-to-device copies")])
 def test_memcpy_bound_advice_follows_the_direction(top, pageable, start):
     assert word("memcpy-bound", None, copy_ev(top_direction=top, pageable_ns=pageable)).advice.startswith(start)
+
+
+# ---------------------------------------------------------------------------------------- overlap-tax
+
+def tax_ev(**changes) -> dict:
+    """Hand-made overlap-tax evidence (the keys tax.finding writes), every value distinct."""
+    ev = {"overlap_tax_ns": 4_810_000, "duration_ns": 61_300_000, "tax_fraction": 0.0785, "steps": 4,
+          "overlap_ns": 22_040_000, "exposed_comm_ns": 1_230_000, "effective_exposed_ns": 6_040_000,
+          "compared": 17, "uncompared": 6, "impact_ns": 1_202_500, "material": True,
+          "kernels": [{"name": "void gemm_kernel<float>(float const*, float*)", "runs": 12, "baseline_ns": 101_000,
+                       "mean_ns": 143_000, "tax_ns": 3_970_000, "collective": "all_reduce"},
+                      {"name": "softmax_kernel", "runs": 5, "baseline_ns": 52_000, "mean_ns": 61_000,
+                       "tax_ns": 840_000, "collective": None}]}
+    return {**ev, **changes}
+
+
+def test_overlap_tax_wording():
+    ev = tax_ev()
+    d = word("overlap-tax", None, ev, step=None)
+    assert fields(rf"overlap tax: compute ran (?P<t>{NUM}) ms slower beside communication \((?P<p>\d+) % of step "
+                  r"time\)", d.title) == {"t": ms(ev["overlap_tax_ns"]), "p": pct(100 * ev["tax_fraction"])}
+    k0, k1 = ev["kernels"]
+    f = fields(rf"(?P<n>\d+) kernels under communication compared with their runs alone: gemm_kernel<float> ran "
+               rf"(?P<m0>{NUM}) ms instead of (?P<b0>{NUM}) ms alone under all-reduce \((?P<r0>\d+)×, (?P<t0>{NUM}) "
+               rf"ms\); softmax_kernel ran (?P<m1>{NUM}) ms instead of (?P<b1>{NUM}) ms alone \((?P<r1>\d+)×, "
+               rf"(?P<t1>{NUM}) ms\); hiding (?P<h>{NUM}) ms of communication cost (?P<t>{NUM}) ms, so it really "
+               rf"costs (?P<eff>{NUM}) ms \((?P<x>{NUM}) ms exposed \+ tax\); (?P<u>\d+) more overlapped kernels "
+               r"had too few runs alone to compare", d.detail)
+    assert f == {"n": str(ev["compared"]), "m0": ms(k0["mean_ns"]), "b0": ms(k0["baseline_ns"]), "r0": str(k0["runs"]),
+                 "t0": ms(k0["tax_ns"]), "m1": ms(k1["mean_ns"]), "b1": ms(k1["baseline_ns"]), "r1": str(k1["runs"]),
+                 "t1": ms(k1["tax_ns"]), "h": ms(ev["overlap_ns"]), "t": ms(ev["overlap_tax_ns"]),
+                 "eff": ms(ev["effective_exposed_ns"]), "x": ms(ev["exposed_comm_ns"]), "u": str(ev["uncompared"])}
+    for lever in ("NCCL_MAX_CTAS", "NCCL_NCHANNELS_PER_NET_PEER", "copy-engine collectives", "bucket_cap_mb",
+                  "CUDA_DEVICE_MAX_CONNECTIONS", "priority"):
+        assert lever in d.advice
+    # Every overlapped kernel compared: nothing said about the rest.
+    assert "too few runs" not in word("overlap-tax", None, tax_ev(uncompared=0), step=None).detail
 
 
 # ------------------------------------------------------------------------------------- nccl-transport

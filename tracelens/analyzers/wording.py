@@ -298,6 +298,33 @@ def memcpy_bound(f: Finding) -> tuple[str, str, str]:
             advice)
 
 
+# ----------------------------------------------------------------------------------- overlap-tax
+
+_TAX_LEVERS = ("give the collectives fewer SMs (NCCL_MAX_CTAS, NCCL_NCHANNELS_PER_NET_PEER) or move them to the "
+               "copy engines (NCCL 2.28+ copy-engine collectives, which use no SMs); fewer, larger buckets "
+               "(bucket_cap_mb) overlap fewer kernels; CUDA_DEVICE_MAX_CONNECTIONS and a higher-priority "
+               "compute stream decide which kernels the collectives share the GPU with")
+
+
+def _taxed(k: dict) -> str:
+    under = f" under {_NOUNS.get(k['collective'], k['collective'])}" if k["collective"] else ""
+    return (f"{_short(k['name'])} ran {_ms(k['mean_ns'])} instead of {_ms(k['baseline_ns'])} alone{under} "
+            f"({k['runs']}×, {_ms(k['tax_ns'])})")
+
+
+def overlap_tax(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    kernels = "; ".join(_taxed(k) for k in ev["kernels"])
+    n, u = ev["compared"], ev["uncompared"]
+    left = f"; {u} more overlapped kernel{'s' if u != 1 else ''} had too few runs alone to compare" if u else ""
+    return (f"overlap tax: compute ran {_ms(ev['overlap_tax_ns'])} slower beside communication "
+            f"({_pct(100 * ev['tax_fraction'])} of step time)",
+            f"{n} kernel{'s' if n != 1 else ''} under communication compared with their runs alone: {kernels}; "
+            f"hiding {_ms(ev['overlap_ns'])} of communication cost {_ms(ev['overlap_tax_ns'])}, so it really costs "
+            f"{_ms(ev['effective_exposed_ns'])} ({_ms(ev['exposed_comm_ns'])} exposed + tax){left}",
+            _TAX_LEVERS)
+
+
 # -------------------------------------------------------------------------------- nccl-transport
 
 def _quote(lines: list[dict]) -> str:
@@ -427,6 +454,7 @@ WORDING: dict[tuple[str, Optional[str]], Callable[[Finding], tuple[str, str, str
     ("straggler", "compute-time"): straggler_compute_time,
     ("no-gpu-activity", None): no_gpu_activity,
     ("memcpy-bound", None): memcpy_bound,
+    ("overlap-tax", None): overlap_tax,
     ("nccl-transport", "tcp_silent_fallback"): tcp_silent_fallback,
     ("nccl-transport", "tcp_no_rdma"): tcp_no_rdma,
     ("nccl-transport", "tcp_deliberate"): tcp_deliberate,

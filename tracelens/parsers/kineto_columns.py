@@ -313,8 +313,18 @@ def _device_columns(sub: list, kinds: Labels, start, end) -> tuple[dict, list]:
         "bytes": _int_field(args, "bytes"),
         "cross_device": np.array([a.from_device is not None and a.to_device is not None
                                   and a.from_device != a.to_device for a in args], dtype=bool),
+        "config": _raw_ids([bytes(a.grid) + b"|" + bytes(a.block) for a in args], b"|"),
     }
     return columns, args
+
+
+def _raw_ids(texts: list, absent: bytes) -> np.ndarray:
+    """An int64 id per distinct undecoded text (first-seen order), -1 for ``absent``: equal ids, equal text."""
+    index = dict.fromkeys(texts)
+    for code, key in enumerate(index):
+        index[key] = code
+    index[absent] = -1
+    return np.fromiter(map(index.__getitem__, texts), np.int64, len(texts))
 
 
 def _host_columns(sub: list, cats: Labels, start, end) -> tuple[dict, list]:
@@ -330,6 +340,7 @@ def _host_columns(sub: list, cats: Labels, start, end) -> tuple[dict, list]:
         "end_ns": end,
         "correlation": _int_field(args, "correlation"),
         "external_id": np.where(ext == -1, legacy, ext),
+        "shapes": _raw_ids([bytes(a.input_dims) for a in args], b""),
     }
     return columns, args
 

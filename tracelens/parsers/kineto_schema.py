@@ -55,6 +55,9 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     # Kept undecoded (Raw cannot be in a Union; an empty Raw means absent) and read only for comm scopes.
     input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
+    # A kernel's launch configuration, kept undecoded: only compared (the overlap tax's kernel identity).
+    grid: msgspec.Raw = _NO_RAW
+    block: msgspec.Raw = _NO_RAW
 
 
 _NO_ARGS = Args()

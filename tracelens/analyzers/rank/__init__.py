@@ -13,7 +13,7 @@ from ...model import RankTrace
 from ...contract import Collective, InputFile, PreCapture, RankResult, StepMetrics, Totals, WarningEntry, ratio
 from ..seam import COMM_COLUMNS, Context, RankAnalysis
 from ..wording import Finding
-from . import copies, launch_order, overlap, pattern, syncs
+from . import copies, launch_order, overlap, pattern, syncs, tax
 from .context import RankContext
 
 
@@ -31,6 +31,10 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
     sets = overlap.interval_sets(t, warn)
     windows = overlap.step_windows(t, sets, warn)
     steps = _steps(overlap.step_metrics(sets, windows))
+    taxed = tax.measure(t, sets, windows, th.tax_min_baseline)
+    for st, paid, k, u in zip(steps, taxed.tax_ns.tolist(), taxed.compared.tolist(), taxed.uncompared.tolist()):
+        st.overlap_tax_ns, st.effective_exposed_ns = paid, st.exposed_comm_ns + paid
+        st.overlap_tax_compared, st.overlap_tax_uncompared = k, u
     exp = overlap.collective_exposure(t, sets)
     ctx = RankContext(trace=t, thresholds=th, sets=sets, windows=windows, steps=steps, exposure=exp)
     shapes = pattern.step_patterns(t, sets, windows, [s.overlap_pct for s in steps], exp, th)
@@ -46,6 +50,7 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
         findings += syncs.analyze(ctx)
         findings += launch_order.analyze(ctx)
         findings += copies.analyze(ctx)
+        findings += tax.finding(ctx, taxed)
     pre = overlap.pre_capture(t, sets)
     verdict, counts = pattern.majority([s.pattern for s in steps])
     result = RankResult(
@@ -100,7 +105,8 @@ def _steps(frame) -> list[StepMetrics]:
 def _totals(steps: list[StepMetrics]) -> Totals:
     """Sums over steps, ratios recomputed from the sums (not averaged)."""
     keys = ("duration_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns", "idle_ns", "copy_ns",
-            "memcpy_ns", "memset_ns")
+            "memcpy_ns", "memset_ns", "overlap_tax_ns", "effective_exposed_ns", "overlap_tax_compared",
+            "overlap_tax_uncompared")
     sums = {k: sum(getattr(s, k) for s in steps) for k in keys}
     return Totals(**sums, overlap_pct=ratio(sums["overlap_ns"], sums["comm_ns"], 100.0),
                   exposed_comm_fraction=ratio(sums["exposed_comm_ns"], sums["duration_ns"]))
