@@ -51,7 +51,7 @@ def test_the_wording_passes_the_finding_through():
                                            "serialized-on-compute-stream", "serialized", "partial")),
         *(("sync-stall", v) for v in ("stall", "end-of-step", "brief")), ("launch-order", None),
         ("straggler", "step-time"), ("straggler", "compute-time"), ("no-gpu-activity", None),
-        ("memcpy-bound", None), ("overlap-tax", None),
+        ("memcpy-bound", None), ("overlap-tax", None), ("hidden-comm", "no-comm-kernel"), ("hidden-comm", "look-alike"),
         *(("nccl-transport", v) for v in ("tcp_silent_fallback", "tcp_no_rdma", "tcp_deliberate", "tcp_suspected",
                                           "rdma_gdr", "rdma_host_staged", "rdma_init_only", "intra_node_only",
                                           "inconclusive", "unknown"))}
@@ -355,6 +355,51 @@ def test_overlap_tax_wording():
         assert lever in d.advice
     # Every overlapped kernel compared: nothing said about the rest.
     assert "too few runs" not in word("overlap-tax", None, tax_ev(uncompared=0), step=None).detail
+
+
+# ---------------------------------------------------------------------------------------- hidden-comm
+
+def hidden_ev(**changes) -> dict:
+    """Hand-made hidden-comm evidence (the keys hidden_comm.analyze writes), every value distinct."""
+    ev = {"scopes": 14, "scopes_without_comm": 9, "world_size": 8, "backend": "nccl", "comm_ns": 2_340_000,
+          "scope_names": [{"name": "c10d::allreduce_", "count": 7}, {"name": "nccl:all_gather", "count": 2}],
+          "launched": [{"name": "Memset (Device)", "kind": "memset", "count": 5, "time_ns": 61_000}],
+          "look_alike": [{"name": "void flux::gemm_rs_kernel<half>(flux::Params)", "kind": "compute", "count": 11,
+                          "time_ns": 3_190_000}],
+          "look_alike_ns": 3_190_000, "comm_pattern": "flux::gemm_rs_kernel", "impact_ns": 1_063_000,
+          "material": True}
+    return {**ev, **changes}
+
+
+def test_hidden_comm_no_comm_kernel_wording():
+    ev = hidden_ev()
+    d = word("hidden-comm", "no-comm-kernel", ev, step=None)
+    assert fields(r"hidden communication: (?P<n>\d+) collective calls but no communication on the device",
+                  d.title) == {"n": str(ev["scopes"])}
+    f = fields(rf"(?P<k>\d+) of (?P<n>\d+) collective scopes \(c10d::allreduce_ ×(?P<a>\d+), nccl:all_gather "
+               rf"×(?P<b>\d+)\) have no communication kernel or copy; launched inside them: Memset \(Device\) "
+               rf"\(memset, (?P<mc>\d+)×, (?P<mt>{NUM}) ms\); kernels named like communication: "
+               rf"flux::gemm_rs_kernel<half> \(compute, (?P<lc>\d+)×, (?P<lt>{NUM}) ms\)", d.detail)
+    assert f == {"k": "9", "n": "14", "a": "7", "b": "2", "mc": "5", "mt": ms(61_000), "lc": "11", "lt": ms(3_190_000)}
+    assert d.advice == ("if they move data between GPUs, count them as communication: tracelens report "
+                        "--comm-pattern 'flux::gemm_rs_kernel'; until then overlap and exposed communication "
+                        "leave them out")
+    bare = word("hidden-comm", "no-comm-kernel", hidden_ev(launched=[], look_alike=[], comm_pattern=None), step=None)
+    assert bare.detail.endswith("; no device work is linked to them and no kernel is named like communication")
+    assert "--comm-pattern REGEX" in bare.advice
+
+
+def test_hidden_comm_look_alike_wording():
+    ev = hidden_ev()
+    d = word("hidden-comm", "look-alike", ev, step=None)
+    assert d.title == "hidden communication: kernels named like communication count as compute"
+    f = fields(rf"flux::gemm_rs_kernel<half> \(compute, (?P<c>\d+)×, (?P<t>{NUM}) ms\) ran as compute "
+               rf"\((?P<all>{NUM}) ms in all\) in a run that communicates \((?P<n>\d+) collective calls; "
+               rf"(?P<comm>{NUM}) ms classified as communication\)", d.detail)
+    assert f == {"c": "11", "t": ms(3_190_000), "all": ms(ev["look_alike_ns"]), "n": str(ev["scopes"]),
+                 "comm": ms(ev["comm_ns"])}
+    # Without collective calls, the world size is why the run communicates.
+    assert "(world size 8; " in word("hidden-comm", "look-alike", hidden_ev(scopes=0), step=None).detail
 
 
 # ------------------------------------------------------------------------------------- nccl-transport

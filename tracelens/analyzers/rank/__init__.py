@@ -13,7 +13,7 @@ from ...model import RankTrace
 from ...contract import Collective, InputFile, PreCapture, RankResult, StepMetrics, Totals, WarningEntry, ratio
 from ..seam import COMM_COLUMNS, Context, RankAnalysis
 from ..wording import Finding
-from . import copies, launch_order, overlap, pattern, syncs, tax
+from . import copies, hidden_comm, launch_order, overlap, pattern, syncs, tax
 from .context import RankContext
 
 
@@ -51,6 +51,7 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
         findings += launch_order.analyze(ctx)
         findings += copies.analyze(ctx)
         findings += tax.finding(ctx, taxed)
+        findings += hidden_comm.analyze(ctx)
     pre = overlap.pre_capture(t, sets)
     verdict, counts = pattern.majority([s.pattern for s in steps])
     result = RankResult(
