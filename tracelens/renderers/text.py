@@ -24,7 +24,7 @@ from rich.text import Text
 from ..contract import Report
 from .common import (MIXED, STEP_HEADERS, bandwidth_line, communicator_line, exposed_groups,
                      findings, frac, ms, pattern_label, pct, pre_capture_line, rank_label, rank_title, short, size,
-                     step_cells, step_label, steps_label, total_cells, transport_facts, two_lines)
+                     step_cells, step_label, steps_label, tax_line, total_cells, transport_facts, two_lines)
 
 _STYLE = {"info": "cyan", "warning": "yellow", "critical": "bold red"}
 ROOMY_WIDTH = 120          # from this width on, tables may keep their box
@@ -86,7 +86,7 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10)
     for r, table in zip(report.ranks, tables):
         con.print(Text(rank_title(r), style="bold"))
         con.print(table)
-        for line in (_pattern_line(r, layout.tight), pre_capture_line(r)):
+        for line in (_pattern_line(r, layout.tight), pre_capture_line(r), tax_line(r)):
             if line:
                 con.print(line, markup=False)
     groups = exposed_groups(report, top)
