@@ -40,7 +40,7 @@ DEVICE_COLUMNS = {
     "step": "int64",          # step number whose ProfilerStep span contains the launch, -1 if none
     "bytes": "int64",         # bytes moved by a memcpy/memset, -1 if unknown
     "config": "int64",        # launch configuration (grid, block) as an id: equal ids, equal configuration
-                              # within the trace; -1 unknown (nsys input, copies)
+                              # within the trace (Kineto args grid/block, nsys gridX..blockZ); -1 unknown, copies
 }
 
 HOST_COLUMNS = {

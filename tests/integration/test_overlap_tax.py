@@ -149,3 +149,28 @@ def test_corpus_tax_equals_the_definition_kernel_by_kernel(rel):
     want_total, want_compared = _oracle(trace, sets, windows, 3)
     assert want_compared > 0
     assert (int(got.tax_ns.sum()), int(got.compared.sum())) == (want_total, want_compared)
+
+
+def test_launch_configuration_ids_follow_grid_and_block_on_nsys_input():
+    # corpus nsys-ai/mfu_2gpu_before: the kernels' grid and block read straight from the export with SQL; two
+    # kernels share a config id exactly when their six numbers are equal (compared on each process's rows).
+    import sqlite3
+    path = corpus_file("nsys/nsys-ai/mfu_2gpu_before.sqlite")
+    trace = api.load([str(path)])[0]
+    ops = trace.device_ops[trace.device_ops["kind"].astype(str).isin(["compute", "comm"])]
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    rows = con.execute("SELECT start, gridX, gridY, gridZ, blockX, blockY, blockZ FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                       "WHERE deviceId = ?", (int(ops["device"].iloc[0]),)).fetchall()
+    con.close()
+    dims = {}
+    for start, *six in rows:
+        dims.setdefault(start, set()).add(tuple(six))
+    base = trace.meta.base_ns
+    pairs = {}
+    for start, cfg in zip(ops["start_ns"].tolist(), ops["config"].tolist()):
+        got = dims.get(start - base)
+        if got is not None and len(got) == 1:
+            pairs.setdefault(cfg, set()).add(next(iter(got)))
+    assert len(pairs) > 1 and all(len(v) == 1 for v in pairs.values())      # one configuration per id ...
+    assert len({next(iter(v)) for v in pairs.values()}) == len(pairs)       # ... and one id per configuration
+    assert (ops["config"] >= 0).all()

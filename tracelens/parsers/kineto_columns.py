@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from itertools import repeat
-from operator import attrgetter
+from operator import add, attrgetter
 from pathlib import Path
 from typing import Union
 
@@ -90,6 +90,7 @@ def _int_field(objs: list, field: str) -> np.ndarray:
 
 _get_args, _get_cat, _get_ts, _get_dur = (attrgetter(a) for a in ("args", "cat", "ts", "dur"))
 _get_name = attrgetter("name")
+_get_grid, _get_block, _get_dims = (attrgetter(a) for a in ("grid", "block", "input_dims"))
 
 
 @dataclass
@@ -313,17 +314,19 @@ def _device_columns(sub: list, kinds: Labels, start, end) -> tuple[dict, list]:
         "bytes": _int_field(args, "bytes"),
         "cross_device": np.array([a.from_device is not None and a.to_device is not None
                                   and a.from_device != a.to_device for a in args], dtype=bool),
-        "config": _raw_ids([bytes(a.grid) + b"|" + bytes(a.block) for a in args], b"|"),
+        # grid then block, each a bracketed JSON array: their concatenation is unambiguous
+        "config": _raw_ids(list(map(add, map(bytes, map(_get_grid, args)), map(bytes, map(_get_block, args))))),
     }
     return columns, args
 
 
-def _raw_ids(texts: list, absent: bytes) -> np.ndarray:
-    """An int64 id per distinct undecoded text (first-seen order), -1 for ``absent``: equal ids, equal text."""
+def _raw_ids(texts: list) -> np.ndarray:
+    """An int64 id per distinct undecoded text (first-seen order), -1 for an absent (empty) one: equal ids,
+    equal text."""
     index = dict.fromkeys(texts)
     for code, key in enumerate(index):
         index[key] = code
-    index[absent] = -1
+    index[b""] = -1
     return np.fromiter(map(index.__getitem__, texts), np.int64, len(texts))
 
 
@@ -340,7 +343,7 @@ def _host_columns(sub: list, cats: Labels, start, end) -> tuple[dict, list]:
         "end_ns": end,
         "correlation": _int_field(args, "correlation"),
         "external_id": np.where(ext == -1, legacy, ext),
-        "shapes": _raw_ids([bytes(a.input_dims) for a in args], b""),
+        "shapes": _raw_ids(list(map(bytes, map(_get_dims, args)))),
     }
     return columns, args
 
