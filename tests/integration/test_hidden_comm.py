@@ -83,6 +83,11 @@ def test_a_single_rank_run_has_no_hidden_communication(tmp_path):
     assert not _hidden(_report(tmp_path, family_doc(FAMILIES["group-end"], world=1)))
 
 
+def test_a_gloo_run_has_no_hidden_communication(tmp_path):
+    # gloo's collectives run on CPU threads: no device kernel is expected for them.
+    assert not _hidden(_report(tmp_path, family_doc(FAMILIES["group-end"], backend="gloo")))
+
+
 def test_a_memcpy_in_a_collective_scope_linked_only_by_time_stays_a_copy(tmp_path):
     # A DtoD copy that runs during an all-gather but was launched outside its scope: timing alone does not
     # make it the collective's (any tensor copy may run then).
@@ -126,3 +131,11 @@ def test_corpus_nccl_runs_have_nothing_hidden(rel):
     rep = api.report([str(corpus_file(rel))])
     assert rep.ranks[0].totals.comm_ns > 0
     assert not _hidden(rep)
+
+
+def test_ncclapi_ranges_are_intent_but_management_calls_are_not():
+    from tracelens.analyzers.rank.hidden_comm import _intent
+    # NCCL's API names (nccl.h): collectives and point-to-point calls show intent; setup and grouping do not.
+    assert [_intent(n) for n in ("ncclAllReduce", "ncclSend", "ncclReduceScatter", "ncclGroupEnd",
+                                 "ncclCommInitRank", "ncclGetUniqueId", "c10d::wait", "c10d::allreduce_")] == \
+        [True, True, True, False, False, False, False, True]

@@ -2,7 +2,7 @@
 work that did it is counted as compute or copies.
 
 Intent: the rank's outermost collective CPU scopes (``nccl:*``, ``record_param_comms``, ``c10d::*`` other
-than waits), or a distributed run (``distributedInfo`` world size above 1). Look-alikes: compute kernels,
+than waits, NCCL's collective API ranges such as ``ncclAllReduce`` in nsys exports), or a distributed run (``distributedInfo`` world size above 1). Look-alikes: compute kernels,
 not classified as communication, whose names read like communication (:data:`LOOKS_LIKE_COMM`: collective
 words, symmetric memory, NVSHMEM, flux, ...). On the rank's main device (GPU mode), one finding per rank:
 
@@ -10,8 +10,9 @@ words, symmetric memory, NVSHMEM, flux, ...). On the rank's main device (GPU mod
   names the scopes, the device work launched inside them that is not communication, and the look-alikes;
 - ``look-alike``: communication intent and look-alike kernels worth a material share of the step.
 
-Never for a single-rank run (world size 1: a collective moves nothing between GPUs) nor a trace without
-device activity (``no-gpu-activity`` covers it). The suggested ``--comm-pattern`` matches exactly the
+Never for a single-rank run (world size 1: a collective moves nothing between GPUs), a gloo run (its
+collectives run on CPU threads, not on the device) nor a trace without device activity (``no-gpu-activity``
+covers it). The suggested ``--comm-pattern`` matches exactly the
 look-alike (else the scope-launched) kernels' base names. docs/metrics.md, "Hidden communication".
 """
 
@@ -31,17 +32,23 @@ LOOKS_LIKE_COMM = re.compile(r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?
 _LISTED = 4                   # names listed per kind of evidence
 
 
+# NCCL's own API ranges of collectives (nsys NVTX), not its communicator or group management calls.
+_NCCL_COLLECTIVE = re.compile(r"nccl(?:AllReduce|AllGather|ReduceScatter|Reduce|Broadcast|Bcast|Send|Recv|AlltoAll"
+                              r"|AllToAll|Gather|Scatter)\b")
+
+
 def _intent(name: str) -> bool:
     return name == "record_param_comms" or name.startswith("nccl:") or \
-        (name.startswith("c10d::") and "wait" not in name)
+        (name.startswith("c10d::") and "wait" not in name) or _NCCL_COLLECTIVE.match(name) is not None
 
 
 def analyze(ctx) -> list[Finding]:
     trace, sets, th = ctx.trace, ctx.sets, ctx.thresholds
     meta = trace.meta
-    if sets.mode != "gpu" or meta.world_size == 1:
-        return []
     host, ops = trace.host_ops, trace.device_ops
+    gloo = meta.backend == "gloo" or (host["comm_kind"] == "gloo").any()
+    if sets.mode != "gpu" or meta.world_size == 1 or gloo:
+        return []
     intent = mask(host["name"], _intent)
     rows = np.flatnonzero(intent)
     outer = rows[nearest_ancestor(host["parent"].to_numpy(), rows, intent, include_self=False) < 0]
