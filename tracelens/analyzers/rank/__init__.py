@@ -1,7 +1,8 @@
 """Per-rank analyzers: one rank's full trace in, a :class:`~..seam.RankAnalysis` out.
 
 ``overlap`` (interval sets, step windows, step metrics, per-collective exposure), ``pattern`` (the overlap
-pattern of each step), ``syncs`` (sync stalls), ``launch_order`` and ``copies`` (copy-bound steps). They share
+pattern of each step), ``syncs`` (sync stalls), ``launch_order``, ``copies`` (copy-bound steps), ``tax`` (the
+overlap tax) and ``hidden_comm`` (communication no rule classifies). They share
 a :class:`~.context.RankContext` and return structured findings; none opens a file or words a sentence.
 """
 
