@@ -139,3 +139,25 @@ def test_ncclapi_ranges_are_intent_but_management_calls_are_not():
     assert [_intent(n) for n in ("ncclAllReduce", "ncclSend", "ncclReduceScatter", "ncclGroupEnd",
                                  "ncclCommInitRank", "ncclGetUniqueId", "c10d::wait", "c10d::allreduce_")] == \
         [True, True, True, False, False, False, False, True]
+
+
+def test_what_a_scope_launched_instead_is_named(tmp_path):
+    # Each step's all-reduce scope launches a 40 µs host-to-device copy and no kernel; nothing on the device is
+    # communication. Host<->device copies in a scope stay copies (not copy-engine comm), so they are what ran
+    # in the collective's place; no kernel to match, so no pattern to suggest.
+    doc = Doc()
+    for k in range(2):
+        h = k * 2000
+        doc.step(k, h, h + 150)
+        for i in range(4):
+            doc.launch(h + 10 + 10 * i, "void gemm_kernel<float>(float const*, float*)", h + 200 + 100 * i, 100)
+        doc.launch(h + 100, "Memcpy HtoD (Pinned -> Device)", h + 650, 40, stream=13, kind="gpu_memcpy",
+                   op="nccl:all_reduce", scope=nccl_scope()[:2])
+    rep = _report(tmp_path, doc)
+    d = _hidden(rep)[0]
+    assert (d.evidence["scopes"], d.evidence["scopes_without_comm"]) == (2, 2)
+    assert d.evidence["launched"] == [{"name": "Memcpy HtoD (Pinned -> Device)", "kind": "memcpy", "count": 2,
+                                       "time_ns": 2 * 40 * US}]
+    assert d.evidence["comm_pattern"] is None and d.evidence["look_alike"] == []
+    assert "launched inside them: Memcpy HtoD (Pinned -> Device) (memcpy, 2×, 0.08 ms)" in d.detail
+    assert rep.ranks[0].totals.comm_ns == 0 and rep.ranks[0].totals.memcpy_ns == 2 * 40 * US
