@@ -6,7 +6,9 @@ Signals are applied in this order and the one that fired is recorded in ``device
 1. ``collective-args``: the kernel carries collective metadata (``Collective name``) copied by Kineto.
 2. name rules from the table (NCCL/RCCL families, userbuffers, custom all-reduce, DeepEP, user patterns).
 3. ``comm-scope``: a kernel launched inside a ``record_param_comms``, ``nccl:*`` or ``c10d::*`` CPU scope.
-4. ``ce-copy``: a peer-to-peer or cross-device memory copy (copy-engine collectives).
+4. ``ce-copy``: a peer-to-peer or cross-device memory copy (copy-engine collectives); ``ce-copy-scope``: a
+   device-to-device copy launched inside such a CPU scope (NCCL 2.28+ copy-engine collectives copy between
+   peer-mapped buffers, which the profiler records as same-device DtoD).
 
 Memcpy, memset and sync activities that no rule claims keep their own kind; they are never compute.
 Background and sources: shared reference ``comm-kernels.md``.

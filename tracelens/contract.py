@@ -59,6 +59,11 @@ class StepMetrics(msgspec.Struct, kw_only=True):
     wait_ns: Optional[int] = None          # time spent waiting for the other ranks: duration - transfer
     transfer_ns: Optional[int] = None      # the instances' transfer time T (the shortest member's duration)
     exposed_wait_ns: Optional[int] = None  # exposed time that cannot have been transfer: max(0, exposed - T)
+    # The overlap tax (docs/metrics.md, "Overlap tax"): compute slowed by the communication beside it.
+    overlap_tax_ns: int = 0                # sum of compared kernels' excess over their baseline
+    effective_exposed_ns: int = 0          # exposed_comm_ns + overlap_tax_ns
+    overlap_tax_compared: int = 0          # kernels overlapped by communication and compared with a baseline
+    overlap_tax_uncompared: int = 0        # ... and those without enough runs alone to compare
 
 
 class Totals(msgspec.Struct, kw_only=True):
@@ -73,6 +78,10 @@ class Totals(msgspec.Struct, kw_only=True):
     exposed_comm_fraction: Optional[float]
     memcpy_ns: int = 0
     memset_ns: int = 0
+    overlap_tax_ns: int = 0                # sums over the steps, as in StepMetrics
+    effective_exposed_ns: int = 0
+    overlap_tax_compared: int = 0
+    overlap_tax_uncompared: int = 0
 
 
 class PreCapture(msgspec.Struct, kw_only=True):
@@ -197,7 +206,8 @@ class Diagnosis(msgspec.Struct, kw_only=True):
     """One finding for one rank and step: a verdict, why it was given, and what to try."""
 
     id: str                                # overlap-pattern | sync-stall | launch-order | memcpy-bound |
-                                           # straggler | no-gpu-activity | clock-offset | nccl-transport
+                                           # straggler | no-gpu-activity | clock-offset | nccl-transport |
+                                           # overlap-tax | hidden-comm
     severity: str                          # info | warning | critical
     rank: int                              # nccl-transport: the lowest rank its evidence names, -1: none
     step: Optional[int]

@@ -39,6 +39,8 @@ DEVICE_COLUMNS = {
     "op_idx": "int64",        # host_ops row of the innermost CPU op around that launch, -1 if none
     "step": "int64",          # step number whose ProfilerStep span contains the launch, -1 if none
     "bytes": "int64",         # bytes moved by a memcpy/memset, -1 if unknown
+    "config": "int64",        # launch configuration (grid, block) as an id: equal ids, equal configuration
+                              # within the trace (Kineto args grid/block, nsys gridX..blockZ); -1 unknown, copies
 }
 
 HOST_COLUMNS = {
@@ -52,6 +54,8 @@ HOST_COLUMNS = {
     "external_id": "int64",
     "parent": "int64",        # host_ops row of the enclosing event on the same thread, -1 at top level
     "comm_kind": "object",    # "gloo" for gloo:* collectives on worker threads, else None
+    "shapes": "int64",        # the op's input shapes (Kineto ``Input Dims``) as an id: equal ids, equal shapes
+                              # within the trace; -1 none recorded
 }
 
 COLLECTIVE_COLUMNS = {

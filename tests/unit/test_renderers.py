@@ -268,3 +268,27 @@ def test_the_network_transport_section_shows_the_reports_transport():
     assert "**No traces**" in md
     # Without a transport (no logs, no inter-node bandwidth) there is no section.
     assert "network transport" not in text(report(SAMPLES / "wfbp_100"))
+
+
+# ------------------------------------------------------------------------------------- overlap tax
+
+def _taxed_report(compared: int, uncompared: int) -> Report:
+    rep = mixed_report()
+    t = rep.ranks[0].totals
+    # Values distinct from everything else in the report, so a line can only have them from these keys.
+    t.overlap_tax_ns, t.effective_exposed_ns = 1_234_000, 5_678_000
+    t.overlap_tax_compared, t.overlap_tax_uncompared = compared, uncompared
+    return rep
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_text_and_markdown_show_the_ranks_overlap_tax(width):
+    rep = _taxed_report(17, 9)
+    line = ("overlap tax: 1.234 ms (17 kernels under communication compared with their runs alone, 9 without "
+            "enough of them); effective exposed comm 5.678 ms")
+    assert line in " ".join(text(rep, width).split("\n"))       # text wraps it at the width
+    assert all(len(x) <= width for x in text(rep, width).splitlines())
+    assert "Overlap tax: 1.234 ms (17 kernels" in markdown(rep)
+    # Every overlapped kernel compared: the rest is not mentioned; no kernel under communication: no line.
+    assert "without enough" not in text(_taxed_report(17, 0), width)
+    assert "overlap tax" not in text(_taxed_report(0, 0), width).lower()

@@ -54,6 +54,7 @@ def test_the_wording_passes_the_finding_through():
         *(("straggler", v) for v in ("late-compute", "late-host", "late-launch", "late")),
         ("clock-offset", "corrected"), ("clock-offset", "uncertain"), ("no-gpu-activity", None),
         ("memcpy-bound", None),
+        ("overlap-tax", None), ("hidden-comm", "no-comm-kernel"), ("hidden-comm", "look-alike"),
         *(("nccl-transport", v) for v in ("tcp_silent_fallback", "tcp_no_rdma", "tcp_deliberate", "tcp_suspected",
                                           "rdma_gdr", "rdma_host_staged", "rdma_init_only", "intra_node_only",
                                           "inconclusive", "unknown"))}
@@ -378,6 +379,86 @@ def test_clock_offset_wording():
     assert d.title == "clocks not aligned: 2 clock offsets too uncertain to correct"
     assert d.detail.startswith("end times of matched collectives against rank 0 spread more than 50 µs: "
                                "rank 7 -0.061 ms ± 812.3 µs; rank 9 unknown (no collective shared); ")
+# ---------------------------------------------------------------------------------------- overlap-tax
+
+def tax_ev(**changes) -> dict:
+    """Hand-made overlap-tax evidence (the keys tax.finding writes), every value distinct."""
+    ev = {"overlap_tax_ns": 4_810_000, "duration_ns": 61_300_000, "tax_fraction": 0.0785, "steps": 4,
+          "overlap_ns": 22_040_000, "exposed_comm_ns": 1_230_000, "effective_exposed_ns": 6_040_000,
+          "compared": 17, "uncompared": 6, "impact_ns": 1_202_500, "material": True,
+          "kernels": [{"name": "void gemm_kernel<float>(float const*, float*)", "runs": 12, "baseline_ns": 101_000,
+                       "mean_ns": 143_000, "tax_ns": 3_970_000, "collective": "all_reduce"},
+                      {"name": "softmax_kernel", "runs": 5, "baseline_ns": 52_000, "mean_ns": 61_000,
+                       "tax_ns": 840_000, "collective": None}]}
+    return {**ev, **changes}
+
+
+def test_overlap_tax_wording():
+    ev = tax_ev()
+    d = word("overlap-tax", None, ev, step=None)
+    assert fields(rf"overlap tax: compute ran (?P<t>{NUM}) ms slower beside communication \((?P<p>\d+) % of step "
+                  r"time\)", d.title) == {"t": ms(ev["overlap_tax_ns"]), "p": pct(100 * ev["tax_fraction"])}
+    k0, k1 = ev["kernels"]
+    f = fields(rf"(?P<n>\d+) kernels under communication compared with their runs alone: gemm_kernel<float> ran "
+               rf"(?P<m0>{NUM}) ms instead of (?P<b0>{NUM}) ms alone under all-reduce \((?P<r0>\d+)×, (?P<t0>{NUM}) "
+               rf"ms\); softmax_kernel ran (?P<m1>{NUM}) ms instead of (?P<b1>{NUM}) ms alone \((?P<r1>\d+)×, "
+               rf"(?P<t1>{NUM}) ms\); hiding (?P<h>{NUM}) ms of communication cost (?P<t>{NUM}) ms, so it really "
+               rf"costs (?P<eff>{NUM}) ms \((?P<x>{NUM}) ms exposed \+ tax\); (?P<u>\d+) more overlapped kernels "
+               r"had too few runs alone to compare", d.detail)
+    assert f == {"n": str(ev["compared"]), "m0": ms(k0["mean_ns"]), "b0": ms(k0["baseline_ns"]), "r0": str(k0["runs"]),
+                 "t0": ms(k0["tax_ns"]), "m1": ms(k1["mean_ns"]), "b1": ms(k1["baseline_ns"]), "r1": str(k1["runs"]),
+                 "t1": ms(k1["tax_ns"]), "h": ms(ev["overlap_ns"]), "t": ms(ev["overlap_tax_ns"]),
+                 "eff": ms(ev["effective_exposed_ns"]), "x": ms(ev["exposed_comm_ns"]), "u": str(ev["uncompared"])}
+    for lever in ("NCCL_MAX_CTAS", "NCCL_NCHANNELS_PER_NET_PEER", "copy-engine collectives", "bucket_cap_mb",
+                  "CUDA_DEVICE_MAX_CONNECTIONS", "priority"):
+        assert lever in d.advice
+    # Every overlapped kernel compared: nothing said about the rest.
+    assert "too few runs" not in word("overlap-tax", None, tax_ev(uncompared=0), step=None).detail
+
+
+# ---------------------------------------------------------------------------------------- hidden-comm
+
+def hidden_ev(**changes) -> dict:
+    """Hand-made hidden-comm evidence (the keys hidden_comm.analyze writes), every value distinct."""
+    ev = {"scopes": 14, "scopes_without_comm": 9, "world_size": 8, "backend": "nccl", "comm_ns": 2_340_000,
+          "scope_names": [{"name": "c10d::allreduce_", "count": 7}, {"name": "nccl:all_gather", "count": 2}],
+          "launched": [{"name": "Memset (Device)", "kind": "memset", "count": 5, "time_ns": 61_000}],
+          "look_alike": [{"name": "void flux::gemm_rs_kernel<half>(flux::Params)", "kind": "compute", "count": 11,
+                          "time_ns": 3_190_000}],
+          "look_alike_ns": 3_190_000, "comm_pattern": "flux::gemm_rs_kernel", "impact_ns": 1_063_000,
+          "material": True}
+    return {**ev, **changes}
+
+
+def test_hidden_comm_no_comm_kernel_wording():
+    ev = hidden_ev()
+    d = word("hidden-comm", "no-comm-kernel", ev, step=None)
+    assert fields(r"hidden communication: (?P<n>\d+) collective calls but no communication on the device",
+                  d.title) == {"n": str(ev["scopes"])}
+    f = fields(rf"(?P<k>\d+) of (?P<n>\d+) collective scopes \(c10d::allreduce_ ×(?P<a>\d+), nccl:all_gather "
+               rf"×(?P<b>\d+)\) have no communication kernel or copy; launched inside them: Memset \(Device\) "
+               rf"\(memset, (?P<mc>\d+)×, (?P<mt>{NUM}) ms\); kernels named like communication: "
+               rf"flux::gemm_rs_kernel<half> \(compute, (?P<lc>\d+)×, (?P<lt>{NUM}) ms\)", d.detail)
+    assert f == {"k": "9", "n": "14", "a": "7", "b": "2", "mc": "5", "mt": ms(61_000), "lc": "11", "lt": ms(3_190_000)}
+    assert d.advice == ("if they move data between GPUs, count them as communication: tracelens report "
+                        "--comm-pattern 'flux::gemm_rs_kernel'; until then overlap and exposed communication "
+                        "leave them out")
+    bare = word("hidden-comm", "no-comm-kernel", hidden_ev(launched=[], look_alike=[], comm_pattern=None), step=None)
+    assert bare.detail.endswith("; no device work is linked to them and no kernel is named like communication")
+    assert "--comm-pattern REGEX" in bare.advice
+
+
+def test_hidden_comm_look_alike_wording():
+    ev = hidden_ev()
+    d = word("hidden-comm", "look-alike", ev, step=None)
+    assert d.title == "hidden communication: kernels named like communication count as compute"
+    f = fields(rf"flux::gemm_rs_kernel<half> \(compute, (?P<c>\d+)×, (?P<t>{NUM}) ms\) ran as compute "
+               rf"\((?P<all>{NUM}) ms in all\) in a run that communicates \((?P<n>\d+) collective calls; "
+               rf"(?P<comm>{NUM}) ms classified as communication\)", d.detail)
+    assert f == {"c": "11", "t": ms(3_190_000), "all": ms(ev["look_alike_ns"]), "n": str(ev["scopes"]),
+                 "comm": ms(ev["comm_ns"])}
+    # Without collective calls, the world size is why the run communicates.
+    assert "(world size 8; " in word("hidden-comm", "look-alike", hidden_ev(scopes=0), step=None).detail
 
 
 # ------------------------------------------------------------------------------------- nccl-transport

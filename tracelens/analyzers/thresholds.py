@@ -42,6 +42,8 @@ class Thresholds:
     # Copies.
     copy_bound_fraction: float = 0.5         # copy time nothing overlapped / step time from which copies dominate
     copy_critical_fraction: float = 0.8      # ... and from which that is critical
+    # Overlap tax.
+    tax_min_baseline: int = 3                # runs of a kernel with no communication beside it needed for a baseline
     # Network transport: inter-node bus bandwidth of large collectives (GB/s, 1 GB = 1e9 B).
     transport_tcp_max_busbw_gbps: float = 5.0     # median below this: in the range of TCP sockets
     transport_rdma_min_busbw_gbps: float = 15.0   # median above this: RDMA-class; between the two: ambiguous

@@ -355,6 +355,76 @@ def memcpy_bound(f: Finding) -> tuple[str, str, str]:
             advice)
 
 
+# ----------------------------------------------------------------------------------- overlap-tax
+
+_TAX_LEVERS = ("give the collectives fewer SMs (NCCL_MAX_CTAS, NCCL_NCHANNELS_PER_NET_PEER) or move them to the "
+               "copy engines (NCCL 2.28+ copy-engine collectives, which use no SMs); fewer, larger buckets "
+               "(bucket_cap_mb) overlap fewer kernels; CUDA_DEVICE_MAX_CONNECTIONS and a higher-priority "
+               "compute stream decide which kernels the collectives share the GPU with")
+
+
+def _taxed(k: dict) -> str:
+    under = f" under {_NOUNS.get(k['collective'], k['collective'])}" if k["collective"] else ""
+    return (f"{_short(k['name'])} ran {_ms(k['mean_ns'])} instead of {_ms(k['baseline_ns'])} alone{under} "
+            f"({k['runs']}×, {_ms(k['tax_ns'])})")
+
+
+def overlap_tax(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    kernels = "; ".join(_taxed(k) for k in ev["kernels"])
+    n, u = ev["compared"], ev["uncompared"]
+    left = f"; {u} more overlapped kernel{'s' if u != 1 else ''} had too few runs alone to compare" if u else ""
+    return (f"overlap tax: compute ran {_ms(ev['overlap_tax_ns'])} slower beside communication "
+            f"({_pct(100 * ev['tax_fraction'])} of step time)",
+            f"{n} kernel{'s' if n != 1 else ''} under communication compared with their runs alone: {kernels}; "
+            f"hiding {_ms(ev['overlap_ns'])} of communication cost {_ms(ev['overlap_tax_ns'])}, so it really costs "
+            f"{_ms(ev['effective_exposed_ns'])} ({_ms(ev['exposed_comm_ns'])} exposed + tax){left}",
+            _TAX_LEVERS)
+
+
+# ----------------------------------------------------------------------------------- hidden-comm
+
+def _runs(items: list[dict]) -> str:
+    """``flux::gemm_rs_kernel (compute, 8×, 3.20 ms)``: device work by name."""
+    return ", ".join(f"{k['name'] if k['kind'] in ('memcpy', 'memset') else _short(k['name'])} ({k['kind']}, "
+                     f"{k['count']}×, {_ms(k['time_ns'])})" for k in items)
+
+
+def _hidden_advice(ev: dict) -> str:
+    if ev["comm_pattern"]:
+        return (f"if they move data between GPUs, count them as communication: tracelens report --comm-pattern "
+                f"'{ev['comm_pattern']}'; until then overlap and exposed communication leave them out")
+    return ("find the kernels that carry the collectives in the timeline (a custom, fused or CUDA-graph-replayed "
+            "kernel) and name them with --comm-pattern REGEX; if the trace lost them, profile again")
+
+
+def _intent(ev: dict) -> str:
+    return ", ".join(f"{s['name']} ×{s['count']}" for s in ev["scope_names"])
+
+
+def hidden_no_comm_kernel(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    n, k = ev["scopes"], ev["scopes_without_comm"]
+    parts = []
+    if ev["launched"]:
+        parts.append(f"launched inside them: {_runs(ev['launched'])}")
+    if ev["look_alike"]:
+        parts.append(f"kernels named like communication: {_runs(ev['look_alike'])}")
+    ran = "; ".join(parts) if parts else "no device work is linked to them and no kernel is named like communication"
+    return (f"hidden communication: {n} collective call{'s' if n != 1 else ''} but no communication on the device",
+            f"{k} of {n} collective scopes ({_intent(ev)}) have no communication kernel or copy; {ran}",
+            _hidden_advice(ev))
+
+
+def hidden_look_alike(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    why = f"{ev['scopes']} collective calls" if ev["scopes"] else f"world size {ev['world_size']}"
+    return ("hidden communication: kernels named like communication count as compute",
+            f"{_runs(ev['look_alike'])} ran as compute ({_ms(ev['look_alike_ns'])} in all) in a run that "
+            f"communicates ({why}; {_ms(ev['comm_ns'])} classified as communication)",
+            _hidden_advice(ev))
+
+
 # -------------------------------------------------------------------------------- nccl-transport
 
 def _quote(lines: list[dict]) -> str:
@@ -490,6 +560,9 @@ WORDING: dict[tuple[str, Optional[str]], Callable[[Finding], tuple[str, str, str
     ("clock-offset", "uncertain"): clock_offset_uncertain,
     ("no-gpu-activity", None): no_gpu_activity,
     ("memcpy-bound", None): memcpy_bound,
+    ("overlap-tax", None): overlap_tax,
+    ("hidden-comm", "no-comm-kernel"): hidden_no_comm_kernel,
+    ("hidden-comm", "look-alike"): hidden_look_alike,
     ("nccl-transport", "tcp_silent_fallback"): tcp_silent_fallback,
     ("nccl-transport", "tcp_no_rdma"): tcp_no_rdma,
     ("nccl-transport", "tcp_deliberate"): tcp_deliberate,

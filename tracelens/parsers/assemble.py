@@ -250,8 +250,14 @@ def _classify(device: dict, scope_row: np.ndarray, comm_meta: pd.DataFrame, comm
     by_name = is_kernel & (name_kind != None)  # noqa: E711 (element-wise)
     by_scope = is_kernel & (scope_row >= 0)
     ce = is_copy & (mask(names, lambda n: "PtoP" in n) | device["cross_device"].astype(bool))
+    # A device-to-device copy launched inside a collective's CPU scope is the collective's data movement
+    # (copy-engine collectives, NCCL 2.28+): linked by correlation only, never by timing, since a copy on
+    # another stream at the same time may be any tensor's. Host<->device copies there (gloo staging CUDA
+    # tensors through the host) stay copies.
+    ce_scope = is_copy & (scope_row >= 0) & ~ce & mask(names, lambda n: "DtoD" in n or "DeviceToDevice" in n)
 
-    for hit, ck, r in ((ce, "ce_copy", "ce-copy"), (by_scope, "nccl", "comm-scope"),
+    for hit, ck, r in ((ce, "ce_copy", "ce-copy"), (ce_scope, "ce_copy", "ce-copy-scope"),
+                       (by_scope, "nccl", "comm-scope"),
                        (by_name, name_kind, name_rule), (has_args, "nccl", "collective-args")):
         # Applied lowest priority first so the strongest signal's label wins.
         comm_kind[hit] = ck[hit] if isinstance(ck, np.ndarray) else ck

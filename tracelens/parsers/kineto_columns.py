@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 from itertools import repeat
-from operator import attrgetter
+from operator import add, attrgetter
 from pathlib import Path
 from typing import Union
 
@@ -91,6 +91,7 @@ def _int_field(objs: list, field: str) -> np.ndarray:
 
 _get_args, _get_cat, _get_ts, _get_dur = (attrgetter(a) for a in ("args", "cat", "ts", "dur"))
 _get_name = attrgetter("name")
+_get_grid, _get_block, _get_dims = (attrgetter(a) for a in ("grid", "block", "input_dims"))
 
 
 @dataclass
@@ -363,8 +364,20 @@ def _device_columns(sub: list, kinds: Labels, start, end) -> tuple[dict, list]:
         "bytes": _int_field(args, "bytes"),
         "cross_device": np.array([a.from_device is not None and a.to_device is not None
                                   and a.from_device != a.to_device for a in args], dtype=bool),
+        # grid then block, each a bracketed JSON array: their concatenation is unambiguous
+        "config": _raw_ids(list(map(add, map(bytes, map(_get_grid, args)), map(bytes, map(_get_block, args))))),
     }
     return columns, args
+
+
+def _raw_ids(texts: list) -> np.ndarray:
+    """An int64 id per distinct undecoded text (first-seen order), -1 for an absent (empty) one: equal ids,
+    equal text."""
+    index = dict.fromkeys(texts)
+    for code, key in enumerate(index):
+        index[key] = code
+    index[b""] = -1
+    return np.fromiter(map(index.__getitem__, texts), np.int64, len(texts))
 
 
 def _host_columns(sub: list, cats: Labels, start, end) -> tuple[dict, list]:
@@ -380,6 +393,7 @@ def _host_columns(sub: list, cats: Labels, start, end) -> tuple[dict, list]:
         "end_ns": end,
         "correlation": _int_field(args, "correlation"),
         "external_id": np.where(ext == -1, legacy, ext),
+        "shapes": _raw_ids(list(map(bytes, map(_get_dims, args)))),
     }
     return columns, args
 

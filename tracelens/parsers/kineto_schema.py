@@ -56,6 +56,9 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
     pg_ranks: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Process Group Ranks")
+    # A kernel's launch configuration, kept undecoded: only compared (the overlap tax's kernel identity).
+    grid: msgspec.Raw = _NO_RAW
+    block: msgspec.Raw = _NO_RAW
 
 
 _NO_ARGS = Args()

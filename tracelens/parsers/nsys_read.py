@@ -304,8 +304,9 @@ def _start_queries(db: _Db) -> dict:
     lane = lambda t: ", ".join([db.col(t, "start", _NULL), db.col(t, "end", _NULL), db.col(t, "deviceId", "0"),  # noqa: E731
                                 db.col(t, "contextId", "0"), db.col(t, "streamId"), db.col(t, "correlationId"),
                                 f'{db.col(t, "globalPid", "0")}'])
-    q["kernel"] = db.later(f"SELECT {lane(KERNEL)}, {db.col(KERNEL, 'demangledName', db_short(db))} "
-                           f"FROM {KERNEL}", "i" * 8)
+    launch = ", ".join(db.col(KERNEL, c, "0") for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"))
+    q["kernel"] = db.later(f"SELECT {lane(KERNEL)}, {db.col(KERNEL, 'demangledName', db_short(db))}, {launch} "
+                           f"FROM {KERNEL}", "i" * 14)
     if db.has(MEMCPY):
         q["memcpy"] = db.later(f"SELECT {lane(MEMCPY)}, {db.col(MEMCPY, 'bytes')}, {db.col(MEMCPY, 'copyKind', '0')}, "
                                f"{db.col(MEMCPY, 'srcKind', '7')}, {db.col(MEMCPY, 'dstKind', '7')}, "

@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..columns import categorical, labels
+from ..columns import categorical, labels, unique_rows
 from ..meta import RunMeta
 from .nsys_read import NULL_TIME, _Db
 
@@ -89,6 +89,8 @@ def _device_rows(q: dict, strings: dict[int, str]) -> dict:
     frame = _columns(k[:, :7], cols)
     frame["kind"], frame["name"] = _const("compute", len(k)), _named(k[:, 7], strings)
     frame["bytes"], frame["cross_device"] = np.full(len(k), -1, np.int64), np.zeros(len(k), bool)
+    # The launch configuration (grid, block) as an id; copies, sets and syncs have none (-1).
+    frame["config"] = unique_rows(k[:, 8:14])[2] if len(k) else np.empty(0, np.int64)
     parts.append(frame)
 
     if "memcpy" in q:
@@ -97,7 +99,7 @@ def _device_rows(q: dict, strings: dict[int, str]) -> dict:
         frame["kind"] = _const("memcpy", len(m))
         frame["name"] = categorical([f"Memcpy {COPY_KIND.get(c, 'Unknown')} ({MEM_KIND.get(s, 'Unknown')} -> "
                          f"{MEM_KIND.get(d, 'Unknown')})" for c, s, d in m[:, 8:11].tolist()])
-        frame["bytes"] = m[:, 7]
+        frame["bytes"], frame["config"] = m[:, 7], np.full(len(m), -1, np.int64)
         frame["cross_device"] = (m[:, 8] == 10) | ((m[:, 11] >= 0) & (m[:, 12] >= 0) & (m[:, 11] != m[:, 12]))
         parts.append(frame)
     if "memset" in q:
@@ -106,6 +108,7 @@ def _device_rows(q: dict, strings: dict[int, str]) -> dict:
         frame["kind"] = _const("memset", len(s))
         frame["name"] = categorical([f"Memset ({MEM_KIND.get(k_, 'Unknown')})" for k_ in s[:, 8].tolist()])
         frame["bytes"], frame["cross_device"] = s[:, 7], np.zeros(len(s), bool)
+        frame["config"] = np.full(len(s), -1, np.int64)
         parts.append(frame)
     if "sync" in q:
         runtime = _block(q["runtime"]) if "runtime" in q else None
@@ -200,6 +203,7 @@ def _sync_rows(rows: np.ndarray, runtime: np.ndarray | None, match: str | None, 
     frame["name"] = categorical([SYNC_NAMES.get(api_name(strings.get(i, "")), "Unknown Sync") if i >= 0 else "Unknown Sync"
                      for i in api.tolist()])
     frame["bytes"], frame["cross_device"] = np.full(len(rows), -1, np.int64), np.zeros(len(rows), bool)
+    frame["config"] = np.full(len(rows), -1, np.int64)
     return frame
 
 
@@ -226,7 +230,7 @@ def _device_columns(rows: dict, base: int, meta: RunMeta) -> dict:
     start = rows["start"] + base
     return {"device": device, "stream": stream, "kind": kind, "name": rows["name"], "start_ns": start,
             "end_ns": np.maximum(rows["end"] + base, start), "correlation": rows["correlation"],
-            "bytes": rows["bytes"], "cross_device": rows["cross_device"].astype(bool)}
+            "bytes": rows["bytes"], "cross_device": rows["cross_device"].astype(bool), "config": rows["config"]}
 
 
 def _host_rows(q: dict, strings: dict[int, str]) -> dict:

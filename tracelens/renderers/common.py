@@ -132,6 +132,19 @@ def pre_capture_line(r: RankResult) -> str:
             + (f" ({', '.join(of_it)})" if of_it else ""))
 
 
+def tax_line(r: RankResult) -> str:
+    """The rank's overlap tax in one line (``""`` when no kernel ran under communication): ``overlap tax:
+    0.480 ms (12 kernels under communication compared with their runs alone, 8 without enough of them);
+    effective exposed comm 0.680 ms``."""
+    t = r.totals
+    n, u = t.overlap_tax_compared, t.overlap_tax_uncompared
+    if n + u == 0:
+        return ""
+    rest = f", {u} without enough of them" if u else ""
+    return (f"overlap tax: {ms(t.overlap_tax_ns)} ms ({plural(n, 'kernel', 'kernels')} under communication "
+            f"compared with their runs alone{rest}); effective exposed comm {ms(t.effective_exposed_ns)} ms")
+
+
 def rank_title(r) -> str:
     where = f"GPU {r.device}" if r.device is not None else "CPU"
     name = f" ({r.device_name})" if r.device_name else ""

@@ -6,7 +6,7 @@ from ..contract import Report
 from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, MIXED, STEP_HEADERS, across_cells, across_rows,
                      bandwidth_cells, bandwidth_line, communicator_line, evidence_where, exposed_groups, findings,
                      frac, matching_line, ms, pattern_label, pct, pre_capture_line, rank_label, rank_title, short,
-                     size, step_cells, step_label, total_cells, transport_facts)
+                     size, step_cells, step_label, tax_line, total_cells, transport_facts)
 
 _ICON = {"info": "ℹ️", "warning": "⚠️", "critical": "🛑"}
 
@@ -43,8 +43,9 @@ def render(report: Report, top: int = 10) -> str:
         out.append("")
         if r.pattern == MIXED:
             out += [f"Pattern {_pattern(r.pattern, r.pattern_counts, 'steps')}.", ""]
-        if line := pre_capture_line(r):
-            out += [line[0].upper() + line[1:] + ".", ""]
+        for line in (pre_capture_line(r), tax_line(r)):
+            if line:
+                out += [line[0].upper() + line[1:] + ".", ""]
     groups = exposed_groups(report, top)
     if groups:
         out += ["## Most exposed collectives", ""]

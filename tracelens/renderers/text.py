@@ -25,7 +25,7 @@ from ..contract import Report
 from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, MIXED, STEP_HEADERS, across_cells, across_rows,
                      bandwidth_cells, bandwidth_line, communicator_line, exposed_groups, findings,
                      frac, matching_line, ms, pattern_label, pct, pre_capture_line, rank_label, rank_title, short,
-                     size, step_cells, step_label, steps_label, total_cells, transport_facts, two_lines)
+                     size, step_cells, step_label, steps_label, tax_line, total_cells, transport_facts, two_lines)
 
 _STYLE = {"info": "cyan", "warning": "yellow", "critical": "bold red"}
 ROOMY_WIDTH = 120          # from this width on, tables may keep their box
@@ -87,7 +87,7 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10)
     for r, table in zip(report.ranks, tables):
         con.print(Text(rank_title(r), style="bold"))
         con.print(table)
-        for line in (_pattern_line(r, layout.tight), pre_capture_line(r)):
+        for line in (_pattern_line(r, layout.tight), pre_capture_line(r), tax_line(r)):
             if line:
                 con.print(line, markup=False)
     groups = exposed_groups(report, top)

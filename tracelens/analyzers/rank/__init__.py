@@ -1,7 +1,8 @@
 """Per-rank analyzers: one rank's full trace in, a :class:`~..seam.RankAnalysis` out.
 
 ``overlap`` (interval sets, step windows, step metrics, per-collective exposure), ``pattern`` (the overlap
-pattern of each step), ``syncs`` (sync stalls), ``launch_order`` and ``copies`` (copy-bound steps). They share
+pattern of each step), ``syncs`` (sync stalls), ``launch_order``, ``copies`` (copy-bound steps), ``tax`` (the
+overlap tax) and ``hidden_comm`` (communication no rule classifies). They share
 a :class:`~.context.RankContext` and return structured findings; none opens a file or words a sentence.
 """
 
@@ -15,7 +16,7 @@ from ...model import RankTrace
 from ...contract import Collective, InputFile, PreCapture, RankResult, StepMetrics, Totals, WarningEntry, ratio
 from ..seam import COMM_COLUMNS, Context, RankAnalysis
 from ..wording import Finding
-from . import copies, launch_order, overlap, pattern, syncs
+from . import copies, hidden_comm, launch_order, overlap, pattern, syncs, tax
 from .context import RankContext
 
 
@@ -33,6 +34,10 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
     sets = overlap.interval_sets(t, warn)
     windows = overlap.step_windows(t, sets, warn)
     steps = _steps(overlap.step_metrics(sets, windows))
+    taxed = tax.measure(t, sets, windows, th.tax_min_baseline)
+    for st, paid, k, u in zip(steps, taxed.tax_ns.tolist(), taxed.compared.tolist(), taxed.uncompared.tolist()):
+        st.overlap_tax_ns, st.effective_exposed_ns = paid, st.exposed_comm_ns + paid
+        st.overlap_tax_compared, st.overlap_tax_uncompared = k, u
     exp = overlap.collective_exposure(t, sets)
     ctx = RankContext(trace=t, thresholds=th, sets=sets, windows=windows, steps=steps, exposure=exp)
     shapes = pattern.step_patterns(t, sets, windows, [s.overlap_pct for s in steps], exp, th)
@@ -48,6 +53,8 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
         findings += syncs.analyze(ctx)
         findings += launch_order.analyze(ctx)
         findings += copies.analyze(ctx)
+        findings += tax.finding(ctx, taxed)
+        findings += hidden_comm.analyze(ctx)
     pre = overlap.pre_capture(t, sets)
     verdict, counts = pattern.majority([s.pattern for s in steps])
     result = RankResult(
@@ -134,7 +141,8 @@ def _steps(frame) -> list[StepMetrics]:
 def _totals(steps: list[StepMetrics]) -> Totals:
     """Sums over steps, ratios recomputed from the sums (not averaged)."""
     keys = ("duration_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns", "idle_ns", "copy_ns",
-            "memcpy_ns", "memset_ns")
+            "memcpy_ns", "memset_ns", "overlap_tax_ns", "effective_exposed_ns", "overlap_tax_compared",
+            "overlap_tax_uncompared")
     sums = {k: sum(getattr(s, k) for s in steps) for k in keys}
     return Totals(**sums, overlap_pct=ratio(sums["overlap_ns"], sums["comm_ns"], 100.0),
                   exposed_comm_fraction=ratio(sums["exposed_comm_ns"], sums["duration_ns"]))
