@@ -1,0 +1,109 @@
+"""The interactions, each a plain function of the Session and the page's values (tested as functions), and
+``register`` wiring them to the app. The page names a run by its index and a rank and step by their numbers;
+no value from the browser is ever used as a path."""
+
+from __future__ import annotations
+
+from dash import Input, Output, State, ctx, no_update
+
+from tracelens.errors import TracelensError
+from tracelens.renderers import figures
+from tracelens.renderers.timeline import timeline as timeline_figure
+
+from . import layout
+
+
+def _step(value):
+    """The step selector's / heatmap's value as a step number (None: all steps, or a run without steps)."""
+    if value in (None, "all"):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"not a step: {value!r}")
+    return int(value)
+
+
+def budget_figure(session, run, step, sort):
+    return figures.budget(session.run(run).report, _step(step), sort if sort in figures.SORTS else "rank")
+
+
+def heatmap_figure(session, run, metric):
+    return figures.heatmap(session.run(run).report, metric if metric in figures.HEATMAP_METRICS
+                           else "exposed_comm_fraction")
+
+
+def finding_rows(session, run, severities=(), text="") -> list[dict]:
+    """The findings grid's rows; each carries ``row_id`` "rank|step|n", which a click hands back."""
+    rows = figures.findings_rows(session.run(run).report, severities or (), text or "")
+    return [{**r, "row_id": f"{r['rank']}|{r['step']}|{n}"} for n, r in enumerate(rows)]
+
+
+def selection_from_heatmap(click) -> tuple[int, int | None] | None:
+    """(rank, step) of a clicked heatmap cell, or None for anything that is not one."""
+    try:
+        point = click["points"][0]
+        return int(point["y"]), None if point["x"] == "all" else int(point["x"])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+
+
+def selection_from_finding(cell) -> tuple[int, int | None] | None:
+    """(rank, step) of a clicked finding (its row_id), or None."""
+    try:
+        rank, step, _ = str(cell["rowId"]).split("|")
+        return int(rank), None if step == "None" else int(step)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def timeline_view(session, run, picked):
+    """(figure, message) of the picked rank and step of the run; a message alone when it cannot be shown."""
+    if picked is None:
+        return figures._go().Figure(), "Click a heatmap cell (or a finding) to see that rank and step."
+    rank, step = picked
+    try:
+        tl = session.timeline(run, rank, step)
+    except (TracelensError, ValueError) as exc:
+        return figures._go().Figure(), f"No timeline for rank {rank}, step {step}: {exc}"
+    report = session.run(run).report
+    pins = [d for d in report.diagnoses if d.rank == rank and d.step == step]
+    where = "all" if step is None else step
+    return timeline_figure(tl, pins), (f"Rank {rank}, step {where} ({tl.source}): {tl.shapes} intervals, "
+                                       f"{len(pins)} finding(s) pinned.")
+
+
+def run_view(session, run):
+    """What changes with the run selector: headline cards, step choices, collectives rows."""
+    report = session.run(run).report
+    return (layout.headline(report), layout.step_options(report),
+            figures.collectives_rows(report, layout.MAX_COLLECTIVES))
+
+
+def register(app, session) -> None:
+    @app.callback(Output("budget", "figure"), Input("run", "value"), Input("step", "value"),
+                  Input("sort", "value"), prevent_initial_call=True)
+    def _budget(run, step, sort):
+        return budget_figure(session, run, step, sort)
+
+    @app.callback(Output("heatmap", "figure"), Input("run", "value"), Input("metric", "value"),
+                  prevent_initial_call=True)
+    def _heatmap(run, metric):
+        return heatmap_figure(session, run, metric)
+
+    @app.callback(Output("findings", "rowData"), Input("run", "value"), Input("severity", "value"),
+                  Input("find-text", "value"), prevent_initial_call=True)
+    def _findings(run, severities, text):
+        return finding_rows(session, run, severities, text)
+
+    @app.callback(Output("headline", "children"), Output("step", "options"), Output("collectives", "rowData"),
+                  Input("run", "value"), prevent_initial_call=True)
+    def _run(run):
+        return run_view(session, run)
+
+    @app.callback(Output("timeline", "figure"), Output("timeline-info", "children"),
+                  Input("heatmap", "clickData"), Input("findings", "cellClicked"), State("run", "value"),
+                  prevent_initial_call=True)
+    def _timeline(click, cell, run):
+        picked = selection_from_finding(cell) if ctx.triggered_id == "findings" else selection_from_heatmap(click)
+        if picked is None:
+            return no_update, no_update
+        return timeline_view(session, run, picked)
