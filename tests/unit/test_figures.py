@@ -124,3 +124,8 @@ def test_compare_deltas():
     fig = figures.compare(a, b)
     got = {(t.name, t.xaxis): dict(zip(t.x, t.y)) for t in fig.data}
     assert got[("Δ exposed comm", "x")]["1"] == pytest.approx(8)
+
+
+def test_spread_line_of_equal_ranks_names_no_extremes():
+    rows = [{"rank": 0, "exposed": 2 * MS}, {"rank": 1, "exposed": 2 * MS}]
+    assert figures.spread_line(rows) == "every rank has 2.000 ms of exposed comm"

@@ -90,6 +90,8 @@ def spread_line(rows: list[dict]) -> str:
         return ""
     lo = min(rows, key=lambda r: (r["exposed"], r["rank"]))
     hi = max(rows, key=lambda r: (r["exposed"], -r["rank"]))
+    if lo["exposed"] == hi["exposed"]:
+        return f"every rank has {lo['exposed'] * MS:.3f} ms of exposed comm"
     return (f"exposed comm ranges from {lo['exposed'] * MS:.3f} ms (rank {lo['rank']}) to "
             f"{hi['exposed'] * MS:.3f} ms (rank {hi['rank']})")
 
@@ -188,9 +190,13 @@ def heatmap(report: Report, metric: str = "exposed_comm_fraction"):
     ranks, steps, z = heatmap_grid(report, metric)
     label, unit, fmt = HEATMAP_METRICS[metric]
     xs = ["all" if s is None else s for s in steps]
+    # Overlap on its full scale; exposed fraction from 0 to the worst cell (a uniform run is not "mid-bad").
+    top = max((v for row in z for v in row if v is not None), default=0.0) or 1.0
+    limits = {"exposed_comm_fraction": {"zmin": 0.0, "zmax": top},
+              "overlap_pct": {"zmin": 0.0, "zmax": 100.0}}.get(metric, {})
     scale = "Cividis" if metric != "overlap_pct" else "Cividis_r"
     fig = go.Figure(go.Heatmap(
-        z=z, x=xs, y=ranks, colorscale=scale, colorbar={"title": {"text": unit}},
+        z=z, x=xs, y=ranks, colorscale=scale, colorbar={"title": {"text": unit}}, **limits,
         hovertemplate=f"rank %{{y}}, step %{{x}}<br>{label}: %{{z:{fmt}}} {unit}<extra></extra>"))
     fig.update_layout(title={"text": f"{label.capitalize()} per rank and step (click a cell for its timeline)"},
                       xaxis={"title": "step", "type": "category"},

@@ -54,11 +54,12 @@ def timeline(tl: StepTimeline, findings: list[Diagnosis] = ()):
     if s.size <= MAX_SHADES:
         for a, b in zip(((s - tl.start_ns) * MS).tolist(), ((e - tl.start_ns) * MS).tolist()):
             fig.add_vrect(x0=a, x1=b, fillcolor=PALETTE["exposed"], opacity=0.12, line_width=0, layer="below")
+    span = (tl.end_ns - tl.start_ns) * MS
     for d in findings:
         x = (pin_time(d, tl) - tl.start_ns) * MS
         fig.add_vline(x=x, line_color=SEVERITY_COLORS.get(d.severity, "#000000"), line_dash="dot")
         fig.add_annotation(x=x, y=1.0, yref="paper", text=f"{d.id}: {d.title}", showarrow=False,
-                           xanchor="left", yanchor="bottom", font={"size": 11}, hovertext=d.detail)
+                           xanchor="left" if x < span / 2 else "right", yanchor="bottom", font={"size": 11}, hovertext=d.detail)
     where = "all" if tl.step is None else tl.step
     note = f" (gaps under {tl.merged_below_ns * MS:.6f} ms merged)" if tl.merged_below_ns else ""
     fig.update_layout(barmode="overlay", title={"text": f"Rank {tl.rank}, step {where}: "
