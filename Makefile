@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/tracelens report sample_traces/wfbp_100
+	@echo "Browse it: $(BIN)/tracelens dashboard sample_traces/wfbp_100   (http://127.0.0.1:8050/, offline)"
+	@echo "      or:  $(BIN)/tracelens report sample_traces/wfbp_100 --format html -o report.html"
 
 test: $(STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider
@@ -31,6 +33,7 @@ test-deps: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_parse.py
 	$(BIN)/python bench/bench_nsys.py
+	$(BIN)/python bench/bench_figures.py
 
 # Rewrite the generated samples (the test fixture tests/fixtures/synth); git shows no diff unless it changed.
 samples: $(STAMP)

