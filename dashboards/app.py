@@ -28,6 +28,7 @@ class Session:
     runs: list[Run]
     comm_patterns: tuple[str, ...] = ()
     step_nvtx: str | None = None
+    history: list[dict] | None = None       # runs of a history database (api.history_runs), oldest first
     _timelines: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

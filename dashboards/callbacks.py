@@ -71,6 +71,21 @@ def timeline_view(session, run, picked):
                                        f"{len(pins)} finding(s) pinned.")
 
 
+def history_point(session, click) -> str:
+    """Where a clicked history point's report comes from (its run, label, commit, source), to open it with
+    ``tracelens dashboard SOURCE``; the run id is looked up among the rows the server was started with."""
+    try:
+        run_id = int(click["points"][0]["customdata"][0])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return "Click a point for its run."
+    row = next((r for r in session.history or () if r["id"] == run_id), None)
+    if row is None:
+        return f"No run {run_id} in the history."
+    return (f"run {row['id']} ({row['label']}, commit {row.get('commit') or 'none'}, {row['created_at']}): "
+            f"overlap {row['overlap_pct']}, exposed fraction {row['exposed_comm_fraction']}; its report: "
+            f"tracelens dashboard {row.get('source') or '(source not recorded)'}")
+
+
 def run_view(session, run):
     """What changes with the run selector: headline cards, step choices, collectives rows."""
     report = session.run(run).report
@@ -98,6 +113,11 @@ def register(app, session) -> None:
                   Input("run", "value"), prevent_initial_call=True)
     def _run(run):
         return run_view(session, run)
+
+    if session.history:
+        @app.callback(Output("history-info", "children"), Input("history", "clickData"), prevent_initial_call=True)
+        def _history(click):
+            return history_point(session, click)
 
     @app.callback(Output("timeline", "figure"), Output("timeline-info", "children"),
                   Input("heatmap", "clickData"), Input("findings", "cellClicked"), State("run", "value"),

@@ -75,6 +75,7 @@ def page(session) -> html.Div:
                 style={"height": "480px"}),
         ]),
         compare_section(session),
+        history_section(session),
     ])
 
 
@@ -98,3 +99,12 @@ def compare_section(session) -> html.Div:
         html.H3(f"Run {b.name} vs run {a.name}"), *verdicts,
         dcc.Graph(id="compare", figure=figures.compare(a.report, b.report, (a.name, b.name)),
                   style={"height": "440px"})])
+
+
+def history_section(session) -> html.Div:
+    if not session.history:
+        return html.Div()
+    return html.Div(style=SECTION, children=[
+        html.H3("History"),
+        dcc.Graph(id="history", figure=figures.history(session.history), style={"height": "520px"}),
+        html.Div(id="history-info", children="Click a point for its run.")])

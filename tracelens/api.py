@@ -255,3 +255,11 @@ def step_timeline(rep: Report, rank: int, step: int | None, *, comm_patterns: It
     if not mine:
         raise InputError(f"no rank {rank} in this trace", path=str(found[0]))
     return _timeline(mine[0], step, max_shapes=max_shapes or MAX_SHAPES)
+
+
+def history_runs(db: str | Path, label: str | None = None, limit: int = 1000) -> list[dict]:
+    """The runs of a history database (summary metrics, label, commit, time, source), oldest first."""
+    from .history import list_runs, open_db
+
+    with open_db(db, create=False) as handle:
+        return list(reversed(list_runs(handle, label, limit)))

@@ -124,3 +124,42 @@ def test_assets_are_served_locally(session):
     assert app.config.serve_locally is True
     page = app.server.test_client().get("/").data.decode()
     assert "https://" not in page and "http://" not in page      # no CDN script or stylesheet
+
+
+@pytest.fixture(scope="module")
+def history_db(tmp_path_factory):
+    from tracelens.cli import main
+
+    db = tmp_path_factory.mktemp("hist") / "ci.db"
+    for label, sample in (("main", "wfbp_100"), ("main", "one_bucket"), ("pr", "compute_bound_8")):
+        assert main(["history", "add", str(SAMPLES / sample), "--db", str(db), "--label", label]) == 0
+    return db
+
+
+def test_history_view_shows_each_runs_summary(history_db, session):
+    from tracelens.renderers import figures
+
+    runs = api.history_runs(history_db)
+    assert [r["label"] for r in runs] == ["main", "main", "pr"]          # oldest first, as added
+    fig = figures.history(runs)
+    main_overlap = next(t for t in fig.data if t.name == "main" and t.yaxis == "y")
+    # the first two runs added: wfbp_100 (82.5 % hidden, metrics.expected) and one_bucket (nothing hidden)
+    assert list(main_overlap.y) == [runs[0]["overlap_pct"], runs[1]["overlap_pct"]]
+    assert main_overlap.y[0] == pytest.approx(82.5) and main_overlap.y[1] == pytest.approx(0.0)
+    s = Session(session.runs, history=runs)
+    info = callbacks.history_point(s, {"points": [{"customdata": [runs[2]["id"], "", runs[2]["source"]]}]})
+    assert f"run {runs[2]['id']} (pr," in info and info.endswith(str(SAMPLES / "compute_bound_8"))
+    assert callbacks.history_point(s, {"points": [{"customdata": ["../../etc/passwd"]}]}) == "Click a point for its run."
+    assert callbacks.history_point(s, {"points": [{"customdata": [999]}]}) == "No run 999 in the history."
+    page = create_app(s).server.test_client().get("/_dash-layout").data.decode()
+    assert '"id":"history"' in page.replace(" ", "")
+
+
+def test_cli_reads_the_history(history_db, monkeypatch):
+    import tracelens.dashboards as dashboards
+    from tracelens.cli import main
+
+    served = {}
+    monkeypatch.setattr(dashboards, "serve", lambda s, **kw: served.update(session=s))
+    assert main(["dashboard", SAMPLE, "--history", str(history_db), "--label", "pr"]) == 0
+    assert [r["label"] for r in served["session"].history] == ["pr"]

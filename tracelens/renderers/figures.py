@@ -298,3 +298,31 @@ def compare(a: Report, b: Report, names: tuple[str, str] = ("A", "B")):
     fig.update_layout(barmode="group", title={"text": f"Run {names[1]} vs run {names[0]}"},
                       legend_orientation="h", legend_y=-0.2, margin={"t": 70})
     return fig
+
+
+# ----------------------------------------------------------------------------------------------- history
+
+def history(runs: list[dict]):
+    """Overlap % and exposed fraction of each label's runs over time (rows of ``api.history_runs``); a point's
+    customdata is [run id, commit, source]."""
+    from plotly.subplots import make_subplots
+
+    go = _go()
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("overlap (% of comm hidden)", "exposed comm fraction (of step time)"))
+    labels = sorted({r["label"] for r in runs})
+    for n, label in enumerate(labels):
+        mine = [r for r in runs if r["label"] == label]
+        data = [[r["id"], r.get("commit") or "", r.get("source") or ""] for r in mine]
+        for row, key, fmt in ((1, "overlap_pct", ".2f"), (2, "exposed_comm_fraction", ".4f")):
+            fig.add_trace(go.Scatter(
+                x=[r["created_at"] for r in mine], y=[r[key] for r in mine], mode="lines+markers", name=label,
+                legendgroup=label, showlegend=row == 1, customdata=data,
+                hovertemplate=f"run %{{customdata[0]}} ({label}) %{{x}}<br>commit %{{customdata[1]}}<br>"
+                              f"%{{y:{fmt}}}<br>%{{customdata[2]}}<extra></extra>"), row=row, col=1)
+    fig.update_yaxes(title_text="%", row=1, col=1)
+    fig.update_yaxes(title_text="fraction", row=2, col=1)
+    fig.update_xaxes(title_text="run added (UTC)", row=2, col=1)
+    fig.update_layout(title={"text": "History (click a point for its run)"}, legend_orientation="h",
+                      legend_y=-0.15, margin={"t": 70})
+    return fig
