@@ -17,8 +17,8 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/tracelens report sample_traces/wfbp_100
-	@echo "Browse it: $(BIN)/tracelens dashboard sample_traces/wfbp_100   (http://127.0.0.1:8050/, offline)"
-	@echo "      or:  $(BIN)/tracelens report sample_traces/wfbp_100 --format html -o report.html"
+	@echo "In a browser: $(BIN)/tracelens dashboard sample_traces/wfbp_100"
+	@echo "As one HTML file: add --format html -o report.html to the report command"
 
 test: $(STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider

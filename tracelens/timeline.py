@@ -14,6 +14,7 @@ import numpy as np
 class Lane:
     name: str                                          # "stream 7", "main thread", ...
     spans: dict[str, tuple[np.ndarray, np.ndarray]]    # kind -> (starts, ends), absolute ns, sorted, disjoint
+    names: dict[str, list[str]] = field(default_factory=dict)   # kind -> each span's activity name (unmerged)
 
 
 @dataclass

@@ -63,3 +63,14 @@ def test_unknown_rank_step_or_missing_trace(rep, tmp_path):
         i.path = str(tmp_path / "gone" / "rank.json.gz")
     with pytest.raises(InputError, match="not here"):
         api.step_timeline(moved, 0, 2)
+
+
+def test_each_activity_keeps_its_name_for_the_hover(rep):
+    pytest.importorskip("plotly", reason="the dashboard extra (plotly) is not installed")
+    from tracelens.renderers.timeline import timeline_bars
+
+    tl = api.step_timeline(rep, 1, 3)
+    comm = next(b for b in timeline_bars(tl) if b["kind"] == "comm")
+    # wfbp_100: 100 NCCL all-reduce kernels per step, their template arguments escaped for plotly's hover
+    assert len(comm["names"]) == len(comm["start_ms"]) == 100
+    assert comm["names"][0].startswith("ncclDevKernel_AllReduce") and "&lt;4096ul&gt;" in comm["names"][0]

@@ -3,6 +3,8 @@ stretches shaded and the findings of the step pinned where they happen. Times in
 
 from __future__ import annotations
 
+from html import escape
+
 from ..contract import Diagnosis
 from ..timeline import StepTimeline
 from .figures import MS, PALETTE, SEVERITY_COLORS, _go
@@ -19,10 +21,12 @@ def timeline_bars(tl: StepTimeline) -> list[dict]:
     for lane in [*tl.lanes]:
         for kind, (s, e) in lane.spans.items():
             out.append({"lane": lane.name, "kind": kind, "start_ms": ((s - tl.start_ns) * MS).tolist(),
-                        "dur_ms": ((e - s) * MS).tolist()})
+                        "dur_ms": ((e - s) * MS).tolist(),
+                        # plotly reads hover text as HTML: a kernel's template arguments must stay text
+                        "names": [escape(n) for n in lane.names[kind]] if kind in lane.names else None})
     s, e = tl.exposed
     out.append({"lane": EXPOSED_LANE, "kind": "exposed", "start_ms": ((s - tl.start_ns) * MS).tolist(),
-                "dur_ms": ((e - s) * MS).tolist()})
+                "dur_ms": ((e - s) * MS).tolist(), "names": None})
     return out
 
 
@@ -47,8 +51,9 @@ def timeline(tl: StepTimeline, findings: list[Diagnosis] = ()):
         fig.add_trace(go.Bar(
             y=[bar["lane"]] * len(bar["start_ms"]), x=bar["dur_ms"], base=bar["start_ms"], orientation="h",
             name=bar["kind"], marker_color=color, legendgroup=bar["kind"], showlegend=bar["kind"] not in shown,
-            hovertemplate=bar["lane"] + " " + bar["kind"] + "<br>start %{base:.6f} ms<br>length %{x:.6f} ms"
-                          "<extra></extra>"))
+            hovertext=bar["names"], hovertemplate=bar["lane"] + " " + bar["kind"] + (
+                "<br>%{hovertext}" if bar["names"] else "") + "<br>start %{base:.6f} ms<br>length %{x:.6f} ms"
+                "<extra></extra>"))
         shown.add(bar["kind"])
     s, e = tl.exposed
     if s.size <= MAX_SHADES:

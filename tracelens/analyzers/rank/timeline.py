@@ -48,17 +48,19 @@ def _gpu_lanes(trace: RankTrace, device, lo: int, hi: int) -> list[Lane]:
     s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
     on = (ops["device"].to_numpy() == device) & (e > lo) & (s < hi)
     stream = ops["stream"].to_numpy()
+    name = np.asarray(ops["name"].array, dtype=object)
     kinds = {k: on & isin(ops["kind"], (k,)) for k in ("compute", "comm", "memcpy", "memset", "sync")}
     lanes = []
     for st in np.unique(stream[on]):
         here = stream == st
-        spans = {}
+        spans, names = {}, {}
         for kind, of_kind in kinds.items():
-            sel = here & of_kind
-            if sel.any():
-                order = np.argsort(s[sel], kind="stable")      # each activity kept, for its hover
-                spans[kind] = (np.maximum(s[sel][order], lo), np.minimum(e[sel][order], hi))
-        lanes.append(Lane(f"stream {int(st)}", spans))
+            rows = np.flatnonzero(here & of_kind)
+            if rows.size:
+                rows = rows[np.argsort(s[rows], kind="stable")]      # each activity kept, for its hover
+                spans[kind] = (np.maximum(s[rows], lo), np.minimum(e[rows], hi))
+                names[kind] = [str(n) for n in name[rows]]
+        lanes.append(Lane(f"stream {int(st)}", spans, names))
     return lanes
 
 
