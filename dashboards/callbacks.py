@@ -12,6 +12,8 @@ from tracelens.renderers.timeline import timeline as timeline_figure
 
 from . import layout
 
+PICK = "Click a heatmap cell (or a finding) to see that rank and step."
+
 
 def _step(value):
     """The step selector's / heatmap's value as a step number (None: all steps, or a run without steps)."""
@@ -58,12 +60,13 @@ def selection_from_finding(cell) -> tuple[int, int | None] | None:
 def timeline_view(session, run, picked):
     """(figure, message) of the picked rank and step of the run; a message alone when it cannot be shown."""
     if picked is None:
-        return figures._go().Figure(), "Click a heatmap cell (or a finding) to see that rank and step."
+        return figures.placeholder(PICK), PICK
     rank, step = picked
     try:
         tl = session.timeline(run, rank, step)
     except (TracelensError, ValueError) as exc:
-        return figures._go().Figure(), f"No timeline for rank {rank}, step {step}: {exc}"
+        why = f"No timeline for rank {rank}, step {step}: {exc}"
+        return figures.placeholder(why), why
     report = session.run(run).report
     pins = [d for d in report.diagnoses if d.rank == rank and d.step == step]
     where = "all" if step is None else step

@@ -45,8 +45,9 @@ def page(session) -> html.Div:
         ]),
         html.Div(id="timeline-section", style=SECTION, children=[
             html.H3("Step timeline"),
-            html.Div(id="timeline-info", children="Click a heatmap cell (or a finding) to see that rank and step."),
-            dcc.Loading(dcc.Graph(id="timeline", style={"height": "420px"})),
+            html.Div(id="timeline-info", children=callbacks.PICK),
+            dcc.Loading(dcc.Graph(id="timeline", figure=figures.placeholder(callbacks.PICK),
+                                  style={"height": "420px"})),
         ]),
         html.Div(style=SECTION, children=[
             html.H3("Findings"),

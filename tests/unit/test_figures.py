@@ -129,3 +129,16 @@ def test_compare_deltas():
 def test_spread_line_of_equal_ranks_names_no_extremes():
     rows = [{"rank": 0, "exposed": 2 * MS}, {"rank": 1, "exposed": 2 * MS}]
     assert figures.spread_line(rows) == "every rank has 2.000 ms of exposed comm"
+
+
+def test_compare_per_step_sums_only_the_ranks_of_both_runs():
+    a, b = synthetic(4, 2), synthetic(2, 2)
+    rows = figures.compare_rows(a, b)
+    # the same generator for ranks 0 and 1: no difference, though run A has two more ranks
+    assert [r["rank"] for r in rows["ranks"]] == [0, 1]
+    assert [(r["exposed"], r["duration"]) for r in rows["steps"]] == [(0, 0), (0, 0)]
+
+
+def test_placeholder_has_no_axes():
+    fig = figures.placeholder("pick one")
+    assert fig.layout.xaxis.visible is False and fig.layout.annotations[0].text == "pick one"

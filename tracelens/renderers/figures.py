@@ -103,6 +103,16 @@ def _hover(rows: list[dict]) -> list[str]:
             f"<br>copy {r['copy'] * MS:.6f} ms<br>overlap {_pct(r['overlap_pct'])}" for r in rows]
 
 
+def placeholder(text: str):
+    """An empty figure holding only ``text`` (a view waiting for a choice): no axes to misread."""
+    go = _go()
+    fig = go.Figure()
+    fig.update_layout(xaxis={"visible": False}, yaxis={"visible": False}, annotations=[
+        {"text": text, "showarrow": False, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
+         "font": {"size": 14}}], margin={"t": 20, "b": 20})
+    return fig
+
+
 def _pct(v: Optional[float]) -> str:
     return "n/a" if v is None else f"{v:.2f} %"
 
@@ -255,17 +265,20 @@ def headline(report: Report) -> list[tuple[str, str]]:
 # -------------------------------------------------------------------------------------------- run A vs B
 
 def compare_rows(a: Report, b: Report) -> dict[str, list[dict]]:
-    """Run B minus run A (ns) per rank (totals) and per step (the sums over ranks of that step), for exposed
-    comm and step time; only ranks and steps both runs have."""
+    """Run B minus run A (ns) per rank (totals) and per step (the sums over the ranks both runs have), for
+    exposed comm, step time and compute; only ranks and steps both runs have."""
     ra, rb = {r.rank: r for r in a.ranks}, {r.rank: r for r in b.ranks}
+    common = sorted(ra.keys() & rb.keys())
     ranks = [{"rank": k, "exposed": rb[k].totals.exposed_comm_ns - ra[k].totals.exposed_comm_ns,
               "duration": rb[k].totals.duration_ns - ra[k].totals.duration_ns,
               "compute": rb[k].totals.compute_ns - ra[k].totals.compute_ns}
-             for k in sorted(ra.keys() & rb.keys())]
+             for k in common]
 
     def per_step(rep: Report) -> dict:
         out: dict = {}
         for r in rep.ranks:
+            if r.rank not in ra or r.rank not in rb:
+                continue
             for s in r.steps:
                 e, d, c = out.get(s.step, (0, 0, 0))
                 out[s.step] = (e + s.exposed_comm_ns, d + s.duration_ns, c + s.compute_ns)
@@ -284,7 +297,7 @@ def compare(a: Report, b: Report, names: tuple[str, str] = ("A", "B")):
 
     go = _go()
     rows = compare_rows(a, b)
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("per rank (all steps)", "per step (sum over ranks)"))
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("per rank (all steps)", "per step (sum over the ranks of both)"))
     series = (("exposed", "Δ exposed comm", PALETTE["exposed"]), ("duration", "Δ step time", "#000000"),
               ("compute", "Δ compute", PALETTE["compute"]))
     for col, (part, key) in enumerate((("ranks", "rank"), ("steps", "step")), start=1):
