@@ -13,6 +13,7 @@ from tracelens.renderers import figures
 MAX_COLLECTIVES = 5_000     # rows sent to the collectives grid (the most exposed); the Report keeps them all
 CARD = {"background": "#f3f5f8", "padding": "6px 12px", "borderRadius": "4px"}
 SECTION = {"marginTop": "24px"}
+MS_FORMAT = {"function": "d3.format('.6f')(params.value)"}    # ns precision, as in every other view
 GRID = {"sortable": True, "filter": True, "resizable": True}
 
 
@@ -69,9 +70,10 @@ def page(session) -> html.Div:
             dag.AgGrid(id="collectives", rowData=figures.collectives_rows(first, MAX_COLLECTIVES), columnDefs=[
                 {"field": "rank", "width": 90}, {"field": "step", "width": 90}, {"field": "op", "width": 140},
                 {"field": "name", "flex": 2}, {"field": "bytes", "filter": "agNumberColumnFilter"},
-                {"field": "duration_ms", "headerName": "duration (ms)", "filter": "agNumberColumnFilter"},
+                {"field": "duration_ms", "headerName": "duration (ms)", "filter": "agNumberColumnFilter",
+                 "valueFormatter": MS_FORMAT},
                 {"field": "exposed_ms", "headerName": "exposed (ms)", "filter": "agNumberColumnFilter",
-                 "sort": "desc"}],
+                 "valueFormatter": MS_FORMAT, "sort": "desc"}],
                 defaultColDef=GRID, dashGridOptions={"pagination": True, "paginationPageSize": 50},
                 style={"height": "480px"}),
         ]),

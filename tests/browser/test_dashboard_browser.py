@@ -20,6 +20,7 @@ from conftest import CHROMEDRIVER, CHROMIUM, SAMPLES, needs_browser
 SAMPLE = str(SAMPLES / "wfbp_100")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 WAIT = 20
+EXPOSED_TOP_NS = 120_000   # wfbp_100: each all-reduce takes 0.12 ms; those after the compute are wholly exposed
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +93,9 @@ def test_dashboard_renders_and_a_click_opens_the_timeline(browser, dashboard_url
     rows = _wait(browser, "#findings .ag-center-cols-container .ag-row")
     assert rows and "sawtooth" in browser.find_element("css selector", "#findings").text
     assert "82.50 %" in browser.find_element("css selector", "#headline").text    # wfbp_100: 82.5 % hidden
+    # the most exposed collective first, its exposed time in ms to the nanosecond (the Report's number)
+    cells = _wait(browser, "#collectives .ag-center-cols-container .ag-row[row-index='0'] [col-id='exposed_ms']")
+    assert cells[0].text == f"{EXPOSED_TOP_NS * 1e-6:.6f}"
     for view in ("budget", "heatmap"):
         el = browser.find_element("css selector", f"#{view}")
         browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", el)
