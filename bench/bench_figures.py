@@ -29,7 +29,8 @@ def views(rep, collectives_top: int):
         "heatmap, exposed fraction": lambda: figures.heatmap(rep, "exposed_comm_fraction").to_json(),
         "heatmap, step time": lambda: figures.heatmap(rep, "duration_ns").to_json(),
         "findings rows": lambda: json.dumps(figures.findings_rows(rep)),
-        f"collectives rows (top {collectives_top:,})": lambda: json.dumps(figures.collectives_rows(rep, collectives_top)),
+        f"collectives rows (top {collectives_top:,})":
+            lambda: json.dumps(figures.collectives_rows(rep, collectives_top)),
         "dashboard page (first load, /_dash-layout)": lambda: _client(rep).get("/_dash-layout").data,
         "html report (all of it)": lambda: __import__("tracelens.renderers.html", fromlist=["render"]).render(rep),
     }

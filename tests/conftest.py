@@ -86,7 +86,8 @@ def needs_browser():
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).exists()]
     missing += [m for m in ("selenium", "dash", "plotly", "dash_ag_grid") if importlib.util.find_spec(m) is None]
     if missing:
-        why = f"the browser tests need {', '.join(missing)} (apt-get install chromium chromium-driver; pip install -e '.[test]')"
+        why = (f"the browser tests need {', '.join(missing)} (apt-get install chromium chromium-driver; "
+               "pip install -e '.[test]')")
         if os.environ.get("TRACELENS_REQUIRE_BROWSER"):
             pytest.fail(f"TRACELENS_REQUIRE_BROWSER is set but {why}")
         pytest.skip(why)

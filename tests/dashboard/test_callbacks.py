@@ -61,7 +61,8 @@ def test_budget_and_heatmap_callbacks_follow_the_controls(session):
     assert dict(zip(exposed.x, exposed.y)) == pytest.approx(want)
     hm = callbacks.heatmap_figure(session, 0, "overlap_pct").data[0]
     assert hm.z[0][0] == rep.ranks[0].steps[0].overlap_pct
-    assert callbacks.heatmap_figure(session, 0, "<script>").data[0].z[0][0] == rep.ranks[0].steps[0].exposed_comm_fraction
+    unknown = callbacks.heatmap_figure(session, 0, "<script>").data[0]      # falls back to the exposed fraction
+    assert unknown.z[0][0] == rep.ranks[0].steps[0].exposed_comm_fraction
 
 
 def test_findings_filter(session):
@@ -149,7 +150,8 @@ def test_history_view_shows_each_runs_summary(history_db, session):
     s = Session(session.runs, history=runs)
     info = callbacks.history_point(s, {"points": [{"customdata": [runs[2]["id"], "", runs[2]["source"]]}]})
     assert f"run {runs[2]['id']} (pr," in info and info.endswith(str(SAMPLES / "compute_bound_8"))
-    assert callbacks.history_point(s, {"points": [{"customdata": ["../../etc/passwd"]}]}) == "Click a point for its run."
+    bad = {"points": [{"customdata": ["../../etc/passwd"]}]}
+    assert callbacks.history_point(s, bad) == "Click a point for its run."
     assert callbacks.history_point(s, {"points": [{"customdata": [999]}]}) == "No run 999 in the history."
     page = create_app(s).server.test_client().get("/_dash-layout").data.decode()
     assert '"id":"history"' in page.replace(" ", "")

@@ -37,7 +37,8 @@ def check_installed() -> None:
 @click.option("--open", "open_browser", is_flag=True, help="Open the dashboard in a web browser.")
 @threshold_option
 @input_options
-def dashboard(paths, compare, history_db, label, host, port, open_browser, thresholds, comm_patterns, step_nvtx) -> None:
+def dashboard(paths, compare, history_db, label, host, port, open_browser, thresholds, comm_patterns,
+              step_nvtx) -> None:
     """Serve the overlap dashboard for trace files, run directories or saved report.json files: rank time
     budget, rank x step heatmap, step timeline, findings, collectives (and run A vs B with --compare, the
     history with --history).

@@ -1,4 +1,5 @@
-"""Renderers turn a Report into text, Markdown, JSON or one self-contained HTML file. They format; they never compute a metric."""
+"""Renderers turn a Report into text, Markdown, JSON or one self-contained HTML file. They format; they never
+compute a metric."""
 
 from __future__ import annotations
 

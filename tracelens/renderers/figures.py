@@ -297,7 +297,8 @@ def compare(a: Report, b: Report, names: tuple[str, str] = ("A", "B")):
 
     go = _go()
     rows = compare_rows(a, b)
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("per rank (all steps)", "per step (sum over the ranks of both)"))
+    fig = make_subplots(rows=1, cols=2,
+                        subplot_titles=("per rank (all steps)", "per step (sum over the ranks of both)"))
     series = (("exposed", "Δ exposed comm", PALETTE["exposed"]), ("duration", "Δ step time", "#000000"),
               ("compute", "Δ compute", PALETTE["compute"]))
     for col, (part, key) in enumerate((("ranks", "rank"), ("steps", "step")), start=1):

@@ -64,7 +64,8 @@ def timeline(tl: StepTimeline, findings: list[Diagnosis] = ()):
         x = (pin_time(d, tl) - tl.start_ns) * MS
         fig.add_vline(x=x, line_color=SEVERITY_COLORS.get(d.severity, "#000000"), line_dash="dot")
         fig.add_annotation(x=x, y=1.0, yref="paper", text=f"{d.id}: {d.title}", showarrow=False,
-                           xanchor="left" if x < span / 2 else "right", yanchor="bottom", font={"size": 11}, hovertext=d.detail)
+                           xanchor="left" if x < span / 2 else "right", yanchor="bottom", font={"size": 11},
+                           hovertext=d.detail)
     where = "all" if tl.step is None else tl.step
     note = f" (gaps under {tl.merged_below_ns * MS:.6f} ms merged)" if tl.merged_below_ns else ""
     fig.update_layout(barmode="overlay", title={"text": f"Rank {tl.rank}, step {where}: "
