@@ -246,7 +246,9 @@ def step_timeline(rep: Report, rank: int, step: int | None, *, comm_patterns: It
 
     if not any(r.rank == rank and any(s.step == step for s in r.steps) for r in rep.ranks):
         raise UsageError(f"the report has no rank {rank} with step {step}")
-    files = [i for i in rep.inputs if i.rank == rank and i.rank_rule != "manifest"]
+    # the rank's trace, not a side file (manifest, NCCL log) listed beside it
+    files = [i for i in rep.inputs
+             if i.rank == rank and i.format in ("kineto", "nsys") and i.rank_rule != "manifest"]
     found = [Path(i.path) for i in files if Path(i.path).is_file()]
     if not found:
         raise InputError(f"the trace of rank {rank} is not here ({', '.join(i.path for i in files) or 'none named'})")
