@@ -8,7 +8,7 @@ from dash import dcc, html
 import dash_ag_grid as dag
 
 from tracelens.contract import SEVERITIES
-from tracelens.renderers import figures
+from tracelens.renderers import crossrank, figures
 
 MAX_COLLECTIVES = 5_000     # rows sent to the collectives grid (the most exposed); the Report keeps them all
 CARD = {"background": "#f3f5f8", "padding": "6px 12px", "borderRadius": "4px"}
@@ -77,6 +77,7 @@ def page(session) -> html.Div:
                 defaultColDef=GRID, dashGridOptions={"pagination": True, "paginationPageSize": 50},
                 style={"height": "480px"}),
         ]),
+        across_section(first),
         compare_section(session),
         history_section(session),
     ])
@@ -111,3 +112,29 @@ def history_section(session) -> html.Div:
         html.H3("History"),
         dcc.Graph(id="history", figure=figures.history(session.history), style={"height": "520px"}),
         html.Div(id="history-info", children="Click a point for its run.")])
+
+
+def across_section(report) -> html.Div:
+    """Wait vs transfer, the stragglers by arrival, busbw vs size and the transport verdict: shown when the
+    Report has its ``cross_rank`` / ``transport`` sections (the first run's)."""
+    wait, bw, line = crossrank.wait_transfer(report), crossrank.busbw(report), crossrank.transport_line(report)
+    if wait is None and bw is None and line is None:
+        return html.Div(id="across")
+    children: list = [html.H3("Across ranks")]
+    if line:
+        children.append(html.Div(line, id="transport"))
+    if wait is not None:
+        children += [dcc.Graph(id="wait-transfer", figure=wait, style={"height": "440px"}),
+                     dag.AgGrid(id="stragglers", rowData=crossrank.straggler_rows(report), columnDefs=[
+                         {"field": "rank", "width": 90}, {"field": "host"}, {"field": "late_count",
+                                                                          "headerName": "arrived last"},
+                         {"field": "matched"}, {"field": "wait_ms", "headerName": "wait (ms)",
+                                                "valueFormatter": MS_FORMAT},
+                         {"field": "transfer_ms", "headerName": "transfer (ms)", "valueFormatter": MS_FORMAT},
+                         {"field": "exposed_wait_ms", "headerName": "exposed wait (ms)",
+                          "valueFormatter": MS_FORMAT}],
+                                defaultColDef=GRID, dashGridOptions={"pagination": True, "paginationPageSize": 20},
+                                style={"height": "360px"})]
+    if bw is not None:
+        children.append(dcc.Graph(id="busbw", figure=bw, style={"height": "440px"}))
+    return html.Div(id="across", style=SECTION, children=children)

@@ -123,10 +123,11 @@ def test_html_report_renders_from_disk_offline(browser, tmp_path):
     browser.set_network_conditions(offline=True, latency=0, download_throughput=0, upload_throughput=0)
     try:
         browser.get(out.as_uri())
-        plots = _wait(browser, ".plotly-graph-div .main-svg", 2)
-        assert len({p.find_element("xpath", "./ancestor::div[contains(@class,'plotly-graph-div')]").id
-                    for p in plots}) == 2
-        assert len(browser.find_elements("css selector", ".barlayer .point")) == 10
+        _wait(browser, ".plotly-graph-div .main-svg", 2)
+        graphs = browser.find_elements("css selector", ".plotly-graph-div")
+        # the budget first (2 ranks x 5 segments), then the heatmap: one cell per rank and step (an image)
+        assert len(graphs[0].find_elements("css selector", ".barlayer .point")) == 10
+        assert graphs[1].find_elements("css selector", ".hm, image")
         assert browser.execute_script("return typeof Plotly") == "object"
         browser.save_screenshot(str(ARTIFACTS / "report-html.png"))
         assert _severe(browser) == []

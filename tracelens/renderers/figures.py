@@ -21,7 +21,8 @@ PALETTE = {
     "idle": "#BBBBBB",           # grey
     "copy": "#E69F00",           # orange: memcpy / memset
     "sync": "#CC79A7",           # reddish purple
-    "comm": "#56B4E9",           # sky blue: a communication kernel (timeline)
+    "comm": "#56B4E9",           # sky blue: a communication kernel (timeline), data transfer (across ranks)
+    "wait": "#F0E442",           # yellow: waiting for peers (across ranks)
 }
 SEVERITY_COLORS = {"critical": "#D55E00", "warning": "#E69F00", "info": "#56B4E9"}
 MS = 1e-6                        # ns -> ms, the unit of every time axis

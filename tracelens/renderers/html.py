@@ -1,5 +1,6 @@
 """The Report as one self-contained HTML file: plotly.js inlined (no network, opens from disk), the headline
-numbers, the rank budget, the rank × step heatmap, the findings and the most exposed collectives. The figures
+numbers, the rank budget, the rank × step heatmap, wait vs transfer and busbw across ranks (when the Report
+has them), the findings and the most exposed collectives. The figures
 are the dashboard's (``figures``)."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from html import escape
 
 from ..contract import Report
 from ..errors import UsageError
-from . import figures
+from . import crossrank, figures
 
 INSTALL_HINT = "pip install 'tracelens-overlap[dashboard]'"
 TOP_COLLECTIVES = 50
@@ -36,6 +37,7 @@ def plotly_js() -> str:
 def render(report: Report, *, top: int = TOP_COLLECTIVES) -> str:
     js = plotly_js()
     figs = [figures.budget(report), figures.heatmap(report, "exposed_comm_fraction")]
+    figs += [f for f in (crossrank.wait_transfer(report), crossrank.busbw(report)) if f is not None]
     plots = "\n".join(f.to_html(full_html=False, include_plotlyjs=False, default_height="520px",
                                 config={"displaylogo": False}) for f in figs)
     return "".join([
@@ -43,7 +45,7 @@ def render(report: Report, *, top: int = TOP_COLLECTIVES) -> str:
         f"<title>tracelens report: {report.summary.ranks} ranks</title><style>{_STYLE}</style>",
         f"<script type=\"text/javascript\">{js}</script></head><body>",
         "<h1>tracelens: is communication hidden behind compute?</h1>",
-        _headline(report), plots,
+        _headline(report), _transport(report), plots,
         "<h2>Findings</h2>", _findings(report),
         f"<h2>Most exposed collectives (top {top})</h2>", _collectives(report, top),
         f"<p><small>{escape(report.tool.name)} {escape(report.tool.version)}, schema {escape(report.schema)}; "
@@ -54,6 +56,11 @@ def render(report: Report, *, top: int = TOP_COLLECTIVES) -> str:
 def _headline(report: Report) -> str:
     cells = "".join(f"<div>{escape(k)}<b>{escape(v)}</b></div>" for k, v in figures.headline(report))
     return f"<div class=\"headline\">{cells}</div>"
+
+
+def _transport(report: Report) -> str:
+    line = crossrank.transport_line(report)
+    return f"<p>{escape(line)}</p>" if line else ""
 
 
 def _table(head: list[str], rows: list[list[str]], numeric: set[int] = frozenset()) -> str:
