@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/tracelens report sample_traces/wfbp_100
+	@echo "In a browser: $(BIN)/tracelens dashboard sample_traces/wfbp_100"
+	@echo "As one HTML file: add --format html -o report.html to the report command"
 
 test: $(STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider
@@ -31,6 +33,7 @@ test-deps: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_parse.py
 	$(BIN)/python bench/bench_nsys.py
+	$(BIN)/python bench/bench_figures.py
 
 # The hostile-input fuzzer: N mutated traces and N mutated exports (tests/fuzz/README.md); SEED to repeat a
 # run, JOBS driver processes (default: one per core). Failing cases land in tests/fuzz/findings/.

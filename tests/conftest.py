@@ -73,3 +73,21 @@ def needs_torch():
         pytest.skip("torch is not installed (pip install torch==2.13.0 for the end-to-end collector tests)")
     if not (Path(sys.executable).parent / "torchrun").exists():
         pytest.skip(f"torchrun is not next to {sys.executable}")
+
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+
+def needs_browser():
+    """Skip (fail under TRACELENS_REQUIRE_BROWSER, as in CI) without Debian's chromium and chromium-driver, or
+    without selenium and the dashboard extra."""
+    import importlib.util
+
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).exists()]
+    missing += [m for m in ("selenium", "dash", "plotly", "dash_ag_grid") if importlib.util.find_spec(m) is None]
+    if missing:
+        why = (f"the browser tests need {', '.join(missing)} (apt-get install chromium chromium-driver; "
+               "pip install -e '.[test]')")
+        if os.environ.get("TRACELENS_REQUIRE_BROWSER"):
+            pytest.fail(f"TRACELENS_REQUIRE_BROWSER is set but {why}")
+        pytest.skip(why)

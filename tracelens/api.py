@@ -250,13 +250,49 @@ def _gate_module():
 def gate(paths, *, rules: Mapping[str, object] | None = None, config: str | Path | None = None,
          use_config: bool = True, thresholds=None, comm_patterns: Iterable[str] = (),
          step_nvtx: str | None = None, on_file: Callable[[Path, int, int], None] | None = None,
-         env: Mapping[str, str] | None = None) -> GateResult:
-    """Apply the gate's rules to the run at ``paths`` (and its baseline): the CI gate as a function."""
+         env: Mapping[str, str] | None = None, on_report: Callable[[Report], None] | None = None) -> GateResult:
+    """Apply the gate's rules to the run at ``paths`` (and its baseline): the CI gate as a function.
+    ``on_report`` is given the run's Report (e.g. to attach it as an HTML file)."""
     gating = _gate_module()
 
     cfg, _ = gate_config(rules, config=config, use_config=use_config, env=env)
     if thresholds is None or not hasattr(thresholds, "with_overrides"):     # the run and its baseline alike
         thresholds = _layered(tuple(thresholds or ()), config=config, use_config=use_config, env=env)
     rep = report(paths, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=on_file)
+    if on_report is not None:
+        on_report(rep)
     base, notes = baseline(cfg, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx)
     return gating.evaluate(rep, cfg, base, source=" ".join(_paths(paths)), notes=notes)
+
+
+# ------------------------------------------------------------------------------------------- drill-down
+
+def step_timeline(rep: Report, rank: int, step: int | None, *, comm_patterns: Iterable[str] = (),
+                  step_nvtx: str | None = None, max_shapes: int | None = None):
+    """The timeline of one rank and step of ``rep`` (a :class:`~tracelens.timeline.StepTimeline`): only the
+    rank's own input file is read, and only files the Report names as its inputs. UsageError when the rank or
+    step is not in the Report or its trace cannot be found."""
+    from .analyzers.rank.timeline import MAX_SHAPES, step_timeline as _timeline
+    from .errors import InputError
+
+    if not any(r.rank == rank and any(s.step == step for s in r.steps) for r in rep.ranks):
+        raise UsageError(f"the report has no rank {rank} with step {step}")
+    # the rank's trace, not a side file (manifest, NCCL log) listed beside it
+    files = [i for i in rep.inputs
+             if i.rank == rank and i.format in ("kineto", "nsys") and i.rank_rule != "manifest"]
+    found = [Path(i.path) for i in files if Path(i.path).is_file()]
+    if not found:
+        raise InputError(f"the trace of rank {rank} is not here ({', '.join(i.path for i in files) or 'none named'})")
+    traces = load([found[0]], comm_patterns=comm_patterns, step_nvtx=step_nvtx, jobs=0)
+    mine = [t for t in traces if t.meta.rank == rank] or (traces if len(traces) == 1 else [])
+    if not mine:
+        raise InputError(f"no rank {rank} in this trace", path=str(found[0]))
+    return _timeline(mine[0], step, max_shapes=max_shapes or MAX_SHAPES)
+
+
+def history_runs(db: str | Path, label: str | None = None, limit: int = 1000) -> list[dict]:
+    """The runs of a history database (summary metrics, label, commit, time, source), oldest first."""
+    from .history import list_runs, open_db
+
+    with open_db(db, create=False) as handle:
+        return list(reversed(list_runs(handle, label, limit)))

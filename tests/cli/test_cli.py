@@ -146,10 +146,11 @@ def test_names_with_brackets_are_shown_as_written(capsys, tmp_path):
     assert code == 0 and "exp[3][/x]" in out
 
 
-HEAVY = ("pandas", "numpy", "rich", "pyarrow", "msgspec", "sqlite_utils")
+HEAVY = ("pandas", "numpy", "rich", "pyarrow", "msgspec", "sqlite_utils", "dash", "plotly")
 
 
-@pytest.mark.parametrize("command", ["", "report", "export", "gate", "collect", "history", "history add"])
+@pytest.mark.parametrize("command", ["", "report", "export", "gate", "collect", "history", "history add",
+                                     "dashboard"])
 def test_help_imports_nothing_heavy(command):
     # `--help` and option errors answer before any heavy library loads: no cli module imports one at module
     # level (each command imports what it needs inside its function).
@@ -172,7 +173,7 @@ def test_every_command_is_its_own_small_module():
     import tracelens.gate
     folder = Path(tracelens.cli.__file__).parent
     assert {p.stem for p in folder.glob("*.py")} >= {"__init__", "terminal", "report", "export", "gate",
-                                                     "history", "collect"}
+                                                     "history", "collect", "dashboard"}
     sizes = {str(p): len(p.read_text().splitlines())
              for pkg in (tracelens.cli, tracelens.gate) for p in Path(pkg.__file__).parent.glob("*.py")}
     assert max(sizes.values()) <= 400, sizes

@@ -22,6 +22,8 @@ FORBIDDEN = {
     "collectors": ("parsers", "analyzers", "renderers", "contract", "cli", "api"),
     # The CLI parses options, calls api and renders: it never reads a trace or computes a metric itself.
     "tracelens/cli": ("parsers", "analyzers"),
+    # The dashboard draws Reports through api and the figures; it never reads a trace or computes a metric.
+    "dashboards": ("parsers", "analyzers", "cli", "collectors", "model"),
 }
 # Calls and modules that touch files; analyzers see tables, never paths.
 FILE_CALLS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "connect", "mmap", "iterdir", "glob",
@@ -37,7 +39,7 @@ def _imports(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
     """(line, absolute dotted name) of every import in a module, relative imports resolved."""
     rel = path.relative_to(root).with_suffix("")
     parts = list(rel.parts)
-    if parts[0] == "collectors":              # installed as tracelens.collectors
+    if parts[0] in ("collectors", "dashboards"):     # installed as tracelens.collectors, tracelens.dashboards
         parts = ["tracelens", *parts]
     package = parts[:-1] if parts[-1] != "__init__" else parts[:-1]
     out = []

@@ -94,3 +94,12 @@ def test_touching_intervals_merge_and_empty_inputs():
     assert iv.length(iv.intersect(iv.empty(), (s, e))) == 0
     assert iv.length(iv.subtract((s, e), iv.empty())) == 9
     assert iv.length_in(iv.empty(), [0], [10]).tolist() == [0]
+
+
+def test_close_gaps_merges_only_gaps_below_the_resolution():
+    # hand-made: gaps of 1, 5 and 10 ns between four members; a resolution of 5 closes only the 1 ns gap
+    s, e = np.array([0, 11, 26, 46]), np.array([10, 21, 36, 50])
+    got = iv.close_gaps((s, e), 5)
+    assert got[0].tolist() == [0, 26, 46] and got[1].tolist() == [21, 36, 50]
+    assert iv.close_gaps((s, e), 11)[0].tolist() == [0]
+    assert iv.close_gaps(iv.empty(), 5)[0].size == 0

@@ -94,6 +94,20 @@ def clip(iset: IntervalSet, lo: int, hi: int) -> IntervalSet:
     return s2[keep], e2[keep]
 
 
+def close_gaps(iset: IntervalSet, min_gap: int) -> IntervalSet:
+    """The set with every gap shorter than ``min_gap`` filled (members closer than that become one): what a
+    drawing at a resolution of ``min_gap`` per pixel can show."""
+    s, e = iset
+    if s.size == 0:
+        return iset
+    begins = np.empty(s.size, dtype=bool)
+    begins[0] = True
+    begins[1:] = s[1:] - e[:-1] >= min_gap
+    first = np.flatnonzero(begins)
+    last = np.append(first[1:] - 1, s.size - 1)
+    return s[first], e[last]
+
+
 def clip_many(iset: IntervalSet, lo, hi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The set clipped to every window ``[lo_k, hi_k)`` at once: (window index, starts, ends), grouped by
     window in the windows' order, members in order within a window. A member that spans several windows

@@ -41,11 +41,13 @@ AGGREGATE_CHOICES = ("median", "mean", "p90", "worst")
 @click.option("--no-config", is_flag=True, help="Ignore tracelens.toml / pyproject.toml.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--junit", metavar="FILE", help="Write JUnit XML (a testcase per rule and rank) to FILE.")
+@click.option("--html", "html_path", metavar="FILE",
+              help="Also write the run's report as one self-contained HTML file (needs the dashboard extra).")
 @click.option("--summary-md", metavar="FILE", help="Append a Markdown summary to FILE (e.g. $GITHUB_STEP_SUMMARY).")
 @color_option
 @threshold_option
 @input_options
-def gate(paths, config_path, no_config, fmt, junit, summary_md, color, thresholds, comm_patterns, step_nvtx,
+def gate(paths, config_path, no_config, fmt, junit, html_path, summary_md, color, thresholds, comm_patterns, step_nvtx,
             **rules):
     """Fail (exit 1) when overlap regresses: absolute limits, or limits relative to a baseline.
 
@@ -62,9 +64,10 @@ def gate(paths, config_path, no_config, fmt, junit, summary_md, color, threshold
 
     if config_path and no_config:
         raise UsageError("--config and --no-config exclude each other")
+    on_report = _html_writer(html_path) if html_path else None
     with progress(color) as on_file:
         result = api.gate(paths, rules=rules, config=config_path, use_config=not no_config, thresholds=thresholds,
-                          comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=on_file)
+                          comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=on_file, on_report=on_report)
     if junit:
         with writing(junit):
             Path(junit).write_bytes(show.junit(result))
@@ -77,3 +80,20 @@ def gate(paths, config_path, no_config, fmt, junit, summary_md, color, threshold
         colored = use_color(color, sys.stdout)
         emit(show.text(result, color=colored, width=terminal_width(sys.stdout) or FILE_WIDTH), colored)
     return EXIT_OK if result.passed else EXIT_GATE
+
+
+def _html_writer(path: str):
+    """Writes the run's Report as HTML to ``path``; a missing plotly is said before the (slow) analysis."""
+    from importlib.util import find_spec
+
+    from ..renderers.html import INSTALL_HINT
+
+    if find_spec("plotly") is None:
+        raise UsageError(f"--html needs plotly: {INSTALL_HINT}")
+
+    def write(rep) -> None:
+        from ..renderers import render
+
+        with writing(path):
+            Path(path).write_text(render(rep, "html"), encoding="utf-8")
+    return write

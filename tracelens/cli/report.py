@@ -18,7 +18,7 @@ def report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=(), color=Non
 
 @click.command("report")
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text",
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown", "html"]), default="text",
               show_default=True, help="Output format.")
 @click.option("-o", "--output", metavar="FILE", help="Write to FILE instead of standard output.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")

@@ -1,11 +1,12 @@
-"""Renderers turn a Report into text, Markdown or JSON. They format; they never compute a metric."""
+"""Renderers turn a Report into text, Markdown, JSON or one self-contained HTML file. They format; they never
+compute a metric."""
 
 from __future__ import annotations
 
 from ..contract import Report
 from . import markdown, text
 
-FORMATS = ("text", "json", "markdown")
+FORMATS = ("text", "json", "markdown", "html")
 
 
 def render(report: Report, fmt: str, *, color: bool = False, width: int = 120, top: int = 10) -> str:
@@ -13,6 +14,10 @@ def render(report: Report, fmt: str, *, color: bool = False, width: int = 120, t
         return report.to_json().decode() + "\n"
     if fmt == "markdown":
         return markdown.render(report, top=top)
+    if fmt == "html":
+        from . import html     # plotly: the optional ``dashboard`` extra
+
+        return html.render(report, top=top)
     if fmt == "text":
         return text.render(report, color=color, width=width, top=top)
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")

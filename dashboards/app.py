@@ -1,0 +1,91 @@
+"""The app factory and the server. A :class:`Session` holds what the dashboard was started with: the Reports
+(analysed once, through ``tracelens.api``) and how their traces were read. Every view is drawn from them; the
+step timeline is the only thing fetched later, for one rank and step, from that rank's own input file."""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+import threading
+import webbrowser
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from tracelens import api
+from tracelens.contract import Report
+
+TIMELINE_CACHE = 8          # timelines kept (a rank's trace is re-read on a miss)
+
+
+@dataclass
+class Run:
+    name: str               # "A", "B", or the input as given
+    report: Report
+
+
+@dataclass
+class Session:
+    runs: list[Run]
+    comm_patterns: tuple[str, ...] = ()
+    step_nvtx: str | None = None
+    history: list[dict] | None = None       # runs of a history database (api.history_runs), oldest first
+    _timelines: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def run(self, index) -> Run:
+        """The run at ``index`` (an int from the page, never a path); ValueError for anything else."""
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.runs):
+            raise ValueError(f"no run {index!r}")
+        return self.runs[index]
+
+    def timeline(self, index: int, rank: int, step):
+        """The StepTimeline of one rank and step of run ``index`` (cached): api.step_timeline reads only the
+        rank's input file named in that run's Report."""
+        key = (index, rank, step)
+        with self._lock:
+            if key in self._timelines:
+                self._timelines.move_to_end(key)
+                return self._timelines[key]
+        tl = api.step_timeline(self.run(index).report, rank, step, comm_patterns=self.comm_patterns,
+                               step_nvtx=self.step_nvtx)
+        with self._lock:
+            self._timelines[key] = tl
+            while len(self._timelines) > TIMELINE_CACHE:
+                self._timelines.popitem(last=False)
+        return tl
+
+
+def create_app(session: Session):
+    """The Dash app over ``session``: assets served from the installed packages (no CDN)."""
+    from dash import Dash
+
+    from . import callbacks, layout
+
+    app = Dash(__name__, title="tracelens", serve_locally=True, update_title=None,
+               assets_ignore=".*", external_scripts=[], external_stylesheets=[])
+    app.layout = layout.page(session)
+    callbacks.register(app, session)
+    return app
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(session: Session, host: str = "127.0.0.1", port: int = 8050, open_browser: bool = False) -> None:
+    """Run the dashboard until interrupted; debug stays off (no reloader, no in-browser tracebacks)."""
+    app = create_app(session)
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+    if not is_loopback(host):
+        print(f"tracelens: warning: the dashboard listens on {host}, reachable from other machines; it has no "
+              "login: anyone who can reach the port sees the report", file=sys.stderr)
+    print(f"tracelens dashboard: {url}  (Ctrl-C to stop)", flush=True)
+    if open_browser:
+        threading.Timer(1.0, webbrowser.open, (url,)).start()
+    app.run(host=host, port=port, debug=False, dev_tools_ui=False, dev_tools_props_check=False,
+            dev_tools_hot_reload=False, use_reloader=False)

@@ -1,0 +1,140 @@
+"""The page: the views in the order users want them (docs: the rank budget, the rank × step heatmap, the step
+timeline, the findings, the collectives, run A vs run B). Pure component builders; the figures come from
+``tracelens.renderers.figures``."""
+
+from __future__ import annotations
+
+from dash import dcc, html
+import dash_ag_grid as dag
+
+from tracelens.contract import SEVERITIES
+from tracelens.renderers import crossrank, figures
+
+MAX_COLLECTIVES = 5_000     # rows sent to the collectives grid (the most exposed); the Report keeps them all
+CARD = {"background": "#f3f5f8", "padding": "6px 12px", "borderRadius": "4px"}
+SECTION = {"marginTop": "24px"}
+MS_FORMAT = {"function": "d3.format('.6f')(params.value)"}    # ns precision, as in every other view
+GRID = {"sortable": True, "filter": True, "resizable": True}
+
+
+def page(session) -> html.Div:
+    from . import callbacks
+
+
+    first = session.runs[0].report
+    runs = [{"label": f"run {r.name}", "value": i} for i, r in enumerate(session.runs)]
+    return html.Div(style={"fontFamily": "system-ui, sans-serif", "maxWidth": "1400px", "margin": "auto"}, children=[
+        html.H2("tracelens: is communication hidden behind compute?"),
+        html.Div([html.Label("run "), dcc.Dropdown(id="run", options=runs, value=0, clearable=False,
+                                                   style={"width": "300px"})],
+                 style={"display": "flex" if len(runs) > 1 else "none", "gap": "8px", "alignItems": "center"}),
+        html.Div(id="headline", children=headline(first), style={"display": "flex", "flexWrap": "wrap",
+                                                                   "gap": "12px"}),
+        html.Div(style=SECTION, children=[
+            html.Div(style={"display": "flex", "gap": "24px", "alignItems": "center"}, children=[
+                html.Label(["step ", dcc.Dropdown(id="step", options=step_options(first), value="all",
+                                                  clearable=False, style={"width": "160px"})]),
+                html.Label(["sort by ", dcc.RadioItems(id="sort", inline=True, value="rank", options=[
+                    {"label": s, "value": s} for s in figures.SORTS])]),
+            ]),
+            dcc.Graph(id="budget", figure=figures.budget(first), style={"height": "480px"}),
+        ]),
+        html.Div(style=SECTION, children=[
+            dcc.RadioItems(id="metric", inline=True, value="exposed_comm_fraction", options=[
+                {"label": label, "value": key} for key, (label, _, _) in figures.HEATMAP_METRICS.items()]),
+            dcc.Graph(id="heatmap", figure=figures.heatmap(first), style={"height": "480px"}),
+        ]),
+        html.Div(id="timeline-section", style=SECTION, children=[
+            html.H3("Step timeline"),
+            html.Div(id="timeline-info", children=callbacks.PICK),
+            dcc.Loading(dcc.Graph(id="timeline", figure=figures.placeholder(callbacks.PICK),
+                                  style={"height": "420px"})),
+        ]),
+        html.Div(style=SECTION, children=[
+            html.H3("Findings"),
+            html.Div(style={"display": "flex", "gap": "24px"}, children=[
+                dcc.Checklist(id="severity", inline=True, value=list(SEVERITIES), options=list(SEVERITIES)),
+                dcc.Input(id="find-text", type="text", placeholder="filter text", debounce=True),
+            ]),
+            dag.AgGrid(id="findings", rowData=callbacks.finding_rows(session, 0), getRowId="params.data.row_id",
+                       columnDefs=[
+                {"field": "severity", "width": 110}, {"field": "id", "width": 140}, {"field": "rank", "width": 90},
+                {"field": "step", "width": 90}, {"field": "title", "flex": 2}, {"field": "detail", "flex": 3,
+                                                                             "wrapText": True, "autoHeight": True},
+                {"field": "advice", "flex": 2, "wrapText": True, "autoHeight": True}],
+                defaultColDef=GRID, dashGridOptions={"pagination": True, "paginationPageSize": 20},
+                style={"height": "420px"}),
+        ]),
+        html.Div(style=SECTION, children=[
+            html.H3(f"Collectives (the {MAX_COLLECTIVES:,} most exposed)"),
+            dag.AgGrid(id="collectives", rowData=figures.collectives_rows(first, MAX_COLLECTIVES), columnDefs=[
+                {"field": "rank", "width": 90}, {"field": "step", "width": 90}, {"field": "op", "width": 140},
+                {"field": "name", "flex": 2}, {"field": "bytes", "filter": "agNumberColumnFilter"},
+                {"field": "duration_ms", "headerName": "duration (ms)", "filter": "agNumberColumnFilter",
+                 "valueFormatter": MS_FORMAT},
+                {"field": "exposed_ms", "headerName": "exposed (ms)", "filter": "agNumberColumnFilter",
+                 "valueFormatter": MS_FORMAT, "sort": "desc"}],
+                defaultColDef=GRID, dashGridOptions={"pagination": True, "paginationPageSize": 50},
+                style={"height": "480px"}),
+        ]),
+        across_section(first),
+        compare_section(session),
+        history_section(session),
+    ])
+
+
+def headline(report) -> list:
+    return [html.Div([html.Div(k), html.B(v)], style=CARD) for k, v in figures.headline(report)]
+
+
+def step_options(report) -> list[dict]:
+    return [{"label": "all steps", "value": "all"}] + [
+        {"label": f"step {s}", "value": s} for s in figures.steps_of(report) if s is not None]
+
+
+def compare_section(session) -> html.Div:
+    if len(session.runs) < 2:
+        return html.Div()
+    a, b = session.runs[0], session.runs[1]
+    verdicts = [html.Div([html.B(f"run {r.name}: "), html.Span(", ".join(f"{k} {v}" for k, v in
+                                                                         figures.headline(r.report)))])
+                for r in (a, b)]
+    return html.Div(style=SECTION, children=[
+        html.H3(f"Run {b.name} vs run {a.name}"), *verdicts,
+        dcc.Graph(id="compare", figure=figures.compare(a.report, b.report, (a.name, b.name)),
+                  style={"height": "440px"})])
+
+
+def history_section(session) -> html.Div:
+    if not session.history:
+        return html.Div()
+    return html.Div(style=SECTION, children=[
+        html.H3("History"),
+        dcc.Graph(id="history", figure=figures.history(session.history), style={"height": "520px"}),
+        html.Div(id="history-info", children="Click a point for its run.")])
+
+
+def across_section(report) -> html.Div:
+    """Wait vs transfer, the stragglers by arrival, busbw vs size and the transport verdict: shown when the
+    Report has its ``cross_rank`` / ``transport`` sections (the first run's)."""
+    wait, bw, line = crossrank.wait_transfer(report), crossrank.busbw(report), crossrank.transport_line(report)
+    if wait is None and bw is None and line is None:
+        return html.Div(id="across")
+    children: list = [html.H3("Across ranks")]
+    if line:
+        children.append(html.Div(line, id="transport"))
+    if wait is not None:
+        children += [dcc.Graph(id="wait-transfer", figure=wait, style={"height": "440px"}),
+                     dag.AgGrid(id="stragglers", rowData=crossrank.straggler_rows(report), columnDefs=[
+                         {"field": "rank", "width": 90}, {"field": "host"}, {"field": "late_count",
+                                                                          "headerName": "arrived last"},
+                         {"field": "matched"}, {"field": "wait_ms", "headerName": "wait (ms)",
+                                                "valueFormatter": MS_FORMAT},
+                         {"field": "transfer_ms", "headerName": "transfer (ms)", "valueFormatter": MS_FORMAT},
+                         {"field": "exposed_wait_ms", "headerName": "exposed wait (ms)",
+                          "valueFormatter": MS_FORMAT}],
+                                defaultColDef=GRID, dashGridOptions={"pagination": True, "paginationPageSize": 20},
+                                style={"height": "360px"})]
+    if bw is not None:
+        children.append(dcc.Graph(id="busbw", figure=bw, style={"height": "440px"}))
+    return html.Div(id="across", style=SECTION, children=children)

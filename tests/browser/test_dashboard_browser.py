@@ -1,0 +1,135 @@
+"""The dashboard and the HTML report in a real headless Chromium (Debian's chromium + chromium-driver, driven
+by selenium): the installed `tracelens dashboard` on a sample run renders its views without console errors and
+a heatmap click opens the timeline of that rank and step; the HTML report renders from disk with the network
+off. Screenshots go to tests/artifacts/ (git-ignored)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import CHROMEDRIVER, CHROMIUM, SAMPLES, needs_browser
+
+SAMPLE = str(SAMPLES / "wfbp_100")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+WAIT = 20
+EXPOSED_TOP_NS = 120_000   # wfbp_100: each all-reduce takes 0.12 ms; those after the compute are wholly exposed
+
+
+@pytest.fixture(scope="module")
+def browser():
+    needs_browser()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1400,1000", "--force-device-scale-factor=1"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=opts, service=Service(CHROMEDRIVER))
+    ARTIFACTS.mkdir(exist_ok=True)
+    yield driver
+    driver.quit()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def dashboard_url():
+    needs_browser()
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-c", "from tracelens.cli import run; run()", "dashboard", SAMPLE,
+                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=1).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"the dashboard did not start: {proc.stdout.read()}") from None
+                time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _severe(driver) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def _wait(driver, css: str, count: int = 1):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, WAIT).until(
+        lambda d: (found := d.find_elements("css selector", css)) and len(found) >= count and found)
+
+
+def test_dashboard_renders_and_a_click_opens_the_timeline(browser, dashboard_url):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(dashboard_url)
+    _wait(browser, "#budget .main-svg")
+    bars = _wait(browser, "#budget .barlayer .point", 10)      # 2 ranks x 5 segments
+    assert len(bars) == 10
+    _wait(browser, "#heatmap .main-svg")
+    rows = _wait(browser, "#findings .ag-center-cols-container .ag-row")
+    assert rows and "sawtooth" in browser.find_element("css selector", "#findings").text
+    assert "82.50 %" in browser.find_element("css selector", "#headline").text    # wfbp_100: 82.5 % hidden
+    # the most exposed collective first, its exposed time in ms to the nanosecond (the Report's number)
+    cells = _wait(browser, "#collectives .ag-center-cols-container .ag-row[row-index='0'] [col-id='exposed_ms']")
+    assert cells[0].text == f"{EXPOSED_TOP_NS * 1e-6:.6f}"
+    for view in ("budget", "heatmap"):
+        el = browser.find_element("css selector", f"#{view}")
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", el)
+        el.screenshot(str(ARTIFACTS / f"dashboard-{view}.png"))
+
+    # the heatmap has 2 ranks (rows, rank 0 on top) x 3 steps (2, 3, 4): click the cell of rank 1, step 4
+    plot = browser.find_element("css selector", "#heatmap .nsewdrag")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", plot)
+    w, h = plot.size["width"], plot.size["height"]
+    ActionChains(browser).move_to_element_with_offset(plot, int(w / 3), int(h / 4)).click().perform()
+    WebDriverWait(browser, WAIT).until(
+        lambda d: d.find_element("css selector", "#timeline-info").text.startswith("Rank 1, step 4"))
+    _wait(browser, "#timeline .barlayer .point", 100)          # 100 all-reduces, 105 kernels, exposed stretches
+    title = browser.find_element("css selector", "#timeline .gtitle").text
+    assert title.startswith("Rank 1, step 4")
+    browser.execute_script("document.getElementById('timeline-section').scrollIntoView()")
+    browser.find_element("css selector", "#timeline-section").screenshot(str(ARTIFACTS / "dashboard-timeline.png"))
+    assert _severe(browser) == []
+
+
+def test_html_report_renders_from_disk_offline(browser, tmp_path):
+    out = tmp_path / "report.html"
+    subprocess.run([sys.executable, "-c", "from tracelens.cli import run; run()", "report", SAMPLE, "--format",
+                    "html", "-o", str(out)], check=True, timeout=120)
+    browser.set_network_conditions(offline=True, latency=0, download_throughput=0, upload_throughput=0)
+    try:
+        browser.get(out.as_uri())
+        _wait(browser, ".plotly-graph-div .main-svg", 2)
+        graphs = browser.find_elements("css selector", ".plotly-graph-div")
+        # the budget first (2 ranks x 5 segments), then the heatmap: one cell per rank and step (an image)
+        assert len(graphs[0].find_elements("css selector", ".barlayer .point")) == 10
+        assert graphs[1].find_elements("css selector", ".hm, image")
+        assert browser.execute_script("return typeof Plotly") == "object"
+        browser.save_screenshot(str(ARTIFACTS / "report-html.png"))
+        assert _severe(browser) == []
+    finally:
+        browser.delete_network_conditions()

@@ -1,0 +1,167 @@
+"""The dashboard's interactions as plain functions, its server settings, and that nothing from a request can
+make it read a file it was not started with."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("dash", reason="the dashboard extra (dash) is not installed")
+pytest.importorskip("dash_ag_grid", reason="the dashboard extra (dash-ag-grid) is not installed")
+
+import tracelens  # noqa: E402
+from tracelens import api  # noqa: E402
+from tracelens.dashboards import Run, Session, app as app_module, callbacks, create_app  # noqa: E402
+
+from conftest import SAMPLES  # noqa: E402
+
+SAMPLE = str(SAMPLES / "wfbp_100")
+
+
+@pytest.fixture(scope="module")
+def session():
+    return Session([Run("A", tracelens.report(SAMPLE))])
+
+
+def click(rank, step):
+    return {"points": [{"curveNumber": 0, "x": step, "y": rank, "z": 0.1}]}
+
+
+def test_heatmap_click_gives_the_timeline_of_that_rank_and_step(session):
+    picked = callbacks.selection_from_heatmap(click(1, 3))
+    assert picked == (1, 3)
+    fig, info = callbacks.timeline_view(session, 0, picked)
+    st = next(s for s in session.runs[0].report.ranks[1].steps if s.step == 3)
+    assert "Rank 1, step 3" in fig.layout.title.text and info.startswith("Rank 1, step 3")
+    # the x axis spans the step's window from the Report, in ms
+    assert fig.layout.xaxis.range[1] == pytest.approx(st.duration_ns * 1e-6)
+    exposed = next(t for t in fig.data if t.name == "exposed")
+    # wfbp_100 truth: 2.1 ms of the step's communication is exposed
+    assert sum(exposed.x) == pytest.approx(2.1)
+    lanes = {t.y[0] for t in fig.data if len(t.y)}
+    assert {"stream 7", "stream 13", "exposed comm"} <= lanes
+
+
+def test_a_finding_click_gives_its_rank_and_step(session):
+    rows = callbacks.finding_rows(session, 0)
+    row = next(r for r in rows if r["rank"] == 1)
+    assert callbacks.selection_from_finding({"rowId": row["row_id"], "rowIndex": 0}) == (1, row["step"])
+    fig, _ = callbacks.timeline_view(session, 0, (1, row["step"]))
+    # the findings of that rank and step are pinned as annotations
+    pinned = [d for d in session.runs[0].report.diagnoses if d.rank == 1 and d.step == row["step"]]
+    assert len(fig.layout.annotations) == len(pinned) > 0
+
+
+def test_budget_and_heatmap_callbacks_follow_the_controls(session):
+    rep = session.runs[0].report
+    fig = callbacks.budget_figure(session, 0, 3, "exposed")
+    exposed = next(t for t in fig.data if t.name == "exposed comm")
+    want = {str(r.rank): next(s for s in r.steps if s.step == 3).exposed_comm_ns * 1e-6 for r in rep.ranks}
+    assert dict(zip(exposed.x, exposed.y)) == pytest.approx(want)
+    hm = callbacks.heatmap_figure(session, 0, "overlap_pct").data[0]
+    assert hm.z[0][0] == rep.ranks[0].steps[0].overlap_pct
+    unknown = callbacks.heatmap_figure(session, 0, "<script>").data[0]      # falls back to the exposed fraction
+    assert unknown.z[0][0] == rep.ranks[0].steps[0].exposed_comm_fraction
+
+
+def test_findings_filter(session):
+    assert callbacks.finding_rows(session, 0, ["critical"]) == []      # wfbp_100 has info findings only
+    rows = callbacks.finding_rows(session, 0, ["info"], "rank")
+    assert all("rank" in " ".join(map(str, r.values())).lower() for r in rows)
+
+
+@pytest.mark.parametrize("bad", [
+    click("../../../../etc/passwd", 3), click(1, "/etc/passwd"), {"points": []}, None, {"x": 1}])
+def test_no_click_can_name_a_file(session, bad, monkeypatch):
+    opened = []
+    monkeypatch.setattr(api, "load", lambda paths, **kw: opened.append(paths))
+    picked = callbacks.selection_from_heatmap(bad)
+    assert picked is None
+    assert opened == []
+
+
+@pytest.mark.parametrize("run", ["../rank0.json.gz", -1, 5, 1.0, True, None])
+def test_the_run_is_an_index_into_the_inputs(session, run, monkeypatch):
+    opened = []
+    monkeypatch.setattr(api, "load", lambda paths, **kw: opened.append(paths))
+    fig, info = callbacks.timeline_view(session, run, (1, 3))
+    assert info.startswith("No timeline") and opened == []
+
+
+def test_a_request_reads_only_the_inputs(session, monkeypatch, tmp_path):
+    """Through the HTTP endpoint: a crafted callback request with a path for the rank reads nothing; a valid
+    one reads the rank's own input file and nothing else."""
+    opened = []
+    real = api.load
+    monkeypatch.setattr(api, "load", lambda paths, **kw: opened.append([str(p) for p in paths]) or real(paths, **kw))
+    server = create_app(Session(session.runs)).server.test_client()
+    for rank, step in ((str(tmp_path / "secret"), 3), (1, 3)):
+        body = {"output": "..timeline.figure...timeline-info.children..",
+                "outputs": [{"id": "timeline", "property": "figure"}, {"id": "timeline-info", "property": "children"}],
+                "inputs": [{"id": "heatmap", "property": "clickData", "value": click(rank, step)},
+                           {"id": "findings", "property": "cellClicked", "value": None}],
+                "state": [{"id": "run", "property": "value", "value": 0}],
+                "changedPropIds": ["heatmap.clickData"]}
+        resp = server.post("/_dash-update-component", data=json.dumps(body), content_type="application/json")
+        assert resp.status_code in (200, 204)
+    assert opened == [[session.runs[0].report.inputs[1].path]]
+
+
+def test_server_defaults(monkeypatch, session, capsys):
+    seen = {}
+    monkeypatch.setattr("dash.Dash.run", lambda self, **kw: seen.update(kw))
+    app_module.serve(session)
+    assert seen["host"] == "127.0.0.1" and seen["port"] == 8050 and seen["debug"] is False
+    assert seen["use_reloader"] is False
+    out = capsys.readouterr()
+    assert "http://127.0.0.1:8050/" in out.out and out.err == ""
+    app_module.serve(session, host="0.0.0.0", port=9000)
+    assert seen["host"] == "0.0.0.0" and "reachable from other machines" in capsys.readouterr().err
+
+
+def test_assets_are_served_locally(session):
+    app = create_app(session)
+    assert app.config.serve_locally is True
+    page = app.server.test_client().get("/").data.decode()
+    assert "https://" not in page and "http://" not in page      # no CDN script or stylesheet
+
+
+@pytest.fixture(scope="module")
+def history_db(tmp_path_factory):
+    from tracelens.cli import main
+
+    db = tmp_path_factory.mktemp("hist") / "ci.db"
+    for label, sample in (("main", "wfbp_100"), ("main", "one_bucket"), ("pr", "compute_bound_8")):
+        assert main(["history", "add", str(SAMPLES / sample), "--db", str(db), "--label", label]) == 0
+    return db
+
+
+def test_history_view_shows_each_runs_summary(history_db, session):
+    from tracelens.renderers import figures
+
+    runs = api.history_runs(history_db)
+    assert [r["label"] for r in runs] == ["main", "main", "pr"]          # oldest first, as added
+    fig = figures.history(runs)
+    main_overlap = next(t for t in fig.data if t.name == "main" and t.yaxis == "y")
+    # the first two runs added: wfbp_100 (82.5 % hidden, metrics.expected) and one_bucket (nothing hidden)
+    assert list(main_overlap.y) == [runs[0]["overlap_pct"], runs[1]["overlap_pct"]]
+    assert main_overlap.y[0] == pytest.approx(82.5) and main_overlap.y[1] == pytest.approx(0.0)
+    s = Session(session.runs, history=runs)
+    info = callbacks.history_point(s, {"points": [{"customdata": [runs[2]["id"], "", runs[2]["source"]]}]})
+    assert f"run {runs[2]['id']} (pr," in info and info.endswith(str(SAMPLES / "compute_bound_8"))
+    bad = {"points": [{"customdata": ["../../etc/passwd"]}]}
+    assert callbacks.history_point(s, bad) == "Click a point for its run."
+    assert callbacks.history_point(s, {"points": [{"customdata": [999]}]}) == "No run 999 in the history."
+    page = create_app(s).server.test_client().get("/_dash-layout").data.decode()
+    assert '"id":"history"' in page.replace(" ", "")
+
+
+def test_cli_reads_the_history(history_db, monkeypatch):
+    import tracelens.dashboards as dashboards
+    from tracelens.cli import main
+
+    served = {}
+    monkeypatch.setattr(dashboards, "serve", lambda s, **kw: served.update(session=s))
+    assert main(["dashboard", SAMPLE, "--history", str(history_db), "--label", "pr"]) == 0
+    assert [r["label"] for r in served["session"].history] == ["pr"]

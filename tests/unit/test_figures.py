@@ -1,0 +1,144 @@
+"""The figures show the Report's numbers: bar heights, heatmap cells, table rows are checked against the
+values the hand-made Report (tests/fixtures/reports.py) was built from."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("plotly", reason="the dashboard extra (plotly) is not installed")
+
+from tracelens.renderers import figures  # noqa: E402
+
+from fixtures.reports import MS, synthetic  # noqa: E402
+
+
+def bars(fig) -> dict[str, dict[str, float]]:
+    """legend name -> {x label: y} of every bar trace."""
+    return {t.name: dict(zip(t.x, t.y)) for t in fig.data if t.type == "bar"}
+
+
+def test_budget_bars_of_rank_3_are_its_segments():
+    rep = synthetic(4, 3)
+    t = rep.ranks[3].totals
+    got = bars(figures.budget(rep))
+    # rank 3, steps 0..2: compute 13 ms each; exposed (21 % 5, 22 % 5, 23 % 5) = 1, 2, 3 ms; overlap 4 - exposed
+    assert got["compute only"]["3"] == pytest.approx((t.compute_ns - t.overlap_ns) * 1e-6)
+    assert got["overlapped comm"]["3"] == pytest.approx(t.overlap_ns * 1e-6) == pytest.approx(12 - 6)
+    assert got["exposed comm"]["3"] == pytest.approx(t.exposed_comm_ns * 1e-6) == pytest.approx(6)
+    assert got["idle"]["3"] == pytest.approx(t.idle_ns * 1e-6) == pytest.approx(0 + 0.5 + 1.0)
+    # copies outside compute and comm: 0.25 ms per step, by construction
+    assert got["copy only"]["3"] == pytest.approx(0.75)
+    assert sum(v["3"] for v in got.values()) == pytest.approx(t.duration_ns * 1e-6)
+
+
+def test_budget_of_one_step_and_sorting():
+    rep = synthetic(4, 3)
+    fig = figures.budget(rep, step=1, sort="exposed")
+    got = bars(fig)
+    # step 1: exposed of rank r is (7r + 1) % 5 ms -> ranks 0..3: 1, 3, 0, 2 ms; sorted largest first: 1, 3, 0, 2
+    assert list(got["exposed comm"]) == ["1", "3", "0", "2"]
+    assert [got["exposed comm"][k] for k in ("1", "3", "0", "2")] == pytest.approx([3, 2, 1, 0])
+    assert fig.layout.xaxis.categoryarray == ("1", "3", "0", "2")
+    assert "step 1" in fig.layout.title.text
+    with pytest.raises(ValueError):
+        figures.sort_rows([], "nonsense")
+
+
+def test_budget_axes_have_units_and_the_palette():
+    fig = figures.budget(synthetic(2, 2))
+    assert fig.layout.yaxis.title.text == "time (ms)"
+    colors = {t.name: t.marker.color for t in fig.data}
+    assert colors["exposed comm"] == figures.PALETTE["exposed"]
+    assert colors["overlapped comm"] == figures.PALETTE["overlapped"]
+    assert colors["compute only"] == figures.PALETTE["compute"]
+
+
+def test_many_ranks_become_a_distribution_and_the_worst_ranks():
+    rep = synthetic(100, 2)
+    fig = figures.budget(rep)
+    worst = [t for t in fig.data if t.type == "bar"]
+    assert all(len(t.x) == figures.WORST for t in worst)
+    exposed = next(t for t in worst if t.name == "exposed comm")
+    # totals over steps 0 and 1: exposed (7r % 5) + ((7r + 1) % 5) ms; the worst have 4 + 0 = 4 or 3 + 4 = 7 ms
+    best = max(((7 * r) % 5) + ((7 * r + 1) % 5) for r in range(100))
+    assert exposed.y[0] == pytest.approx(best)
+    line = next(t for t in fig.data if t.type == "scattergl" and t.name == "exposed comm")
+    assert len(line.y) == 100 and list(line.y) == sorted(line.y)
+
+
+def test_heatmap_cells_are_the_step_metrics():
+    rep = synthetic(4, 3)
+    fig = figures.heatmap(rep, "exposed_comm_fraction")
+    (hm,) = fig.data
+    assert list(hm.y) == [0, 1, 2, 3] and list(hm.x) == [0, 1, 2]
+    assert hm.z[3][2] == rep.ranks[3].steps[2].exposed_comm_fraction
+    ranks, steps, z = figures.heatmap_grid(rep, "duration_ns")
+    assert z[1][0] == pytest.approx(rep.ranks[1].steps[0].duration_ns * 1e-6)
+    assert figures.heatmap_grid(rep, "overlap_pct")[2][2][1] == rep.ranks[2].steps[1].overlap_pct
+    with pytest.raises(ValueError):
+        figures.heatmap_grid(rep, "nonsense")
+
+
+def test_heatmap_leaves_missing_steps_empty():
+    rep = synthetic(2, 3)
+    del rep.ranks[1].steps[2]
+    _, steps, z = figures.heatmap_grid(rep)
+    assert steps == [0, 1, 2] and z[1][2] is None and z[0][2] is not None
+
+
+def test_findings_rows_are_sorted_and_filtered():
+    rep = synthetic(7, 2)
+    rows = figures.findings_rows(rep)
+    # ranks 0, 3, 6 have a finding; odd ranks' are warnings, even ranks' critical
+    assert [(r["rank"], r["severity"]) for r in rows] == [(0, "critical"), (6, "critical"), (3, "warning")]
+    assert [r["rank"] for r in figures.findings_rows(rep, severity=["warning"])] == [3]
+    assert [r["rank"] for r in figures.findings_rows(rep, text="RANK 6 waits")] == [6]
+
+
+def test_collectives_rows_most_exposed_first():
+    rep = synthetic(3, 2, collectives_per_step=2)
+    rows = figures.collectives_rows(rep, top=3)
+    assert len(rows) == 3
+    top = max(rep.collectives, key=lambda c: c.exposed_ns)
+    assert rows[0]["exposed_ms"] == pytest.approx(top.exposed_ns * 1e-6)
+    assert [r["exposed_ms"] for r in rows] == sorted((r["exposed_ms"] for r in rows), reverse=True)
+
+
+def test_headline_and_spread():
+    rep = synthetic(4, 3)
+    head = dict(figures.headline(rep))
+    assert head["overlap"] == f"{rep.summary.overlap_pct:.2f} %"
+    assert head["exposed comm"] == f"{rep.summary.exposed_comm_ns * 1e-6:.3f} ms"
+    rows = figures.budget_rows(rep)
+    lo = min(rows, key=lambda r: r["exposed"])
+    assert f"{lo['exposed'] * 1e-6:.3f} ms (rank {lo['rank']})" in figures.spread_line(rows)
+
+
+def test_compare_deltas():
+    a, b = synthetic(2, 2), synthetic(2, 2)
+    b.ranks[1].totals.exposed_comm_ns += 8 * MS        # 8 ms more exposed, the step time unchanged
+    b.ranks[0].steps[1].duration_ns += 2 * MS
+    rows = figures.compare_rows(a, b)
+    assert rows["ranks"][1]["exposed"] == 8 * MS and rows["ranks"][1]["duration"] == 0
+    assert rows["steps"][1]["duration"] == 2 * MS and rows["steps"][0]["duration"] == 0
+    fig = figures.compare(a, b)
+    got = {(t.name, t.xaxis): dict(zip(t.x, t.y)) for t in fig.data}
+    assert got[("Δ exposed comm", "x")]["1"] == pytest.approx(8)
+
+
+def test_spread_line_of_equal_ranks_names_no_extremes():
+    rows = [{"rank": 0, "exposed": 2 * MS}, {"rank": 1, "exposed": 2 * MS}]
+    assert figures.spread_line(rows) == "every rank has 2.000 ms of exposed comm"
+
+
+def test_compare_per_step_sums_only_the_ranks_of_both_runs():
+    a, b = synthetic(4, 2), synthetic(2, 2)
+    rows = figures.compare_rows(a, b)
+    # the same generator for ranks 0 and 1: no difference, though run A has two more ranks
+    assert [r["rank"] for r in rows["ranks"]] == [0, 1]
+    assert [(r["exposed"], r["duration"]) for r in rows["steps"]] == [(0, 0), (0, 0)]
+
+
+def test_placeholder_has_no_axes():
+    fig = figures.placeholder("pick one")
+    assert fig.layout.xaxis.visible is False and fig.layout.annotations[0].text == "pick one"

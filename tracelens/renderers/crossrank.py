@@ -1,0 +1,106 @@
+"""Views across ranks, from the Report's ``cross_rank`` and ``transport`` sections: wait versus transfer per rank,
+the stragglers by arrival, bus bandwidth versus message size with the transport verdict. Each builder returns
+None for a Report without the section (a single rank, or a report of a version before it), so callers show the
+view only when there is something in it."""
+
+from __future__ import annotations
+
+from .figures import MAX_BARS, MS, PALETTE, WORST, _go, _title
+
+OP_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
+
+
+def _cross(report):
+    return getattr(report, "cross_rank", None)
+
+
+def wait_rows(report) -> list[dict] | None:
+    """Per rank: its wait for peers, its data transfer and its exposed wait (ns), arrivals last, matches."""
+    cr = _cross(report)
+    if cr is None:
+        return None
+    return [{"rank": r.rank, "host": r.host, "wait": r.wait_ns, "transfer": r.transfer_ns,
+             "exposed_wait": r.exposed_wait_ns, "late_count": r.late_count, "matched": r.matched,
+             "clock_offset_ns": r.clock_offset_ns} for r in sorted(cr.ranks, key=lambda r: r.rank)]
+
+
+def straggler_rows(report) -> list[dict] | None:
+    """The ranks by how often they arrived last at a matched collective, then by their wait (least first: the
+    late rank waits least), in ms."""
+    rows = wait_rows(report)
+    if rows is None:
+        return None
+    ordered = sorted(rows, key=lambda r: (-r["late_count"], r["wait"], r["rank"]))
+    return [{**r, "wait_ms": r["wait"] * MS, "transfer_ms": r["transfer"] * MS,
+             "exposed_wait_ms": r["exposed_wait"] * MS} for r in ordered]
+
+
+def wait_transfer(report, max_bars: int = MAX_BARS):
+    """Stacked bars per rank: time waiting for peers and time moving data in matched collectives (ms); past
+    ``max_bars`` ranks, the ranks that waited most."""
+    rows = wait_rows(report)
+    if not rows:
+        return None
+    go = _go()
+    shown = rows if len(rows) <= max_bars else sorted(rows, key=lambda r: (-r["wait"], r["rank"]))[:WORST]
+    labels = [str(r["rank"]) for r in shown]
+    text = [f"rank {r['rank']} ({r['host'] or 'host unknown'})<br>wait {r['wait'] * MS:.6f} ms<br>transfer "
+            f"{r['transfer'] * MS:.6f} ms<br>exposed wait {r['exposed_wait'] * MS:.6f} ms<br>arrived last "
+            f"{r['late_count']} of {r['matched']}" for r in shown]
+    fig = go.Figure()
+    for key, name, color in (("transfer", "transfer", PALETTE["comm"]), ("wait", "wait for peers", PALETTE["wait"])):
+        fig.add_trace(go.Bar(x=labels, y=[r[key] * MS for r in shown], name=name, marker_color=color,
+                             hovertext=text, hovertemplate="%{hovertext}<extra>" + name + "</extra>"))
+    fig.add_trace(go.Scatter(x=labels, y=[r["exposed_wait"] * MS for r in shown], mode="markers",
+                             name="exposed wait", marker={"color": PALETTE["exposed"], "symbol": "diamond", "size": 9},
+                             hovertemplate="rank %{x}: exposed wait %{y:.6f} ms<extra></extra>"))
+    title = "Wait for peers vs data transfer per rank" + ("" if len(shown) == len(rows) else
+                                                          f" ({WORST} ranks that waited most)")
+    fig.update_layout(barmode="stack", title=_title(title, "matched collectives, all steps"),
+                      xaxis={"title": "rank", "type": "category", "categoryorder": "array", "categoryarray": labels},
+                      yaxis={"title": "time (ms)"}, legend_orientation="h", legend_y=-0.2, margin={"t": 70})
+    return fig
+
+
+def transport_line(report) -> str | None:
+    """The transport verdict in one line (with the measured inter-node bus bandwidth when there is one)."""
+    t = getattr(report, "transport", None)
+    if t is None:
+        return None
+    line = f"NCCL transport: {t.verdict} ({t.severity})"
+    b = t.bandwidth
+    if b is not None:
+        line += (f"; inter-node busbw p50 {b.busbw_gbps_p50:.1f} GB/s over {b.collectives} collectives "
+                 f"({b.range}: TCP up to {b.tcp_max_gbps:.0f}, RDMA from {b.rdma_min_gbps:.0f} GB/s)")
+    return line
+
+
+def busbw(report):
+    """Bus bandwidth of every matched collective against its message size, one colour per op; the transport
+    verdict in the title and, when measured, its TCP and RDMA limits as reference lines."""
+    cr = _cross(report)
+    if cr is None:
+        return None
+    points = [c for c in cr.collectives if c.busbw_gbps is not None and c.bytes]
+    if not points:
+        return None
+    go = _go()
+    fig = go.Figure()
+    ops = sorted({c.op or "unknown" for c in points})
+    for n, op in enumerate(ops):
+        mine = [c for c in points if (c.op or "unknown") == op]
+        fig.add_trace(go.Scattergl(
+            x=[c.bytes for c in mine], y=[c.busbw_gbps for c in mine], mode="markers", name=op,
+            marker={"color": OP_COLORS[n % len(OP_COLORS)], "size": 7},
+            customdata=[[c.pg or "", c.seq, c.step, len(c.ranks), c.transfer_ns * MS] for c in mine],
+            hovertemplate=(op + " pg %{customdata[0]} seq %{customdata[1]} step %{customdata[2]}<br>"
+                           "%{x:,} bytes, %{customdata[3]} ranks<br>transfer %{customdata[4]:.6f} ms<br>"
+                           "busbw %{y:.3f} GB/s<extra></extra>")))
+    t = getattr(report, "transport", None)
+    if t is not None and t.bandwidth is not None:
+        for y, name in ((t.bandwidth.tcp_max_gbps, "TCP max"), (t.bandwidth.rdma_min_gbps, "RDMA min")):
+            fig.add_hline(y=y, line_dash="dash", line_color="#555555", annotation_text=f"{name} {y:.0f} GB/s")
+    fig.update_layout(title=_title("Bus bandwidth vs message size", transport_line(report) or ""),
+                      xaxis={"title": "message size (bytes)", "type": "log"}, yaxis={"title": "busbw (GB/s)"},
+                      legend_orientation="h", legend_y=-0.2, margin={"t": 70})
+    return fig

@@ -1,0 +1,343 @@
+"""Plotly figures from a Report, shared by the dashboard and the HTML report. They arrange the Report's numbers
+(sums, differences of its own fields, sorting); they never compute a metric. plotly is imported lazily: the
+core installs without the ``dashboard`` extra.
+
+Views still to come once the Report carries them: wait vs transfer per rank, the collective strip on the aligned
+clock and busbw vs message size (``cross_rank``), the transport verdict (``transport``). Each is one more builder
+here taking the Report, and one more tab in ``tracelens.dashboards.layout``.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from ..contract import Report
+
+# Okabe-Ito, the colour-blind-safe palette; every view uses these names for these colours.
+PALETTE = {
+    "compute": "#0072B2",        # blue
+    "overlapped": "#009E73",     # bluish green: communication hidden under compute
+    "exposed": "#D55E00",        # vermillion: communication on the critical path
+    "idle": "#BBBBBB",           # grey
+    "copy": "#E69F00",           # orange: memcpy / memset
+    "sync": "#CC79A7",           # reddish purple
+    "comm": "#56B4E9",           # sky blue: a communication kernel (timeline), data transfer (across ranks)
+    "wait": "#F0E442",           # yellow: waiting for peers (across ranks)
+}
+SEVERITY_COLORS = {"critical": "#D55E00", "warning": "#E69F00", "info": "#56B4E9"}
+MS = 1e-6                        # ns -> ms, the unit of every time axis
+MAX_BARS = 64                    # more ranks than this: a sorted distribution plus the worst ranks
+WORST = 16                       # ranks in the "worst ranks" bars
+HEATMAP_METRICS = {
+    "exposed_comm_fraction": ("exposed comm fraction", "fraction of step", ".3f"),
+    "overlap_pct": ("overlap", "% of comm", ".1f"),
+    "duration_ns": ("step time", "ms", ".3f"),
+}
+SEGMENTS = (  # (key, legend name, colour): stacked from the bottom, summing to the step duration
+    ("compute_only", "compute only", PALETTE["compute"]),
+    ("overlapped", "overlapped comm", PALETTE["overlapped"]),
+    ("exposed", "exposed comm", PALETTE["exposed"]),
+    ("copy_only", "copy only", PALETTE["copy"]),
+    ("idle", "idle", PALETTE["idle"]),
+)
+SORTS = ("rank", "exposed", "compute", "duration")
+
+
+def _go():
+    import plotly.graph_objects as go
+
+    return go
+
+
+# --------------------------------------------------------------------------------------------- rank budget
+
+def budget_rows(report: Report, step: Optional[int] = None) -> list[dict]:
+    """Per rank, its budget (ns) over all steps (``step=None``: its totals) or in one step (ranks without that
+    step are left out). Segments split the duration: compute only = compute - overlap; copy only = duration -
+    compute - exposed - idle (busy device time that is neither compute nor comm)."""
+    rows = []
+    for r in report.ranks:
+        m = r.totals if step is None else next((s for s in r.steps if s.step == step), None)
+        if m is None:
+            continue
+        rows.append({
+            "rank": r.rank, "duration": m.duration_ns, "compute": m.compute_ns, "comm": m.comm_ns,
+            "compute_only": m.compute_ns - m.overlap_ns, "overlapped": m.overlap_ns,
+            "exposed": m.exposed_comm_ns, "idle": m.idle_ns, "copy": m.copy_ns,
+            "copy_only": m.duration_ns - m.compute_ns - m.exposed_comm_ns - m.idle_ns,
+            "overlap_pct": m.overlap_pct, "exposed_comm_fraction": m.exposed_comm_fraction,
+        })
+    return rows
+
+
+def sort_rows(rows: list[dict], sort: str = "rank") -> list[dict]:
+    """Ranks in ``sort`` order: by rank, or by exposed comm / compute / duration, largest first."""
+    if sort not in SORTS:
+        raise ValueError(f"unknown sort {sort!r}; choose one of {', '.join(SORTS)}")
+    if sort == "rank":
+        return sorted(rows, key=lambda r: r["rank"])
+    return sorted(rows, key=lambda r: (-r[sort], r["rank"]))
+
+
+def steps_of(report: Report) -> list[Optional[int]]:
+    """Every step number of the run, in order (None: a rank without ProfilerStep, reported as one window)."""
+    nums = {s.step for r in report.ranks for s in r.steps}
+    return sorted(nums, key=lambda s: (s is not None, s if s is not None else 0))
+
+
+def spread_line(rows: list[dict]) -> str:
+    """One line naming the largest spread between ranks (of exposed comm), from the rows' own numbers."""
+    if len(rows) < 2:
+        return ""
+    lo = min(rows, key=lambda r: (r["exposed"], r["rank"]))
+    hi = max(rows, key=lambda r: (r["exposed"], -r["rank"]))
+    if lo["exposed"] == hi["exposed"]:
+        return f"every rank has {lo['exposed'] * MS:.3f} ms of exposed comm"
+    return (f"exposed comm ranges from {lo['exposed'] * MS:.3f} ms (rank {lo['rank']}) to "
+            f"{hi['exposed'] * MS:.3f} ms (rank {hi['rank']})")
+
+
+def _hover(rows: list[dict]) -> list[str]:
+    return [f"rank {r['rank']}<br>duration {r['duration'] * MS:.6f} ms<br>compute {r['compute'] * MS:.6f} ms"
+            f"<br>comm {r['comm'] * MS:.6f} ms<br>overlapped {r['overlapped'] * MS:.6f} ms"
+            f"<br>exposed {r['exposed'] * MS:.6f} ms<br>idle {r['idle'] * MS:.6f} ms"
+            f"<br>copy {r['copy'] * MS:.6f} ms<br>overlap {_pct(r['overlap_pct'])}" for r in rows]
+
+
+def placeholder(text: str):
+    """An empty figure holding only ``text`` (a view waiting for a choice): no axes to misread."""
+    go = _go()
+    fig = go.Figure()
+    fig.update_layout(xaxis={"visible": False}, yaxis={"visible": False}, annotations=[
+        {"text": text, "showarrow": False, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
+         "font": {"size": 14}}], margin={"t": 20, "b": 20})
+    return fig
+
+
+def _pct(v: Optional[float]) -> str:
+    return "n/a" if v is None else f"{v:.2f} %"
+
+
+def budget(report: Report, step: Optional[int] = None, sort: str = "rank", max_bars: int = MAX_BARS):
+    """The rank time budget: stacked bars per rank, or past ``max_bars`` ranks a sorted distribution plus the
+    worst ranks by exposed comm."""
+    rows = sort_rows(budget_rows(report, step), sort)
+    title = f"Rank time budget ({'all steps' if step is None else f'step {step}'})"
+    line = spread_line(rows)
+    if len(rows) > max_bars:
+        return _budget_distribution(rows, title, line)
+    go = _go()
+    fig = go.Figure()
+    labels = [str(r["rank"]) for r in rows]
+    text = _hover(rows)
+    for key, name, color in SEGMENTS:
+        fig.add_trace(go.Bar(x=labels, y=[r[key] * MS for r in rows], name=name, marker_color=color,
+                             hovertext=text, hovertemplate="%{hovertext}<extra>" + name + " %{y:.6f} ms</extra>"))
+    fig.update_layout(barmode="stack", title=_title(title, line), legend_orientation="h", legend_y=-0.2,
+                      xaxis={"title": "rank", "type": "category",
+                             "categoryorder": "array", "categoryarray": labels},
+                      yaxis={"title": "time (ms)"}, margin={"t": 70})
+    return fig
+
+
+def _title(title: str, line: str) -> dict:
+    return {"text": title + (f"<br><sup>{line}</sup>" if line else "")}
+
+
+def _budget_distribution(rows: list[dict], title: str, line: str):
+    """Many ranks: each segment sorted over the ranks (x: share of ranks), and the worst ranks as bars."""
+    from plotly.subplots import make_subplots
+
+    go = _go()
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.1,
+                        subplot_titles=("distribution over ranks (each series sorted)",
+                                        f"{WORST} ranks with the most exposed comm"))
+    n = len(rows)
+    for key, name, color in (*SEGMENTS, ("duration", "step time", "#000000")):
+        ordered = sorted(rows, key=lambda r: (r[key], r["rank"]))
+        fig.add_trace(go.Scattergl(
+            x=[100.0 * i / max(n - 1, 1) for i in range(n)], y=[r[key] * MS for r in ordered], mode="lines",
+            name=name, line_color=color, legendgroup=key, customdata=[r["rank"] for r in ordered],
+            hovertemplate="rank %{customdata}: %{y:.6f} ms<extra>" + name + "</extra>"), row=1, col=1)
+    worst = sort_rows(rows, "exposed")[:WORST]
+    labels = [str(r["rank"]) for r in worst]
+    text = _hover(worst)
+    for key, name, color in SEGMENTS:
+        fig.add_trace(go.Bar(x=labels, y=[r[key] * MS for r in worst], name=name, marker_color=color,
+                             legendgroup=key, showlegend=False, hovertext=text,
+                             hovertemplate="%{hovertext}<extra>" + name + " %{y:.6f} ms</extra>"), row=1, col=2)
+    fig.update_layout(barmode="stack", title=_title(title, line), legend_orientation="h", legend_y=-0.2,
+                      margin={"t": 90})
+    fig.update_xaxes(title_text="ranks at or below (%)", row=1, col=1)
+    fig.update_xaxes(title_text="rank", type="category", categoryorder="array", categoryarray=labels, row=1, col=2)
+    fig.update_yaxes(title_text="time (ms)", row=1, col=1)
+    fig.update_yaxes(title_text="time (ms)", row=1, col=2)
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------- heatmap
+
+def heatmap_grid(report: Report, metric: str = "exposed_comm_fraction"):
+    """(ranks, steps, z): z[i][j] is the metric of rank ``ranks[i]`` in step ``steps[j]`` (None where the rank
+    has no such step or the ratio is undefined)."""
+    if metric not in HEATMAP_METRICS:
+        raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(HEATMAP_METRICS)}")
+    steps = steps_of(report)
+    col = {s: j for j, s in enumerate(steps)}
+    ranks = [r.rank for r in report.ranks]
+    z: list[list] = []
+    for r in report.ranks:
+        row: list = [None] * len(steps)
+        for s in r.steps:
+            v = getattr(s, metric)
+            row[col[s.step]] = None if v is None else (v * MS if metric == "duration_ns" else v)
+        z.append(row)
+    return ranks, steps, z
+
+
+def heatmap(report: Report, metric: str = "exposed_comm_fraction"):
+    """Rank × step heatmap: one trace, one image at any size. A cell's customdata is [rank, step]."""
+    go = _go()
+    ranks, steps, z = heatmap_grid(report, metric)
+    label, unit, fmt = HEATMAP_METRICS[metric]
+    xs = ["all" if s is None else s for s in steps]
+    # Overlap on its full scale; exposed fraction from 0 to the worst cell (a uniform run is not "mid-bad").
+    top = max((v for row in z for v in row if v is not None), default=0.0) or 1.0
+    limits = {"exposed_comm_fraction": {"zmin": 0.0, "zmax": top},
+              "overlap_pct": {"zmin": 0.0, "zmax": 100.0}}.get(metric, {})
+    scale = "Cividis" if metric != "overlap_pct" else "Cividis_r"
+    import numpy as np
+
+    # As a float array plotly sends the grid as binary (a 1,024 x 50 grid in a third of the time); an empty
+    # cell is NaN only here, in the drawing, where plotly leaves it blank.
+    grid = np.array([[np.nan if v is None else v for v in row] for row in z], dtype=float)
+    fig = go.Figure(go.Heatmap(
+        z=grid, x=xs, y=ranks, colorscale=scale, colorbar={"title": {"text": unit}}, **limits,
+        hovertemplate=f"rank %{{y}}, step %{{x}}<br>{label}: %{{z:{fmt}}} {unit}<extra></extra>"))
+    fig.update_layout(title={"text": f"{label.capitalize()} per rank and step (click a cell for its timeline)"},
+                      xaxis={"title": "step", "type": "category"},
+                      yaxis={"title": "rank", "autorange": "reversed",
+                             "type": "category" if len(ranks) <= MAX_BARS else "linear"},
+                      margin={"t": 60})
+    return fig
+
+
+# -------------------------------------------------------------------------------------------------- tables
+
+def findings_rows(report: Report, severity: Iterable[str] = (), text: str = "") -> list[dict]:
+    """The findings as table rows, most severe first; filtered by severity and by a text in any column."""
+    order = {"critical": 0, "warning": 1, "info": 2}
+    keep = set(severity)
+    needle = text.lower().strip()
+    rows = []
+    for d in report.diagnoses:
+        row = {"severity": d.severity, "id": d.id, "rank": d.rank, "step": d.step, "title": d.title,
+               "detail": d.detail, "advice": d.advice}
+        if keep and d.severity not in keep:
+            continue
+        if needle and not any(needle in str(v).lower() for v in row.values()):
+            continue
+        rows.append(row)
+    rows.sort(key=lambda r: (order.get(r["severity"], 3), r["rank"], -1 if r["step"] is None else r["step"]))
+    return rows
+
+
+def collectives_rows(report: Report, top: Optional[int] = None) -> list[dict]:
+    """The collectives as table rows, most exposed first (``top``: only that many); times in ms."""
+    ordered = sorted(report.collectives, key=lambda c: (-c.exposed_ns, c.rank, c.start_ns))
+    if top is not None:
+        ordered = ordered[:top]
+    return [{"rank": c.rank, "step": c.step, "op": c.op, "name": c.name, "bytes": c.bytes,
+             "duration_ms": c.duration_ns * MS, "exposed_ms": c.exposed_ns * MS, "start_ns": c.start_ns}
+            for c in ordered]
+
+
+def headline(report: Report) -> list[tuple[str, str]]:
+    """The run's headline numbers, as (label, value) pairs."""
+    s = report.summary
+    frac = "n/a" if s.exposed_comm_fraction is None else f"{100 * s.exposed_comm_fraction:.2f} %"
+    return [("ranks", str(s.ranks)), ("steps", str(s.steps)), ("overlap", _pct(s.overlap_pct)),
+            ("exposed comm fraction", frac), ("comm", f"{s.comm_ns * MS:.3f} ms"),
+            ("exposed comm", f"{s.exposed_comm_ns * MS:.3f} ms"),
+            ("worst rank", "n/a" if s.worst_rank is None else str(s.worst_rank)),
+            ("pattern", s.pattern or "n/a")]
+
+
+# -------------------------------------------------------------------------------------------- run A vs B
+
+def compare_rows(a: Report, b: Report) -> dict[str, list[dict]]:
+    """Run B minus run A (ns) per rank (totals) and per step (the sums over the ranks both runs have), for
+    exposed comm, step time and compute; only ranks and steps both runs have."""
+    ra, rb = {r.rank: r for r in a.ranks}, {r.rank: r for r in b.ranks}
+    common = sorted(ra.keys() & rb.keys())
+    ranks = [{"rank": k, "exposed": rb[k].totals.exposed_comm_ns - ra[k].totals.exposed_comm_ns,
+              "duration": rb[k].totals.duration_ns - ra[k].totals.duration_ns,
+              "compute": rb[k].totals.compute_ns - ra[k].totals.compute_ns}
+             for k in common]
+
+    def per_step(rep: Report) -> dict:
+        out: dict = {}
+        for r in rep.ranks:
+            if r.rank not in ra or r.rank not in rb:
+                continue
+            for s in r.steps:
+                e, d, c = out.get(s.step, (0, 0, 0))
+                out[s.step] = (e + s.exposed_comm_ns, d + s.duration_ns, c + s.compute_ns)
+        return out
+    sa, sb = per_step(a), per_step(b)
+    steps = [{"step": k, "exposed": sb[k][0] - sa[k][0], "duration": sb[k][1] - sa[k][1],
+              "compute": sb[k][2] - sa[k][2]}
+             for k in sorted(sa.keys() & sb.keys(), key=lambda s: (s is not None, s or 0))]
+    return {"ranks": ranks, "steps": steps}
+
+
+def compare(a: Report, b: Report, names: tuple[str, str] = ("A", "B")):
+    """Per-rank and per-step deltas (B - A) of exposed comm, step time and compute, side by side: an exposed
+    comm growth that shrinking compute hides in the step time still shows."""
+    from plotly.subplots import make_subplots
+
+    go = _go()
+    rows = compare_rows(a, b)
+    fig = make_subplots(rows=1, cols=2,
+                        subplot_titles=("per rank (all steps)", "per step (sum over the ranks of both)"))
+    series = (("exposed", "Δ exposed comm", PALETTE["exposed"]), ("duration", "Δ step time", "#000000"),
+              ("compute", "Δ compute", PALETTE["compute"]))
+    for col, (part, key) in enumerate((("ranks", "rank"), ("steps", "step")), start=1):
+        xs = [str(r[key]) for r in rows[part]]
+        for field, name, color in series:
+            fig.add_trace(go.Bar(x=xs, y=[r[field] * MS for r in rows[part]], name=name, marker_color=color,
+                                 legendgroup=field, showlegend=col == 1,
+                                 hovertemplate=f"{key} %{{x}}: %{{y:.6f}} ms<extra>{name}</extra>"), row=1, col=col)
+        fig.update_xaxes(title_text=key, type="category", row=1, col=col)
+        fig.update_yaxes(title_text=f"{names[1]} − {names[0]} (ms)", row=1, col=col)
+    fig.update_layout(barmode="group", title={"text": f"Run {names[1]} vs run {names[0]}"},
+                      legend_orientation="h", legend_y=-0.2, margin={"t": 70})
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------- history
+
+def history(runs: list[dict]):
+    """Overlap % and exposed fraction of each label's runs over time (rows of ``api.history_runs``); a point's
+    customdata is [run id, commit, source]."""
+    from plotly.subplots import make_subplots
+
+    go = _go()
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("overlap (% of comm hidden)", "exposed comm fraction (of step time)"))
+    labels = sorted({r["label"] for r in runs})
+    for n, label in enumerate(labels):
+        mine = [r for r in runs if r["label"] == label]
+        data = [[r["id"], r.get("commit") or "", r.get("source") or ""] for r in mine]
+        for row, key, fmt in ((1, "overlap_pct", ".2f"), (2, "exposed_comm_fraction", ".4f")):
+            fig.add_trace(go.Scatter(
+                x=[r["created_at"] for r in mine], y=[r[key] for r in mine], mode="lines+markers", name=label,
+                legendgroup=label, showlegend=row == 1, customdata=data,
+                hovertemplate=f"run %{{customdata[0]}} ({label}) %{{x}}<br>commit %{{customdata[1]}}<br>"
+                              f"%{{y:{fmt}}}<br>%{{customdata[2]}}<extra></extra>"), row=row, col=1)
+    fig.update_yaxes(title_text="%", row=1, col=1)
+    fig.update_yaxes(title_text="fraction", row=2, col=1)
+    fig.update_xaxes(title_text="run added (UTC)", row=2, col=1)
+    fig.update_layout(title={"text": "History (click a point for its run)"}, legend_orientation="h",
+                      legend_y=-0.15, margin={"t": 70})
+    return fig

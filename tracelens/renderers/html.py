@@ -1,0 +1,91 @@
+"""The Report as one self-contained HTML file: plotly.js inlined (no network, opens from disk), the headline
+numbers, the rank budget, the rank × step heatmap, wait vs transfer and busbw across ranks (when the Report
+has them), the findings and the most exposed collectives. The figures
+are the dashboard's (``figures``)."""
+
+from __future__ import annotations
+
+from html import escape
+
+from ..contract import Report
+from ..errors import UsageError
+from . import crossrank, figures
+
+INSTALL_HINT = "pip install 'tracelens-overlap[dashboard]'"
+TOP_COLLECTIVES = 50
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px; color: #222; }
+table { border-collapse: collapse; font-size: 0.9em; margin-bottom: 1.5em; }
+th, td { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.headline { display: flex; flex-wrap: wrap; gap: 1em; margin-bottom: 1em; }
+.headline div { background: #f3f5f8; padding: 0.5em 0.9em; border-radius: 4px; }
+.headline b { display: block; font-size: 1.3em; }
+.sev-critical { color: #D55E00; font-weight: bold; } .sev-warning { color: #B07000; } .sev-info { color: #444; }
+"""
+
+
+def plotly_js() -> str:
+    try:
+        from plotly.offline import get_plotlyjs
+    except ImportError:
+        raise UsageError(f"--format html needs plotly: {INSTALL_HINT}") from None
+    return get_plotlyjs()
+
+
+def render(report: Report, *, top: int = TOP_COLLECTIVES) -> str:
+    js = plotly_js()
+    figs = [figures.budget(report), figures.heatmap(report, "exposed_comm_fraction")]
+    figs += [f for f in (crossrank.wait_transfer(report), crossrank.busbw(report)) if f is not None]
+    plots = "\n".join(f.to_html(full_html=False, include_plotlyjs=False, default_height="520px",
+                                config={"displaylogo": False}) for f in figs)
+    return "".join([
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f"<title>tracelens report: {report.summary.ranks} ranks</title><style>{_STYLE}</style>",
+        f"<script type=\"text/javascript\">{js}</script></head><body>",
+        "<h1>tracelens: is communication hidden behind compute?</h1>",
+        _headline(report), _transport(report), plots,
+        "<h2>Findings</h2>", _findings(report),
+        f"<h2>Most exposed collectives (top {top})</h2>", _collectives(report, top),
+        f"<p><small>{escape(report.tool.name)} {escape(report.tool.version)}, schema {escape(report.schema)}; "
+        f"inputs: {escape(', '.join(i.path for i in report.inputs))}</small></p>",
+        "</body></html>\n"])
+
+
+def _headline(report: Report) -> str:
+    cells = "".join(f"<div>{escape(k)}<b>{escape(v)}</b></div>" for k, v in figures.headline(report))
+    return f"<div class=\"headline\">{cells}</div>"
+
+
+def _transport(report: Report) -> str:
+    line = crossrank.transport_line(report)
+    return f"<p>{escape(line)}</p>" if line else ""
+
+
+def _table(head: list[str], rows: list[list[str]], numeric: set[int] = frozenset()) -> str:
+    th = "".join(f"<th>{escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(
+        f"<td class=\"num\">{c}</td>" if i in numeric else f"<td>{c}</td>" for i, c in enumerate(r)) + "</tr>"
+        for r in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _findings(report: Report) -> str:
+    rows = figures.findings_rows(report)
+    if not rows:
+        return "<p>No findings.</p>"
+    return _table(["severity", "finding", "rank", "step", "verdict", "evidence", "advice"], [[
+        f"<span class=\"sev-{escape(r['severity'])}\">{escape(r['severity'])}</span>", escape(r["id"]),
+        str(r["rank"]), "all" if r["step"] is None else str(r["step"]), escape(r["title"]), escape(r["detail"]),
+        escape(r["advice"])] for r in rows], {2, 3})
+
+
+def _collectives(report: Report, top: int) -> str:
+    rows = figures.collectives_rows(report, top)
+    if not rows:
+        return "<p>No collectives.</p>"
+    return _table(["rank", "step", "op", "kernel", "bytes", "duration (ms)", "exposed (ms)"], [[
+        str(r["rank"]), "" if r["step"] is None else str(r["step"]), escape(r["op"] or ""), escape(r["name"]),
+        "" if r["bytes"] is None else str(r["bytes"]), f"{r['duration_ms']:.6f}", f"{r['exposed_ms']:.6f}"]
+        for r in rows], {0, 1, 4, 5, 6})

@@ -1,0 +1,76 @@
+"""The step timeline drill-down as a plotly figure: one row per lane, bars per activity kind, the exposed
+stretches shaded and the findings of the step pinned where they happen. Times in ms from the step start."""
+
+from __future__ import annotations
+
+from html import escape
+
+from ..contract import Diagnosis
+from ..timeline import StepTimeline
+from .figures import MS, PALETTE, SEVERITY_COLORS, _go
+
+KIND_COLORS = {"compute": PALETTE["compute"], "comm": PALETTE["comm"], "memcpy": PALETTE["copy"],
+               "memset": PALETTE["copy"], "sync": PALETTE["sync"]}
+EXPOSED_LANE = "exposed comm"
+MAX_SHADES = 300          # more exposed stretches than this are shown by their lane only
+
+
+def timeline_bars(tl: StepTimeline) -> list[dict]:
+    """One entry per (lane, kind): the lane, the kind and its intervals as ms offsets from the step start."""
+    out = []
+    for lane in [*tl.lanes]:
+        for kind, (s, e) in lane.spans.items():
+            out.append({"lane": lane.name, "kind": kind, "start_ms": ((s - tl.start_ns) * MS).tolist(),
+                        "dur_ms": ((e - s) * MS).tolist(),
+                        # plotly reads hover text as HTML: a kernel's template arguments must stay text
+                        "names": [escape(n) for n in lane.names[kind]] if kind in lane.names else None})
+    s, e = tl.exposed
+    out.append({"lane": EXPOSED_LANE, "kind": "exposed", "start_ms": ((s - tl.start_ns) * MS).tolist(),
+                "dur_ms": ((e - s) * MS).tolist(), "names": None})
+    return out
+
+
+def pin_time(d: Diagnosis, tl: StepTimeline) -> int:
+    """Where a finding happens in the step: the first timestamp its evidence names inside the window (a sync
+    site, the end of the compute phase, the first collective), else the step start."""
+    ev = d.evidence or {}
+    candidates = [s.get("first_ns") for s in ev.get("sites", []) if isinstance(s, dict)]
+    candidates += [ev.get(k) for k in ("first_ns", "compute_phase_end_ns", "first_comm_ns")]
+    for t in candidates:
+        if isinstance(t, int) and tl.start_ns <= t < tl.end_ns:
+            return t
+    return tl.start_ns
+
+
+def timeline(tl: StepTimeline, findings: list[Diagnosis] = ()):
+    go = _go()
+    fig = go.Figure()
+    shown: set[str] = set()
+    for bar in timeline_bars(tl):
+        color = PALETTE["exposed"] if bar["kind"] == "exposed" else KIND_COLORS.get(bar["kind"], "#000000")
+        fig.add_trace(go.Bar(
+            y=[bar["lane"]] * len(bar["start_ms"]), x=bar["dur_ms"], base=bar["start_ms"], orientation="h",
+            name=bar["kind"], marker_color=color, legendgroup=bar["kind"], showlegend=bar["kind"] not in shown,
+            hovertext=bar["names"], hovertemplate=bar["lane"] + " " + bar["kind"] + (
+                "<br>%{hovertext}" if bar["names"] else "") + "<br>start %{base:.6f} ms<br>length %{x:.6f} ms"
+                "<extra></extra>"))
+        shown.add(bar["kind"])
+    s, e = tl.exposed
+    if s.size <= MAX_SHADES:
+        for a, b in zip(((s - tl.start_ns) * MS).tolist(), ((e - tl.start_ns) * MS).tolist()):
+            fig.add_vrect(x0=a, x1=b, fillcolor=PALETTE["exposed"], opacity=0.12, line_width=0, layer="below")
+    span = (tl.end_ns - tl.start_ns) * MS
+    for d in findings:
+        x = (pin_time(d, tl) - tl.start_ns) * MS
+        fig.add_vline(x=x, line_color=SEVERITY_COLORS.get(d.severity, "#000000"), line_dash="dot")
+        fig.add_annotation(x=x, y=1.0, yref="paper", text=f"{d.id}: {d.title}", showarrow=False,
+                           xanchor="left" if x < span / 2 else "right", yanchor="bottom", font={"size": 11},
+                           hovertext=d.detail)
+    where = "all" if tl.step is None else tl.step
+    note = f" (gaps under {tl.merged_below_ns * MS:.6f} ms merged)" if tl.merged_below_ns else ""
+    fig.update_layout(barmode="overlay", title={"text": f"Rank {tl.rank}, step {where}: "
+                                                        f"{(tl.end_ns - tl.start_ns) * MS:.3f} ms{note}"},
+                      xaxis={"title": "time since step start (ms)", "range": [0, (tl.end_ns - tl.start_ns) * MS]},
+                      yaxis={"title": "lane", "type": "category", "autorange": "reversed"},
+                      legend_orientation="h", legend_y=-0.25, margin={"t": 80}, bargap=0.3)
+    return fig
