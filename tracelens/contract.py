@@ -35,6 +35,40 @@ class PatternEvidence(msgspec.Struct, kw_only=True):
                                                     # compute in the step (GPU only; null without comm)
 
 
+class DimensionStep(msgspec.Struct, kw_only=True):
+    """One parallelism dimension's communication in one step (docs/metrics.md, "Parallelism dimensions")."""
+
+    comm_ns: int
+    overlap_ns: int
+    exposed_comm_ns: int
+    overlap_pct: Optional[float]
+
+
+class GroupRule(msgspec.Struct, kw_only=True):
+    """How the collectives of one process group were attributed to a dimension."""
+
+    pg: Optional[str]                      # process group name
+    desc: Optional[str]                    # its description (pg_desc / Process Group Description)
+    size: Optional[int]
+    dimension: str                         # dp | fsdp | tp | pp | ep | cp | unknown
+    rule: str                              # name | op | layout-world | layout-contiguous | layout-strided | only-group |
+                                           # none | no-metadata (comm without a collective record)
+    ops: list[str]
+    collectives: int
+
+
+class DimensionTotals(msgspec.Struct, kw_only=True):
+    """One parallelism dimension's communication summed over the rank's steps, and the groups behind it."""
+
+    dimension: str
+    collectives: int                       # communication activities attributed to it (pre-capture included)
+    comm_ns: int
+    overlap_ns: int
+    exposed_comm_ns: int
+    overlap_pct: Optional[float]
+    groups: list[GroupRule]
+
+
 class StepMetrics(msgspec.Struct, kw_only=True):
     step: Optional[int]
     start_ns: int
@@ -59,6 +93,11 @@ class StepMetrics(msgspec.Struct, kw_only=True):
     wait_ns: Optional[int] = None          # time spent waiting for the other ranks: duration - transfer
     transfer_ns: Optional[int] = None      # the instances' transfer time T (the shortest member's duration)
     exposed_wait_ns: Optional[int] = None  # exposed time that cannot have been transfer: max(0, exposed - T)
+    # Per parallelism dimension (null when the rank's communication is of one dimension: the step's own
+    # numbers are that dimension's, named in the rank's ``dimensions``).
+    by_dimension: Optional[dict[str, DimensionStep]] = None
+    # The step time with communication perfectly hidden: max(duration - exposed - overlap tax, compute).
+    perfect_overlap_step_ns: Optional[int] = None
 
 
 class Totals(msgspec.Struct, kw_only=True):
@@ -73,6 +112,7 @@ class Totals(msgspec.Struct, kw_only=True):
     exposed_comm_fraction: Optional[float]
     memcpy_ns: int = 0
     memset_ns: int = 0
+    perfect_overlap_step_ns: Optional[int] = None   # sum of the steps' (null in older reports)
 
 
 class PreCapture(msgspec.Struct, kw_only=True):
@@ -100,6 +140,7 @@ class RankResult(msgspec.Struct, kw_only=True):
     pattern: Optional[str] = None          # the strict majority of the steps' patterns, else "mixed"
     pattern_counts: dict[str, int] = msgspec.field(default_factory=dict)   # steps per pattern
     pre_capture: Optional[PreCapture] = None   # on the rank's main device; None when there was none
+    dimensions: list[DimensionTotals] = msgspec.field(default_factory=list)  # per parallelism dimension
 
 
 class Summary(msgspec.Struct, kw_only=True):
@@ -112,6 +153,9 @@ class Summary(msgspec.Struct, kw_only=True):
     exposed_comm_ns: int = 0
     pattern: Optional[str] = None          # the strict majority of the ranks' patterns, else "mixed"
     pattern_counts: dict[str, int] = msgspec.field(default_factory=dict)   # ranks per pattern
+    # What perfect overlap would buy: 1 - sum(perfect_overlap_step_ns) / sum(duration_ns) over every rank's
+    # steps (null without steps).
+    perfect_overlap_gain: Optional[float] = None
 
 
 class Collective(msgspec.Struct, kw_only=True):
@@ -197,7 +241,8 @@ class Diagnosis(msgspec.Struct, kw_only=True):
     """One finding for one rank and step: a verdict, why it was given, and what to try."""
 
     id: str                                # overlap-pattern | sync-stall | launch-order | memcpy-bound |
-                                           # straggler | no-gpu-activity | clock-offset | nccl-transport
+                                           # straggler | no-gpu-activity | clock-offset | nccl-transport |
+                                           # parallelism
     severity: str                          # info | warning | critical
     rank: int                              # nccl-transport: the lowest rank its evidence names, -1: none
     step: Optional[int]

@@ -15,7 +15,7 @@ from ...model import RankTrace
 from ...contract import Collective, InputFile, PreCapture, RankResult, StepMetrics, Totals, WarningEntry, ratio
 from ..seam import COMM_COLUMNS, Context, RankAnalysis
 from ..wording import Finding
-from . import copies, launch_order, overlap, pattern, syncs
+from . import copies, dimensions, launch_order, overlap, pattern, syncs, whatif
 from .context import RankContext
 
 
@@ -50,12 +50,19 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
         findings += copies.analyze(ctx)
     pre = overlap.pre_capture(t, sets)
     verdict, counts = pattern.majority([s.pattern for s in steps])
+    comm = _comm_table(t, exp)
+    groups = _groups(t.meta.pg_config)
+    measured, rules = dimensions.analyze(t, sets, windows, exp, comm, groups)
+    for w, st in enumerate(steps):
+        st.by_dimension = dimensions.step_rows(measured, w)
+        st.perfect_overlap_step_ns = whatif.perfect_overlap_ns(st)
+    per_dim = dimensions.totals(measured, rules)
+    findings += dimensions.findings(t.meta.rank, steps, per_dim, t.meta.env, th)
     result = RankResult(
         rank=t.meta.rank, world_size=t.meta.world_size, device=sets.device,
         device_name=_device_name(t, sets.device), mode=sets.mode, source=t.meta.source,
         steps=steps, totals=_totals(steps), pattern=verdict, pattern_counts=counts,
-        pre_capture=None if pre is None else PreCapture(**pre))
-    comm = _comm_table(t, exp)
+        pre_capture=None if pre is None else PreCapture(**pre), dimensions=per_dim)
     collectives = [
         Collective(rank=t.meta.rank, step=None if step < 0 else step, name=str(name),
                    op=op if isinstance(op, str) else None, bytes=None if size < 0 else size,
@@ -76,7 +83,7 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
                  for w in t.meta.input_warnings]
     return RankAnalysis(rank=t.meta.rank, source=t.meta.source, inputs=inputs, result=result,
                         collectives=collectives, comm=comm, findings=findings, warnings=warnings,
-                        host=t.meta.host, groups=_groups(t.meta.pg_config))
+                        host=t.meta.host, groups=groups)
 
 
 def _groups(pg_config: list[dict]) -> dict[str, tuple[int, ...]]:
@@ -137,7 +144,8 @@ def _totals(steps: list[StepMetrics]) -> Totals:
             "memcpy_ns", "memset_ns")
     sums = {k: sum(getattr(s, k) for s in steps) for k in keys}
     return Totals(**sums, overlap_pct=ratio(sums["overlap_ns"], sums["comm_ns"], 100.0),
-                  exposed_comm_fraction=ratio(sums["exposed_comm_ns"], sums["duration_ns"]))
+                  exposed_comm_fraction=ratio(sums["exposed_comm_ns"], sums["duration_ns"]),
+                  perfect_overlap_step_ns=sum(s.perfect_overlap_step_ns for s in steps))
 
 
 def _nccl_without_device(t: RankTrace, findings: list) -> bool:

@@ -15,7 +15,10 @@ def summarize(ranks: list[RankResult]) -> Summary:
     worst = max(scored, key=lambda r: r.totals.exposed_comm_fraction).rank if scored else None
     step_ids = {s.step for r in ranks for s in r.steps}
     verdict, counts = majority([r.pattern for r in ranks])
+    hidden = sum(r.totals.perfect_overlap_step_ns or 0 for r in ranks)
+    gain = None if duration <= 0 or any(r.totals.perfect_overlap_step_ns is None for r in ranks) \
+        else 1.0 - hidden / duration
     return Summary(ranks=len({r.rank for r in ranks}), steps=len(step_ids),
                    overlap_pct=ratio(overlap_ns, comm, 100.0), exposed_comm_fraction=ratio(exposed, duration),
                    worst_rank=worst, comm_ns=comm, exposed_comm_ns=exposed,
-                   pattern=verdict, pattern_counts=counts)
+                   pattern=verdict, pattern_counts=counts, perfect_overlap_gain=gain)
