@@ -143,6 +143,19 @@ class RankResult(msgspec.Struct, kw_only=True):
     dimensions: list[DimensionTotals] = msgspec.field(default_factory=list)  # per parallelism dimension
 
 
+class DimensionRun(msgspec.Struct, kw_only=True):
+    """One parallelism dimension over every rank: sums of the ranks' ``dimensions``."""
+
+    dimension: str
+    ranks: int                             # ranks with communication of this dimension
+    comm_ns: int
+    exposed_comm_ns: int
+    overlap_pct: Optional[float]
+    worst_rank: int                        # the rank with the most exposed time of it (lowest on a tie)
+    worst_exposed_ns: int
+    rules: list[str]                       # the rules that attributed it, each once (name, op, layout-world, ...)
+
+
 class Summary(msgspec.Struct, kw_only=True):
     ranks: int
     steps: int
@@ -156,6 +169,7 @@ class Summary(msgspec.Struct, kw_only=True):
     # What perfect overlap would buy: 1 - sum(perfect_overlap_step_ns) / sum(duration_ns) over every rank's
     # steps (null without steps).
     perfect_overlap_gain: Optional[float] = None
+    dimensions: list[DimensionRun] = msgspec.field(default_factory=list)   # most exposed first
 
 
 class Collective(msgspec.Struct, kw_only=True):
