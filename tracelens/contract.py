@@ -128,6 +128,32 @@ class PreCapture(msgspec.Struct, kw_only=True):
     end_ns: int                            # last end: no step's window begins before it
 
 
+class BucketPrediction(msgspec.Struct, kw_only=True):
+    """The bucket model's exposed communication per step for one bucket cap (null: equal buckets)."""
+
+    cap_mib: Optional[int]
+    buckets: int
+    exposed_ns: int
+
+
+class BucketModel(msgspec.Struct, kw_only=True):
+    """The WFBP bucket model fitted to a rank's data-parallel all-reduces (docs/metrics.md, "Bucket model")."""
+
+    step: int                              # the step it was fitted on (the median backward)
+    buckets: int
+    gradient_bytes: Optional[int]          # null: bucket sizes not in the trace
+    first_bucket_bytes: Optional[int]
+    backward_ns: int                       # Tb, the backward's compute time
+    latency_ns: Optional[int]              # alpha of t(s) = alpha + s / B; null: not separable
+    bucket_ns: Optional[int]               # without sizes: the median bucket's all-reduce time
+    gbps: Optional[float]                  # B, GB/s
+    observed_exposed_ns: int               # median over the steps of the dp exposed communication
+    model_exposed_ns: int                  # the model at the observed buckets
+    predictions: list[BucketPrediction]
+    suggested_cap_mib: Optional[int]       # the cap with the least predicted exposure (null without a fit)
+    suggested_exposed_ns: Optional[int]
+
+
 class RankResult(msgspec.Struct, kw_only=True):
     rank: int
     world_size: Optional[int]
@@ -141,6 +167,7 @@ class RankResult(msgspec.Struct, kw_only=True):
     pattern_counts: dict[str, int] = msgspec.field(default_factory=dict)   # steps per pattern
     pre_capture: Optional[PreCapture] = None   # on the rank's main device; None when there was none
     dimensions: list[DimensionTotals] = msgspec.field(default_factory=list)  # per parallelism dimension
+    bucket_model: Optional[BucketModel] = None  # DDP-style runs with at least two buckets per step
 
 
 class DimensionRun(msgspec.Struct, kw_only=True):
@@ -256,7 +283,7 @@ class Diagnosis(msgspec.Struct, kw_only=True):
 
     id: str                                # overlap-pattern | sync-stall | launch-order | memcpy-bound |
                                            # straggler | no-gpu-activity | clock-offset | nccl-transport |
-                                           # parallelism
+                                           # parallelism | bucket-size
     severity: str                          # info | warning | critical
     rank: int                              # nccl-transport: the lowest rank its evidence names, -1: none
     step: Optional[int]

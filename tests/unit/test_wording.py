@@ -57,6 +57,7 @@ def test_the_wording_passes_the_finding_through():
         *(("nccl-transport", v) for v in ("tcp_silent_fallback", "tcp_no_rdma", "tcp_deliberate", "tcp_suspected",
                                           "rdma_gdr", "rdma_host_staged", "rdma_init_only", "intra_node_only",
                                           "inconclusive", "unknown")),
+        ("bucket-size", None),
         *(("parallelism", v) for v in ("dp", "fsdp", "tp", "pp", "ep", "cp", "unknown"))}
 
 
@@ -487,3 +488,22 @@ def test_parallelism_advice_per_dimension():
     for dim in ("tp", "ep"):
         got = word("parallelism", dim, dimension_ev(dimension=dim, max_connections="8")).advice
         assert got.endswith("(CUDA_DEVICE_MAX_CONNECTIONS=8 was recorded)")
+
+
+def test_bucket_size_wording():
+    ev = {"buckets": 14, "step": 6, "backward_ns": 31_250_000, "latency_ns": 87_000, "gbps": 12.34,
+          "observed_exposed_ns": 4_321_000, "model_exposed_ns": 3_987_000, "suggested_cap_mib": 5,
+          "suggested_exposed_ns": 612_000, "gain_ns": 3_709_000, "duration_ns": 45_000_000, "impact_ns": 3_709_000,
+          "material": True}
+    d = word("bucket-size", None, ev, step=None)
+    f = fields(rf"bucket size: bucket_cap_mb=(?P<cap>\d+) would expose (?P<s>{NUM}) ms of all-reduce per step "
+               rf"instead of (?P<o>{NUM}) ms", d.title)
+    assert (int(f["cap"]), f["s"], f["o"]) == (ev["suggested_cap_mib"], ms(ev["suggested_exposed_ns"]),
+                                               ms(ev["observed_exposed_ns"]))
+    f = fields(rf"the WFBP model of step (?P<st>\d+)'s (?P<n>\d+) buckets \(backward (?P<b>{NUM}) ms, each "
+               rf"all-reduce (?P<a>{NUM}) ms \+ its size at (?P<g>{NUM}) GB/s\) gives (?P<m>{NUM}) ms exposed for "
+               r"the buckets as they are", d.detail)
+    assert (int(f["st"]), int(f["n"]), f["b"], f["a"], f["g"], f["m"]) == (
+        ev["step"], ev["buckets"], ms(ev["backward_ns"]), ms(ev["latency_ns"]), f"{ev['gbps']:.1f}",
+        ms(ev["model_exposed_ns"]))
+    assert d.advice.startswith(f"set DistributedDataParallel(bucket_cap_mb={ev['suggested_cap_mib']}) and compare")

@@ -525,6 +525,18 @@ def parallelism(f: Finding) -> tuple[str, str, str]:
             _dim_advice(ev))
 
 
+def bucket_size(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    return (f"bucket size: bucket_cap_mb={ev['suggested_cap_mib']} would expose {_ms(ev['suggested_exposed_ns'])} "
+            f"of all-reduce per step instead of {_ms(ev['observed_exposed_ns'])}",
+            f"the WFBP model of step {ev['step']}'s {ev['buckets']} buckets (backward {_ms(ev['backward_ns'])}, "
+            f"each all-reduce {_ms(ev['latency_ns'])} + its size at {ev['gbps']:.1f} GB/s) gives "
+            f"{_ms(ev['model_exposed_ns'])} exposed for the buckets as they are",
+            f"set DistributedDataParallel(bucket_cap_mb={ev['suggested_cap_mib']}) and compare: the model "
+            "assumes gradients become ready at a constant rate and ignores the cost of more, smaller collectives "
+            "beyond their latency")
+
+
 WORDING: dict[tuple[str, Optional[str]], Callable[[Finding], tuple[str, str, str]]] = {
     ("overlap-pattern", "nothing-to-overlap"): nothing_to_overlap,
     ("overlap-pattern", "sawtooth"): sawtooth,
@@ -556,6 +568,7 @@ WORDING: dict[tuple[str, Optional[str]], Callable[[Finding], tuple[str, str, str
     ("nccl-transport", "intra_node_only"): intra_node_only,
     ("nccl-transport", "inconclusive"): transport_inconclusive,
     ("nccl-transport", "unknown"): transport_unknown,
+    ("bucket-size", None): bucket_size,
     **{("parallelism", d): parallelism for d in ("dp", "fsdp", "tp", "pp", "ep", "cp", "unknown")},
 }
 """The sentences of every finding, by (id, verdict)."""

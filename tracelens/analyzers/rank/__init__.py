@@ -15,7 +15,7 @@ from ...model import RankTrace
 from ...contract import Collective, InputFile, PreCapture, RankResult, StepMetrics, Totals, WarningEntry, ratio
 from ..seam import COMM_COLUMNS, Context, RankAnalysis
 from ..wording import Finding
-from . import copies, dimensions, launch_order, overlap, pattern, syncs, whatif
+from . import copies, dimensions, launch_order, overlap, pattern, syncs, wfbp, whatif
 from .context import RankContext
 
 
@@ -52,7 +52,7 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
     verdict, counts = pattern.majority([s.pattern for s in steps])
     comm = _comm_table(t, exp)
     groups = _groups(t.meta.pg_config)
-    measured, rules = dimensions.analyze(t, sets, windows, exp, comm, groups)
+    measured, rules, comm_dims = dimensions.analyze(t, sets, windows, exp, comm, groups)
     for w, st in enumerate(steps):
         st.by_dimension = dimensions.step_rows(measured, w)
         st.perfect_overlap_step_ns = whatif.perfect_overlap_ns(st)
@@ -62,7 +62,11 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
         rank=t.meta.rank, world_size=t.meta.world_size, device=sets.device,
         device_name=_device_name(t, sets.device), mode=sets.mode, source=t.meta.source,
         steps=steps, totals=_totals(steps), pattern=verdict, pattern_counts=counts,
-        pre_capture=None if pre is None else PreCapture(**pre), dimensions=per_dim)
+        pre_capture=None if pre is None else PreCapture(**pre), dimensions=per_dim,
+        bucket_model=wfbp.model(comm, comm_dims, sets.compute, steps))
+    bucket = wfbp.finding(t.meta.rank, result.bucket_model, steps, th)
+    if bucket is not None:
+        findings.append(bucket)
     collectives = [
         Collective(rank=t.meta.rank, step=None if step < 0 else step, name=str(name),
                    op=op if isinstance(op, str) else None, bytes=None if size < 0 else size,

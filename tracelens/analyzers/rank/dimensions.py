@@ -156,13 +156,15 @@ def totals(measured: dict, rules: list[GroupRule]) -> list[DimensionTotals]:
     return out
 
 
-def analyze(trace, sets, windows, exposure, comm: dict, groups: dict) -> tuple[dict, list[GroupRule]]:
-    """Attribute the rank's collectives and measure each dimension per step window.
+def analyze(trace, sets, windows, exposure, comm: dict, groups: dict) -> tuple[dict, list[GroupRule], np.ndarray]:
+    """Attribute the rank's collectives and measure each dimension per step window; also the dimension of
+    each row of the collective table.
 
     GPU mode: every communication activity on the analysed device, those not in the collective table (no
     metadata, a copy-engine transfer) ``unknown``; CPU mode: the gloo collectives."""
     dims, rules = attribute(comm["op"], exposure["name"].to_numpy(), comm["pg_name"], comm["pg_desc"],
                             comm["group_size"], groups, trace.meta.world_size)
+    per_row = dims
     if sets.mode == "gpu":
         ops = trace.device_ops
         rows = sets.work[(ops["kind"].to_numpy()[sets.work] == "comm")]
@@ -180,7 +182,7 @@ def analyze(trace, sets, windows, exposure, comm: dict, groups: dict) -> tuple[d
     else:
         starts = exposure["start_ns"].to_numpy()
         ends = starts + exposure["duration_ns"].to_numpy()
-    return measure(starts, ends, dims, sets.compute, windows.start, windows.end), rules
+    return measure(starts, ends, dims, sets.compute, windows.start, windows.end), rules, per_row
 
 
 def findings(rank: int, steps: list, per_dim: list[DimensionTotals], env: dict, th) -> list:
