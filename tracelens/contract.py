@@ -154,6 +154,16 @@ class BucketModel(msgspec.Struct, kw_only=True):
     suggested_exposed_ns: Optional[int]
 
 
+class SettingCheck(msgspec.Struct, kw_only=True):
+    """A recorded setting beside what the trace shows (docs/metrics.md, "Configured and observed")."""
+
+    name: str                              # bucket_cap_mb | CUDA_DEVICE_MAX_CONNECTIONS | NCCL_ALGO | NCCL_PROTO
+    source: str                            # environment | command line
+    configured: str
+    observed: str
+    contradiction: Optional[str]           # null when the trace agrees (or cannot say)
+
+
 class RankResult(msgspec.Struct, kw_only=True):
     rank: int
     world_size: Optional[int]
@@ -168,6 +178,7 @@ class RankResult(msgspec.Struct, kw_only=True):
     pre_capture: Optional[PreCapture] = None   # on the rank's main device; None when there was none
     dimensions: list[DimensionTotals] = msgspec.field(default_factory=list)  # per parallelism dimension
     bucket_model: Optional[BucketModel] = None  # DDP-style runs with at least two buckets per step
+    settings: list[SettingCheck] = msgspec.field(default_factory=list)   # configured beside observed
 
 
 class DimensionRun(msgspec.Struct, kw_only=True):
@@ -283,7 +294,7 @@ class Diagnosis(msgspec.Struct, kw_only=True):
 
     id: str                                # overlap-pattern | sync-stall | launch-order | memcpy-bound |
                                            # straggler | no-gpu-activity | clock-offset | nccl-transport |
-                                           # parallelism | bucket-size
+                                           # parallelism | bucket-size | config-mismatch
     severity: str                          # info | warning | critical
     rank: int                              # nccl-transport: the lowest rank its evidence names, -1: none
     step: Optional[int]

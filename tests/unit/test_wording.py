@@ -57,7 +57,7 @@ def test_the_wording_passes_the_finding_through():
         *(("nccl-transport", v) for v in ("tcp_silent_fallback", "tcp_no_rdma", "tcp_deliberate", "tcp_suspected",
                                           "rdma_gdr", "rdma_host_staged", "rdma_init_only", "intra_node_only",
                                           "inconclusive", "unknown")),
-        ("bucket-size", None),
+        ("bucket-size", None), ("config-mismatch", None),
         *(("parallelism", v) for v in ("dp", "fsdp", "tp", "pp", "ep", "cp", "unknown"))}
 
 
@@ -507,3 +507,12 @@ def test_bucket_size_wording():
         ev["step"], ev["buckets"], ms(ev["backward_ns"]), ms(ev["latency_ns"]), f"{ev['gbps']:.1f}",
         ms(ev["model_exposed_ns"]))
     assert d.advice.startswith(f"set DistributedDataParallel(bucket_cap_mb={ev['suggested_cap_mib']}) and compare")
+
+
+def test_config_mismatch_wording():
+    ev = {"setting": "NCCL_ALGO", "source": "environment", "configured": "Tree", "observed": "RING",
+          "contradiction": "the kernels ran other ones"}
+    d = word("config-mismatch", None, ev, step=None)
+    assert d.title == "NCCL_ALGO=Tree does not match the trace"
+    assert d.detail == "NCCL_ALGO=Tree (environment), the trace shows RING: the kernels ran other ones"
+    assert "reaches the training processes" in d.advice

@@ -537,6 +537,15 @@ def bucket_size(f: Finding) -> tuple[str, str, str]:
             "beyond their latency")
 
 
+def config_mismatch(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    return (f"{ev['setting']}={ev['configured']} does not match the trace",
+            f"{ev['setting']}={ev['configured']} ({ev['source']}), the trace shows {ev['observed']}: "
+            f"{ev['contradiction']}",
+            "check that the setting reaches the training processes (the launcher's environment, the code that "
+            "reads the option) and that it is the one wanted")
+
+
 WORDING: dict[tuple[str, Optional[str]], Callable[[Finding], tuple[str, str, str]]] = {
     ("overlap-pattern", "nothing-to-overlap"): nothing_to_overlap,
     ("overlap-pattern", "sawtooth"): sawtooth,
@@ -569,6 +578,7 @@ WORDING: dict[tuple[str, Optional[str]], Callable[[Finding], tuple[str, str, str
     ("nccl-transport", "inconclusive"): transport_inconclusive,
     ("nccl-transport", "unknown"): transport_unknown,
     ("bucket-size", None): bucket_size,
+    ("config-mismatch", None): config_mismatch,
     **{("parallelism", d): parallelism for d in ("dp", "fsdp", "tp", "pp", "ep", "cp", "unknown")},
 }
 """The sentences of every finding, by (id, verdict)."""

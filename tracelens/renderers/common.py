@@ -346,3 +346,10 @@ def perfect_overlap_clause(s) -> str:
     """``; perfect overlap would make steps 12.8 % shorter`` (nothing without the number)."""
     return "" if s.perfect_overlap_gain is None else \
         f"; perfect overlap would make steps {frac(s.perfect_overlap_gain)} shorter"
+
+
+def settings_line(r: RankResult) -> str:
+    """``configured bucket_cap_mb=0.25 (command line): 8 buckets per step; …`` (empty without settings)."""
+    parts = [f"{c.name}={c.configured} ({c.source}): {c.observed}" + (f" — {c.contradiction}" if c.contradiction
+                                                                          else "") for c in r.settings]
+    return ("configured " + "; ".join(parts)) if parts else ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..contract import Report
 from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, MIXED, STEP_HEADERS, across_cells,
                      across_rows, bandwidth_cells, bandwidth_line, communicator_line, dimension_cells,
-                     dimension_rows, evidence_where, exposed_groups, findings, perfect_overlap_clause,
+                     dimension_rows, evidence_where, exposed_groups, findings, perfect_overlap_clause, settings_line,
                      frac, matching_line, ms, pattern_label, pct, pre_capture_line, rank_label, rank_title, short,
                      size, step_cells, step_label, total_cells, transport_facts)
 
@@ -47,6 +47,8 @@ def render(report: Report, top: int = 10) -> str:
             out += [f"Pattern {_pattern(r.pattern, r.pattern_counts, 'steps')}.", ""]
         if line := pre_capture_line(r):
             out += [line[0].upper() + line[1:] + ".", ""]
+        if line := settings_line(r):
+            out += [_md(line[0].upper() + line[1:]) + ".", ""]
     groups = exposed_groups(report, top)
     if groups:
         out += ["## Most exposed collectives", ""]

@@ -24,7 +24,7 @@ from rich.text import Text
 from ..contract import Report
 from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, MIXED, STEP_HEADERS, across_cells,
                      across_rows, bandwidth_cells, bandwidth_line, communicator_line, dimension_cells,
-                     dimension_rows, exposed_groups, findings, perfect_overlap_clause,
+                     dimension_rows, exposed_groups, findings, perfect_overlap_clause, settings_line,
                      frac, matching_line, ms, pattern_label, pct, pre_capture_line, rank_label, rank_title, short,
                      size, step_cells, step_label, steps_label, total_cells, transport_facts, two_lines)
 
@@ -88,7 +88,7 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10)
     for r, table in zip(report.ranks, tables):
         con.print(Text(rank_title(r), style="bold"))
         con.print(table)
-        for line in (_pattern_line(r, layout.tight), pre_capture_line(r)):
+        for line in (_pattern_line(r, layout.tight), pre_capture_line(r), settings_line(r)):
             if line:
                 con.print(line, markup=False)
     groups = exposed_groups(report, top)

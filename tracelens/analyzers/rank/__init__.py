@@ -15,7 +15,7 @@ from ...model import RankTrace
 from ...contract import Collective, InputFile, PreCapture, RankResult, StepMetrics, Totals, WarningEntry, ratio
 from ..seam import COMM_COLUMNS, Context, RankAnalysis
 from ..wording import Finding
-from . import copies, dimensions, launch_order, overlap, pattern, syncs, wfbp, whatif
+from . import copies, dimensions, launch_order, overlap, pattern, settings, syncs, wfbp, whatif
 from .context import RankContext
 
 
@@ -67,6 +67,9 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
     bucket = wfbp.finding(t.meta.rank, result.bucket_model, steps, th)
     if bucket is not None:
         findings.append(bucket)
+    result.settings = settings.check(t.meta, result.device_name, [d.dimension for d in per_dim], result.bucket_model,
+                                     comm, comm_dims, exp["name"].tolist())
+    findings += settings.findings(t.meta.rank, result.settings)
     collectives = [
         Collective(rank=t.meta.rank, step=None if step < 0 else step, name=str(name),
                    op=op if isinstance(op, str) else None, bytes=None if size < 0 else size,
