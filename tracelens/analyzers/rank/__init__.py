@@ -1,7 +1,9 @@
 """Per-rank analyzers: one rank's full trace in, a :class:`~..seam.RankAnalysis` out.
 
 ``overlap`` (interval sets, step windows, step metrics, per-collective exposure), ``pattern`` (the overlap
-pattern of each step), ``syncs`` (sync stalls), ``launch_order`` and ``copies`` (copy-bound steps). They share
+pattern of each step), ``syncs`` (sync stalls), ``launch_order``, ``copies`` (copy-bound steps),
+``dimensions`` (the parallelism each collective serves), ``whatif`` (perfect overlap), ``wfbp`` (the DDP bucket
+model) and ``settings`` (configured versus observed). They share
 a :class:`~.context.RankContext` and return structured findings; none opens a file or words a sentence.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 
 from ...model import RankTrace
 from ...contract import Collective, InputFile, PreCapture, RankResult, StepMetrics, Totals, WarningEntry, ratio
@@ -52,24 +55,14 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
     verdict, counts = pattern.majority([s.pattern for s in steps])
     comm = _comm_table(t, exp)
     groups = _groups(t.meta.pg_config)
-    measured, rules, comm_dims = dimensions.analyze(t, sets, windows, exp, comm, groups)
-    for w, st in enumerate(steps):
-        st.by_dimension = dimensions.step_rows(measured, w)
-        st.perfect_overlap_step_ns = whatif.perfect_overlap_ns(st)
-    per_dim = dimensions.totals(measured, rules)
-    findings += dimensions.findings(t.meta.rank, steps, per_dim, t.meta.env, th)
+    device_name = _device_name(t, sets.device)
+    per_dim, bucket_model, checks = _costs(t, sets, windows, steps, exp, comm, groups, device_name, th, findings)
     result = RankResult(
         rank=t.meta.rank, world_size=t.meta.world_size, device=sets.device,
-        device_name=_device_name(t, sets.device), mode=sets.mode, source=t.meta.source,
+        device_name=device_name, mode=sets.mode, source=t.meta.source,
         steps=steps, totals=_totals(steps), pattern=verdict, pattern_counts=counts,
         pre_capture=None if pre is None else PreCapture(**pre), dimensions=per_dim,
-        bucket_model=wfbp.model(comm, comm_dims, sets.compute, steps))
-    bucket = wfbp.finding(t.meta.rank, result.bucket_model, steps, th)
-    if bucket is not None:
-        findings.append(bucket)
-    result.settings = settings.check(t.meta, result.device_name, [d.dimension for d in per_dim], result.bucket_model,
-                                     comm, comm_dims, exp["name"].tolist())
-    findings += settings.findings(t.meta.rank, result.settings)
+        bucket_model=bucket_model, settings=checks)
     collectives = [
         Collective(rank=t.meta.rank, step=None if step < 0 else step, name=str(name),
                    op=op if isinstance(op, str) else None, bytes=None if size < 0 else size,
@@ -91,6 +84,27 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
     return RankAnalysis(rank=t.meta.rank, source=t.meta.source, inputs=inputs, result=result,
                         collectives=collectives, comm=comm, findings=findings, warnings=warnings,
                         host=t.meta.host, groups=groups)
+
+
+def _costs(t: RankTrace, sets, windows, steps, exp, comm, groups, device_name, th, findings: list):
+    """What the exposed communication costs and what would fix it: exposure per parallelism dimension, each
+    step's time with perfect overlap, the DDP bucket model and the settings beside the trace (their findings
+    appended to ``findings``)."""
+    measured, rules, comm_dims = dimensions.analyze(t, sets, windows, exp, comm, groups)
+    for w, st in enumerate(steps):
+        st.by_dimension = dimensions.step_rows(measured, w)
+        # Needs the step's overlap_tax_ns (whatif.overlap_tax_ns) to be set before it, once there is one.
+        st.perfect_overlap_step_ns = whatif.perfect_overlap_ns(st)
+    per_dim = dimensions.totals(measured, rules)
+    findings += dimensions.findings(t.meta.rank, steps, per_dim, t.meta.env, th)
+    bucket_model = wfbp.model(comm, comm_dims, sets.compute, steps)
+    bucket = wfbp.finding(t.meta.rank, bucket_model, steps, th)
+    if bucket is not None:
+        findings.append(bucket)
+    checks = settings.check(t.meta, device_name, [d.dimension for d in per_dim], bucket_model, comm, comm_dims,
+                            pd.unique(exp["name"].to_numpy()).tolist())
+    findings += settings.findings(t.meta.rank, checks)
+    return per_dim, bucket_model, checks
 
 
 def _groups(pg_config: list[dict]) -> dict[str, tuple[int, ...]]:
