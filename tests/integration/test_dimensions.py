@@ -62,6 +62,10 @@ def test_a_finding_per_material_dimension_with_its_advice(tmp_path):
     assert "bucket_cap_mb" in found["dp"].advice
     assert "tp-comm-overlap" in found["tp"].advice and "CUDA_DEVICE_MAX_CONNECTIONS" in found["tp"].advice
     assert "1F1B" in found["pp"].advice and found["pp"].evidence["group_size"] == 2
+    # rank 3 is pipeline stage 0 of {3, 7}: one send a step (the plan's), a first stage sends once per
+    # micro-batch, so 1 micro-batch and a plain-1F1B bubble of (2 - 1)/(1 + 2 - 1) = 50 %
+    assert {k: found["pp"].evidence[k] for k in ("stage", "micro_batches", "expected_bubble")} == {
+        "stage": 0, "micro_batches": 1, "expected_bubble": 0.5}
     assert "all-to-all" in found["ep"].advice
     assert found["tp"].evidence["groups"] == ["TENSOR_MODEL_PARALLEL_GROUP"]
 

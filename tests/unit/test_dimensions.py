@@ -90,3 +90,24 @@ def test_rules_are_counted_per_group_and_ops_merged():
     assert dims.tolist() == ["tp", "tp", "tp", "pp"]
     assert [(r.pg, r.dimension, r.rule, r.ops, r.collectives) for r in rules] == [
         ("1", "tp", "name", ["all_gather", "all_reduce"], 3), ("2", "pp", "name", ["send"], 1)]
+
+
+def test_pipeline_stage_and_micro_batches():
+    from tracelens.analyzers.rank.dimensions import pipeline
+    from tracelens.contract import DimensionTotals, GroupRule
+    pp = DimensionTotals(dimension="pp", collectives=0, comm_ns=0, overlap_ns=0, exposed_comm_ns=0,
+                         overlap_pct=None, groups=[GroupRule(pg="9", desc=None, size=4, dimension="pp", rule="op",
+                                                             ops=["send"], collectives=0)])
+    groups = {"9": (1, 5, 9, 13)}
+    # rank 5 is stage 1 of 4, a middle stage: 8 sends a step in both steps (activations and gradients of
+    # m micro-batches each) -> m = 4, 1F1B bubble (4 - 1)/(4 + 4 - 1) = 3/7; 3 receives are not counted
+    comm = {"op": np.array(["send"] * 16 + ["recv"] * 3, dtype=object),
+            "step": np.array([1] * 8 + [2] * 8 + [1] * 3)}
+    dims = np.array(["pp"] * 19, dtype=object)
+    assert pipeline(5, comm, dims, groups, [pp]) == {"stage": 1, "micro_batches": 4, "expected_bubble": 3 / 7}
+    # rank 13 is the last stage: 8 sends a step are 8 micro-batches, (4 - 1)/(8 + 4 - 1) = 3/11
+    assert pipeline(13, comm, dims, groups, [pp]) == {"stage": 3, "micro_batches": 8, "expected_bubble": 3 / 11}
+    # an odd count on a middle stage, or no member list: not said
+    odd = {"op": np.array(["send"] * 7, dtype=object), "step": np.array([1] * 7)}
+    assert pipeline(5, odd, dims[:7], groups, [pp]) == {"stage": 1, "micro_batches": None, "expected_bubble": None}
+    assert pipeline(5, comm, dims, {}, [pp]) == {"stage": None, "micro_batches": None, "expected_bubble": None}

@@ -484,6 +484,11 @@ def test_parallelism_advice_per_dimension():
                   r"in these steps$", advice["pp"])
     assert m and {int(m[1]), int(m[2]), int(m[3])} == {ev["group_size"]} and m[4] == ms(ev["idle_ns"])
     assert "(PP − 1)(F + B)" in word("parallelism", "pp", dimension_ev(dimension="pp", group_size=None)).advice
+    # With the micro-batches the trace shows, the plain-1F1B bubble they give
+    ev = dimension_ev(dimension="pp", stage=2, micro_batches=6, expected_bubble=0.3333)
+    m = re.search(rf"with m micro-batches \(stage (\d+) sends for (\d+) micro-batches a step: (\d+) % of the "
+                  r"step if it is plain 1F1B\):", word("parallelism", "pp", ev).advice)
+    assert m and (int(m[1]), int(m[2]), m[3]) == (ev["stage"], ev["micro_batches"], pct(100 * ev["expected_bubble"]))
     assert advice["tp"].endswith("(CUDA_DEVICE_MAX_CONNECTIONS is not recorded)")
     for dim in ("tp", "ep"):
         got = word("parallelism", dim, dimension_ev(dimension=dim, max_connections="8")).advice

@@ -499,8 +499,12 @@ def _dim_advice(ev: dict) -> str:
                 f"({_connections(ev)})")
     if dim == "pp":
         size = "PP" if ev["group_size"] is None else str(ev["group_size"])
+        m = ev.get("micro_batches")
+        expect = "" if m is None else \
+            (f" (stage {ev['stage']} sends for {m} micro-batch{'' if m == 1 else 'es'} a step: "
+             f"{_pct(100 * ev['expected_bubble'])} of the step if it is plain 1F1B)")
         return (f"a 1F1B schedule idles ({size} − 1)(F + B) per step, ({size} − 1)/(m + {size} − 1) of it with m "
-                "micro-batches: more micro-batches, an interleaved schedule (virtual pipeline stages), or a "
+                f"micro-batches{expect}: more micro-batches, an interleaved schedule (virtual pipeline stages), or a "
                 "zero-bubble / DualPipe schedule shrink it; the device was idle "
                 f"{_ms(ev['idle_ns'])} in these steps")
     if dim == "ep":

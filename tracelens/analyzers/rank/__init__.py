@@ -96,7 +96,8 @@ def _costs(t: RankTrace, sets, windows, steps, exp, comm, groups, device_name, t
         # Needs the step's overlap_tax_ns (whatif.overlap_tax_ns) to be set before it, once there is one.
         st.perfect_overlap_step_ns = whatif.perfect_overlap_ns(st)
     per_dim = dimensions.totals(measured, rules)
-    findings += dimensions.findings(t.meta.rank, steps, per_dim, t.meta.env, th)
+    pipe = dimensions.pipeline(t.meta.rank, comm, comm_dims, groups, per_dim)
+    findings += dimensions.findings(t.meta.rank, steps, per_dim, t.meta.env, th, pipe)
     bucket_model = wfbp.model(comm, comm_dims, sets.compute, steps)
     bucket = wfbp.finding(t.meta.rank, bucket_model, steps, th)
     if bucket is not None:

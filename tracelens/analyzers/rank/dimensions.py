@@ -197,7 +197,31 @@ def analyze(trace, sets, windows, exposure, comm: dict, groups: dict) -> tuple[d
     return measure(starts, ends, dims, sets.compute, windows.start, windows.end), rules, per_row
 
 
-def findings(rank: int, steps: list, per_dim: list[DimensionTotals], env: dict, th) -> list:
+def pipeline(rank: int, comm: dict, dims: np.ndarray, groups: dict, per_dim: list[DimensionTotals]) -> dict:
+    """The rank's pipeline stage and, for a non-interleaved 1F1B schedule, its micro-batches per step and the
+    schedule's expected bubble (shared reference metrics.md §8): per step the first and last stages send m
+    times (activations, or gradients), a middle stage 2m times; the bubble is (PP − 1)/(m + PP − 1) of the
+    step. Empty values where the trace does not say (no member list, no plain sends, an odd count)."""
+    out = {"stage": None, "micro_batches": None, "expected_bubble": None}
+    pp = next((d for d in per_dim if d.dimension == "pp"), None)
+    members = next((groups[g.pg] for g in (pp.groups if pp else []) if g.pg in groups and rank in groups[g.pg]),
+                   None)
+    if not members or len(members) < 2:
+        return out
+    size, stage = len(members), members.index(rank)
+    out["stage"] = stage
+    sel = (dims == "pp") & (comm["op"] == "send") & (comm["step"] >= 0)
+    _, counts = np.unique(comm["step"][sel], return_counts=True)
+    if counts.size:
+        sends = int(np.median(counts))
+        per = 1 if stage in (0, size - 1) else 2
+        if sends % per == 0:
+            m = sends // per
+            out["micro_batches"], out["expected_bubble"] = m, (size - 1) / (m + size - 1)
+    return out
+
+
+def findings(rank: int, steps: list, per_dim: list[DimensionTotals], env: dict, th, pipe: dict | None = None) -> list:
     """One ``parallelism`` finding per dimension whose exposed communication is material (per step on
     average). A rank whose communication is all data parallel (or all unattributed) gets none: its
     overlap-pattern finding already speaks for it."""
@@ -225,7 +249,8 @@ def findings(rank: int, steps: list, per_dim: list[DimensionTotals], env: dict, 
                       "group_size": sizes[-1] if sizes else None, "idle_ns": idle,
                       "worst_step": worst.step,
                       "max_connections": env.get("CUDA_DEVICE_MAX_CONNECTIONS"),
-                      "impact_ns": impact, "material": True}))
+                      "impact_ns": impact, "material": True,
+                      **((pipe or {}) if d.dimension == "pp" else {})}))
     return out
 
 
