@@ -51,8 +51,8 @@ class GroupRule(msgspec.Struct, kw_only=True):
     desc: Optional[str]                    # its description (pg_desc / Process Group Description)
     size: Optional[int]
     dimension: str                         # dp | fsdp | tp | pp | ep | cp | unknown
-    rule: str                              # name | op | layout-world | layout-contiguous | layout-strided | only-group |
-                                           # none | no-metadata (comm without a collective record)
+    rule: str                              # name | op | layout-world | layout-contiguous | layout-strided |
+                                           # only-group | none | no-metadata (comm without a collective record)
     ops: list[str]
     collectives: int
 

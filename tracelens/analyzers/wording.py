@@ -478,7 +478,9 @@ _DIM_TITLE = {"dp": "data parallel", "fsdp": "sharded data parallel (FSDP)", "tp
 
 def _connections(ev: dict) -> str:
     v = ev["max_connections"]
-    return "CUDA_DEVICE_MAX_CONNECTIONS is not recorded" if v is None else f"CUDA_DEVICE_MAX_CONNECTIONS={v} was recorded"
+    if v is None:
+        return "CUDA_DEVICE_MAX_CONNECTIONS is not recorded"
+    return f"CUDA_DEVICE_MAX_CONNECTIONS={v} was recorded"
 
 
 def _dim_advice(ev: dict) -> str:

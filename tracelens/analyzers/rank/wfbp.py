@@ -99,9 +99,11 @@ def model(comm: dict, dims: np.ndarray, compute: iv.IntervalSet, steps: list) ->
     if fit is not None:
         for cap in CAPS_MIB:
             b = layout(total, sizes[0], cap * MIB)
-            preds.append(BucketPrediction(cap_mib=cap, buckets=len(b), exposed_ns=round(exposed(b, backward, latency, per))))
+            preds.append(BucketPrediction(cap_mib=cap, buckets=len(b),
+                                          exposed_ns=round(exposed(b, backward, latency, per))))
     else:
-        preds.append(BucketPrediction(cap_mib=None, buckets=1, exposed_ns=round(exposed([1], backward, latency, per * at.size))))
+        one = exposed([1], backward, latency, per * at.size)        # every bucket's time in one all-reduce
+        preds.append(BucketPrediction(cap_mib=None, buckets=1, exposed_ns=round(one)))
     best = min(preds, key=lambda p: (p.exposed_ns, -(p.cap_mib or 0))) if fit is not None else None
     return BucketModel(
         step=int(st), buckets=int(at.size), gradient_bytes=total if fit is not None else None,
