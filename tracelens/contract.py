@@ -35,6 +35,40 @@ class PatternEvidence(msgspec.Struct, kw_only=True):
                                                     # compute in the step (GPU only; null without comm)
 
 
+class DimensionStep(msgspec.Struct, kw_only=True):
+    """One parallelism dimension's communication in one step (docs/metrics.md, "Parallelism dimensions")."""
+
+    comm_ns: int
+    overlap_ns: int
+    exposed_comm_ns: int
+    overlap_pct: Optional[float]
+
+
+class GroupRule(msgspec.Struct, kw_only=True):
+    """How the collectives of one process group were attributed to a dimension."""
+
+    pg: Optional[str]                      # process group name
+    desc: Optional[str]                    # its description (pg_desc / Process Group Description)
+    size: Optional[int]
+    dimension: str                         # dp | fsdp | tp | pp | ep | cp | unknown
+    rule: str                              # name | op | layout-world | layout-contiguous | layout-strided |
+                                           # only-group | none | no-metadata (comm without a collective record)
+    ops: list[str]
+    collectives: int
+
+
+class DimensionTotals(msgspec.Struct, kw_only=True):
+    """One parallelism dimension's communication summed over the rank's steps, and the groups behind it."""
+
+    dimension: str
+    collectives: int                       # communication activities attributed to it (pre-capture included)
+    comm_ns: int
+    overlap_ns: int
+    exposed_comm_ns: int
+    overlap_pct: Optional[float]
+    groups: list[GroupRule]
+
+
 class StepMetrics(msgspec.Struct, kw_only=True):
     step: Optional[int]
     start_ns: int
@@ -64,6 +98,11 @@ class StepMetrics(msgspec.Struct, kw_only=True):
     effective_exposed_ns: int = 0          # exposed_comm_ns + overlap_tax_ns
     overlap_tax_compared: int = 0          # kernels overlapped by communication and compared with a baseline
     overlap_tax_uncompared: int = 0        # ... and those without enough runs alone to compare
+    # Per parallelism dimension (null when the rank's communication is of one dimension: the step's own
+    # numbers are that dimension's, named in the rank's ``dimensions``).
+    by_dimension: Optional[dict[str, DimensionStep]] = None
+    # The step time with communication perfectly hidden: max(duration - exposed - overlap tax, compute).
+    perfect_overlap_step_ns: Optional[int] = None
 
 
 class Totals(msgspec.Struct, kw_only=True):
@@ -82,6 +121,7 @@ class Totals(msgspec.Struct, kw_only=True):
     effective_exposed_ns: int = 0
     overlap_tax_compared: int = 0
     overlap_tax_uncompared: int = 0
+    perfect_overlap_step_ns: Optional[int] = None   # sum of the steps' (null in older reports)
 
 
 class PreCapture(msgspec.Struct, kw_only=True):
@@ -97,6 +137,42 @@ class PreCapture(msgspec.Struct, kw_only=True):
     end_ns: int                            # last end: no step's window begins before it
 
 
+class BucketPrediction(msgspec.Struct, kw_only=True):
+    """The bucket model's exposed communication per step for one bucket cap (null: equal buckets)."""
+
+    cap_mib: Optional[int]
+    buckets: int
+    exposed_ns: int
+
+
+class BucketModel(msgspec.Struct, kw_only=True):
+    """The WFBP bucket model fitted to a rank's data-parallel all-reduces (docs/metrics.md, "Bucket model")."""
+
+    step: int                              # the step it was fitted on (the median backward)
+    buckets: int
+    gradient_bytes: Optional[int]          # null: bucket sizes not in the trace
+    first_bucket_bytes: Optional[int]
+    backward_ns: int                       # Tb, the backward's compute time
+    latency_ns: Optional[int]              # alpha of t(s) = alpha + s / B; null: not separable
+    bucket_ns: Optional[int]               # without sizes: the median bucket's all-reduce time
+    gbps: Optional[float]                  # B, GB/s
+    observed_exposed_ns: int               # median over the steps of the dp exposed communication
+    model_exposed_ns: int                  # the model at the observed buckets
+    predictions: list[BucketPrediction]
+    suggested_cap_mib: Optional[int]       # the cap with the least predicted exposure (null without a fit)
+    suggested_exposed_ns: Optional[int]
+
+
+class SettingCheck(msgspec.Struct, kw_only=True):
+    """A recorded setting beside what the trace shows (docs/metrics.md, "Configured and observed")."""
+
+    name: str                              # bucket_cap_mb | CUDA_DEVICE_MAX_CONNECTIONS | NCCL_ALGO | NCCL_PROTO
+    source: str                            # environment | command line
+    configured: str
+    observed: str
+    contradiction: Optional[str]           # null when the trace agrees (or cannot say)
+
+
 class RankResult(msgspec.Struct, kw_only=True):
     rank: int
     world_size: Optional[int]
@@ -109,6 +185,22 @@ class RankResult(msgspec.Struct, kw_only=True):
     pattern: Optional[str] = None          # the strict majority of the steps' patterns, else "mixed"
     pattern_counts: dict[str, int] = msgspec.field(default_factory=dict)   # steps per pattern
     pre_capture: Optional[PreCapture] = None   # on the rank's main device; None when there was none
+    dimensions: list[DimensionTotals] = msgspec.field(default_factory=list)  # per parallelism dimension
+    bucket_model: Optional[BucketModel] = None  # DDP-style runs with at least two buckets per step
+    settings: list[SettingCheck] = msgspec.field(default_factory=list)   # configured beside observed
+
+
+class DimensionRun(msgspec.Struct, kw_only=True):
+    """One parallelism dimension over every rank: sums of the ranks' ``dimensions``."""
+
+    dimension: str
+    ranks: int                             # ranks with communication of this dimension
+    comm_ns: int
+    exposed_comm_ns: int
+    overlap_pct: Optional[float]
+    worst_rank: int                        # the rank with the most exposed time of it (lowest on a tie)
+    worst_exposed_ns: int
+    rules: list[str]                       # the rules that attributed it, each once (name, op, layout-world, ...)
 
 
 class Summary(msgspec.Struct, kw_only=True):
@@ -121,6 +213,10 @@ class Summary(msgspec.Struct, kw_only=True):
     exposed_comm_ns: int = 0
     pattern: Optional[str] = None          # the strict majority of the ranks' patterns, else "mixed"
     pattern_counts: dict[str, int] = msgspec.field(default_factory=dict)   # ranks per pattern
+    # What perfect overlap would buy: 1 - sum(perfect_overlap_step_ns) / sum(duration_ns) over every rank's
+    # steps (null without steps).
+    perfect_overlap_gain: Optional[float] = None
+    dimensions: list[DimensionRun] = msgspec.field(default_factory=list)   # most exposed first
 
 
 class Collective(msgspec.Struct, kw_only=True):
@@ -207,7 +303,8 @@ class Diagnosis(msgspec.Struct, kw_only=True):
 
     id: str                                # overlap-pattern | sync-stall | launch-order | memcpy-bound |
                                            # straggler | no-gpu-activity | clock-offset | nccl-transport |
-                                           # overlap-tax | hidden-comm
+                                           # overlap-tax | hidden-comm | parallelism | bucket-size |
+                                           # config-mismatch
     severity: str                          # info | warning | critical
     rank: int                              # nccl-transport: the lowest rank its evidence names, -1: none
     step: Optional[int]

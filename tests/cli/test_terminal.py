@@ -185,6 +185,25 @@ def test_most_exposed_collectives_are_grouped():
     assert lines[head + 6].startswith("across ranks")
 
 
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_exposed_communication_by_parallelism(columns, tmp_path):
+    from fixtures.synth import layout
+    layout.write(tmp_path, named=False)
+    code, out = in_terminal(["report", tmp_path], columns)
+    lines = assert_fits(code, out, columns)
+    head = lines.index("exposed communication by parallelism")
+    rows = [re.sub(f"[{BOX}]", " ", line).split() for line in lines[head + 1:head + 12]]
+    truth = layout.truth()
+    # Each dimension's row, most exposed first: 8 ranks x 2 steps of the generator's per-step exposure
+    # (pp 1.1 ms, dp 0.8, tp 0.7, ep 0.4, unknown 0 per step); worst rank 0 on the tie.
+    got = [r[:4] for r in rows if r and r[0] in truth]
+    assert got == [[d, "8", f"{16 * truth[d]['comm_ns'] / 1e6:.3f}", f"{16 * truth[d]['exposed_comm_ns'] / 1e6:.3f}"]
+                   for d in ("pp", "dp", "tp", "ep", "unknown")]
+    summary = " ".join(lines[next(i for i, line in enumerate(lines) if line.startswith("summary: ")):])
+    # Perfect overlap: each 10.3 ms step loses its 2.3 ms of exposed communication, 2.3 / 10.3 = 22.3 %.
+    assert "perfect overlap would make steps 22.3 % shorter" in summary
+
+
 # --------------------------------------------------------------------------- gate, history, export
 
 

@@ -57,7 +57,9 @@ def test_the_wording_passes_the_finding_through():
         ("overlap-tax", None), ("hidden-comm", "no-comm-kernel"), ("hidden-comm", "look-alike"),
         *(("nccl-transport", v) for v in ("tcp_silent_fallback", "tcp_no_rdma", "tcp_deliberate", "tcp_suspected",
                                           "rdma_gdr", "rdma_host_staged", "rdma_init_only", "intra_node_only",
-                                          "inconclusive", "unknown"))}
+                                          "inconclusive", "unknown")),
+        ("bucket-size", None), ("config-mismatch", None),
+        *(("parallelism", v) for v in ("dp", "fsdp", "tp", "pp", "ep", "cp", "unknown"))}
 
 
 def test_the_wording_module_only_formats():
@@ -522,3 +524,81 @@ def test_nccl_transport_advice():
     assert d.detail.endswith(BANDWIDTH + " although the logs say RDMA")
     assert d.advice.startswith("the logs and the bandwidth disagree")
     assert "(IBext_v8)" not in word("nccl-transport", "rdma_gdr", transport_ev(net=None), step=None).title
+
+
+def dimension_ev(**changes) -> dict:
+    """Hand-made parallelism evidence, every value distinct (the keys dimensions.findings writes)."""
+    ev = {"dimension": "tp", "exposed_comm_ns": 3_456_000, "comm_ns": 7_891_000, "overlap_pct": 56.2,
+          "exposed_fraction": 0.1234, "duration_ns": 28_007_000, "steps": 3, "collectives": 47,
+          "groups": ["TENSOR_MODEL_PARALLEL_GROUP", "5"], "ops": ["all_gather", "reduce_scatter"],
+          "group_size": 4, "idle_ns": 2_222_000, "worst_step": 11, "max_connections": None}
+    return {**ev, **changes}
+
+
+@pytest.mark.parametrize("dim, name", [("dp", "data parallel"), ("fsdp", r"sharded data parallel \(FSDP\)"),
+                                       ("tp", "tensor parallel"), ("pp", "pipeline parallel"),
+                                       ("ep", "expert parallel"), ("cp", "context parallel"),
+                                       ("unknown", "unattributed")])
+def test_parallelism_wording(dim, name):
+    ev = dimension_ev(dimension=dim)
+    d = word("parallelism", dim, ev, step=None)
+    f = fields(rf"{name} communication exposed: (?P<e>{NUM}) ms \((?P<p>\d+) % of step time\)", d.title)
+    assert (f["e"], f["p"]) == (ms(ev["exposed_comm_ns"]), pct(100 * ev["exposed_fraction"]))
+    f = fields(rf"(?P<n>\d+) collectives \(all-gather, reduce-scatter\) in TENSOR_MODEL_PARALLEL_GROUP, 5: "
+               rf"(?P<c>{NUM}) ms of communication over (?P<s>\d+) steps, (?P<h>\d+) % hidden; most exposed in "
+               rf"step (?P<w>\d+)", d.detail)
+    assert (int(f["n"]), f["c"], int(f["s"]), f["h"], int(f["w"])) == (
+        ev["collectives"], ms(ev["comm_ns"]), ev["steps"], pct(ev["overlap_pct"]), ev["worst_step"])
+
+
+def test_parallelism_advice_per_dimension():
+    advice = {d: word("parallelism", d, dimension_ev(dimension=d), step=None).advice
+              for d in ("dp", "fsdp", "tp", "pp", "ep", "cp", "unknown")}
+    assert "bucket_cap_mb" in advice["dp"] and "no_sync()" in advice["dp"]
+    assert all(k in advice["fsdp"] for k in ("backward_prefetch", "limit_all_gathers", "reshard_after_forward"))
+    assert "ub_overlap_ag" in advice["tp"] and "--tp-comm-overlap" in advice["tp"]
+    assert "all-to-all" in advice["ep"] and "ring-attention" in advice["cp"] and "group_desc" in advice["unknown"]
+    # The numbers the advice states: the PP group size and the steps' idle time; the recorded
+    # CUDA_DEVICE_MAX_CONNECTIONS, or that there is none.
+    ev = dimension_ev(dimension="pp")
+    m = re.search(rf"\((\d+) − 1\)\(F \+ B\) per step, \((\d+) − 1\)/\(m \+ (\d+) − 1\).* idle ({NUM}) ms "
+                  r"in these steps$", advice["pp"])
+    assert m and {int(m[1]), int(m[2]), int(m[3])} == {ev["group_size"]} and m[4] == ms(ev["idle_ns"])
+    assert "(PP − 1)(F + B)" in word("parallelism", "pp", dimension_ev(dimension="pp", group_size=None)).advice
+    # With the micro-batches the trace shows, the plain-1F1B bubble they give
+    ev = dimension_ev(dimension="pp", stage=2, micro_batches=6, expected_bubble=0.3333)
+    m = re.search(rf"with m micro-batches \(stage (\d+) sends for (\d+) micro-batches a step: (\d+) % of the "
+                  r"step if it is plain 1F1B\):", word("parallelism", "pp", ev).advice)
+    assert m and (int(m[1]), int(m[2]), m[3]) == (ev["stage"], ev["micro_batches"], pct(100 * ev["expected_bubble"]))
+    assert advice["tp"].endswith("(CUDA_DEVICE_MAX_CONNECTIONS is not recorded)")
+    for dim in ("tp", "ep"):
+        got = word("parallelism", dim, dimension_ev(dimension=dim, max_connections="8")).advice
+        assert got.endswith("(CUDA_DEVICE_MAX_CONNECTIONS=8 was recorded)")
+
+
+def test_bucket_size_wording():
+    ev = {"buckets": 14, "step": 6, "backward_ns": 31_250_000, "latency_ns": 87_000, "gbps": 12.34,
+          "observed_exposed_ns": 4_321_000, "model_exposed_ns": 3_987_000, "suggested_cap_mib": 5,
+          "suggested_exposed_ns": 612_000, "gain_ns": 3_709_000, "duration_ns": 45_000_000, "impact_ns": 3_709_000,
+          "material": True}
+    d = word("bucket-size", None, ev, step=None)
+    f = fields(rf"bucket size: bucket_cap_mb=(?P<cap>\d+) would expose (?P<s>{NUM}) ms of all-reduce per step "
+               rf"instead of (?P<o>{NUM}) ms", d.title)
+    assert (int(f["cap"]), f["s"], f["o"]) == (ev["suggested_cap_mib"], ms(ev["suggested_exposed_ns"]),
+                                               ms(ev["observed_exposed_ns"]))
+    f = fields(rf"the WFBP model of step (?P<st>\d+)'s (?P<n>\d+) buckets \(backward (?P<b>{NUM}) ms, each "
+               rf"all-reduce (?P<a>{NUM}) ms \+ its size at (?P<g>{NUM}) GB/s\) gives (?P<m>{NUM}) ms exposed for "
+               r"the buckets as they are", d.detail)
+    assert (int(f["st"]), int(f["n"]), f["b"], f["a"], f["g"], f["m"]) == (
+        ev["step"], ev["buckets"], ms(ev["backward_ns"]), ms(ev["latency_ns"]), f"{ev['gbps']:.1f}",
+        ms(ev["model_exposed_ns"]))
+    assert d.advice.startswith(f"set DistributedDataParallel(bucket_cap_mb={ev['suggested_cap_mib']}) and compare")
+
+
+def test_config_mismatch_wording():
+    ev = {"setting": "NCCL_ALGO", "source": "environment", "configured": "Tree", "observed": "RING",
+          "contradiction": "the kernels ran other ones"}
+    d = word("config-mismatch", None, ev, step=None)
+    assert d.title == "NCCL_ALGO=Tree does not match the trace"
+    assert d.detail == "NCCL_ALGO=Tree (environment), the trace shows RING: the kernels ran other ones"
+    assert "reaches the training processes" in d.advice

@@ -539,6 +539,89 @@ def transport_unknown(f: Finding) -> tuple[str, str, str]:
             _transport_detail("no NCCL log was given", f.evidence), _COLLECT)
 
 
+# ------------------------------------------------------------------------------- parallelism
+
+_DIM_TITLE = {"dp": "data parallel", "fsdp": "sharded data parallel (FSDP)", "tp": "tensor parallel",
+              "pp": "pipeline parallel", "ep": "expert parallel", "cp": "context parallel",
+              "unknown": "unattributed"}
+
+
+def _connections(ev: dict) -> str:
+    v = ev["max_connections"]
+    if v is None:
+        return "CUDA_DEVICE_MAX_CONNECTIONS is not recorded"
+    return f"CUDA_DEVICE_MAX_CONNECTIONS={v} was recorded"
+
+
+def _dim_advice(ev: dict) -> str:
+    dim = ev["dimension"]
+    if dim == "dp":
+        return ("DDP: a smaller bucket_cap_mb starts the all-reduces earlier in the backward (fewer, larger buckets "
+                "cut per-collective latency instead); with gradient accumulation, no_sync() on all but the last "
+                "micro-batch")
+    if dim == "fsdp":
+        return ("prefetch the next all-gather (FSDP forward_prefetch and backward_prefetch=BACKWARD_PRE; FSDP2 "
+                "set_modules_to_forward_prefetch / set_modules_to_backward_prefetch), keep limit_all_gathers on so "
+                "memory does not stall them, and reshard_after_forward=False for the last layers (no all-gather "
+                "again in the backward)")
+    if dim == "tp":
+        return ("overlap the TP collectives with their GEMMs: TransformerEngine userbuffers (ub_overlap_ag / "
+                "ub_overlap_rs) or Megatron --tp-comm-overlap; before Blackwell, CUDA_DEVICE_MAX_CONNECTIONS=1 "
+                "starts kernels in launch order, so launch the collective before the GEMM it should hide under "
+                f"({_connections(ev)})")
+    if dim == "pp":
+        size = "PP" if ev["group_size"] is None else str(ev["group_size"])
+        m = ev.get("micro_batches")
+        expect = "" if m is None else \
+            (f" (stage {ev['stage']} sends for {m} micro-batch{'' if m == 1 else 'es'} a step: "
+             f"{_pct(100 * ev['expected_bubble'])} of the step if it is plain 1F1B)")
+        return (f"a 1F1B schedule idles ({size} − 1)(F + B) per step, ({size} − 1)/(m + {size} − 1) of it with m "
+                f"micro-batches{expect}: more micro-batches, an interleaved schedule (virtual pipeline stages), or a "
+                "zero-bubble / DualPipe schedule shrink it; the device was idle "
+                f"{_ms(ev['idle_ns'])} in these steps")
+    if dim == "ep":
+        return ("overlap the all-to-all dispatch and combine with expert compute (DeepEP, Megatron MoE "
+                "all-to-all overlap, splitting the batch into micro-batches that alternate); "
+                "CUDA_DEVICE_MAX_CONNECTIONS=1 serializes them in launch order, so launch the all-to-all before "
+                f"the expert GEMMs ({_connections(ev)})")
+    if dim == "cp":
+        return "overlap the ring-attention send/recv with the attention of the previous chunk"
+    return ("name the process groups (new_group(group_desc=...), DeviceMesh mesh_dim_names) so their "
+            "communication can be attributed")
+
+
+def parallelism(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    groups = ", ".join(ev["groups"]) or "no process group"
+    ops = ", ".join(_NOUNS.get(o, o) for o in ev["ops"]) or "communication"
+    return (f"{_DIM_TITLE[ev['dimension']]} communication exposed: {_ms(ev['exposed_comm_ns'])} "
+            f"({_pct(100 * ev['exposed_fraction'])} of step time)",
+            f"{ev['collectives']} collectives ({ops}) in {groups}: {_ms(ev['comm_ns'])} of communication over "
+            f"{ev['steps']} steps, {_pct(ev['overlap_pct'])} hidden; most exposed in step {ev['worst_step']}",
+            _dim_advice(ev))
+
+
+def bucket_size(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    return (f"bucket size: bucket_cap_mb={ev['suggested_cap_mib']} would expose {_ms(ev['suggested_exposed_ns'])} "
+            f"of all-reduce per step instead of {_ms(ev['observed_exposed_ns'])}",
+            f"the WFBP model of step {ev['step']}'s {ev['buckets']} buckets (backward {_ms(ev['backward_ns'])}, "
+            f"each all-reduce {_ms(ev['latency_ns'])} + its size at {ev['gbps']:.1f} GB/s) gives "
+            f"{_ms(ev['model_exposed_ns'])} exposed for the buckets as they are",
+            f"set DistributedDataParallel(bucket_cap_mb={ev['suggested_cap_mib']}) and compare: the model "
+            "assumes gradients become ready at a constant rate and ignores the cost of more, smaller collectives "
+            "beyond their latency")
+
+
+def config_mismatch(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    return (f"{ev['setting']}={ev['configured']} does not match the trace",
+            f"{ev['setting']}={ev['configured']} ({ev['source']}), the trace shows {ev['observed']}: "
+            f"{ev['contradiction']}",
+            "check that the setting reaches the training processes (the launcher's environment, the code that "
+            "reads the option) and that it is the one wanted")
+
+
 WORDING: dict[tuple[str, Optional[str]], Callable[[Finding], tuple[str, str, str]]] = {
     ("overlap-pattern", "nothing-to-overlap"): nothing_to_overlap,
     ("overlap-pattern", "sawtooth"): sawtooth,
@@ -573,5 +656,8 @@ WORDING: dict[tuple[str, Optional[str]], Callable[[Finding], tuple[str, str, str
     ("nccl-transport", "intra_node_only"): intra_node_only,
     ("nccl-transport", "inconclusive"): transport_inconclusive,
     ("nccl-transport", "unknown"): transport_unknown,
+    ("bucket-size", None): bucket_size,
+    ("config-mismatch", None): config_mismatch,
+    **{("parallelism", d): parallelism for d in ("dp", "fsdp", "tp", "pp", "ep", "cp", "unknown")},
 }
 """The sentences of every finding, by (id, verdict)."""

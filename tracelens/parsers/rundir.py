@@ -7,6 +7,7 @@ RankTraces of the traces in the same directory.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,24 @@ def read_manifest(folder: Path) -> dict | None:
     return doc if isinstance(doc, dict) and str(doc.get("schema", "")).split("/")[0] == MANIFEST_SCHEMA.split("/")[0] else None
 
 
+_BUCKET_CAP = re.compile(r"--?bucket[-_]cap[-_]mb(?:=(.*))?$", re.IGNORECASE)
+
+
+def command_settings(command) -> dict[str, str]:
+    """Settings a command line states: a training script's ``--bucket-cap-mb X`` (or ``--bucket_cap_mb=X``)."""
+    out: dict[str, str] = {}
+    if not isinstance(command, list):
+        return out
+    words = [str(w) for w in command]
+    for i, word in enumerate(words):
+        m = _BUCKET_CAP.match(word)
+        if m:
+            value = m.group(1) if m.group(1) is not None else (words[i + 1] if i + 1 < len(words) else None)
+            if value is not None:
+                out["bucket_cap_mb"] = value
+    return out
+
+
 def attach(traces: list[RankTrace]) -> None:
     """Fill each trace's environment, world size and NCCL log from its directory's manifest, where the trace
     itself did not record them."""
@@ -50,6 +69,8 @@ def attach(traces: list[RankTrace]) -> None:
         entry = next((r for r in m.get("ranks", []) if r.get("rank") == t.meta.rank), {})
         if not t.meta.env:
             t.meta.env = allowed_env(entry.get("env") or m.get("env") or {})
+        if not t.meta.command:
+            t.meta.command = command_settings(m.get("command") or m.get("argv") or [])
         if t.meta.world_size is None and m.get("world_size"):
             t.meta.world_size = int(m["world_size"])
         log = entry.get("nccl_log")

@@ -335,3 +335,34 @@ def _span(ranks: list[int]) -> str:
     if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)):
         return f"{ranks[0]}-{ranks[-1]}"
     return ", ".join(map(str, ranks[:12])) + (f" and {len(ranks) - 12} more" if len(ranks) > 12 else "")
+
+
+DIMENSION_HEADERS = ("dimension", "ranks", "comm ms", "exposed ms", "overlap %", "worst rank", "rules")
+
+
+def dimension_rows(report: Report) -> list:
+    """The run's dimensions, most exposed first; none when every rank's communication is of one dimension
+    that is data parallel or unattributed (the step tables say it all)."""
+    if all(len(r.dimensions) <= 1 and all(d.dimension in ("dp", "unknown") for d in r.dimensions)
+           for r in report.ranks):
+        return []
+    return report.summary.dimensions
+
+
+def dimension_cells(d, decimals: int = 3) -> list[str]:
+    """A dimension's row; the worst rank with its exposed time: ``3 (1.200)``."""
+    return [d.dimension, str(d.ranks), ms(d.comm_ns, decimals), ms(d.exposed_comm_ns, decimals), pct(d.overlap_pct),
+            f"{d.worst_rank} ({ms(d.worst_exposed_ns, decimals)})", ", ".join(d.rules)]
+
+
+def perfect_overlap_clause(s) -> str:
+    """``; perfect overlap would make steps 12.8 % shorter`` (nothing without the number)."""
+    return "" if s.perfect_overlap_gain is None else \
+        f"; perfect overlap would make steps {frac(s.perfect_overlap_gain)} shorter"
+
+
+def settings_line(r: RankResult) -> str:
+    """``configured bucket_cap_mb=0.25 (command line): 8 buckets per step; …`` (empty without settings)."""
+    parts = [f"{c.name}={c.configured} ({c.source}): {c.observed}" + (f" — {c.contradiction}" if c.contradiction
+                                                                          else "") for c in r.settings]
+    return ("configured " + "; ".join(parts)) if parts else ""

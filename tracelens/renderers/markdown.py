@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from ..contract import Report
-from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, MIXED, STEP_HEADERS, across_cells, across_rows,
-                     bandwidth_cells, bandwidth_line, communicator_line, evidence_where, exposed_groups, findings,
+from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, MIXED, STEP_HEADERS, across_cells,
+                     across_rows, bandwidth_cells, bandwidth_line, communicator_line, dimension_cells,
+                     dimension_rows, evidence_where, exposed_groups, findings, perfect_overlap_clause, settings_line,
                      frac, matching_line, ms, pattern_label, pct, pre_capture_line, rank_label, rank_title, short,
                      size, step_cells, step_label, tax_line, total_cells, transport_facts)
 
@@ -24,7 +25,8 @@ def render(report: Report, top: int = 10) -> str:
         out += [f"**{s.ranks} rank(s), {s.steps} step(s)** — overlap {pct(s.overlap_pct)} of communication hidden; "
                 f"exposed communication {frac(s.exposed_comm_fraction)} of step time"
                 + (f"; worst rank {s.worst_rank}" if s.worst_rank is not None else "")
-                + (f"; pattern {_pattern(s.pattern, s.pattern_counts, 'ranks')}" if s.pattern else "") + ".", ""]
+                + (f"; pattern {_pattern(s.pattern, s.pattern_counts, 'ranks')}" if s.pattern else "")
+                + perfect_overlap_clause(s) + ".", ""]
     else:
         out += ["**No traces**: the network transport from NCCL logs alone.", ""]
     found = findings(report)
@@ -46,12 +48,19 @@ def render(report: Report, top: int = 10) -> str:
         for line in (pre_capture_line(r), tax_line(r)):
             if line:
                 out += [line[0].upper() + line[1:] + ".", ""]
+        if line := settings_line(r):
+            out += [_md(line[0].upper() + line[1:]) + ".", ""]
     groups = exposed_groups(report, top)
     if groups:
         out += ["## Most exposed collectives", ""]
         out += _table(("rank", "op", "size", "count", "exposed ms", "worst ms", "worst step", "kernel"),
                       [(g.rank, g.op or "?", size(g.bytes), f"{g.count} of {g.calls}", ms(g.exposed_ns),
                         ms(g.worst_ns), step_label(g.worst_step), "`" + short(g.name) + "`") for g in groups])
+        out.append("")
+    dims = dimension_rows(report)
+    if dims:
+        out += ["## Exposed communication by parallelism", ""]
+        out += _table(DIMENSION_HEADERS, [dimension_cells(d) for d in dims])
         out.append("")
     if report.cross_rank is not None:
         rows, spread = across_rows(report)

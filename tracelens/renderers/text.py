@@ -22,8 +22,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ..contract import Report
-from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, MIXED, STEP_HEADERS, across_cells, across_rows,
-                     bandwidth_cells, bandwidth_line, communicator_line, exposed_groups, findings,
+from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, MIXED, STEP_HEADERS, across_cells,
+                     across_rows, bandwidth_cells, bandwidth_line, communicator_line, dimension_cells,
+                     dimension_rows, exposed_groups, findings, perfect_overlap_clause, settings_line,
                      frac, matching_line, ms, pattern_label, pct, pre_capture_line, rank_label, rank_title, short,
                      size, step_cells, step_label, steps_label, tax_line, total_cells, transport_facts, two_lines)
 
@@ -87,13 +88,18 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10)
     for r, table in zip(report.ranks, tables):
         con.print(Text(rank_title(r), style="bold"))
         con.print(table)
-        for line in (_pattern_line(r, layout.tight), pre_capture_line(r), tax_line(r)):
+        for line in (_pattern_line(r, layout.tight), pre_capture_line(r), tax_line(r), settings_line(r)):
             if line:
                 con.print(line, markup=False)
     groups = exposed_groups(report, top)
     if groups:
         _, (table,) = fit(con, width, lambda lay: [_exposed_table(con, width, groups, lay)])
         con.print(Text("most exposed collectives", style="bold"))
+        con.print(table)
+    dims = dimension_rows(report)
+    if dims:
+        _, (table,) = fit(con, width, lambda lay: [_dimension_table(dims, lay)])
+        con.print(Text("exposed communication by parallelism", style="bold"))
         con.print(table)
     if report.cross_rank is not None:
         _across(con, width, report)
@@ -117,7 +123,7 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10)
                                 f"communication hidden; exposed communication {frac(s.exposed_comm_fraction)} of "
                                 f"step time" + (f"; worst rank {s.worst_rank}" if s.worst_rank is not None else "")
                                 + (f"; pattern {pattern_label(s.pattern, s.pattern_counts, 'ranks')}" if s.pattern
-                                   else "")))
+                                   else "") + perfect_overlap_clause(s)))
     for w in report.warnings:
         where = f"rank {w.rank}: " if w.rank is not None else ""
         con.print(Text.assemble(("warning", "yellow"), f" {where}{w.code} ×{w.count}: {w.message}"))
@@ -208,6 +214,16 @@ def _pattern_line(r, tight: bool) -> str:
     where = "; ".join(f"{p} in {steps_label(s)}" for p, s in by_pattern.items())
     parts = [part for part in (mixed, where) if part]
     return ("pattern: " + " — ".join(parts)) if parts else ""
+
+
+def _dimension_table(rows, layout: Layout) -> Table:
+    table = new_table(layout)
+    for h in DIMENSION_HEADERS:
+        table.add_column(header(h, layout), justify="left" if h in ("dimension", "rules") else "right",
+                         no_wrap=h != "rules")
+    for d in rows:
+        table.add_row(*dimension_cells(d, layout.decimals))
+    return table
 
 
 def _exposed_table(con: Console, width: int, groups, layout: Layout) -> Table:

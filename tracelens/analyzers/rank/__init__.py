@@ -2,7 +2,9 @@
 
 ``overlap`` (interval sets, step windows, step metrics, per-collective exposure), ``pattern`` (the overlap
 pattern of each step), ``syncs`` (sync stalls), ``launch_order``, ``copies`` (copy-bound steps), ``tax`` (the
-overlap tax) and ``hidden_comm`` (communication no rule classifies). They share
+overlap tax), ``hidden_comm`` (communication no rule classifies), ``dimensions`` (the parallelism each
+collective serves), ``whatif`` (perfect overlap), ``wfbp`` (the DDP bucket model) and ``settings`` (configured
+versus observed). They share
 a :class:`~.context.RankContext` and return structured findings; none opens a file or words a sentence.
 """
 
@@ -11,12 +13,13 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 
 from ...model import RankTrace
 from ...contract import Collective, InputFile, PreCapture, RankResult, StepMetrics, Totals, WarningEntry, ratio
 from ..seam import COMM_COLUMNS, Context, RankAnalysis
 from ..wording import Finding
-from . import copies, hidden_comm, launch_order, overlap, pattern, syncs, tax
+from . import copies, dimensions, hidden_comm, launch_order, overlap, pattern, settings, syncs, tax, wfbp, whatif
 from .context import RankContext
 
 
@@ -57,12 +60,16 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
         findings += hidden_comm.analyze(ctx)
     pre = overlap.pre_capture(t, sets)
     verdict, counts = pattern.majority([s.pattern for s in steps])
+    comm = _comm_table(t, exp)
+    groups = _groups(t.meta.pg_config)
+    device_name = _device_name(t, sets.device)
+    per_dim, bucket_model, checks = _costs(t, sets, windows, steps, exp, comm, groups, device_name, th, findings)
     result = RankResult(
         rank=t.meta.rank, world_size=t.meta.world_size, device=sets.device,
-        device_name=_device_name(t, sets.device), mode=sets.mode, source=t.meta.source,
+        device_name=device_name, mode=sets.mode, source=t.meta.source,
         steps=steps, totals=_totals(steps), pattern=verdict, pattern_counts=counts,
-        pre_capture=None if pre is None else PreCapture(**pre))
-    comm = _comm_table(t, exp)
+        pre_capture=None if pre is None else PreCapture(**pre), dimensions=per_dim,
+        bucket_model=bucket_model, settings=checks)
     collectives = [
         Collective(rank=t.meta.rank, step=None if step < 0 else step, name=str(name),
                    op=op if isinstance(op, str) else None, bytes=None if size < 0 else size,
@@ -83,7 +90,29 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
                  for w in t.meta.input_warnings]
     return RankAnalysis(rank=t.meta.rank, source=t.meta.source, inputs=inputs, result=result,
                         collectives=collectives, comm=comm, findings=findings, warnings=warnings,
-                        host=t.meta.host, groups=_groups(t.meta.pg_config))
+                        host=t.meta.host, groups=groups)
+
+
+def _costs(t: RankTrace, sets, windows, steps, exp, comm, groups, device_name, th, findings: list):
+    """What the exposed communication costs and what would fix it: exposure per parallelism dimension, each
+    step's time with perfect overlap, the DDP bucket model and the settings beside the trace (their findings
+    appended to ``findings``)."""
+    measured, rules, comm_dims = dimensions.analyze(t, sets, windows, exp, comm, groups)
+    for w, st in enumerate(steps):
+        st.by_dimension = dimensions.step_rows(measured, w)
+        # Needs the step's overlap_tax_ns (whatif.overlap_tax_ns) to be set before it, once there is one.
+        st.perfect_overlap_step_ns = whatif.perfect_overlap_ns(st)
+    per_dim = dimensions.totals(measured, rules)
+    pipe = dimensions.pipeline(t.meta.rank, comm, comm_dims, groups, per_dim)
+    findings += dimensions.findings(t.meta.rank, steps, per_dim, t.meta.env, th, pipe)
+    bucket_model = wfbp.model(comm, comm_dims, sets.compute, steps)
+    bucket = wfbp.finding(t.meta.rank, bucket_model, steps, th)
+    if bucket is not None:
+        findings.append(bucket)
+    checks = settings.check(t.meta, device_name, [d.dimension for d in per_dim], bucket_model, comm, comm_dims,
+                            pd.unique(exp["name"].to_numpy()).tolist())
+    findings += settings.findings(t.meta.rank, checks)
+    return per_dim, bucket_model, checks
 
 
 def _groups(pg_config: list[dict]) -> dict[str, tuple[int, ...]]:
@@ -145,7 +174,8 @@ def _totals(steps: list[StepMetrics]) -> Totals:
             "overlap_tax_uncompared")
     sums = {k: sum(getattr(s, k) for s in steps) for k in keys}
     return Totals(**sums, overlap_pct=ratio(sums["overlap_ns"], sums["comm_ns"], 100.0),
-                  exposed_comm_fraction=ratio(sums["exposed_comm_ns"], sums["duration_ns"]))
+                  exposed_comm_fraction=ratio(sums["exposed_comm_ns"], sums["duration_ns"]),
+                  perfect_overlap_step_ns=sum(s.perfect_overlap_step_ns for s in steps))
 
 
 def _nccl_without_device(t: RankTrace, findings: list) -> bool:

@@ -20,7 +20,8 @@ from . import crossrank, straggler, summary, transport, transport_bw
 
 # Findings of one rank and step are listed in this order.
 _ORDER = {"nccl-transport": -1, "no-gpu-activity": 0, "clock-offset": 1, "straggler": 1, "overlap-pattern": 2,
-          "sync-stall": 3, "launch-order": 4, "memcpy-bound": 5}
+          "sync-stall": 3, "launch-order": 4, "memcpy-bound": 5,
+          "parallelism": 6, "bucket-size": 7, "config-mismatch": 8}
 
 
 def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...contract import RankResult, Summary, ratio
+from ...contract import DimensionRun, RankResult, Summary, ratio
 from ..rank.pattern import majority
 
 
@@ -15,7 +15,30 @@ def summarize(ranks: list[RankResult]) -> Summary:
     worst = max(scored, key=lambda r: r.totals.exposed_comm_fraction).rank if scored else None
     step_ids = {s.step for r in ranks for s in r.steps}
     verdict, counts = majority([r.pattern for r in ranks])
+    hidden = sum(r.totals.perfect_overlap_step_ns or 0 for r in ranks)
+    gain = None if duration <= 0 or any(r.totals.perfect_overlap_step_ns is None for r in ranks) \
+        else 1.0 - hidden / duration
     return Summary(ranks=len({r.rank for r in ranks}), steps=len(step_ids),
                    overlap_pct=ratio(overlap_ns, comm, 100.0), exposed_comm_fraction=ratio(exposed, duration),
                    worst_rank=worst, comm_ns=comm, exposed_comm_ns=exposed,
-                   pattern=verdict, pattern_counts=counts)
+                   pattern=verdict, pattern_counts=counts, perfect_overlap_gain=gain,
+                   dimensions=_dimensions(ranks))
+
+
+def _dimensions(ranks: list[RankResult]) -> list[DimensionRun]:
+    """Each dimension's sums over the ranks, most exposed first."""
+    by: dict[str, list] = {}
+    for r in ranks:
+        for d in r.dimensions:
+            by.setdefault(d.dimension, []).append((r.rank, d))
+    out = []
+    for dim, rows in by.items():
+        comm = sum(d.comm_ns for _, d in rows)
+        exposed = sum(d.exposed_comm_ns for _, d in rows)
+        worst_rank, worst = min(rows, key=lambda x: (-x[1].exposed_comm_ns, x[0]))
+        rules = sorted({g.rule for _, d in rows for g in d.groups})
+        out.append(DimensionRun(dimension=dim, ranks=len({rank for rank, _ in rows}), comm_ns=comm,
+                                exposed_comm_ns=exposed, overlap_pct=ratio(comm - exposed, comm, 100.0),
+                                worst_rank=worst_rank, worst_exposed_ns=worst.exposed_comm_ns, rules=rules))
+    out.sort(key=lambda d: (-d.exposed_comm_ns, d.dimension))
+    return out

@@ -1,0 +1,113 @@
+"""Which parallelism dimension a collective serves: the name, op and layout rules of
+analyzers/rank/dimensions.py on hand-made rows (the rule table is docs/metrics.md, "Parallelism dimensions")."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracelens.analyzers.rank.dimensions import attribute
+
+
+def one(op, desc=None, pg="7", size=4, groups=None, world=16, name="ncclDevKernel_Generic"):
+    """The dimension and rule of a single collective."""
+    arr = lambda v: np.array([v], dtype=object)
+    dims, rules = attribute(arr(op), arr(name), arr(pg), arr(desc), np.array([size]), groups or {}, world)
+    assert len(rules) == 1 and rules[0].collectives == 1
+    return dims[0], rules[0].rule
+
+
+@pytest.mark.parametrize("desc, op, dim", [
+    # Megatron-LM parallel_state group descriptions
+    ("TENSOR_MODEL_PARALLEL_GROUP", "all_reduce", "tp"),
+    ("PIPELINE_MODEL_PARALLEL_GROUP", "send", "pp"),
+    ("DATA_PARALLEL_GROUP", "all_reduce", "dp"),
+    ("DATA_PARALLEL_GROUP_WITH_CP", "reduce_scatter", "fsdp"),   # distributed optimizer: sharded
+    ("EXPERT_MODEL_PARALLEL_GROUP", "all_to_all", "ep"),
+    ("EXPERT_TENSOR_PARALLEL_GROUP", "all_reduce", "tp"),
+    ("EXPERT_DATA_PARALLEL_GROUP", "all_reduce", "dp"),
+    ("CONTEXT_PARALLEL_GROUP", "send", "cp"),
+    # DeviceMesh (torchtitan) mesh_<dim>
+    ("mesh_dp_shard", "all_gather", "fsdp"),
+    ("mesh_dp_shard_cp", "reduce_scatter", "fsdp"),
+    ("mesh_dp_replicate", "all_reduce", "dp"),
+    ("mesh_dp_cp", "all_reduce", "dp"),
+    ("mesh_tp", "reduce_scatter", "tp"),
+    ("mesh_pp", "recv", "pp"),
+    ("mesh_ep", "all_to_all", "ep"),
+    ("mesh_cp", "all_gather", "cp"),
+])
+def test_the_group_name_decides(desc, op, dim):
+    assert one(op, desc) == (dim, "name")
+
+
+def test_a_group_of_several_dimensions_falls_through_to_the_op_and_layout():
+    # TENSOR_AND_DATA_PARALLEL_GROUP spans TP x DP: its name says neither; its members (the whole world) say
+    # data parallel
+    assert one("all_reduce", "TENSOR_AND_DATA_PARALLEL_GROUP", size=16) == ("dp", "layout-world")
+    assert one("all_reduce", "MODEL_PARALLEL_GROUP", size=3) == ("unknown", "none")
+
+
+def test_the_op_decides_all_to_all_and_point_to_point():
+    assert one("all_to_all", "undefined") == ("ep", "op")
+    assert one("send", "undefined") == ("pp", "op")
+    assert one("recv", None) == ("pp", "op")
+    assert one("send_recv", "default_pg", size=16) == ("pp", "op")
+
+
+def test_the_layout_decides_unnamed_groups():
+    world = 8
+    assert one("all_reduce", "undefined", pg="0", size=8, world=world) == ("dp", "layout-world")
+    assert one("all_gather", "default_pg", pg="0", size=8, world=world) == ("fsdp", "layout-world")
+    # consecutive ranks: TP (innermost); strided: DP
+    assert one("all_reduce", pg="1", groups={"1": (2, 3)}, size=2, world=world) == ("tp", "layout-contiguous")
+    assert one("all_reduce", pg="2", groups={"2": (1, 3, 5, 7)}, size=4, world=world) == ("dp", "layout-strided")
+    assert one("reduce_scatter", pg="2", groups={"2": (1, 5)}, size=2, world=world) == ("fsdp", "layout-strided")
+    # neither contiguous nor evenly strided, or members unknown below the world size: no guess
+    assert one("all_reduce", pg="3", groups={"3": (0, 1, 5)}, size=3, world=world) == ("unknown", "none")
+    assert one("all_reduce", pg="4", size=4, world=world) == ("unknown", "none")
+    # one rank, or no world size: nothing to lay out
+    assert one("all_reduce", pg="5", size=1, world=world) == ("unknown", "none")
+    assert one("all_reduce", pg="5", size=4, world=None) == ("unknown", "none")
+
+
+def test_gloo_collectives_without_a_group_take_the_trace_s_only_group():
+    assert one("all_reduce", None, pg=None, size=-1, groups={"0": (0, 1)}, world=2) == ("dp", "only-group")
+    # two groups listed: which one is not known
+    assert one("all_reduce", None, pg=None, size=-1, groups={"0": (0, 1), "1": (0,)}, world=2) == ("unknown", "none")
+
+
+def test_coalesced_collectives_take_the_op_from_the_kernel_name():
+    assert one("coalesced", "undefined", name="ncclDevKernel_SendRecv") == ("pp", "op")
+
+
+def test_rules_are_counted_per_group_and_ops_merged():
+    ops = np.array(["all_reduce", "all_gather", "all_reduce", "send"], dtype=object)
+    names = np.array(["k"] * 4, dtype=object)
+    pg = np.array(["1", "1", "1", "2"], dtype=object)
+    desc = np.array(["TENSOR_MODEL_PARALLEL_GROUP"] * 3 + ["PIPELINE_MODEL_PARALLEL_GROUP"], dtype=object)
+    dims, rules = attribute(ops, names, pg, desc, np.array([2, 2, 2, 2]), {}, 8)
+    assert dims.tolist() == ["tp", "tp", "tp", "pp"]
+    assert [(r.pg, r.dimension, r.rule, r.ops, r.collectives) for r in rules] == [
+        ("1", "tp", "name", ["all_gather", "all_reduce"], 3), ("2", "pp", "name", ["send"], 1)]
+
+
+def test_pipeline_stage_and_micro_batches():
+    from tracelens.analyzers.rank.dimensions import pipeline
+    from tracelens.contract import DimensionTotals, GroupRule
+    pp = DimensionTotals(dimension="pp", collectives=0, comm_ns=0, overlap_ns=0, exposed_comm_ns=0,
+                         overlap_pct=None, groups=[GroupRule(pg="9", desc=None, size=4, dimension="pp", rule="op",
+                                                             ops=["send"], collectives=0)])
+    groups = {"9": (1, 5, 9, 13)}
+    # rank 5 is stage 1 of 4, a middle stage: 8 sends a step in both steps (activations and gradients of
+    # m micro-batches each) -> m = 4, 1F1B bubble (4 - 1)/(4 + 4 - 1) = 3/7; 3 receives are not counted
+    comm = {"op": np.array(["send"] * 16 + ["recv"] * 3, dtype=object),
+            "step": np.array([1] * 8 + [2] * 8 + [1] * 3)}
+    dims = np.array(["pp"] * 19, dtype=object)
+    assert pipeline(5, comm, dims, groups, [pp]) == {"stage": 1, "micro_batches": 4, "expected_bubble": 3 / 7}
+    # rank 13 is the last stage: 8 sends a step are 8 micro-batches, (4 - 1)/(8 + 4 - 1) = 3/11
+    assert pipeline(13, comm, dims, groups, [pp]) == {"stage": 3, "micro_batches": 8, "expected_bubble": 3 / 11}
+    # an odd count on a middle stage, or no member list: not said
+    odd = {"op": np.array(["send"] * 7, dtype=object), "step": np.array([1] * 7)}
+    assert pipeline(5, odd, dims[:7], groups, [pp]) == {"stage": 1, "micro_batches": None, "expected_bubble": None}
+    assert pipeline(5, comm, dims, {}, [pp]) == {"stage": None, "micro_batches": None, "expected_bubble": None}

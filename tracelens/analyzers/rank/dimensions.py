@@ -1,0 +1,257 @@
+"""Which parallelism each collective serves, and how much of each dimension's communication is exposed.
+
+A collective's dimension (``dp``, ``fsdp``, ``tp``, ``pp``, ``ep``, ``cp`` or ``unknown``) comes from the
+first rule that decides (docs/metrics.md, "Parallelism dimensions"):
+
+1. ``name``: its process group's description or name (Megatron ``TENSOR_MODEL_PARALLEL_GROUP``, DeviceMesh
+   ``mesh_dp_shard``, ...), table :data:`_NAMES`;
+2. ``op``: all-to-all is expert parallel, send/recv is pipeline parallel;
+3. ``layout``: the group's members against the world: the whole world or a strided subset is data
+   parallel, a contiguous proper subset tensor parallel. A collective that names no group (gloo) on a
+   trace that lists exactly one process group is that group's (``only-group``).
+
+Data-parallel groups split by operation: all-gather and reduce-scatter there shard the model (FSDP, ZeRO,
+Megatron's distributed optimizer: ``fsdp``), anything else replicates it (``dp``). Per dimension and step
+window W, with C_d the union of the dimension's communication and K the compute: ``comm_ns = |C_d ∩ W|``,
+``overlap_ns = |C_d ∩ K ∩ W|``, ``exposed_comm_ns = comm_ns − overlap_ns``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from ...classify import kernel_op
+from ...contract import DimensionStep, DimensionTotals, GroupRule, ratio
+from .. import intervals as iv
+from ..thresholds import material
+from ..wording import Finding
+
+DIMENSIONS = ("dp", "fsdp", "tp", "pp", "ep", "cp", "unknown")
+_DP = "dp-shaped"          # a data-parallel group: dp or fsdp by operation
+_MIXED = "mixed"           # a group of several dimensions at once (TP x DP): the name does not decide
+
+# (pattern on the lower-cased group description or name, dimension), first match wins. Megatron-LM
+# parallel_state group_desc values, DeviceMesh's mesh_<dim> (torchtitan: dp_replicate, dp_shard, dp_shard_cp,
+# dp_cp, cp, tp, pp, ep), and the short names scripts give.
+_NAMES = [
+    (r"expert_tensor_and_model|tensor_and_(data|context|expert)|^model_parallel|embedding", _MIXED),
+    (r"expert_tensor", "tp"),
+    (r"expert_data", _DP),
+    (r"expert|(^|_)ep(_|$)|moe", "ep"),
+    (r"dp_shard|fsdp|(^|_)zero|shard", "fsdp"),
+    (r"dp_cp|data_parallel.*with_cp", _DP),
+    (r"tensor|(^|_)tp(_|$)|sequence", "tp"),
+    (r"pipeline|(^|_)pp(_|$)", "pp"),
+    (r"context|(^|_)cp(_|$)", "cp"),
+    (r"data|(^|_)dp(_|$)|replicate|ddp", _DP),
+]
+_NAMES_RE = [(re.compile(p), d) for p, d in _NAMES]
+_SHARDED_OPS = {"all_gather", "reduce_scatter"}
+_P2P_OPS = {"send", "recv", "send_recv"}
+
+
+def _by_name(*labels) -> str | None:
+    for label in labels:
+        if not isinstance(label, str):
+            continue
+        text = label.strip().lower()
+        for pattern, dim in _NAMES_RE:
+            if pattern.search(text):
+                return None if dim == _MIXED else dim
+    return None
+
+
+def _by_layout(members: tuple[int, ...] | None, size: int, world: int | None) -> tuple[str | None, str]:
+    if members:
+        size = len(members)
+    if size <= 1 or world is None or world <= 1:
+        return None, "none"
+    if size == world:
+        return _DP, "layout-world"
+    if not members:
+        return None, "none"
+    steps = np.diff(members)
+    if (steps == 1).all():
+        return "tp", "layout-contiguous"
+    if steps.size and (steps == steps[0]).all():
+        return _DP, "layout-strided"
+    return None, "none"
+
+
+def attribute(op, name, pg_name, pg_desc, group_size, groups: dict, world: int | None) -> tuple[np.ndarray, list]:
+    """The dimension of every collective (arrays of one row per collective) and one GroupRule per process
+    group (and operation set) seen, saying which rule decided."""
+    n = len(op)
+    dims = np.full(n, "unknown", dtype=object)
+    # Decided once per distinct (group, description, size, operation), never per collective.
+    op_code, op_uniq = pd.factorize(pd.Series(op, dtype=object), use_na_sentinel=True)
+    usable = np.array([isinstance(o, str) and o not in ("coalesced", "wait") for o in op_uniq], dtype=bool)
+    ops = np.full(n, None, dtype=object)
+    good = (op_code >= 0) & usable[np.maximum(op_code, 0)] if len(op_uniq) else np.zeros(n, dtype=bool)
+    ops[good] = np.asarray(op_uniq, dtype=object)[op_code[good]]
+    name_code, name_uniq = pd.factorize(pd.Series(name, dtype=object)[~good], use_na_sentinel=True)
+    from_name = np.array([kernel_op(x if isinstance(x, str) else None) for x in name_uniq] + [None], dtype=object)
+    ops[~good] = from_name[name_code]               # -1 (no name) picks the trailing None
+    frame = pd.DataFrame({"pg": pd.Series(pg_name, dtype=object), "desc": pd.Series(pg_desc, dtype=object),
+                          "size": np.asarray(group_size, dtype=np.int64), "op": pd.Series(ops, dtype=object)})
+    keys: dict[tuple, np.ndarray] = {}
+    for key, rows in frame.groupby(["pg", "desc", "size", "op"], dropna=False, sort=False).indices.items():
+        pg, desc, size, o = (None if isinstance(v, float) and v != v else v for v in key)
+        keys[(pg, desc, int(size), o)] = rows
+    rules: dict[tuple, GroupRule] = {}
+    for (pg, desc, size, o), rows in keys.items():
+        dim, rule = _by_name(desc, pg), "name"
+        if dim is None and (o == "all_to_all" or o in _P2P_OPS):
+            dim, rule = ("ep" if o == "all_to_all" else "pp"), "op"
+        if dim is None:
+            members = groups.get(pg) if isinstance(pg, str) else None
+            only = not isinstance(pg, str) and size <= 0 and len(groups) == 1
+            if only:        # gloo collectives carry no group: the trace's only process group is theirs
+                members = next(iter(groups.values()))
+            dim, rule = _by_layout(members, size, world)
+            if only and dim is not None:
+                rule = "only-group"
+        if dim == _DP:
+            dim = "fsdp" if o in _SHARDED_OPS else "dp"
+        dim = dim or "unknown"
+        dims[rows] = dim
+        key = (pg, desc, size if size > 0 else None, dim, rule)
+        got = rules.get(key)
+        if got is None:
+            rules[key] = GroupRule(pg=pg if isinstance(pg, str) else None, desc=desc if isinstance(desc, str) else None,
+                                   size=key[2], dimension=dim, rule=rule, ops=[] if o is None else [o],
+                                   collectives=len(rows))
+        else:
+            got.collectives += len(rows)
+            if o is not None and o not in got.ops:
+                got.ops.append(o)
+    out = sorted(rules.values(), key=lambda g: (DIMENSIONS.index(g.dimension), g.pg or "", g.desc or ""))
+    for g in out:
+        g.ops.sort()
+    return dims, out
+
+
+def measure(starts, ends, dims, compute: iv.IntervalSet, lo, hi) -> dict[str, tuple]:
+    """Per dimension: (comm, overlap) ns per window and its activity count."""
+    out = {}
+    for dim in DIMENSIONS:
+        sel = dims == dim
+        if not sel.any():
+            continue
+        cset = iv.union(starts[sel], ends[sel])
+        out[dim] = (iv.length_in(cset, lo, hi), iv.length_in(iv.intersect(cset, compute), lo, hi), int(sel.sum()))
+    return out
+
+
+def step_rows(measured: dict, w: int) -> dict[str, DimensionStep] | None:
+    """The per-dimension metrics of window ``w`` (None when the rank has one dimension: its step's own)."""
+    if len(measured) < 2:
+        return None
+    out = {}
+    for dim, (comm, over, _) in measured.items():
+        c, o = int(comm[w]), int(over[w])
+        if c:
+            out[dim] = DimensionStep(comm_ns=c, overlap_ns=o, exposed_comm_ns=c - o, overlap_pct=ratio(o, c, 100.0))
+    return out
+
+
+def totals(measured: dict, rules: list[GroupRule]) -> list[DimensionTotals]:
+    out = []
+    for dim, (comm, over, count) in measured.items():
+        c, o = int(comm.sum()), int(over.sum())
+        out.append(DimensionTotals(dimension=dim, collectives=count, comm_ns=c, overlap_ns=o, exposed_comm_ns=c - o,
+                                   overlap_pct=ratio(o, c, 100.0),
+                                   groups=[g for g in rules if g.dimension == dim]))
+    return out
+
+
+def analyze(trace, sets, windows, exposure, comm: dict, groups: dict) -> tuple[dict, list[GroupRule], np.ndarray]:
+    """Attribute the rank's collectives and measure each dimension per step window; also the dimension of
+    each row of the collective table.
+
+    GPU mode: every communication activity on the analysed device, those not in the collective table (no
+    metadata, a copy-engine transfer) ``unknown``; CPU mode: the gloo collectives."""
+    dims, rules = attribute(comm["op"], exposure["name"].to_numpy(), comm["pg_name"], comm["pg_desc"],
+                            comm["group_size"], groups, trace.meta.world_size)
+    per_row = dims
+    if sets.mode == "gpu":
+        ops = trace.device_ops
+        rows = sets.work[(ops["kind"].to_numpy()[sets.work] == "comm")]
+        row_dim = np.full(rows.size, "unknown", dtype=object)
+        idx = exposure["device_idx"].to_numpy()
+        at = np.searchsorted(rows, idx)
+        known = at < rows.size
+        known[known] = rows[at[known]] == idx[known]
+        row_dim[at[known]] = dims[known]
+        starts, ends, dims = ops["start_ns"].to_numpy()[rows], ops["end_ns"].to_numpy()[rows], row_dim
+        missing = int(rows.size - known.sum())
+        if missing:
+            rules = rules + [GroupRule(pg=None, desc=None, size=None, dimension="unknown", rule="no-metadata",
+                                       ops=[], collectives=missing)]
+    else:
+        starts = exposure["start_ns"].to_numpy()
+        ends = starts + exposure["duration_ns"].to_numpy()
+    return measure(starts, ends, dims, sets.compute, windows.start, windows.end), rules, per_row
+
+
+def pipeline(rank: int, comm: dict, dims: np.ndarray, groups: dict, per_dim: list[DimensionTotals]) -> dict:
+    """The rank's pipeline stage and, for a non-interleaved 1F1B schedule, its micro-batches per step and the
+    schedule's expected bubble (shared reference metrics.md §8): per step the first and last stages send m
+    times (activations, or gradients), a middle stage 2m times; the bubble is (PP − 1)/(m + PP − 1) of the
+    step. Empty values where the trace does not say (no member list, no plain sends, an odd count)."""
+    out = {"stage": None, "micro_batches": None, "expected_bubble": None}
+    pp = next((d for d in per_dim if d.dimension == "pp"), None)
+    members = next((groups[g.pg] for g in (pp.groups if pp else []) if g.pg in groups and rank in groups[g.pg]),
+                   None)
+    if not members or len(members) < 2:
+        return out
+    size, stage = len(members), members.index(rank)
+    out["stage"] = stage
+    sel = (dims == "pp") & (comm["op"] == "send") & (comm["step"] >= 0)
+    _, counts = np.unique(comm["step"][sel], return_counts=True)
+    if counts.size:
+        sends = int(np.median(counts))
+        per = 1 if stage in (0, size - 1) else 2
+        if sends % per == 0:
+            m = sends // per
+            out["micro_batches"], out["expected_bubble"] = m, (size - 1) / (m + size - 1)
+    return out
+
+
+def findings(rank: int, steps: list, per_dim: list[DimensionTotals], env: dict, th, pipe: dict | None = None) -> list:
+    """One ``parallelism`` finding per dimension whose exposed communication is material (per step on
+    average). A rank whose communication is all data parallel (or all unattributed) gets none: its
+    overlap-pattern finding already speaks for it."""
+    if not steps or not per_dim or len(per_dim) == 1 and per_dim[0].dimension in ("dp", "unknown"):
+        return []
+    duration = sum(s.duration_ns for s in steps)
+    idle = sum(s.idle_ns for s in steps)
+    out = []
+    for d in per_dim:
+        impact = d.exposed_comm_ns // len(steps)
+        if not material(th, impact, duration // len(steps)):
+            continue
+        share = d.exposed_comm_ns / duration if duration else 0.0
+        worst = max(steps, key=lambda s: (s.by_dimension or {}).get(d.dimension, _NONE).exposed_comm_ns
+                    if s.by_dimension is not None else s.exposed_comm_ns)
+        sizes = sorted({g.size for g in d.groups if g.size})
+        out.append(Finding(
+            id="parallelism", severity="critical" if share >= th.critical_exposed_fraction else "warning",
+            rank=rank, step=None, verdict=d.dimension,
+            evidence={"dimension": d.dimension, "exposed_comm_ns": d.exposed_comm_ns, "comm_ns": d.comm_ns,
+                      "overlap_pct": d.overlap_pct, "exposed_fraction": share, "duration_ns": duration,
+                      "steps": len(steps), "collectives": d.collectives,
+                      "groups": [g.desc or g.pg or "?" for g in d.groups],
+                      "ops": sorted({o for g in d.groups for o in g.ops}),
+                      "group_size": sizes[-1] if sizes else None, "idle_ns": idle,
+                      "worst_step": worst.step,
+                      "max_connections": env.get("CUDA_DEVICE_MAX_CONNECTIONS"),
+                      "impact_ns": impact, "material": True,
+                      **((pipe or {}) if d.dimension == "pp" else {})}))
+    return out
+
+
+_NONE = DimensionStep(comm_ns=0, overlap_ns=0, exposed_comm_ns=0, overlap_pct=None)
