@@ -292,3 +292,6 @@ def test_text_and_markdown_show_the_ranks_overlap_tax(width):
     # Every overlapped kernel compared: the rest is not mentioned; no kernel under communication: no line.
     assert "without enough" not in text(_taxed_report(17, 0), width)
     assert "overlap tax" not in text(_taxed_report(0, 0), width).lower()
+    # Kernels under communication but none compared (each ran once alone at most): nothing was measured.
+    assert "overlap tax" not in text(_taxed_report(0, 9), width).lower()
+    assert "overlap tax" not in markdown(_taxed_report(0, 9)).lower()
