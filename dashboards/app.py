@@ -4,7 +4,9 @@ step timeline is the only thing fetched later, for one rank and step, from that 
 
 from __future__ import annotations
 
+import errno
 import ipaddress
+import socket
 import sys
 import threading
 import webbrowser
@@ -12,6 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from tracelens import api
+from tracelens.errors import UsageError
 from tracelens.contract import Report
 
 TIMELINE_CACHE = 8          # timelines kept (a rank's trace is re-read on a miss)
@@ -81,6 +84,8 @@ def serve(session: Session, host: str = "127.0.0.1", port: int = 8050, open_brow
     """Run the dashboard until interrupted; debug stays off (no reloader, no in-browser tracebacks)."""
     app = create_app(session)
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+    _check_port(host, port)
+    _quiet_server()
     if not is_loopback(host):
         print(f"tracelens: warning: the dashboard listens on {host}, reachable from other machines; it has no "
               "login: anyone who can reach the port sees the report", file=sys.stderr)
@@ -89,3 +94,28 @@ def serve(session: Session, host: str = "127.0.0.1", port: int = 8050, open_brow
         threading.Timer(1.0, webbrowser.open, (url,)).start()
     app.run(host=host, port=port, debug=False, dev_tools_ui=False, dev_tools_props_check=False,
             dev_tools_hot_reload=False, use_reloader=False)
+
+
+def _check_port(host: str, port: int) -> None:
+    """A port another program holds (or an address this machine does not have) is the user's to change:
+    one line and exit 2, not the server's own message after the URL was already printed."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        why = "is in use (choose another with --port)" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        raise UsageError(f"cannot listen on {host}:{port}: {why}") from None
+
+
+def _quiet_server() -> None:
+    """The terminal shows tracelens' one line with the URL, not Flask's banner, its development-server
+    warning (a local, single-user viewer is what that server is for) or a log line per request."""
+    import logging
+
+    import flask.cli
+
+    flask.cli.show_server_banner = lambda *args, **kwargs: None
+    for name in ("werkzeug", "dash", "dash.dash"):
+        logging.getLogger(name).setLevel(logging.ERROR)

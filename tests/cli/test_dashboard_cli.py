@@ -37,3 +37,18 @@ def test_serves_the_same_report_as_tracelens_report(monkeypatch, capsys, tmp_pat
     assert [r.name for r in runs] == ["A", "B"]
     assert runs[0].report.to_json() == tracelens.report(SAMPLE).to_json() == runs[1].report.to_json()
     assert (served["host"], served["port"], served["open_browser"]) == ("127.0.0.1", 8123, False)
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(capsys):
+    pytest.importorskip("dash", reason="the dashboard extra (dash) is not installed")
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        # Before: the URL was printed, then the server's own two-line message and exit 1.
+        code = main(["dashboard", SAMPLE, "--port", str(port)])
+    out, err = capsys.readouterr()
+    assert code == 2 and "http://" not in out
+    assert err == f"tracelens: error: cannot listen on 127.0.0.1:{port}: is in use (choose another with --port)\n"
