@@ -152,6 +152,7 @@ def get(path: Path, options: tuple):
         os.utime(entry)         # last use, for the LRU order
     except OSError:
         pass
+    _used(entry)
     return traces
 
 
@@ -178,6 +179,12 @@ def put(path: Path, options: tuple, traces) -> None:
         os.replace(tmp, target)
     except OSError:
         _unlink(tmp)
+        return
+    except BaseException:     # Ctrl-C while writing: no entry, and no temporary file left either
+        _unlink(tmp)
+        raise
+    if _usage is not None:
+        _usage[str(target)] = size
 
 
 def _encode(k: tuple, traces) -> list | None:
@@ -315,17 +322,40 @@ def _entries() -> list[tuple[Path, os.stat_result]]:
     return out
 
 
+# This process's view of the cache, least recently used first (path -> bytes): read from the folder once,
+# then kept up to date by this process's writes and evictions, so that loading N new files stats the
+# cache once rather than N times. Other processes' writes in the meantime are seen by the next process.
+_usage: dict[str, int] | None = None
+
+
 def _evict(room: int) -> None:
     """Remove the least recently used entries until the cache holds at most ``room`` bytes."""
-    entries = sorted(_entries(), key=lambda e: e[1].st_mtime_ns)
-    total = sum(st.st_size for _, st in entries)
-    for p, st in entries:
+    global _usage
+    if _usage is None or _usage_root != str(root()):
+        _remember_root()
+        _usage = {str(p): st.st_size for p, st in sorted(_entries(), key=lambda e: e[1].st_mtime_ns)}
+    total = sum(_usage.values())
+    for name in list(_usage):
         if total <= room:
             break
-        if p.name.endswith(".tmp"):   # another writer's, in progress
+        if name.endswith(".tmp"):   # another writer's, in progress
             continue
-        _unlink(p)
-        total -= st.st_size
+        total -= _usage.pop(name)
+        _unlink(Path(name))
+
+
+_usage_root = ""
+
+
+def _remember_root() -> None:
+    global _usage_root
+    _usage_root = str(root())
+
+
+def _used(entry: Path) -> None:
+    """``entry`` was just read: the most recently used now."""
+    if _usage is not None and str(entry) in _usage:
+        _usage[str(entry)] = _usage.pop(str(entry))
 
 
 def info() -> dict:
@@ -340,6 +370,8 @@ def info() -> dict:
 
 def clear() -> tuple[int, int]:
     """Remove every table entry and nsys export (and leftover temporary files); (files, bytes) removed."""
+    global _usage
+    _usage = None
     files = size = 0
     for p, st in _entries():
         if _unlink(p):

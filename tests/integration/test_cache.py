@@ -189,6 +189,27 @@ def test_least_recently_used_entries_go_first(tmp_path, root, parses, monkeypatc
     assert parses == paths[:2] + paths[2:]
 
 
+def test_an_interrupted_write_leaves_no_entry(tmp_path, root, parses, monkeypatch):
+    path = trace_file(tmp_path / "run")
+
+    def interrupted(src, dst):
+        assert Path(src).stat().st_size > 0          # the whole entry was written, under its temporary name
+        raise KeyboardInterrupt
+    with monkeypatch.context() as m, pytest.raises(KeyboardInterrupt):
+        m.setattr(cache.os, "replace", interrupted)
+        load(path)
+    assert not any((root / "tables").iterdir())
+    # A temporary file a killed writer left (an hour old) is removed; a fresh one (a live writer's) is not.
+    (root / "tables" / ".old.tmp").write_bytes(b"x")
+    os.utime(root / "tables" / ".old.tmp", (PAST - 10, PAST - 10))
+    (root / "tables" / ".live.tmp").write_bytes(b"x")
+    monkeypatch.setattr(cache, "_usage", None)      # as in the next process: it looks at the folder afresh
+    load(path)
+    load(path)
+    assert parses == [path, path]                    # interrupted, then parsed and cached once
+    assert sorted(p.name for p in (root / "tables").iterdir()) == [".live.tmp", entries(root)[0].name]
+
+
 def test_zero_bound_caches_nothing_and_a_bad_bound_is_a_usage_error(tmp_path, root, monkeypatch, capsys):
     path = trace_file(tmp_path / "run")
     monkeypatch.setenv(cache.MAX_ENV, "0")
