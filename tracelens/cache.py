@@ -117,7 +117,9 @@ def key(path: Path, options: tuple) -> tuple | None:
         return None
     if time.time() - st.st_mtime_ns / 1e9 < RACY_S:
         return None
-    return (str(path), os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ino, _code_stamp(), tuple(options))
+    # The inode and ctime too: a copy that keeps the mtime (cp -p, shutil.copy2) over an older file changes them.
+    return (str(path), os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, _code_stamp(),
+            tuple(options))
 
 
 def entry_path(k: tuple) -> Path:

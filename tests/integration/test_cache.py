@@ -310,3 +310,20 @@ def test_warm_report_is_byte_identical_to_cold(case, tmp_path, root, monkeypatch
     monkeypatch.setattr(kineto, "parse", refuse)
     monkeypatch.setattr(nsys, "parse", refuse)
     assert render(api.report(case), "json") == cold
+
+
+def test_a_copy_keeping_size_and_mtime_is_not_taken_for_the_old_file(tmp_path, root, parses):
+    # Same size, same mtime, other bytes (cp -p of another rank's file over this one): the ctime tells them apart.
+    a = trace_file(tmp_path / "a")
+    b = tmp_path / "b" / "rank0.json"
+    b.parent.mkdir()
+    b.write_bytes(a.read_bytes().replace(b"128x64_nn", b"128x64_tn"))
+    os.utime(b, (PAST, PAST))
+    dst = tmp_path / "run" / "rank0.json"
+    dst.parent.mkdir()
+    shutil.copy2(a, dst)
+    assert "volta_sgemm_128x64_nn" in set(load(dst)[0].device_ops["name"])
+    time.sleep(0.02)       # ctime ticks with the kernel's coarse clock (up to 10 ms): the copy comes a tick later
+    shutil.copy2(b, dst)
+    assert dst.stat().st_size == a.stat().st_size and dst.stat().st_mtime_ns == a.stat().st_mtime_ns
+    assert "volta_sgemm_128x64_tn" in set(load(dst)[0].device_ops["name"])
