@@ -134,9 +134,10 @@ def has(path: Path, options: tuple) -> bool:
 
 # ------------------------------------------------------------------------------------------ read, write
 
-def get(path: Path, options: tuple):
-    """The RankTraces cached for ``path``, or None (no entry, or one that is stale or damaged: removed)."""
-    k = key(path, options)
+def get(path: Path, options: tuple, k: tuple | None = None):
+    """The RankTraces cached for ``path``, or None (no entry, or one that is stale or damaged: removed).
+    ``k``: its key, when the caller has it already."""
+    k = k or key(path, options)
     if k is None:
         return None
     entry = entry_path(k)
@@ -158,10 +159,11 @@ def get(path: Path, options: tuple):
     return traces
 
 
-def put(path: Path, options: tuple, traces) -> None:
-    """Cache ``traces`` for ``path``. Never raises for want of room or permission: no cache then."""
+def put(path: Path, options: tuple, traces, before: tuple | None = None) -> None:
+    """Cache ``traces`` for ``path``; ``before``: its key before it was parsed (a file that changed while it
+    was parsed is not cached). Never raises for want of room or permission: no cache then."""
     k = key(path, options)
-    if k is None:
+    if k is None or (before is not None and k != before):
         return
     parts = _encode(k, traces)
     if parts is None:

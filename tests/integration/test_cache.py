@@ -327,3 +327,16 @@ def test_a_copy_keeping_size_and_mtime_is_not_taken_for_the_old_file(tmp_path, r
     shutil.copy2(b, dst)
     assert dst.stat().st_size == a.stat().st_size and dst.stat().st_mtime_ns == a.stat().st_mtime_ns
     assert "volta_sgemm_128x64_tn" in set(load(dst)[0].device_ops["name"])
+
+
+def test_a_file_changed_while_it_is_parsed_is_not_cached(tmp_path, root, monkeypatch):
+    path = trace_file(tmp_path / "run")
+    real = kineto.parse
+
+    def rewritten_meanwhile(p, *args, **kwargs):
+        got = real(p, *args, **kwargs)
+        trace_file(tmp_path / "run", n=5, mtime=PAST + 20)     # another writer, dated outside the racy window
+        return got
+    monkeypatch.setattr(kineto, "parse", rewritten_meanwhile)
+    load(path)
+    assert entries(root) == []

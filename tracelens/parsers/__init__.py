@@ -216,7 +216,8 @@ def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: st
         from .. import cache as warm
 
         options = cache_options(comm_patterns, step_pattern)
-        hit = warm.get(path, options)
+        before = warm.key(path, options)
+        hit = warm.get(path, options, before) if before is not None else None
         if hit is not None:
             return hit
     from . import kineto, nsys     # here, not above: a warm run needs neither parser (~0.1 s of imports)
@@ -225,8 +226,8 @@ def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: st
         traces = nsys.parse(path, rules, step_pattern)
     else:
         traces = [kineto.parse(path, rules, step_pattern, decoded=pool.take(path) if pool else None)]
-    if cache:
-        warm.put(path, options, traces)     # before the load settles ranks: the entry is the file's alone
+    if cache and before is not None:
+        warm.put(path, options, traces, before)   # before the load settles ranks: the entry is the file's alone
     return traces
 
 
