@@ -340,3 +340,24 @@ def test_a_file_changed_while_it_is_parsed_is_not_cached(tmp_path, root, monkeyp
     monkeypatch.setattr(kineto, "parse", rewritten_meanwhile)
     load(path)
     assert entries(root) == []
+
+
+def test_console_script_warm_and_cold_print_the_same(tmp_path, root):
+    """The real process (it exits without teardown, tracelens/_speed.py): the entry it writes is whole, and
+    the next process reads it."""
+    import subprocess
+    import sys
+
+    path = trace_file(tmp_path / "run")
+    cmd = [sys.executable, "-c", "from tracelens.cli import run; run()", "report", str(path), "--format", "json"]
+    env = {**os.environ, cache.CACHE_ENV: str(root)}
+    cold = subprocess.run([*cmd, "--no-cache"], capture_output=True, env=env)
+    filling = subprocess.run(cmd, capture_output=True, env=env)
+    (entry,) = entries(root)
+    written = entry.stat().st_mtime_ns
+    os.utime(entry, ns=(written - 10**9, written - 10**9))
+    warm = subprocess.run(cmd, capture_output=True, env=env)
+    assert cold.returncode == filling.returncode == warm.returncode == 0, warm.stderr
+    assert cold.stdout == filling.stdout == warm.stdout and b'"schema": "tracelens.report/1"' in cold.stdout
+    assert entry.stat().st_mtime_ns > written - 10**9        # read (last use stamped), not rewritten
+    assert entries(root) == [entry]
