@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT.parent / "shared/corpus/nsys/nsys-ai/mfu_2gpu_before.sqlite"
 
 _CHILD = r'''
-import json, sys, time
+import json, os, sys, time
 tree, path, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+os.environ["TRACELENS_NO_CACHE"] = "1"   # every report parses: the cache would serve all but the first
 sys.path.insert(0, tree)
 import tracelens
 from tracelens.renderers import render

@@ -30,6 +30,7 @@ CMD = [sys.executable, "-c", "from tracelens.cli import run; run()", "report"]
 
 def _env(jobs: str | None) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "TRACELENS_JOBS")}
+    env["TRACELENS_NO_CACHE"] = "1"       # cold: every run parses (bench_cache.py and RESULTS.md: the warm path)
     if jobs is not None:
         env["TRACELENS_JOBS"] = jobs
     return env

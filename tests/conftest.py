@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,22 @@ CORPUS_SKIP = "shared corpus"
 def pytest_configure(config):
     if REQUIRE_CORPUS and not CORPUS.is_dir():
         raise pytest.UsageError(f"TRACELENS_REQUIRE_CORPUS is set but the {CORPUS_SKIP} is not at {CORPUS}")
+    # Every test, and every tracelens process a test starts, caches into a fresh folder of this session: the
+    # suite never writes to the user's ~/.cache, and no result depends on what an earlier run left there.
+    # The cache stays on, so that every report the suite runs also goes through it.
+    global _CACHE_ROOT
+    _CACHE_ROOT = tempfile.mkdtemp(prefix="tracelens-test-cache-")
+    os.environ["TRACELENS_CACHE"] = _CACHE_ROOT
+    os.environ.pop("TRACELENS_NO_CACHE", None)
+    os.environ.pop("TRACELENS_CACHE_MAX", None)
+
+
+def pytest_unconfigure(config):
+    if _CACHE_ROOT:
+        shutil.rmtree(_CACHE_ROOT, ignore_errors=True)
+
+
+_CACHE_ROOT = ""
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -38,8 +38,8 @@ def _paths(paths) -> list[str]:
 # ------------------------------------------------------------------------------------------ load and analyze
 
 def load(paths, *, comm_patterns: Iterable[str] = (), step_nvtx: str | None = None, jobs: int | None = None,
-         on_file: Callable[[Path, int, int], None] | None = None, prepare: Callable[[], object] | None = None
-         ) -> list[RankTrace]:
+         on_file: Callable[[Path, int, int], None] | None = None, prepare: Callable[[], object] | None = None,
+         cache: bool | None = None) -> list[RankTrace]:
     """Every trace under ``paths`` (files, folders searched recursively, globs), one RankTrace per rank (none
     when the inputs are NCCL logs alone).
 
@@ -47,23 +47,28 @@ def load(paths, *, comm_patterns: Iterable[str] = (), step_nvtx: str | None = No
     instead of ``ProfilerStep#N``; ``jobs``: Kineto decode worker processes (0: none; None: decide);
     ``on_file(path, n, total)``: called before the n-th of ``total`` files is parsed (progress); ``prepare``:
     called once the decode
-    workers run and before parsing (what it does overlaps the decoding).
+    workers run and before parsing (what it does overlaps the decoding); ``cache``: read and fill the warm
+    cache (None: on unless ``TRACELENS_NO_CACHE`` is set; see :mod:`tracelens.cache`).
     """
     from .parsers import discover
 
-    return _load(discover(_paths(paths)), comm_patterns, step_nvtx, jobs, on_file, prepare)
+    return _load(discover(_paths(paths)), comm_patterns, step_nvtx, jobs, on_file, prepare, cache)
 
 
-def _load(files, comm_patterns, step_nvtx, jobs, on_file, prepare) -> list[RankTrace]:
-    from .parsers import start_decoding
+def _load(files, comm_patterns, step_nvtx, jobs, on_file, prepare, cache=None) -> list[RankTrace]:
+    from . import cache as warm
+    from .parsers import cache_options, start_decoding
 
-    pool = start_decoding(files, jobs)
+    use_cache = warm.enabled(cache)
+    options = cache_options(tuple(comm_patterns), step_nvtx)
+    pool = start_decoding(files, jobs, cached=(lambda f: warm.has(f, options)) if use_cache else None)
     try:
         if prepare is not None:
             prepare()
         from .parsers import load_files
 
-        return load_files(files, tuple(comm_patterns), _counting(on_file, len(files)), step_nvtx, pool=pool)
+        return load_files(files, tuple(comm_patterns), _counting(on_file, len(files)), step_nvtx, pool=pool,
+                          cache=use_cache)
     finally:
         if pool is not None:
             pool.close()
@@ -124,12 +129,12 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None, *, nc
 def report(paths, *, thresholds: Thresholds | Iterable[str] | None = None, comm_patterns: Iterable[str] = (),
            step_nvtx: str | None = None, jobs: int | None = None,
            on_file: Callable[[Path, int, int], None] | None = None, config: str | Path | None = None, use_config: bool = False,
-           env: Mapping[str, str] | None = None) -> Report:
+           env: Mapping[str, str] | None = None, cache: bool | None = None) -> Report:
     """The Report for ``paths``: traces are loaded and analysed; one saved ``report.json`` is read back.
 
     ``thresholds``: a :class:`Thresholds`, or ``NAME=VALUE`` strings applied over the config file
     (``use_config``/``config``) and ``TRACELENS_THRESHOLDS`` (see :func:`thresholds`). A bad threshold is
-    reported before the (slow) parse.
+    reported before the (slow) parse. ``cache``: as for :func:`load`.
     """
     from .contract import is_report_file, read_report
 
@@ -141,7 +146,7 @@ def report(paths, *, thresholds: Thresholds | Iterable[str] | None = None, comm_
     from .parsers import discover, nccl_log
 
     files = discover(paths)
-    traces = _load(files, comm_patterns, step_nvtx, jobs, on_file, limits)
+    traces = _load(files, comm_patterns, step_nvtx, jobs, on_file, limits, cache)
     nccl = nccl_log.inputs(files.nccl_logs, files.logs_skipped, traces)
     return analyze(traces, limits(), nccl=nccl)
 
@@ -223,13 +228,14 @@ def gate_config(rules: Mapping[str, object] | None = None, *, config: str | Path
 # ---------------------------------------------------------------------------------------------------- gate
 
 def baseline(config: GateConfig, *, thresholds=None, comm_patterns: Iterable[str] = (),
-             step_nvtx: str | None = None) -> tuple[object | None, list[str]]:
+             step_nvtx: str | None = None, cache: bool | None = None) -> tuple[object | None, list[str]]:
     """What relative rules compare with: the config's baseline report or trace folder, or the latest run of
     ``against`` in the history database; (None, [why]) when the history has none yet."""
     gating = _gate_module()
 
     if config.baseline:
-        base = report([config.baseline], thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx)
+        base = report([config.baseline], thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx,
+                      cache=cache)
         return gating.Baseline(gating.step_frame(base), config.baseline), []
     if config.history:
         from .history import baseline_from
@@ -250,18 +256,21 @@ def _gate_module():
 def gate(paths, *, rules: Mapping[str, object] | None = None, config: str | Path | None = None,
          use_config: bool = True, thresholds=None, comm_patterns: Iterable[str] = (),
          step_nvtx: str | None = None, on_file: Callable[[Path, int, int], None] | None = None,
-         env: Mapping[str, str] | None = None, on_report: Callable[[Report], None] | None = None) -> GateResult:
+         env: Mapping[str, str] | None = None, on_report: Callable[[Report], None] | None = None,
+         cache: bool | None = None) -> GateResult:
     """Apply the gate's rules to the run at ``paths`` (and its baseline): the CI gate as a function.
-    ``on_report`` is given the run's Report (e.g. to attach it as an HTML file)."""
+    ``on_report`` is given the run's Report (e.g. to attach it as an HTML file); ``cache``: as for :func:`load`."""
     gating = _gate_module()
 
     cfg, _ = gate_config(rules, config=config, use_config=use_config, env=env)
     if thresholds is None or not hasattr(thresholds, "with_overrides"):     # the run and its baseline alike
         thresholds = _layered(tuple(thresholds or ()), config=config, use_config=use_config, env=env)
-    rep = report(paths, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=on_file)
+    rep = report(paths, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=on_file,
+                 cache=cache)
     if on_report is not None:
         on_report(rep)
-    base, notes = baseline(cfg, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx)
+    base, notes = baseline(cfg, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx,
+                           cache=cache)
     return gating.evaluate(rep, cfg, base, source=" ".join(_paths(paths)), notes=notes)
 
 

@@ -187,9 +187,9 @@ def test_decode_workers_start_before_heavy_imports(tmp_path):
         "import sys\n"
         "import tracelens.parsers as p\n"
         "real = p.start_decoding\n"
-        "def spy(files, jobs=None):\n"
+        "def spy(files, jobs=None, **kw):\n"
         "    print('heavy at start:', sorted(m for m in ('pandas', 'rich', 'numpy.linalg') if m in sys.modules))\n"
-        "    return real(files, jobs)\n"
+        "    return real(files, jobs, **kw)\n"
         "p.start_decoding = spy\n"
         "from tracelens.cli import main\n"
         f"sys.exit(main(['report', {str(SAMPLES / 'wfbp_100')!r}, '--format', 'json']))\n")

@@ -332,6 +332,7 @@ def fake_nsys(folder: Path, body: str) -> Path:
 
 def test_garbage_export_is_never_cached(tmp_path, capsys, monkeypatch):
     good = export(tmp_path, "src")
+    monkeypatch.delenv("TRACELENS_CACHE")         # the XDG location, as without TRACELENS_CACHE
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     run_dir = tmp_path / "run"
     run_dir.mkdir()

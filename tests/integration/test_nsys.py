@@ -140,6 +140,7 @@ def test_nsys_rep_is_converted_once_and_cached(tmp_path, monkeypatch):
     (export,) = synth.write_nsys(synth.SCENARIOS["one_bucket"], tmp_path / "src", per_rank=False)
     exe, log = fake_nsys(tmp_path, export)
     monkeypatch.setenv("TRACELENS_NSYS", str(exe))
+    monkeypatch.delenv("TRACELENS_CACHE")         # the XDG location, as without TRACELENS_CACHE
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     run = tmp_path / "run"
     run.mkdir()

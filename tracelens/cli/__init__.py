@@ -1,5 +1,5 @@
 """``tracelens`` command line: one small module per command (``report``, ``export``, ``gate``, ``history``,
-``collect``, ``dashboard``), each parsing its options, calling :mod:`tracelens.api` and rendering; ``terminal`` holds what
+``collect``, ``dashboard``, ``cache``), each parsing its options, calling :mod:`tracelens.api` and rendering; ``terminal`` holds what
 they share. Here: the command group, the mapping of errors to exit codes, and the console script.
 
 Nothing heavy (pandas, numpy, rich) is imported at module level of any of these modules: ``--help`` and
@@ -14,7 +14,7 @@ import click
 
 from .. import __version__
 from ..errors import EXIT_USAGE, TracelensError
-from . import collect, dashboard, export, gate, history, report
+from . import cache, collect, dashboard, export, gate, history, report
 from .gate import AGGREGATE_CHOICES, PATTERN_CHOICES
 from .terminal import FILE_WIDTH, echo_fitted, say, terminal_width, use_color
 
@@ -30,7 +30,7 @@ def cli() -> None:
 
 
 for _command in (report.report, collect.collect, export.export, gate.gate, history.history,
-                 dashboard.dashboard):
+                 dashboard.dashboard, cache.cache):
     cli.add_command(_command)
 del _command
 

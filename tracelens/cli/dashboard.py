@@ -38,7 +38,7 @@ def check_installed() -> None:
 @threshold_option
 @input_options
 def dashboard(paths, compare, history_db, label, host, port, open_browser, thresholds, comm_patterns,
-              step_nvtx) -> None:
+              step_nvtx, no_cache) -> None:
     """Serve the overlap dashboard for trace files, run directories or saved report.json files: rank time
     budget, rank x step heatmap, step timeline, findings, collectives (and run A vs B with --compare, the
     history with --history).
@@ -53,7 +53,7 @@ def dashboard(paths, compare, history_db, label, host, port, open_browser, thres
 
     past = api.history_runs(history_db, label) if history_db else None
 
-    runs = [Run("A", report_for(paths, comm_patterns, step_nvtx, thresholds))]
+    runs = [Run("A", report_for(paths, comm_patterns, step_nvtx, thresholds, no_cache=no_cache))]
     if compare:
-        runs.append(Run("B", report_for(compare, comm_patterns, step_nvtx, thresholds)))
+        runs.append(Run("B", report_for(compare, comm_patterns, step_nvtx, thresholds, no_cache=no_cache)))
     serve(Session(runs, tuple(comm_patterns), step_nvtx, history=past), host=host, port=port, open_browser=open_browser)

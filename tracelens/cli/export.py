@@ -13,7 +13,7 @@ from .terminal import input_options, progress, writing
 @click.argument("paths", nargs=-1, required=True)
 @click.option("-o", "--output", "out_dir", required=True, metavar="DIR", help="Folder for the Parquet files.")
 @input_options
-def export(paths, out_dir, comm_patterns, step_nvtx) -> None:
+def export(paths, out_dir, comm_patterns, step_nvtx, no_cache) -> None:
     """Write the parsed trace tables as Parquet (one file per table, rank as a column).
 
     Example:
@@ -21,7 +21,8 @@ def export(paths, out_dir, comm_patterns, step_nvtx) -> None:
         tracelens export runs/ddp_bs32/ -o tables/
     """
     with progress() as on_file:
-        traces = api.load(paths, comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=on_file)
+        traces = api.load(paths, comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=on_file,
+                          cache=False if no_cache else None)
     if not traces:
         raise UsageError("no trace files found: NCCL logs alone have no tables to export", path=" ".join(paths))
     from ..export import export_parquet

@@ -48,7 +48,7 @@ AGGREGATE_CHOICES = ("median", "mean", "p90", "worst")
 @threshold_option
 @input_options
 def gate(paths, config_path, no_config, fmt, junit, html_path, summary_md, color, thresholds, comm_patterns, step_nvtx,
-            **rules):
+         no_cache, **rules):
     """Fail (exit 1) when overlap regresses: absolute limits, or limits relative to a baseline.
 
     Every rule is applied per rank to the median (--aggregate) of its steps. Rules may also live in
@@ -67,7 +67,8 @@ def gate(paths, config_path, no_config, fmt, junit, html_path, summary_md, color
     on_report = _html_writer(html_path) if html_path else None
     with progress(color) as on_file:
         result = api.gate(paths, rules=rules, config=config_path, use_config=not no_config, thresholds=thresholds,
-                          comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=on_file, on_report=on_report)
+                          comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=on_file, on_report=on_report,
+                          cache=False if no_cache else None)
     if junit:
         with writing(junit):
             Path(junit).write_bytes(show.junit(result))

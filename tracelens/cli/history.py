@@ -26,7 +26,7 @@ def db_option(fn):
 @click.option("--commit", metavar="SHA", help="The commit the run was built from.")
 @threshold_option
 @input_options
-def history_add(paths, db, label, commit, thresholds, comm_patterns, step_nvtx) -> None:
+def history_add(paths, db, label, commit, thresholds, comm_patterns, step_nvtx, no_cache) -> None:
     """Add a run (trace folder, files, or a saved report.json) to the history database.
 
     Example:
@@ -36,7 +36,7 @@ def history_add(paths, db, label, commit, thresholds, comm_patterns, step_nvtx) 
     from ..history import add_run, open_db
     from ..renderers.common import frac, pct
 
-    report = report_for(paths, comm_patterns, step_nvtx, thresholds)
+    report = report_for(paths, comm_patterns, step_nvtx, thresholds, no_cache=no_cache)
     with open_db(db, create=True) as handle:
         run_id = add_run(handle, report, label=label, commit=commit, source=" ".join(paths))
     s = report.summary

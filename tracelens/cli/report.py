@@ -8,12 +8,12 @@ from .. import api
 from .terminal import color_option, input_options, progress, show, threshold_option
 
 
-def report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=(), color=None):
+def report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=(), color=None, no_cache=False):
     """The Report for the inputs (a saved ``report.json`` is read back), with progress on a terminal. Every
     command reads the thresholds of the config file (``api.thresholds``: file < environment < flags)."""
     with progress(color) as on_file:
         return api.report(paths, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx,
-                          on_file=on_file, use_config=True)
+                          on_file=on_file, use_config=True, cache=False if no_cache else None)
 
 
 @click.command("report")
@@ -28,7 +28,7 @@ def report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=(), color=Non
 @color_option
 @threshold_option
 @input_options
-def report(paths, fmt, output, force, top, color, thresholds, comm_patterns, step_nvtx) -> None:
+def report(paths, fmt, output, force, top, color, thresholds, comm_patterns, step_nvtx, no_cache) -> None:
     """Report overlap per rank and step, with diagnoses, for trace files, directories or globs
     (or re-render a saved JSON report).
 
@@ -36,4 +36,4 @@ def report(paths, fmt, output, force, top, color, thresholds, comm_patterns, ste
 
         tracelens report runs/ddp_bs32/ --format markdown -o summary.md
     """
-    show(report_for(paths, comm_patterns, step_nvtx, thresholds, color), fmt, output, force, top, color)
+    show(report_for(paths, comm_patterns, step_nvtx, thresholds, color, no_cache), fmt, output, force, top, color)

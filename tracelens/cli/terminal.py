@@ -158,6 +158,9 @@ def color_option(fn):
 
 def input_options(fn):
     """Options that change how traces are read (shared by every command that loads traces)."""
+    fn = click.option("--no-cache", is_flag=True,
+                      help="Parse every trace again: neither read nor fill the warm cache (tracelens cache info; "
+                           "TRACELENS_NO_CACHE=1 does the same).")(fn)
     fn = click.option("--step-nvtx", metavar="REGEX",
                       help="Steps are the NVTX ranges (nsys) or annotations (Kineto) whose name matches REGEX, "
                            "instead of ProfilerStep#N; a group of digits in REGEX numbers them.")(fn)

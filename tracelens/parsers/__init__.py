@@ -6,6 +6,7 @@ that a fresh process decodes while it imports pandas (see :mod:`.workers`).
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
 from pathlib import Path
@@ -196,13 +197,13 @@ def describe_skipped(skipped: list[tuple[Path, str]], most: int = 6, what: str =
 
 
 def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: str | None = None,
-               pool: DecodePool | None = None) -> list[RankTrace]:
+               pool: DecodePool | None = None, cache: bool = False) -> list[RankTrace]:
     """The RankTraces in one file: one for a Kineto trace, one per GPU process for an nsys export.
 
-    ``pool``: decode workers that may already hold this file's columns.
+    ``pool``: decode workers that may already hold this file's columns; ``cache``: read and fill the warm
+    cache (:mod:`tracelens.cache`).
     """
     from ..classify import user_rules
-    from . import kineto, nsys
 
     fmt = detect_format(path) or _sniff(path)
     try:
@@ -211,9 +212,31 @@ def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: st
             re.compile(step_pattern)
     except (ValueError, re.error) as exc:
         raise UsageError(f"bad pattern: {exc}") from None
+    if cache:
+        from .. import cache as warm
+
+        options = cache_options(comm_patterns, step_pattern)
+        before = warm.key(path, options)
+        hit = warm.get(path, options, before) if before is not None else None
+        if hit is not None:
+            return hit
+    from . import kineto, nsys     # here, not above: a warm run needs neither parser (~0.1 s of imports)
+
     if fmt == "nsys":
-        return nsys.parse(path, rules, step_pattern)
-    return [kineto.parse(path, rules, step_pattern, decoded=pool.take(path) if pool else None)]
+        traces = nsys.parse(path, rules, step_pattern)
+    else:
+        traces = [kineto.parse(path, rules, step_pattern, decoded=pool.take(path) if pool else None)]
+    if cache and before is not None:
+        warm.put(path, options, traces, before)   # before the load settles ranks: the entry is the file's alone
+    return traces
+
+
+def cache_options(comm_patterns: tuple[str, ...], step_pattern: str | None) -> tuple:
+    """What besides the file decides what parsing it gives: the patterns, and the inflate limit (a cached
+    file must not get past a lower one)."""
+    from .kineto_read import MAX_INFLATE_ENV
+
+    return (tuple(comm_patterns), step_pattern, os.environ.get(MAX_INFLATE_ENV, "").strip())
 
 
 def _sniff(path: Path) -> str:
@@ -248,32 +271,34 @@ def load(paths: Iterable[str] | str, comm_patterns: tuple[str, ...] = (),
     return load_files(files, comm_patterns, on_file, step_pattern, pool=start_decoding(files, jobs))
 
 
-def start_decoding(files: list[Path], jobs: int | None = None) -> DecodePool | None:
+def start_decoding(files: list[Path], jobs: int | None = None, cached: Callable[[Path], bool] | None = None
+                   ) -> DecodePool | None:
     """Start decoding the Kineto files among ``files`` in worker processes, when that pays (else None).
 
     Call it before anything imports pandas to decode while pandas loads; pass the pool to
-    :func:`load_files`, which closes it.
+    :func:`load_files`, which closes it. ``cached(path)``: whether the warm cache holds the file (it is not
+    decoded then).
     """
     from . import workers
 
-    kineto_files = [f for f in files if _format_or_none(f) == "kineto"]
+    kineto_files = [f for f in files if _format_or_none(f) == "kineto" and not (cached and cached(f))]
     n = workers.jobs_for(kineto_files, jobs)
     return workers.DecodePool(kineto_files, n) if n else None
 
 
 def load_files(files: list[Path], comm_patterns: tuple[str, ...] = (),
                on_file: Callable[[Path], None] | None = None, step_pattern: str | None = None,
-               pool: DecodePool | None = None) -> list[RankTrace]:
+               pool: DecodePool | None = None, cache: bool = False) -> list[RankTrace]:
     """Parse already-discovered trace files (see :func:`discover`) and settle each one's rank.
 
-    ``pool``: from :func:`start_decoding`; closed here, whatever happens.
+    ``pool``: from :func:`start_decoding`; closed here, whatever happens. ``cache``: use the warm cache.
     """
     traces = []
     try:
         for f in files:
             if on_file:
                 on_file(f)
-            traces.extend(parse_file(f, tuple(comm_patterns), step_pattern, pool))
+            traces.extend(parse_file(f, tuple(comm_patterns), step_pattern, pool, cache))
     finally:
         if pool is not None:
             pool.close()

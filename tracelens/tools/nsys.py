@@ -24,7 +24,10 @@ def nsys_executable() -> str | None:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tracelens" / "nsys"
+    """Where exports of ``.nsys-rep`` reports go: ``nsys/`` under the one cache root (:func:`tracelens.cache.root`)."""
+    from ..cache import root
+
+    return root() / "nsys"
 
 
 def export_problem(path: Path) -> str | None:
@@ -49,7 +52,7 @@ def cached_export(report: Path, beside: bool = False) -> Path:
     """The SQLite export of a ``.nsys-rep``, made once with ``nsys export`` and reused while it is newer.
 
     An export already next to the report (``nsys`` or ``tracelens collect`` made it) is used as it is. A new
-    one goes into ``$XDG_CACHE_HOME/tracelens/nsys``, so that a report leaves the input folder untouched;
+    one goes into the cache (:func:`cache_dir`), so that a report leaves the input folder untouched;
     ``beside``: next to the report instead (the collector, in the run directory it owns). An export that
     does not open as an Nsight Systems database is never cached, nor reused.
     """
@@ -59,6 +62,11 @@ def cached_export(report: Path, beside: bool = False) -> Path:
     for candidate in (sibling, keyed):
         if candidate.is_file() and candidate.stat().st_mtime_ns >= st.st_mtime_ns \
                 and export_problem(candidate) is None:
+            if candidate == keyed:
+                try:
+                    os.utime(candidate)     # last use: the cache's bound removes the least recently used first
+                except OSError:
+                    pass
             return candidate
     exe = nsys_executable()
     if not exe:

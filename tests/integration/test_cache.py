@@ -1,0 +1,363 @@
+"""The warm cache (tracelens/cache.py): hits, every way an entry goes stale or bad, the bound, the commands,
+and reports that are the same warm and cold."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import tracelens
+from tracelens import api, cache
+from tracelens.cli import main
+from tracelens.parsers import kineto, nsys
+from tracelens.renderers import render
+
+from conftest import SAMPLES, host, kernel, write_trace
+
+PAST = time.time() - 3600       # an mtime well outside the racy window
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    """A cache of this test's own."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv(cache.CACHE_ENV, str(folder))
+    return folder
+
+
+@pytest.fixture
+def parses(monkeypatch):
+    """The Kineto parses that really ran (a cache hit runs none)."""
+    seen: list[Path] = []
+    real = kineto.parse
+
+    def counted(path, *args, **kwargs):
+        seen.append(Path(path))
+        return real(path, *args, **kwargs)
+    monkeypatch.setattr(kineto, "parse", counted)
+    return seen
+
+
+def trace_file(folder: Path, name: str = "rank0.json", n: int = 3, mtime: float = PAST) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    events = [host("ProfilerStep#1", 0, 100 * n + 50)]
+    events += [kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 10 + 100 * i, 40, corr=i) for i in range(n)]
+    events += [kernel("volta_sgemm_128x64_nn", 50 + 100 * i, 40, stream=8) for i in range(n)]
+    path = write_trace(folder / name, events, distributedInfo={"rank": 0, "world_size": 1})
+    os.utime(path, (mtime, mtime))
+    return path
+
+
+def load(path, **kw):
+    return tracelens.load(str(path), jobs=0, cache=True, **kw)
+
+
+def entries(root: Path) -> list[Path]:
+    return sorted((root / "tables").glob("*" + cache.SUFFIX))
+
+
+def same_traces(a, b) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x.meta == y.meta
+        for name in ("device_ops", "host_ops", "collectives", "steps", "threads"):
+            pd.testing.assert_frame_equal(getattr(x, name), getattr(y, name), check_exact=True)
+            assert list(getattr(x, name).dtypes) == list(getattr(y, name).dtypes)
+
+
+def test_second_load_is_a_hit_with_the_same_tables(tmp_path, root, parses):
+    path = trace_file(tmp_path / "run")
+    cold = load(path)
+    assert len(entries(root)) == 1 and parses == [path]
+    warm = load(path)
+    assert parses == [path]               # not parsed again
+    same_traces(cold, warm)
+
+
+def test_corpus_trace_round_trips_exactly(root, parses):
+    from conftest import corpus_file
+
+    path = corpus_file("hta/df_index_resolver/df_index_resolver.json.gz")
+    cold = tracelens.load(str(path), jobs=0, cache=False)
+    load(path)
+    warm = load(path)
+    assert len(parses) == 2               # the cache=False load, then the one that filled the cache
+    same_traces(cold, warm)
+
+
+def test_a_file_just_written_is_not_cached(tmp_path, root, parses):
+    # Within RACY_S of its mtime a same-size rewrite could carry the same mtime: such a file is never cached.
+    path = trace_file(tmp_path / "run", mtime=time.time())
+    load(path)
+    load(path)
+    assert entries(root) == [] and parses == [path, path]
+
+
+def test_touch_rewrite_version_and_options_each_miss(tmp_path, root, parses, monkeypatch):
+    path = trace_file(tmp_path / "run")
+    load(path)
+    os.utime(path, (PAST + 10, PAST + 10))              # touched: same bytes, new mtime
+    load(path)
+    assert len(parses) == 2
+    trace_file(tmp_path / "run", n=4, mtime=PAST + 10)  # rewritten: other size, the same mtime as before
+    load(path)
+    assert len(parses) == 3
+    load(path)
+    assert len(parses) == 3                             # and that one is cached in turn
+    load(path, comm_patterns=["volta_sgemm"])           # an option that changes parsing
+    load(path, step_nvtx="ProfilerStep#(\\d+)")
+    assert len(parses) == 5
+    from tracelens import _version
+
+    monkeypatch.setattr(_version, "__version__", _version.__version__ + ".post1")
+    cache._code_stamp.cache_clear()
+    try:
+        load(path)
+    finally:
+        cache._code_stamp.cache_clear()
+    assert len(parses) == 6
+
+
+def test_options_change_the_tables_they_cache(tmp_path, root):
+    path = trace_file(tmp_path / "run")
+    plain = load(path)[0]
+    custom = load(path, comm_patterns=["volta_sgemm"])[0]
+    # The pattern makes the 3 sgemm kernels communication too (trace_file: n=3): a hit of the plain entry
+    # would show 3.
+    assert (plain.device_ops["kind"] == "comm").sum() == 3
+    assert (custom.device_ops["kind"] == "comm").sum() == 6
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "flipped", "empty", "header only"])
+def test_a_damaged_entry_is_rebuilt_not_trusted(tmp_path, root, parses, damage):
+    path = trace_file(tmp_path / "run")
+    cold = load(path)
+    (entry,) = entries(root)
+    data = entry.read_bytes()
+    entry.write_bytes({"truncated": data[: len(data) // 2], "garbage": os.urandom(len(data)),
+                       "flipped": data[:-40] + bytes([data[-40] ^ 1]) + data[-39:], "empty": b"",
+                       "header only": data[:16]}[damage])
+    warm = load(path)
+    assert parses == [path, path]         # parsed again, and the entry written again whole
+    same_traces(cold, warm)
+    assert entry.read_bytes() == data
+    load(path)
+    assert parses == [path, path]
+
+
+def test_an_entry_of_another_key_is_not_used(tmp_path, root, parses):
+    # Two files whose entries trade places (as a hash collision would): the key inside the entry is checked.
+    a, b = trace_file(tmp_path / "a", n=2), trace_file(tmp_path / "b", n=5)
+    load(a)
+    load(b)
+    ea = cache.entry_path(cache.key(a, _options()))
+    eb = cache.entry_path(cache.key(b, _options()))
+    da, db = ea.read_bytes(), eb.read_bytes()
+    ea.write_bytes(db)
+    eb.write_bytes(da)
+    assert len(load(a)[0].device_ops) == 4          # n=2: two comm and two compute kernels
+    assert parses == [a, b, a]
+
+
+def _options():
+    from tracelens.parsers import cache_options
+
+    return cache_options((), None)
+
+
+def test_least_recently_used_entries_go_first(tmp_path, root, parses, monkeypatch):
+    paths = [trace_file(tmp_path / f"r{i}", n=3) for i in range(3)]
+    load(paths[0])
+    size = entries(root)[0].stat().st_size
+    # Room for two entries of this size (the three traces have the same shape, so about the same size).
+    monkeypatch.setenv(cache.MAX_ENV, str(int(size * 2.5)))
+    e0 = entries(root)[0]
+    os.utime(e0, (PAST, PAST))
+    load(paths[1])
+    e1 = cache.entry_path(cache.key(paths[1], _options()))
+    os.utime(e1, (PAST + 1, PAST + 1))
+    load(paths[0])                                   # a hit: paths[0] is now the most recently used
+    assert e0.stat().st_mtime > PAST + 1
+    load(paths[2])                                   # no room for three: the least recently used goes
+    assert e0.exists() and not e1.exists() and len(entries(root)) == 2
+    assert parses == paths[:2] + paths[2:]
+
+
+def test_an_interrupted_write_leaves_no_entry(tmp_path, root, parses, monkeypatch):
+    path = trace_file(tmp_path / "run")
+
+    def interrupted(src, dst):
+        assert Path(src).stat().st_size > 0          # the whole entry was written, under its temporary name
+        raise KeyboardInterrupt
+    with monkeypatch.context() as m, pytest.raises(KeyboardInterrupt):
+        m.setattr(cache.os, "replace", interrupted)
+        load(path)
+    assert not any((root / "tables").iterdir())
+    # A temporary file a killed writer left (an hour old) is removed; a fresh one (a live writer's) is not.
+    (root / "tables" / ".old.tmp").write_bytes(b"x")
+    os.utime(root / "tables" / ".old.tmp", (PAST - 10, PAST - 10))
+    (root / "tables" / ".live.tmp").write_bytes(b"x")
+    monkeypatch.setattr(cache, "_usage", None)      # as in the next process: it looks at the folder afresh
+    load(path)
+    load(path)
+    assert parses == [path, path]                    # interrupted, then parsed and cached once
+    assert sorted(p.name for p in (root / "tables").iterdir()) == [".live.tmp", entries(root)[0].name]
+
+
+def test_zero_bound_caches_nothing_and_a_bad_bound_is_a_usage_error(tmp_path, root, monkeypatch, capsys):
+    path = trace_file(tmp_path / "run")
+    monkeypatch.setenv(cache.MAX_ENV, "0")
+    load(path)
+    assert entries(root) == []
+    monkeypatch.setenv(cache.MAX_ENV, "lots")
+    assert main(["report", str(path), "--format", "json"]) == 2
+    assert "TRACELENS_CACHE_MAX" in capsys.readouterr().err
+
+
+def test_an_unwritable_cache_is_no_cache(tmp_path, monkeypatch, parses):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("a file where the cache folder would go")
+    monkeypatch.setenv(cache.CACHE_ENV, str(blocker / "cache"))
+    path = trace_file(tmp_path / "run")
+    cold = render(api.report(str(path), cache=False), "json")
+    assert render(api.report(str(path)), "json") == cold
+    assert render(api.report(str(path)), "json") == cold
+    assert len(parses) == 3
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_a_read_only_cache_is_no_cache(tmp_path, root, parses):
+    path = trace_file(tmp_path / "run")
+    (root / "tables").mkdir(parents=True)
+    os.chmod(root / "tables", 0o555)
+    try:
+        load(path)
+        load(path)
+    finally:
+        os.chmod(root / "tables", 0o755)
+    assert len(parses) == 2 and entries(root) == []
+
+
+def test_no_cache_flag_and_environment(tmp_path, root, monkeypatch, capsys):
+    path = trace_file(tmp_path / "run")
+    assert main(["report", str(path), "--format", "json", "--no-cache"]) == 0
+    monkeypatch.setenv(cache.NO_CACHE_ENV, "1")
+    assert main(["report", str(path), "--format", "json"]) == 0
+    assert entries(root) == []
+    monkeypatch.delenv(cache.NO_CACHE_ENV)
+    assert main(["report", str(path), "--format", "json"]) == 0
+    assert len(entries(root)) == 1
+
+
+def test_cache_info_and_clear(tmp_path, root, capsys):
+    for i in range(2):
+        load(trace_file(tmp_path / f"r{i}"))
+    (root / "nsys").mkdir()
+    (root / "nsys" / "profile-1-2.sqlite").write_bytes(b"x" * 100)
+    capsys.readouterr()
+    assert main(["cache", "info", "--format", "json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["location"] == str(root) and got["entries"] == 2 and got["nsys_exports"] == 1
+    assert got["bytes"] == sum(p.stat().st_size for p in entries(root)) and got["nsys_bytes"] == 100
+    assert got["max_bytes"] == cache.DEFAULT_MAX and got["enabled"] is True
+    assert main(["cache", "info"]) == 0
+    assert str(root) in capsys.readouterr().out
+    assert main(["cache", "clear"]) == 0
+    assert "removed 3 files" in capsys.readouterr().out
+    assert entries(root) == [] and not list((root / "nsys").iterdir())
+    assert main(["cache", "clear"]) == 0           # an empty (or absent) cache clears without complaint
+
+
+def test_one_root_for_both_caches(tmp_path, monkeypatch):
+    from tracelens.tools.nsys import cache_dir
+
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "mine"))
+    assert cache.root() == tmp_path / "mine" and cache_dir() == tmp_path / "mine" / "nsys"
+    monkeypatch.delenv(cache.CACHE_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "tracelens" / "nsys"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/ignored")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache.root() == tmp_path / "home" / ".cache" / "tracelens"
+
+
+def test_the_suite_never_caches_into_the_home_folder():
+    # tests/conftest.py points every test (and the processes tests start) at a folder of this session.
+    assert os.environ[cache.CACHE_ENV] and not cache.root().is_relative_to(Path.home() / ".cache")
+
+
+@pytest.mark.parametrize("case", sorted(p.name for p in SAMPLES.iterdir() if p.is_dir()))
+def test_warm_report_is_byte_identical_to_cold(case, tmp_path, root, monkeypatch):
+    """Every bundled sample (the goldens' inputs), copied so that its files can be dated outside the racy
+    window: cold without the cache, then a run that fills it, then one that only reads it."""
+    run = tmp_path / case
+    shutil.copytree(SAMPLES / case, run)
+    for f in run.rglob("*"):
+        os.utime(f, (PAST, PAST))
+    monkeypatch.chdir(tmp_path)
+    cold = render(api.report(case, cache=False), "json")
+    assert render(api.report(case), "json") == cold
+    assert entries(root)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("parsed although cached")
+    monkeypatch.setattr(kineto, "parse", refuse)
+    monkeypatch.setattr(nsys, "parse", refuse)
+    assert render(api.report(case), "json") == cold
+
+
+def test_a_copy_keeping_size_and_mtime_is_not_taken_for_the_old_file(tmp_path, root, parses):
+    # Same size, same mtime, other bytes (cp -p of another rank's file over this one): the ctime tells them apart.
+    a = trace_file(tmp_path / "a")
+    b = tmp_path / "b" / "rank0.json"
+    b.parent.mkdir()
+    b.write_bytes(a.read_bytes().replace(b"128x64_nn", b"128x64_tn"))
+    os.utime(b, (PAST, PAST))
+    dst = tmp_path / "run" / "rank0.json"
+    dst.parent.mkdir()
+    shutil.copy2(a, dst)
+    assert "volta_sgemm_128x64_nn" in set(load(dst)[0].device_ops["name"])
+    time.sleep(0.02)       # ctime ticks with the kernel's coarse clock (up to 10 ms): the copy comes a tick later
+    shutil.copy2(b, dst)
+    assert dst.stat().st_size == a.stat().st_size and dst.stat().st_mtime_ns == a.stat().st_mtime_ns
+    assert "volta_sgemm_128x64_tn" in set(load(dst)[0].device_ops["name"])
+
+
+def test_a_file_changed_while_it_is_parsed_is_not_cached(tmp_path, root, monkeypatch):
+    path = trace_file(tmp_path / "run")
+    real = kineto.parse
+
+    def rewritten_meanwhile(p, *args, **kwargs):
+        got = real(p, *args, **kwargs)
+        trace_file(tmp_path / "run", n=5, mtime=PAST + 20)     # another writer, dated outside the racy window
+        return got
+    monkeypatch.setattr(kineto, "parse", rewritten_meanwhile)
+    load(path)
+    assert entries(root) == []
+
+
+def test_console_script_warm_and_cold_print_the_same(tmp_path, root):
+    """The real process (it exits without teardown, tracelens/_speed.py): the entry it writes is whole, and
+    the next process reads it."""
+    import subprocess
+    import sys
+
+    path = trace_file(tmp_path / "run")
+    cmd = [sys.executable, "-c", "from tracelens.cli import run; run()", "report", str(path), "--format", "json"]
+    env = {**os.environ, cache.CACHE_ENV: str(root)}
+    cold = subprocess.run([*cmd, "--no-cache"], capture_output=True, env=env)
+    filling = subprocess.run(cmd, capture_output=True, env=env)
+    (entry,) = entries(root)
+    written = entry.stat().st_mtime_ns
+    os.utime(entry, ns=(written - 10**9, written - 10**9))
+    warm = subprocess.run(cmd, capture_output=True, env=env)
+    assert cold.returncode == filling.returncode == warm.returncode == 0, warm.stderr
+    assert cold.stdout == filling.stdout == warm.stdout and b'"schema": "tracelens.report/1"' in cold.stdout
+    assert entry.stat().st_mtime_ns > written - 10**9        # read (last use stamped), not rewritten
+    assert entries(root) == [entry]

@@ -1,0 +1,392 @@
+"""The warm cache: each trace file's parsed RankTraces (tables, metadata, the file's warnings) kept on disk,
+so that a second report of an unchanged file skips decoding and assembly. It holds parser output, never a
+metric: every report still analyses the tables.
+
+One root for everything tracelens caches (:func:`root`): ``$TRACELENS_CACHE``, else
+``$XDG_CACHE_HOME/tracelens``, else ``~/.cache/tracelens``. ``tables/`` holds one entry per trace file (this
+module), ``nsys/`` the SQLite exports of ``.nsys-rep`` reports (:mod:`tracelens.tools.nsys`). Both count
+towards one bound (``TRACELENS_CACHE_MAX``, default 2 GiB); the least recently used go first.
+
+An entry is one file, written to a temporary name and renamed into place (a concurrent report or a Ctrl-C
+never leaves half an entry under the real name), laid out as::
+
+    MAGIC (8 bytes) | header length (8) | header (pickle) | column bytes, 64-byte aligned | CRC-32 (4)
+
+The header repeats the whole key and gives every column's dtype, offset and length; the CRC covers header
+and columns. An entry whose magic, length, key or CRC does not match is a miss: it is removed and the file
+parsed again. Entries are pickles, read only from the user's own cache folder, after the CRC check.
+
+A file modified within the last RACY_S seconds is not cached: file systems stamp mtimes with a coarse
+clock, and a file rewritten at the same size within one tick would otherwise keep its old entry ("racy
+git"). A cache folder that cannot be written (read-only, full) means no cache, silently: the report is the
+same either way, and it must not depend on the state of the cache.
+
+Neither numpy nor pandas is imported at module level (the CLI imports this module for ``tracelens cache``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import pickle
+import re
+import struct
+import time
+import zlib
+from pathlib import Path
+
+CACHE_ENV = "TRACELENS_CACHE"
+NO_CACHE_ENV = "TRACELENS_NO_CACHE"
+MAX_ENV = "TRACELENS_CACHE_MAX"
+DEFAULT_MAX = 2 << 30
+MAGIC = b"TLCACHE2"            # the last digit is the layout's version: a new layout never reads an old one
+SUFFIX = ".tlc"
+RACY_S = 2.0
+# Temporary files older than this are left over from a killed writer (a live one renames within seconds).
+STALE_TMP_S = 3600
+_ALIGN = 64
+_SIZE = re.compile(r"(\d+)\s*([kmgt]?)i?b?", re.IGNORECASE)
+
+
+def root() -> Path:
+    """The folder every tracelens cache lives under (the nsys exports too)."""
+    named = os.environ.get(CACHE_ENV, "").strip()
+    if named:
+        return Path(named).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    # The XDG spec: a relative XDG_CACHE_HOME is invalid and ignored.
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "tracelens"
+
+
+def tables_dir() -> Path:
+    return root() / "tables"
+
+
+def enabled(flag: bool | None = None) -> bool:
+    """``flag`` when given (``--no-cache`` passes False), else on unless ``TRACELENS_NO_CACHE`` is set (to
+    anything but 0 or empty)."""
+    if flag is not None:
+        return flag
+    return os.environ.get(NO_CACHE_ENV, "").strip() in ("", "0")
+
+
+def max_bytes() -> int:
+    """The bound on the cache's size: ``TRACELENS_CACHE_MAX`` (bytes, or with a K/M/G/T suffix; 0: cache
+    nothing) or 2 GiB. A value that is not a size is a usage error."""
+    value = os.environ.get(MAX_ENV, "").strip()
+    if not value:
+        return DEFAULT_MAX
+    m = _SIZE.fullmatch(value)
+    if not m:
+        from .errors import UsageError
+
+        raise UsageError(f"{MAX_ENV} must be a size in bytes (e.g. 2G, 500M or 0 for none), not {value!r}")
+    return int(m.group(1)) << (10 * " kmgt".index(m.group(2).lower() or " "))
+
+
+# --------------------------------------------------------------------------------------------- the key
+
+@functools.lru_cache(maxsize=1)
+def _code_stamp() -> tuple:
+    """What identifies the parsing code: the version, and each parser module's size and mtime (an edited
+    checkout parses differently under the same version number)."""
+    from . import _version
+
+    here = Path(__file__).parent
+    files = sorted((here / "parsers").glob("*.py")) + [here / f"{m}.py" for m in
+                                                       ("model", "meta", "columns", "classify", "linking",
+                                                        "envlist", "nccl_records", "_speed")]
+    stamp = []
+    for f in files:
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        stamp.append((f.name, st.st_size, st.st_mtime_ns))
+    return (_version.__version__, tuple(stamp))
+
+
+def key(path: Path, options: tuple) -> tuple | None:
+    """The cache key of ``path`` parsed with ``options`` (anything that changes parsing); None when the file
+    must not be cached (unreadable, or modified too recently to tell a rewrite from its first version)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if time.time() - st.st_mtime_ns / 1e9 < RACY_S:
+        return None
+    # The inode and ctime too: a copy that keeps the mtime (cp -p, shutil.copy2) over an older file changes them.
+    return (str(path), os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, _code_stamp(),
+            tuple(options))
+
+
+def entry_path(k: tuple) -> Path:
+    return tables_dir() / (hashlib.sha256(repr(k).encode()).hexdigest()[:40] + SUFFIX)
+
+
+def has(path: Path, options: tuple) -> bool:
+    """Whether an entry exists for ``path`` (not whether it is sound: :func:`get` checks that)."""
+    k = key(path, options)
+    return k is not None and entry_path(k).is_file()
+
+
+# ------------------------------------------------------------------------------------------ read, write
+
+def get(path: Path, options: tuple, k: tuple | None = None):
+    """The RankTraces cached for ``path``, or None (no entry, or one that is stale or damaged: removed).
+    ``k``: its key, when the caller has it already."""
+    k = k or key(path, options)
+    if k is None:
+        return None
+    entry = entry_path(k)
+    try:
+        with open(entry, "rb") as fh:
+            blob = bytearray(os.fstat(fh.fileno()).st_size)
+            got = fh.readinto(blob)
+    except OSError:
+        return None
+    traces = _decode(blob, got, k)
+    if traces is None:
+        _unlink(entry)
+        return None
+    try:
+        os.utime(entry)         # last use, for the LRU order
+    except OSError:
+        pass
+    _used(entry)
+    return traces
+
+
+def put(path: Path, options: tuple, traces, before: tuple | None = None) -> None:
+    """Cache ``traces`` for ``path``; ``before``: its key before it was parsed (a file that changed while it
+    was parsed is not cached). Never raises for want of room or permission: no cache then."""
+    k = key(path, options)
+    if k is None or (before is not None and k != before):
+        return
+    parts = _encode(k, traces)
+    if parts is None:
+        return
+    size = sum(len(p) for p in parts)
+    limit = max_bytes()
+    if size > limit:
+        return
+    target = entry_path(k)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{time.monotonic_ns():x}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _evict(limit - size)
+        with open(tmp, "wb") as fh:
+            for p in parts:
+                fh.write(p)
+        os.replace(tmp, target)
+    except OSError:
+        _unlink(tmp)
+        return
+    except BaseException:     # Ctrl-C while writing: no entry, and no temporary file left either
+        _unlink(tmp)
+        raise
+    if _usage is not None:
+        _usage[str(target)] = size
+
+
+def _encode(k: tuple, traces) -> list | None:
+    """The entry's pieces (bytes-like), or None when a table holds something this layout does not keep."""
+    import numpy as np
+    import pandas as pd
+
+    chunks: list = []
+    offset = 0
+
+    def add(arr: np.ndarray) -> tuple:
+        nonlocal offset
+        arr = np.ascontiguousarray(arr)
+        pad = -offset % _ALIGN
+        if pad:
+            chunks.append(b"\0" * pad)
+            offset += pad
+        chunks.append(memoryview(arr).cast("B") if arr.size else b"")
+        spec = (arr.dtype.str, offset, arr.nbytes)
+        offset += arr.nbytes
+        return spec
+
+    described = []
+    for t in traces:
+        tables = {}
+        for name in ("device_ops", "host_ops", "collectives", "steps", "threads"):
+            frame = getattr(t, name)
+            if not isinstance(frame.index, pd.RangeIndex) or frame.index.start != 0 or frame.index.step != 1 \
+                    or frame.columns.dtype != object:
+                return None
+            cols = []
+            for c in frame.columns:
+                col = frame[c]
+                dtype = col.dtype
+                if isinstance(dtype, pd.CategoricalDtype):
+                    cats = dtype.categories
+                    if cats.dtype != object:
+                        return None
+                    cols.append((c, "category", add(col.cat.codes.to_numpy()), cats.tolist(), dtype.ordered))
+                elif dtype == object:
+                    # Codes over the distinct strings, -1 for None: exact (a NaN would not be, so such a
+                    # column is not cached), and small.
+                    arr = col.to_numpy()
+                    codes, uniques = pd.factorize(arr)
+                    values = uniques.tolist()
+                    missing = arr[codes == -1]
+                    if any(type(v) is not str for v in values) or not (missing == None).all():  # noqa: E711
+                        return None
+                    cols.append((c, "object", add(codes.astype(np.int32)), values, None))
+                elif isinstance(dtype, np.dtype) and dtype.kind in "iufb":
+                    cols.append((c, "array", add(col.to_numpy()), None, None))
+                else:
+                    return None
+            tables[name] = cols
+        described.append((t.meta, tables))
+    header = pickle.dumps((k, described, offset), protocol=pickle.HIGHEST_PROTOCOL)
+    crc = zlib.crc32(header)
+    for c in chunks:
+        crc = zlib.crc32(c, crc)
+    return [MAGIC, struct.pack("<Q", len(header)), header, *chunks, struct.pack("<I", crc)]
+
+
+def _decode(blob: bytearray, got: int, k: tuple):
+    """The RankTraces in an entry's bytes, or None when they are not a sound entry for key ``k``."""
+    start = len(MAGIC) + 8
+    if got != len(blob) or got < start + 4 or blob[:len(MAGIC)] != MAGIC:
+        return None
+    (hlen,) = struct.unpack_from("<Q", blob, len(MAGIC))
+    body = start + hlen
+    if body + 4 > got:
+        return None
+    view = memoryview(blob)
+    (crc,) = struct.unpack_from("<I", blob, got - 4)
+    if zlib.crc32(view[start:got - 4]) != crc:
+        return None
+    try:
+        stored, described, length = pickle.loads(view[start:body])
+    except Exception:           # the CRC matched a header that is not ours: treat it as any damage
+        return None
+    if stored != k or body + length + 4 != got:
+        return None
+    return _traces(view[body:got - 4], described)
+
+
+def _traces(data: memoryview, described) -> list:
+    import numpy as np
+    import pandas as pd
+
+    from .columns import frame_of
+    from .model import RankTrace
+
+    def array(spec) -> np.ndarray:
+        dtype, offset, nbytes = spec
+        dt = np.dtype(dtype)
+        return np.frombuffer(data, dt, nbytes // dt.itemsize, offset)
+
+    out = []
+    for meta, tables in described:
+        frames = {}
+        for name, cols in tables.items():
+            built = {}
+            for c, kind, spec, values, ordered in cols:
+                if kind == "category":
+                    built[c] = pd.Categorical.from_codes(array(spec), dtype=pd.CategoricalDtype(
+                        pd.Index(values, dtype=object), ordered=ordered))
+                elif kind == "object":
+                    built[c] = np.array(values + [None], dtype=object)[array(spec)]   # code -1: the None
+                else:
+                    built[c] = array(spec)
+            frames[name] = frame_of(built)
+        out.append(RankTrace(meta=meta, **frames))
+    return out
+
+
+# ------------------------------------------------------------------------------------- size and clearing
+
+def _entries() -> list[tuple[Path, os.stat_result]]:
+    """Every file the bound counts (table entries and nsys exports), with its stat."""
+    out = []
+    for folder in (tables_dir(), root() / "nsys"):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            p = folder / name
+            try:
+                st = p.stat()
+            except OSError:
+                continue
+            if name.endswith(".tmp") and time.time() - st.st_mtime > STALE_TMP_S:
+                _unlink(p)         # left by a killed writer
+                continue
+            out.append((p, st))
+    return out
+
+
+# This process's view of the cache, least recently used first (path -> bytes): read from the folder once,
+# then kept up to date by this process's writes and evictions, so that loading N new files stats the
+# cache once rather than N times. Other processes' writes in the meantime are seen by the next process.
+_usage: dict[str, int] | None = None
+
+
+def _evict(room: int) -> None:
+    """Remove the least recently used entries until the cache holds at most ``room`` bytes."""
+    global _usage
+    if _usage is None or _usage_root != str(root()):
+        _remember_root()
+        _usage = {str(p): st.st_size for p, st in sorted(_entries(), key=lambda e: e[1].st_mtime_ns)}
+    total = sum(_usage.values())
+    for name in list(_usage):
+        if total <= room:
+            break
+        if name.endswith(".tmp"):   # another writer's, in progress
+            continue
+        total -= _usage.pop(name)
+        _unlink(Path(name))
+
+
+_usage_root = ""
+
+
+def _remember_root() -> None:
+    global _usage_root
+    _usage_root = str(root())
+
+
+def _used(entry: Path) -> None:
+    """``entry`` was just read: the most recently used now."""
+    if _usage is not None and str(entry) in _usage:
+        _usage[str(entry)] = _usage.pop(str(entry))
+
+
+def info() -> dict:
+    """Where the cache is and what it holds: location, bound, entries and bytes (table entries and nsys
+    exports), and whether it is switched off in this environment."""
+    tables = [(p, st) for p, st in _entries() if p.parent.name == "tables" and p.name.endswith(SUFFIX)]
+    nsys = [(p, st) for p, st in _entries() if p.parent.name == "nsys" and p.name.endswith(".sqlite")]
+    return {"location": str(root()), "max_bytes": max_bytes(), "enabled": enabled(),
+            "entries": len(tables), "bytes": sum(st.st_size for _, st in tables),
+            "nsys_exports": len(nsys), "nsys_bytes": sum(st.st_size for _, st in nsys)}
+
+
+def clear() -> tuple[int, int]:
+    """Remove every table entry and nsys export (and leftover temporary files); (files, bytes) removed."""
+    global _usage
+    _usage = None
+    files = size = 0
+    for p, st in _entries():
+        if _unlink(p):
+            files += 1
+            size += st.st_size
+    return files, size
+
+
+def _unlink(p: Path) -> bool:
+    try:
+        os.unlink(p)
+        return True
+    except OSError:
+        return False
