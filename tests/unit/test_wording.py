@@ -551,6 +551,16 @@ def test_parallelism_wording(dim, name):
         ev["collectives"], ms(ev["comm_ns"]), ev["steps"], pct(ev["overlap_pct"]), ev["worst_step"])
 
 
+def test_parallelism_wording_of_a_whole_trace_window_and_unnamed_groups():
+    # nsys-ai mfu_2gpu_before (a whole-trace window, all-to-alls of no named group) once read "in ?: ... over
+    # 1 steps, ...; most exposed in step None".
+    ev = dimension_ev(dimension="ep", groups=[], steps=1, worst_step=None, collectives=1, ops=["all_to_all"])
+    d = word("parallelism", "ep", ev, step=None)
+    f = fields(rf"1 collective \(all-to-all\) in no named process group: (?P<c>{NUM}) ms of communication over "
+               rf"1 step, (?P<h>\d+) % hidden", d.detail)
+    assert (f["c"], f["h"]) == (ms(ev["comm_ns"]), pct(ev["overlap_pct"]))
+
+
 def test_parallelism_advice_per_dimension():
     advice = {d: word("parallelism", d, dimension_ev(dimension=d), step=None).advice
               for d in ("dp", "fsdp", "tp", "pp", "ep", "cp", "unknown")}

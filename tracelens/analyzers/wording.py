@@ -592,12 +592,16 @@ def _dim_advice(ev: dict) -> str:
 
 def parallelism(f: Finding) -> tuple[str, str, str]:
     ev = f.evidence
-    groups = ", ".join(ev["groups"]) or "no process group"
+    groups = ", ".join(ev["groups"]) or "no named process group"
     ops = ", ".join(_NOUNS.get(o, o) for o in ev["ops"]) or "communication"
+    # A whole-trace window has no step number to point at, and one step is not "most exposed" of anything.
+    worst = (f"; most exposed in step {ev['worst_step']}" if ev["worst_step"] is not None and ev["steps"] > 1
+             else "")
+    over = "over 1 step" if ev["steps"] == 1 else f"over {ev['steps']} steps"
     return (f"{_DIM_TITLE[ev['dimension']]} communication exposed: {_ms(ev['exposed_comm_ns'])} "
             f"({_pct(100 * ev['exposed_fraction'])} of step time)",
-            f"{ev['collectives']} collectives ({ops}) in {groups}: {_ms(ev['comm_ns'])} of communication over "
-            f"{ev['steps']} steps, {_pct(ev['overlap_pct'])} hidden; most exposed in step {ev['worst_step']}",
+            f"{ev['collectives']} collective{'' if ev['collectives'] == 1 else 's'} ({ops}) in {groups}: "
+            f"{_ms(ev['comm_ns'])} of communication {over}, {_pct(ev['overlap_pct'])} hidden{worst}",
             _dim_advice(ev))
 
 
