@@ -26,6 +26,7 @@ import pytest
 import tracelens
 from tracelens.parsers.kineto_decode import Args
 
+from fixtures.findings import placeless_report
 from conftest import corpus_file
 
 TRACES = [
@@ -119,15 +120,6 @@ def _write(path, head: dict, pieces) -> None:
     path.write_text(front + (", " if head else "") + '"traceEvents": [' + ", ".join(pieces) + "]}")
 
 
-def _report(path) -> dict:
-    data = json.loads(tracelens.analyze(tracelens.load(str(path), jobs=0)).to_json())
-    for f in data["inputs"]:
-        f.pop("path"), f.pop("bytes")
-    for r in data["ranks"]:
-        r.pop("source")
-    return data
-
-
 def _split_warnings(data: dict) -> list:
     new = [w for w in data["warnings"] if w["code"] in NEW_CODES]
     data["warnings"] = [w for w in data["warnings"] if w["code"] not in NEW_CODES]
@@ -165,18 +157,18 @@ def test_one_corrupted_field_costs_only_its_event(tmp_path, case):
     bad = _corrupt(_get(event, field), corruption, rng)
     changed = json.loads(pieces[index])
     _set(changed, field, bad)
-    got = _report(write("corrupted", json.dumps(changed)))
+    got = placeless_report(write("corrupted", json.dumps(changed)))
     new = _split_warnings(got)
 
     if corruption == "number":
         _set(changed, field, str(bad))
-        expected = _report(write("reference", json.dumps(changed)))
+        expected = placeless_report(write("reference", json.dumps(changed)))
     elif _recoverable(field, corruption) or not read:
         if rel not in _clean_reports:
-            _clean_reports[rel] = _report(write("clean", pieces[index]))
+            _clean_reports[rel] = placeless_report(write("clean", pieces[index]))
         expected = json.loads(json.dumps(_clean_reports[rel]))
     else:
-        expected = _report(write("reference", None))
+        expected = placeless_report(write("reference", None))
     assert _split_warnings(expected) == []
     assert got == expected, f"{rel}: event {index} ({phase}) {field}={bad!r}"
 

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 import tracelens
 from tracelens.parsers import kineto_decode
 
+from fixtures.findings import placeless_report
 from conftest import corpus_file, write_trace
 
 CORPUS_TRACES = [
@@ -57,15 +58,6 @@ def traces(draw) -> list[dict]:
     return events
 
 
-def report(path) -> dict:
-    data = json.loads(tracelens.analyze(tracelens.load(str(path), jobs=0)).to_json())
-    for f in data["inputs"]:
-        f.pop("path"), f.pop("bytes")
-    for r in data["ranks"]:
-        r.pop("source")
-    return data
-
-
 def check_steps(data: dict) -> None:
     for r in data["ranks"]:
         for s in r["steps"]:
@@ -81,7 +73,7 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 @SETTINGS
 @given(events=traces())
 def test_step_metrics_are_bounded(tmp_path, events):
-    check_steps(report(write_trace(tmp_path / "r.json", events)))
+    check_steps(placeless_report(write_trace(tmp_path / "r.json", events)))
 
 
 class _Refuse:
@@ -94,20 +86,20 @@ class _Refuse:
 def lenient(path, monkeypatch) -> dict:
     with monkeypatch.context() as m:
         m.setattr(kineto_decode, "_DECODER", _Refuse())
-        return report(path)
+        return placeless_report(path)
 
 
 @SETTINGS
 @given(events=traces())
 def test_strict_and_lenient_decode_agree_on_clean_traces(tmp_path, monkeypatch, events):
     path = write_trace(tmp_path / "r.json", events)
-    assert lenient(path, monkeypatch) == report(path)
+    assert lenient(path, monkeypatch) == placeless_report(path)
 
 
 @pytest.mark.parametrize("rel", CORPUS_TRACES)
 def test_strict_and_lenient_decode_agree_on_the_corpus(rel, monkeypatch):
     path = corpus_file(rel)
-    strict = report(path)
+    strict = placeless_report(path)
     assert not {w["code"] for w in strict["warnings"]} & {"malformed-events", "coerced-values"}   # clean
     assert lenient(path, monkeypatch) == strict
 
@@ -117,7 +109,8 @@ def test_strict_and_lenient_decode_agree_on_the_corpus(rel, monkeypatch):
 def test_event_order_changes_nothing(tmp_path, events, seed):
     shuffled = events[:]
     random.Random(seed).shuffle(shuffled)
-    assert report(write_trace(tmp_path / "a.json", shuffled)) == report(write_trace(tmp_path / "b.json", events))
+    assert (placeless_report(write_trace(tmp_path / "a.json", shuffled))
+            == placeless_report(write_trace(tmp_path / "b.json", events)))
 
 
 @pytest.mark.parametrize("rel", CORPUS_TRACES)
@@ -125,11 +118,11 @@ def test_event_order_changes_nothing_on_the_corpus(rel, tmp_path):
     import gzip
     path = corpus_file(rel)
     doc = json.loads(gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes())
-    clean = report(path)
+    clean = placeless_report(path)
     check_steps(clean)
     random.Random(rel).shuffle(doc["traceEvents"])
     (tmp_path / path.name.removesuffix(".gz")).write_text(json.dumps(doc))
-    assert report(tmp_path / path.name.removesuffix(".gz")) == clean
+    assert placeless_report(tmp_path / path.name.removesuffix(".gz")) == clean
 
 
 @settings(max_examples=200, deadline=None)
