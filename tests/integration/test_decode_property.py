@@ -23,7 +23,6 @@ import random
 
 import pytest
 
-import tracelens
 from tracelens.parsers.kineto_decode import Args
 
 from fixtures.findings import placeless_report

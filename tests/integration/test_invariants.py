@@ -20,7 +20,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import tracelens
 from tracelens.parsers import kineto_decode
 
 from fixtures.findings import placeless_report
