@@ -64,7 +64,8 @@ def create_app(session: Session):
 
     from . import callbacks, layout
 
-    app = Dash(__name__, title="tracelens", serve_locally=True, update_title=None,
+    # The across-ranks section is redrawn per run: its strip step selector exists only for a run with a strip.
+    app = Dash(__name__, title="tracelens", serve_locally=True, update_title=None, suppress_callback_exceptions=True,
                assets_ignore=".*", external_scripts=[], external_stylesheets=[])
     app.layout = layout.page(session)
     callbacks.register(app, session)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dash import Input, Output, State, ctx, no_update
 
 from tracelens.errors import TracelensError
-from tracelens.renderers import figures
+from tracelens.renderers import crossrank, figures
 from tracelens.renderers.timeline import timeline as timeline_figure
 
 from . import layout
@@ -89,6 +89,20 @@ def history_point(session, click) -> str:
             f"tracelens dashboard {row.get('source') or '(source not recorded)'}")
 
 
+def across_view(session, run):
+    """The across-ranks section of the run chosen (its heading names the run when there are several)."""
+    r = session.run(run)
+    return layout.across_children(r.report, r.name if len(session.runs) > 1 else None)
+
+
+def strip_figure(session, run, step):
+    """The collective strip of the run in the step chosen ("all", "none": the whole-trace window, a number)."""
+    if step not in ("all", "none"):
+        step = _step(step)
+    fig = crossrank.strip(session.run(run).report, None if step == "none" else step)
+    return fig if fig is not None else figures.placeholder("No matched collectives with member times.")
+
+
 def run_view(session, run):
     """What changes with the run selector: headline cards, step choices, collectives rows."""
     report = session.run(run).report
@@ -116,6 +130,15 @@ def register(app, session) -> None:
                   Input("run", "value"), prevent_initial_call=True)
     def _run(run):
         return run_view(session, run)
+
+    @app.callback(Output("across", "children"), Input("run", "value"), prevent_initial_call=True)
+    def _across(run):
+        return across_view(session, run)
+
+    @app.callback(Output("strip", "figure"), Input("strip-step", "value"), State("run", "value"),
+                  prevent_initial_call=True)
+    def _strip(step, run):
+        return strip_figure(session, run, step)
 
     if session.history:
         @app.callback(Output("history-info", "children"), Input("history", "clickData"), prevent_initial_call=True)

@@ -77,7 +77,7 @@ def page(session) -> html.Div:
                 defaultColDef=GRID, dashGridOptions={"pagination": True, "paginationPageSize": 50},
                 style={"height": "480px"}),
         ]),
-        across_section(first),
+        across_section(first, session.runs[0].name if len(session.runs) > 1 else None),
         compare_section(session),
         history_section(session),
     ])
@@ -114,13 +114,26 @@ def history_section(session) -> html.Div:
         html.Div(id="history-info", children="Click a point for its run.")])
 
 
-def across_section(report) -> html.Div:
-    """Wait vs transfer, the stragglers by arrival, busbw vs size and the transport verdict: shown when the
-    Report has its ``cross_rank`` / ``transport`` sections (the first run's)."""
+def across_section(report, name: str | None = None) -> html.Div:
+    """Wait vs transfer, the stragglers by arrival, the collective strip, busbw vs size and the transport
+    verdict: shown when the Report has its ``cross_rank`` / ``transport`` sections. The run selector redraws
+    it for the run chosen (``name``: that run's, said in the heading when there are several)."""
+    return html.Div(id="across", style=SECTION, children=across_children(report, name))
+
+
+def strip_step_options(report) -> list[dict]:
+    """The strip's step choices: each step of its instances (a whole-trace window is "none"), then all."""
+    steps = crossrank.strip_steps(report) or []
+    return [{"label": "whole trace" if s is None else f"step {s}", "value": "none" if s is None else s}
+            for s in steps] + [{"label": "all steps", "value": "all"}]
+
+
+def across_children(report, name: str | None = None) -> list | None:
     wait, bw, line = crossrank.wait_transfer(report), crossrank.busbw(report), crossrank.transport_line(report)
-    if wait is None and bw is None and line is None:
-        return html.Div(id="across")
-    children: list = [html.H3("Across ranks")]
+    steps = crossrank.strip_steps(report)
+    if wait is None and bw is None and line is None and steps is None:
+        return None
+    children: list = [html.H3("Across ranks" + (f" (run {name})" if name else ""))]
     if line:
         children.append(html.Div(line, id="transport"))
     if wait is not None:
@@ -135,6 +148,14 @@ def across_section(report) -> html.Div:
                           "valueFormatter": MS_FORMAT}],
                                 defaultColDef=GRID, dashGridOptions={"pagination": True, "paginationPageSize": 20},
                                 style={"height": "360px"})]
+    if steps is not None:
+        options = strip_step_options(report)
+        first = options[0]["value"]
+        children += [html.Label(["collective strip, ", dcc.Dropdown(id="strip-step", options=options, value=first,
+                                                                    clearable=False, style={"width": "160px"})],
+                                style={"display": "flex", "gap": "8px", "alignItems": "center"}),
+                     dcc.Graph(id="strip", figure=crossrank.strip(report, None if first == "none" else first),
+                               style={"height": "440px"})]
     if bw is not None:
         children.append(dcc.Graph(id="busbw", figure=bw, style={"height": "440px"}))
-    return html.Div(id="across", style=SECTION, children=children)
+    return children

@@ -266,6 +266,8 @@ class MatchedCollective(msgspec.Struct, kw_only=True):
     wait_ns: int                           # the members' waits summed
     algbw_gbps: Optional[float]            # bytes / transfer_ns (GB/s = 1e9 B/s)
     busbw_gbps: Optional[float]            # algbw x the nccl-tests factor of the op and group size
+    starts_ns: Optional[list[int]] = None  # per member (aligned to ``ranks``): its start on the reference rank's
+    ends_ns: Optional[list[int]] = None    # clock where its offset was applied, else on its own clock
 
 
 class BandwidthRow(msgspec.Struct, kw_only=True):

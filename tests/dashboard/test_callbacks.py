@@ -71,6 +71,37 @@ def test_findings_filter(session):
     assert all("rank" in " ".join(map(str, r.values())).lower() for r in rows)
 
 
+def test_strip_callback_draws_the_reports_member_times(session):
+    rep = session.runs[0].report
+    fig = callbacks.strip_figure(session, 0, 3)
+    shown = [c for c in rep.cross_rank.collectives if c.step == 3]
+    t0 = min(min(c.starts_ns) for c in shown)
+    transfer = next(t for t in fig.data if t.name == "transfer")
+    # wfbp_100: 2 ranks x 100 all-reduces in step 3, each member's transfer part ends at its end in the Report
+    ends = sorted((r, (e - t0) * 1e-6) for c in shown for r, e in zip(c.ranks, c.ends_ns))
+    got = sorted((y, x) for y, x in zip(transfer.y[1::3], transfer.x[1::3]))
+    assert len(shown) == 100 and [g[0] for g in got] == [e[0] for e in ends]
+    assert [g[1] for g in got] == pytest.approx([e[1] for e in ends])
+    assert "step 3" in fig.layout.title.text
+    assert callbacks.strip_figure(session, 0, "all").layout.title.text.startswith(
+        "Collective strip on the aligned clock (all steps)")
+    with pytest.raises(ValueError):
+        callbacks.strip_figure(session, 0, "../etc")
+
+
+def test_across_section_follows_the_run_selector(session):
+    """--compare: run B's across-ranks section is drawn from run B's Report, and its heading names it."""
+    b = tracelens.report(str(SAMPLES / "gloo_sawtooth"))
+    two = Session([session.runs[0], Run("B", b)])
+    heads = [callbacks.across_view(two, i)[0].children for i in (0, 1)]
+    assert heads == ["Across ranks (run A)", "Across ranks (run B)"]
+    strip = next(c for c in callbacks.across_view(two, 1) if getattr(c, "id", None) == "strip")
+    # gloo_sawtooth: 24 all-reduces matched over 3 steps (8 a step), the first step shown first; wfbp_100 has
+    # 100 a step
+    assert "step 2" in strip.figure.layout.title.text and "8 matched instances" in strip.figure.layout.title.text
+    assert "100 matched instances" in callbacks.strip_figure(two, 0, 2).layout.title.text
+
+
 @pytest.mark.parametrize("bad", [
     click("../../../../etc/passwd", 3), click(1, "/etc/passwd"), {"points": []}, None, {"x": 1}])
 def test_no_click_can_name_a_file(session, bad, monkeypatch):

@@ -30,6 +30,10 @@ def _check_against_truth(rep, truth):
         assert c.wait_ns == sum(t["waits"].values())
         assert c.arrival_skew_ns == t["skew_ns"] and c.last_rank == t["last_rank"]
         assert c.busbw_gbps == pytest.approx(t["busbw_gbps"], rel=1e-12)
+        # Member times on the aligned clock are the model's (written from BASE_NS on the reference rank's clock),
+        # whatever clock each rank's trace was written on.
+        assert c.starts_ns == [synth.BASE_NS + t["starts"][r] for r in c.ranks]
+        assert c.ends_ns == [synth.BASE_NS + t["ends"][r] for r in c.ranks]
     for r in rep.ranks:
         steps = {s.step: (s.wait_ns, s.transfer_ns, s.exposed_wait_ns) for s in r.steps}
         assert steps == {k: (v["wait_ns"], v["transfer_ns"], v["exposed_wait_ns"])

@@ -83,3 +83,65 @@ def test_dashboard_section_appears_with_the_sections_only():
     assert ids[1:] == ["transport", "wait-transfer", "stragglers", "busbw"]
     assert div.children[1].children == "NCCL transport: tcp_silent_fallback (critical)"
     assert [r["rank"] for r in div.children[3].rowData] == [3, 0, 1, 2]
+
+
+def strip_report(n_collectives: int = 12) -> NS:
+    """The two-host run with member times: instance k starts at k x 10 ms on ranks 0-2 and 1 ms later on rank 3
+    (the late rank); all end together 2 ms after the first start, so ranks 0-2 wait 1 ms and every rank moves
+    data for the 1 ms transfer."""
+    cr = cross_rank(n_collectives)
+    for k, c in enumerate(cr.collectives):
+        c.starts_ns = [10 * MS * k + (MS if r == 3 else 0) for r in c.ranks]
+        c.ends_ns = [10 * MS * k + 2 * MS] * 4
+    return NS(cross_rank=cr, transport=None)
+
+
+def _segments(trace) -> list[tuple]:
+    """(rank, x0, x1) of each line segment of a strip trace (points separated by None)."""
+    xs, ys = list(trace.x), list(trace.y)
+    return [(ys[i], xs[i], xs[i + 1]) for i in range(0, len(xs), 3)]
+
+
+def test_strip_parts_are_the_reports_member_times():
+    rep = strip_report()
+    assert crossrank.strip_steps(rep) == [2, 3, 4]          # 12 instances, 4 per step from step 2
+    fig = crossrank.strip(rep, step=3)
+    parts = {t.name: _segments(t) for t in fig.data if t.mode == "lines"}
+    # Step 3 holds instances 4-7; times in ms from the first start shown (instance 4's, at 40 ms).
+    assert sorted(parts["wait for peers"]) == sorted(
+        (r, 10.0 * k, 10.0 * k + 1.0) for k in range(4) for r in (0, 1, 2))
+    assert sorted(parts["transfer"]) == sorted(
+        (r, 10.0 * k + 1.0, 10.0 * k + 2.0) for k in range(4) for r in range(4))
+    last = next(t for t in fig.data if t.name == "arrived last")
+    assert list(last.y) == [3] * 4 and list(last.x) == [1.0, 11.0, 21.0, 31.0]
+    assert "4 matched instances" in fig.layout.title.text and fig.layout.xaxis.title.text.endswith("(ms)")
+
+
+def test_strip_rows_split_wait_from_transfer():
+    rows = crossrank.strip_rows(strip_report(1))
+    # Report: transfer 1 ms, so the wait of each member ends 1 ms before its end (2 ms).
+    assert [(r["rank"], r["start"], r["wait_end"], r["end"], r["last"]) for r in rows] == [
+        (0, 0, MS, 2 * MS, False), (1, 0, MS, 2 * MS, False), (2, 0, MS, 2 * MS, False),
+        (3, MS, MS, 2 * MS, True)]
+
+
+def test_strip_merges_below_a_pixel_past_the_shape_limit():
+    rep = strip_report()
+    fig = crossrank.strip(rep, max_shapes=10)       # 12 x 4 members x 2 parts: far past 10
+    transfer = next(t for t in fig.data if t.name == "transfer")
+    # 120 ms shown over 2,000 pixels: a pixel is 0.06 ms; the 8 ms gaps between instances stay, so each rank
+    # keeps its 12 transfers as they were.
+    assert len(_segments(transfer)) == 48 and "merged" in fig.layout.title.text
+    dense = strip_report(1_200)
+    for k, c in enumerate(dense.cross_rank.collectives):    # back to back: one every 2 ms
+        c.starts_ns = [2 * MS * k + (MS if r == 3 else 0) for r in c.ranks]
+        c.ends_ns = [2 * MS * k + 2 * MS] * 4
+    fig = crossrank.strip(dense, max_shapes=1_000)
+    transfer = next(t for t in fig.data if t.name == "transfer")
+    # 2,400 ms over 2,000 pixels: a pixel is 1.2 ms, the 1 ms gaps between transfers fall under it, so each
+    # rank's 1,200 transfers become one stretch from 1 ms to 2,400 ms.
+    assert sorted(_segments(transfer)) == [(r, 1.0, 2400.0) for r in range(4)]
+
+
+def test_no_strip_without_member_times():
+    assert crossrank.strip(report()) is None and crossrank.strip_steps(report()) is None

@@ -104,3 +104,113 @@ def busbw(report):
                       xaxis={"title": "message size (bytes)", "type": "log"}, yaxis={"title": "busbw (GB/s)"},
                       legend_orientation="h", legend_y=-0.2, margin={"t": 70})
     return fig
+
+
+# ------------------------------------------------------------------------------------ the collective strip
+
+MAX_STRIP_SHAPES = 50_000   # member parts drawn one by one up to this; past it, gaps under a pixel are merged
+STRIP_PIXELS = 2_000        # the width the merge assumes: a gap shorter than span / STRIP_PIXELS is not seen
+
+
+def _members(c) -> bool:
+    """Whether the instance carries its members' times (a report of a version before them does not)."""
+    return bool(getattr(c, "starts_ns", None))
+
+
+def strip_steps(report) -> list | None:
+    """The steps of the matched instances that carry member times (None first, as in ``steps_of``)."""
+    cr = _cross(report)
+    if cr is None or not any(_members(c) for c in cr.collectives):
+        return None
+    nums = {c.step for c in cr.collectives if _members(c)}
+    return sorted(nums, key=lambda s: (s is not None, s if s is not None else 0))
+
+
+def strip_rows(report, step="all") -> list[dict] | None:
+    """One row per member of each matched instance of ``step`` ("all": every step): its rank, its start and end
+    on the aligned clock (the Report's ``starts_ns`` / ``ends_ns``), where its wait ends (end - transfer) and
+    whether it was the instance's last rank. None without member times."""
+    if strip_steps(report) is None:
+        return None
+    rows = []
+    for n, c in enumerate(_cross(report).collectives):
+        if not _members(c) or (step != "all" and c.step != step):
+            continue
+        for r, s, e in zip(c.ranks, c.starts_ns, c.ends_ns):
+            rows.append({"instance": n, "rank": r, "start": s, "wait_end": e - c.transfer_ns, "end": e,
+                         "last": r == c.last_rank, "op": c.op or "unknown", "pg": c.pg, "seq": c.seq,
+                         "step": c.step})
+    return rows
+
+
+def _merge(parts: list[tuple[int, int, int]], gap: int) -> list[tuple[int, int, int]]:
+    """(rank, start, end) parts of one kind, joined per rank where the gap between them is under ``gap``."""
+    out: list[list[int]] = []
+    for r, s, e in sorted(parts):
+        if out and out[-1][0] == r and s - out[-1][2] < gap:
+            out[-1][2] = max(out[-1][2], e)
+        else:
+            out.append([r, s, e])
+    return [tuple(p) for p in out]
+
+
+def strip(report, step="all", max_shapes: int = MAX_STRIP_SHAPES):
+    """The collective strip on the aligned clock: one lane per rank, each matched instance from its start to its
+    end, the wait (start to end - transfer) apart from the transfer, the last rank to arrive marked. One line
+    trace per part kind, so any number of instances stays one drawing; past ``max_shapes`` parts, those closer
+    than a pixel are merged. Times in ms from the earliest start shown."""
+    rows = strip_rows(report, step)
+    if rows is None:
+        return None
+    go = _go()
+    fig = go.Figure()
+    where = "all steps" if step == "all" else f"step {step}"
+    if not rows:
+        fig.update_layout(title={"text": f"Collective strip ({where}): no matched collective"})
+        return fig
+    t0 = min(r["start"] for r in rows)
+    span = max(r["end"] for r in rows) - t0
+    merged = 2 * len(rows) > max_shapes
+    gap = span // STRIP_PIXELS if merged else 0
+    for lo, hi, name, color in (("start", "wait_end", "wait for peers", PALETTE["wait"]),
+                                ("wait_end", "end", "transfer", PALETTE["comm"])):
+        parts = [(r["rank"], r[lo], r[hi]) for r in rows if r[hi] > r[lo]]
+        if merged:
+            parts = _merge(parts, gap)
+            texts = [None] * len(parts)
+        else:
+            texts = [f"rank {r['rank']} {r['op']} pg {r['pg']} seq {r['seq']} step {r['step']}<br>{name} "
+                     f"{(r[hi] - r[lo]) * MS:.6f} ms" for r in rows if r[hi] > r[lo]]
+        xs: list = []
+        ys: list = []
+        hover: list = []
+        for (rank, s, e), text in zip(parts, texts):
+            xs += [(s - t0) * MS, (e - t0) * MS, None]
+            ys += [rank, rank, None]
+            hover += [text, text, None]
+        # SVG while it is small (one path per kind either way); WebGL for the merged, large case.
+        kind = go.Scattergl if merged else go.Scatter
+        fig.add_trace(kind(x=xs, y=ys, mode="lines", name=name, line={"color": color, "width": 10},
+                                   hovertext=None if merged else hover,
+                                   hovertemplate=("%{hovertext}" if not merged else name + ", rank %{y}")
+                                   + "<br>at %{x:.6f} ms<extra></extra>", connectgaps=False))
+    last = [r for r in rows if r["last"]]
+    if last:
+        fig.add_trace((go.Scattergl if merged else go.Scatter)(
+            x=[(r["start"] - t0) * MS for r in last], y=[r["rank"] for r in last], mode="markers",
+            name="arrived last", marker={"color": PALETTE["exposed"], "symbol": "triangle-right", "size": 10},
+            customdata=[[r["op"], r["seq"]] for r in last],
+            hovertemplate="rank %{y} arrived last at %{customdata[0]} seq %{customdata[1]}<br>at %{x:.6f} ms"
+                          "<extra></extra>"))
+    own = [r.rank for r in _cross(report).ranks if not r.clock_corrected]
+    notes = [f"{len({r['instance'] for r in rows})} matched instances"]
+    if own:
+        notes.append("on their own clock: rank " + ", ".join(map(str, sorted(own))))
+    if merged:
+        notes.append(f"gaps under {gap * MS:.6f} ms merged")
+    few = len({r["rank"] for r in rows}) <= MAX_BARS
+    fig.update_layout(title=_title(f"Collective strip on the aligned clock ({where})", "; ".join(notes)),
+                      xaxis={"title": "time since the first start shown (ms)"},
+                      yaxis={"title": "rank", "autorange": "reversed", **({"dtick": 1} if few else {})},
+                      legend_orientation="h", legend_y=-0.2, margin={"t": 70})
+    return fig

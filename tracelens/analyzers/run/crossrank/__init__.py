@@ -62,7 +62,8 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
     out.cross = CrossRank(
         reference_rank=int(ranks[clk.reference]),
         ranks=_ranks(ordered, pos, inst, w, clk, last_pos),
-        collectives=_collectives(tab, m, first, ranks, pos, ops, size, group, w, last_pos, inst_wait, algbw, busbw),
+        collectives=_collectives(tab, m, first, ranks, pos, ops, size, group, w, last_pos, inst_wait, algbw, busbw,
+                                 c["start_ns"][rows] - clk.offset[pos], c["end_ns"][rows] - clk.offset[pos]),
         bandwidth=bandwidth.summary(ops, size, group, algbw, busbw, th.bandwidth_min_bytes),
         matching=Matching(key=m.key, matched=n_inst, unmatched=m.unmatched,
                           missing_ranks=_missing(ordered, ranks, groups)))
@@ -92,8 +93,10 @@ def _ranks(ordered, pos, inst, w, clk, last_pos) -> list[RankAcross]:
             for p, a in enumerate(ordered)]
 
 
-def _collectives(tab, m, first, ranks, pos, ops, size, group, w, last_pos, inst_wait, algbw, busbw) -> list:
+def _collectives(tab, m, first, ranks, pos, ops, size, group, w, last_pos, inst_wait, algbw, busbw,
+                 aligned_start, aligned_end) -> list:
     c = tab.cols
+    s_all, e_all = aligned_start.tolist(), aligned_end.tolist()
     pgs = [tab.names["pg_name"][k] if k >= 0 else None for k in c["pg_name"][first].tolist()]
     steps = c["step"][first].tolist()
     bounds = np.append(m.starts, len(pos)).tolist()
@@ -106,7 +109,8 @@ def _collectives(tab, m, first, ranks, pos, ops, size, group, w, last_pos, inst_
             ranks=member_ranks[bounds[i]:bounds[i + 1]],
             last_rank=None if last_pos[i] < 0 else int(ranks[last_pos[i]]),
             arrival_skew_ns=None if w.skew[i] < 0 else int(w.skew[i]), transfer_ns=int(w.transfer[i]),
-            wait_ns=int(inst_wait[i]), algbw_gbps=algbw[i], busbw_gbps=busbw[i]))
+            wait_ns=int(inst_wait[i]), algbw_gbps=algbw[i], busbw_gbps=busbw[i],
+            starts_ns=s_all[bounds[i]:bounds[i + 1]], ends_ns=e_all[bounds[i]:bounds[i + 1]]))
     return out
 
 
