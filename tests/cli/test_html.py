@@ -40,6 +40,7 @@ def test_holds_the_report_numbers(page):
     top = max(rep.collectives, key=lambda c: c.exposed_ns)
     assert f"{top.exposed_ns * 1e-6:.6f}" in page
     assert "Rank time budget" in page and "per rank and step" in page
+    assert "Collective strip on the aligned clock (step 2)" in page   # wfbp_100: 2 ranks matched from step 2
 
 
 def test_html_is_the_same_for_a_saved_report(tmp_path, page):
