@@ -104,10 +104,10 @@ def strip_figure(session, run, step):
 
 
 def run_view(session, run):
-    """What changes with the run selector: headline cards, step choices, collectives rows."""
+    """What changes with the run selector: headline cards, step choices, collectives rows, dimensions."""
     report = session.run(run).report
     return (layout.headline(report), layout.step_options(report),
-            figures.collectives_rows(report, layout.MAX_COLLECTIVES))
+            figures.collectives_rows(report, layout.MAX_COLLECTIVES), layout.dimensions_children(report))
 
 
 def register(app, session) -> None:
@@ -127,7 +127,7 @@ def register(app, session) -> None:
         return finding_rows(session, run, severities, text)
 
     @app.callback(Output("headline", "children"), Output("step", "options"), Output("collectives", "rowData"),
-                  Input("run", "value"), prevent_initial_call=True)
+                  Output("dimensions-section", "children"), Input("run", "value"), prevent_initial_call=True)
     def _run(run):
         return run_view(session, run)
 

@@ -38,6 +38,7 @@ def page(session) -> html.Div:
                     {"label": s, "value": s} for s in figures.SORTS])]),
             ]),
             dcc.Graph(id="budget", figure=figures.budget(first), style={"height": "480px"}),
+            html.Div(id="dimensions-section", children=dimensions_children(first)),
         ]),
         html.Div(style=SECTION, children=[
             dcc.RadioItems(id="metric", inline=True, value="exposed_comm_fraction", options=[
@@ -85,6 +86,12 @@ def page(session) -> html.Div:
 
 def headline(report) -> list:
     return [html.Div([html.Div(k), html.B(v)], style=CARD) for k, v in figures.headline(report)]
+
+
+def dimensions_children(report) -> list:
+    """Exposed comm per parallelism dimension, when the run attributed any."""
+    fig = figures.dimensions(report)
+    return [] if fig is None else [dcc.Graph(id="dimensions", figure=fig, style={"height": "380px"})]
 
 
 def step_options(report) -> list[dict]:

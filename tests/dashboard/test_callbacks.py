@@ -196,3 +196,10 @@ def test_cli_reads_the_history(history_db, monkeypatch):
     monkeypatch.setattr(dashboards, "serve", lambda s, **kw: served.update(session=s))
     assert main(["dashboard", SAMPLE, "--history", str(history_db), "--label", "pr"]) == 0
     assert [r["label"] for r in served["session"].history] == ["pr"]
+
+
+def test_run_view_draws_that_runs_dimensions(session):
+    (graph,) = callbacks.run_view(session, 0)[3]
+    exposed = next(t for t in graph.figure.data if t.name == "exposed comm")
+    # wfbp_100 truth: all its communication is DDP's (dp), 12.6 ms exposed over both ranks
+    assert list(exposed.x) == ["dp"] and list(exposed.y) == pytest.approx([12.6])

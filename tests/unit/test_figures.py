@@ -142,3 +142,55 @@ def test_compare_per_step_sums_only_the_ranks_of_both_runs():
 def test_placeholder_has_no_axes():
     fig = figures.placeholder("pick one")
     assert fig.layout.xaxis.visible is False and fig.layout.annotations[0].text == "pick one"
+
+
+def taxed(n_ranks: int, n_steps: int):
+    """The synthetic Report with an overlap tax of (rank + step + 1) x 0.25 ms in each step, its effective
+    exposed time the step's exposed comm plus it, and the rank totals their sums (as docs/metrics.md defines)."""
+    rep = synthetic(n_ranks, n_steps)
+    for r in rep.ranks:
+        for s in r.steps:
+            s.overlap_tax_ns = (r.rank + s.step + 1) * MS // 4
+            s.effective_exposed_ns = s.exposed_comm_ns + s.overlap_tax_ns
+        r.totals.overlap_tax_ns = sum(s.overlap_tax_ns for s in r.steps)
+        r.totals.effective_exposed_ns = sum(s.effective_exposed_ns for s in r.steps)
+    return rep
+
+
+def test_heatmap_shows_the_overlap_tax_and_effective_exposed():
+    rep = taxed(4, 3)
+    _, _, tax = figures.heatmap_grid(rep, "overlap_tax_ns")
+    _, _, eff = figures.heatmap_grid(rep, "effective_exposed_ns")
+    # rank 3, step 2: tax (3 + 2 + 1) x 0.25 = 1.5 ms; effective = its exposed comm ((21 + 2) % 5 = 3 ms) + 1.5
+    assert tax[3][2] == pytest.approx(1.5) and eff[3][2] == pytest.approx(4.5)
+    assert eff[1][0] == pytest.approx(rep.ranks[1].steps[0].effective_exposed_ns * 1e-6)
+    fig = figures.heatmap(rep, "overlap_tax_ns")
+    assert "Overlap tax" in fig.layout.title.text and fig.data[0].colorbar.title.text == "ms"
+
+
+def test_budget_hover_carries_the_tax_beside_overlap():
+    rep = taxed(4, 3)
+    fig = figures.budget(rep)
+    hover = dict(zip(fig.data[0].x, fig.data[0].hovertext))
+    t = rep.ranks[2].totals
+    # rank 2: tax (3 + 4 + 5) x 0.25 = 3 ms over its 3 steps
+    assert t.overlap_tax_ns == 3 * MS
+    assert "overlap tax 3.000000 ms" in hover["2"]
+    assert f"effective exposed {t.effective_exposed_ns * 1e-6:.6f} ms" in hover["2"]
+
+
+def test_dimension_bars_are_the_summary_numbers():
+    from tracelens.contract import DimensionRun
+
+    rep = synthetic(4, 3)
+    assert figures.dimensions(rep) is None                  # nothing attributed: no figure
+    # hand-made: tp 40 ms of comm with 10 exposed (75 % hidden), dp 30 ms with 3 exposed
+    rep.summary.dimensions = [
+        DimensionRun(dimension="tp", ranks=4, comm_ns=40 * MS, exposed_comm_ns=10 * MS, overlap_pct=75.0,
+                     worst_rank=2, worst_exposed_ns=4 * MS, rules=["name"]),
+        DimensionRun(dimension="dp", ranks=4, comm_ns=30 * MS, exposed_comm_ns=3 * MS, overlap_pct=90.0,
+                     worst_rank=0, worst_exposed_ns=1 * MS, rules=["layout-world"])]
+    got = bars(figures.dimensions(rep))
+    assert got["exposed comm"] == {"tp": 10.0, "dp": 3.0}
+    assert got["overlapped comm"] == {"tp": 30.0, "dp": 27.0}
+    assert figures.dimension_rows(rep)[0]["worst_rank"] == 2

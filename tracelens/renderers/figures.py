@@ -32,6 +32,8 @@ HEATMAP_METRICS = {
     "exposed_comm_fraction": ("exposed comm fraction", "fraction of step", ".3f"),
     "overlap_pct": ("overlap", "% of comm", ".1f"),
     "duration_ns": ("step time", "ms", ".3f"),
+    "overlap_tax_ns": ("overlap tax", "ms", ".3f"),          # compute slowed by the comm beside it
+    "effective_exposed_ns": ("effective exposed", "ms", ".3f"),  # exposed comm + overlap tax
 }
 SEGMENTS = (  # (key, legend name, colour): stacked from the bottom, summing to the step duration
     ("compute_only", "compute only", PALETTE["compute"]),
@@ -66,6 +68,7 @@ def budget_rows(report: Report, step: Optional[int] = None) -> list[dict]:
             "exposed": m.exposed_comm_ns, "idle": m.idle_ns, "copy": m.copy_ns,
             "copy_only": m.duration_ns - m.compute_ns - m.exposed_comm_ns - m.idle_ns,
             "overlap_pct": m.overlap_pct, "exposed_comm_fraction": m.exposed_comm_fraction,
+            "tax": m.overlap_tax_ns, "effective": m.effective_exposed_ns,
         })
     return rows
 
@@ -101,7 +104,9 @@ def _hover(rows: list[dict]) -> list[str]:
     return [f"rank {r['rank']}<br>duration {r['duration'] * MS:.6f} ms<br>compute {r['compute'] * MS:.6f} ms"
             f"<br>comm {r['comm'] * MS:.6f} ms<br>overlapped {r['overlapped'] * MS:.6f} ms"
             f"<br>exposed {r['exposed'] * MS:.6f} ms<br>idle {r['idle'] * MS:.6f} ms"
-            f"<br>copy {r['copy'] * MS:.6f} ms<br>overlap {_pct(r['overlap_pct'])}" for r in rows]
+            f"<br>copy {r['copy'] * MS:.6f} ms<br>overlap {_pct(r['overlap_pct'])}"
+            f"<br>overlap tax {r['tax'] * MS:.6f} ms<br>effective exposed {r['effective'] * MS:.6f} ms"
+            for r in rows]
 
 
 def placeholder(text: str):
@@ -190,7 +195,7 @@ def heatmap_grid(report: Report, metric: str = "exposed_comm_fraction"):
         row: list = [None] * len(steps)
         for s in r.steps:
             v = getattr(s, metric)
-            row[col[s.step]] = None if v is None else (v * MS if metric == "duration_ns" else v)
+            row[col[s.step]] = None if v is None else (v * MS if metric.endswith("_ns") else v)
         z.append(row)
     return ranks, steps, z
 
@@ -219,6 +224,39 @@ def heatmap(report: Report, metric: str = "exposed_comm_fraction"):
                       yaxis={"title": "rank", "autorange": "reversed",
                              "type": "category" if len(ranks) <= MAX_BARS else "linear"},
                       margin={"t": 60})
+    return fig
+
+
+# ------------------------------------------------------------------------------------ parallelism dimensions
+
+def dimension_rows(report: Report) -> list[dict]:
+    """The run's ``summary.dimensions`` (most exposed first), times in ms."""
+    return [{"dimension": d.dimension, "ranks": d.ranks, "comm_ms": d.comm_ns * MS,
+             "exposed_ms": d.exposed_comm_ns * MS, "overlapped_ms": (d.comm_ns - d.exposed_comm_ns) * MS,
+             "overlap_pct": d.overlap_pct, "worst_rank": d.worst_rank, "worst_exposed_ms": d.worst_exposed_ns * MS,
+             "rules": ", ".join(d.rules)} for d in report.summary.dimensions]
+
+
+def dimensions(report: Report):
+    """Exposed and hidden communication per parallelism dimension (summed over the ranks), most exposed first;
+    None when no communication was attributed to one."""
+    rows = dimension_rows(report)
+    if not rows:
+        return None
+    go = _go()
+    fig = go.Figure()
+    labels = [r["dimension"] for r in rows]
+    text = [f"{r['dimension']}: {r['ranks']} ranks<br>comm {r['comm_ms']:.6f} ms<br>exposed {r['exposed_ms']:.6f} ms"
+            f"<br>overlap {_pct(r['overlap_pct'])}<br>worst rank {r['worst_rank']} ({r['worst_exposed_ms']:.6f} ms "
+            f"exposed)<br>attributed by {r['rules']}" for r in rows]
+    for key, name, color in (("exposed_ms", "exposed comm", PALETTE["exposed"]),
+                             ("overlapped_ms", "overlapped comm", PALETTE["overlapped"])):
+        fig.add_trace(go.Bar(x=labels, y=[r[key] for r in rows], name=name, marker_color=color, hovertext=text,
+                             hovertemplate="%{hovertext}<extra>" + name + " %{y:.6f} ms</extra>"))
+    fig.update_layout(barmode="stack", title=_title("Communication per parallelism dimension",
+                                                    "all ranks and steps, most exposed first"),
+                      xaxis={"title": "dimension", "type": "category"}, yaxis={"title": "time (ms)"},
+                      legend_orientation="h", legend_y=-0.2, margin={"t": 70})
     return fig
 
 

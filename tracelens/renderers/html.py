@@ -36,12 +36,12 @@ def plotly_js() -> str:
 
 def render(report: Report, *, top: int = TOP_COLLECTIVES) -> str:
     js = plotly_js()
-    figs = [figures.budget(report), figures.heatmap(report, "exposed_comm_fraction")]
+    figs = [figures.budget(report), figures.dimensions(report), figures.heatmap(report, "exposed_comm_fraction")]
     steps = crossrank.strip_steps(report)       # the strip of the first step: a file has no step selector
     strip = crossrank.strip(report, steps[0]) if steps else None
     figs += [f for f in (crossrank.wait_transfer(report), strip, crossrank.busbw(report)) if f is not None]
     plots = "\n".join(f.to_html(full_html=False, include_plotlyjs=False, default_height="520px",
-                                config={"displaylogo": False}) for f in figs)
+                                config={"displaylogo": False}) for f in figs if f is not None)
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         f"<title>tracelens report: {report.summary.ranks} ranks</title><style>{_STYLE}</style>",
