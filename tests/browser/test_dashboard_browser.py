@@ -91,12 +91,17 @@ def test_dashboard_renders_and_a_click_opens_the_timeline(browser, dashboard_url
     assert len(bars) == 10
     _wait(browser, "#heatmap .main-svg")
     rows = _wait(browser, "#findings .ag-center-cols-container .ag-row")
-    assert rows and "sawtooth" in browser.find_element("css selector", "#findings").text
+    # the grid draws its rows before their cells' text: wait for the text too
+    WebDriverWait(browser, WAIT).until(lambda d: "sawtooth" in d.find_element("css selector", "#findings").text)
+    assert rows
     assert "82.50 %" in browser.find_element("css selector", "#headline").text    # wfbp_100: 82.5 % hidden
     # the most exposed collective first, its exposed time in ms to the nanosecond (the Report's number)
     cells = _wait(browser, "#collectives .ag-center-cols-container .ag-row[row-index='0'] [col-id='exposed_ms']")
     assert cells[0].text == f"{EXPOSED_TOP_NS * 1e-6:.6f}"
-    for view in ("budget", "heatmap"):
+    # the collective strip of step 2: wfbp_100 matches both ranks' 100 all-reduces a step (one lane each)
+    _wait(browser, "#strip .scatterlayer .trace")
+    assert "Collective strip on the aligned clock (step 2)" in browser.find_element("css selector", "#strip").text
+    for view in ("budget", "heatmap", "strip"):
         el = browser.find_element("css selector", f"#{view}")
         browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", el)
         el.screenshot(str(ARTIFACTS / f"dashboard-{view}.png"))

@@ -36,7 +36,7 @@ def plotly_js() -> str:
 
 def render(report: Report, *, top: int = TOP_COLLECTIVES) -> str:
     js = plotly_js()
-    figs = [figures.budget(report), figures.dimensions(report), figures.heatmap(report, "exposed_comm_fraction")]
+    figs = [figures.budget(report), figures.heatmap(report, "exposed_comm_fraction"), figures.dimensions(report)]
     steps = crossrank.strip_steps(report)       # the strip of the first step: a file has no step selector
     strip = crossrank.strip(report, steps[0]) if steps else None
     figs += [f for f in (crossrank.wait_transfer(report), strip, crossrank.busbw(report)) if f is not None]
