@@ -18,7 +18,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from fixtures.reports import synthetic  # noqa: E402
 
-from tracelens.renderers import figures  # noqa: E402
+from tracelens.contract import CrossRank, Matching, MatchedCollective, RankAcross  # noqa: E402
+from tracelens.renderers import crossrank, figures  # noqa: E402
+
+
+def with_cross_rank(rep):
+    """The Report with a cross_rank section matching its collectives over every rank (the k-th of each rank
+    and step is one instance), each member as the rank's own collective: enough for the strip's scale."""
+    inst: dict = {}
+    for c in rep.collectives:
+        inst.setdefault((c.step, c.start_ns), []).append(c)
+    colls = []
+    for (step, _), members in sorted(inst.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        ends = [m.start_ns + m.duration_ns for m in members]
+        starts = [m.start_ns for m in members]
+        transfer = min(e - s for s, e in zip(starts, ends))
+        colls.append(MatchedCollective(
+            pg="0", seq=len(colls), step=step, op=members[0].op, bytes=members[0].bytes, group_size=len(members),
+            ranks=[m.rank for m in members], last_rank=None, arrival_skew_ns=max(starts) - min(starts),
+            transfer_ns=transfer, wait_ns=sum(e - s - transfer for s, e in zip(starts, ends)), algbw_gbps=None,
+            busbw_gbps=None, starts_ns=starts, ends_ns=ends))
+    rep.cross_rank = CrossRank(reference_rank=0, ranks=[
+        RankAcross(rank=r.rank, host=None, clock_offset_ns=0, clock_spread_ns=0, clock_corrected=True, matched=0,
+                   wait_ns=0, transfer_ns=0, exposed_wait_ns=0, late_count=0) for r in rep.ranks],
+        collectives=colls, bandwidth=[], matching=Matching(key="pg-seq", matched=len(colls), unmatched=0,
+                                                           missing_ranks=[]))
+    return rep
 
 
 def views(rep, collectives_top: int):
@@ -29,6 +54,8 @@ def views(rep, collectives_top: int):
         "heatmap, exposed fraction": lambda: figures.heatmap(rep, "exposed_comm_fraction").to_json(),
         "heatmap, step time": lambda: figures.heatmap(rep, "duration_ns").to_json(),
         "findings rows": lambda: json.dumps(figures.findings_rows(rep)),
+        "collective strip, one step": lambda: crossrank.strip(rep, mid).to_json(),
+        "collective strip, all steps (merged)": lambda: crossrank.strip(rep, "all").to_json(),
         f"collectives rows (top {collectives_top:,})":
             lambda: json.dumps(figures.collectives_rows(rep, collectives_top)),
         "dashboard page (first load, /_dash-layout)": lambda: _client(rep).get("/_dash-layout").data,
@@ -56,7 +83,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     t0 = time.perf_counter()
-    rep = synthetic(args.ranks, args.steps, args.collectives)
+    rep = with_cross_rank(synthetic(args.ranks, args.steps, args.collectives))
     print(f"report: {args.ranks} ranks x {args.steps} steps, {len(rep.collectives):,} collectives, "
           f"{len(rep.diagnoses)} findings (built in {time.perf_counter() - t0:.2f} s)")
     figures.budget(rep).to_json()           # plotly's first use imports and validates its schema: not a view

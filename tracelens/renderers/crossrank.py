@@ -126,32 +126,65 @@ def strip_steps(report) -> list | None:
     return sorted(nums, key=lambda s: (s is not None, s if s is not None else 0))
 
 
-def strip_rows(report, step="all") -> list[dict] | None:
-    """One row per member of each matched instance of ``step`` ("all": every step): its rank, its start and end
-    on the aligned clock (the Report's ``starts_ns`` / ``ends_ns``), where its wait ends (end - transfer) and
-    whether it was the instance's last rank. None without member times."""
+def strip_columns(report, step="all") -> dict | None:
+    """Per member of each matched instance of ``step`` ("all": every step), as numpy columns: ``instance`` (its
+    index in ``cross_rank.collectives``), ``rank``, ``start`` and ``end`` on the aligned clock (the Report's
+    ``starts_ns`` / ``ends_ns``), ``wait_end`` (end - the instance's transfer) and ``last`` (it was the
+    instance's last rank). None without member times."""
+    import numpy as np
+
     if strip_steps(report) is None:
         return None
-    rows = []
+    idx, ranks, starts, ends, transfer, last = [], [], [], [], [], []
     for n, c in enumerate(_cross(report).collectives):
         if not _members(c) or (step != "all" and c.step != step):
             continue
-        for r, s, e in zip(c.ranks, c.starts_ns, c.ends_ns):
-            rows.append({"instance": n, "rank": r, "start": s, "wait_end": e - c.transfer_ns, "end": e,
-                         "last": r == c.last_rank, "op": c.op or "unknown", "pg": c.pg, "seq": c.seq,
-                         "step": c.step})
+        k = len(c.ranks)
+        idx.append(np.full(k, n, dtype=np.int64))
+        ranks.append(c.ranks)
+        starts.append(c.starts_ns)
+        ends.append(c.ends_ns)
+        transfer.append(np.full(k, c.transfer_ns, dtype=np.int64))
+        last.append(np.full(k, -1 if c.last_rank is None else c.last_rank, dtype=np.int64))
+
+    def cat(parts):
+        return np.concatenate([np.asarray(p, dtype=np.int64) for p in parts]) if parts else np.empty(0, np.int64)
+    cols = {"instance": cat(idx), "rank": cat(ranks), "start": cat(starts), "end": cat(ends)}
+    cols["wait_end"] = cols["end"] - cat(transfer)
+    cols["last"] = cols["rank"] == cat(last)
+    return cols
+
+
+def strip_rows(report, step="all") -> list[dict] | None:
+    """The strip's members as dicts (``strip_columns``' names), with the instance's op, pg, seq and step."""
+    cols = strip_columns(report, step)
+    if cols is None:
+        return None
+    colls = _cross(report).collectives
+    keys = ("instance", "rank", "start", "wait_end", "end", "last")
+    rows = [dict(zip(keys, v)) for v in zip(*(cols[k].tolist() for k in keys))]
+    for r in rows:
+        c = colls[r["instance"]]
+        r.update(op=c.op or "unknown", pg=c.pg, seq=c.seq, step=c.step)
     return rows
 
 
-def _merge(parts: list[tuple[int, int, int]], gap: int) -> list[tuple[int, int, int]]:
-    """(rank, start, end) parts of one kind, joined per rank where the gap between them is under ``gap``."""
-    out: list[list[int]] = []
-    for r, s, e in sorted(parts):
-        if out and out[-1][0] == r and s - out[-1][2] < gap:
-            out[-1][2] = max(out[-1][2], e)
-        else:
-            out.append([r, s, e])
-    return [tuple(p) for p in out]
+def _merge(rank, start, end, gap: int):
+    """Parts (rank, start, end) of one kind joined, per rank, where the gap between them is under ``gap``; times
+    relative to the first start shown (so a rank's place in the sort key cannot overflow)."""
+    import numpy as np
+
+    o = np.lexsort((start, rank))
+    r, s, e = rank[o], start[o], end[o]
+    if not len(r):
+        return r, s, e
+    # The running end of each rank's parts: rank order times (span + 1) keeps the running max within a rank.
+    lane = np.cumsum(np.r_[0, r[1:] != r[:-1]])
+    width = int(e.max()) + 1
+    reach = np.maximum.accumulate(lane * width + e) - lane * width
+    new = np.r_[True, (r[1:] != r[:-1]) | (s[1:] - reach[:-1] >= gap)]
+    first = np.flatnonzero(new)
+    return r[first], s[first], np.maximum.reduceat(e, first)
 
 
 def strip(report, step="all", max_shapes: int = MAX_STRIP_SHAPES):
@@ -159,56 +192,60 @@ def strip(report, step="all", max_shapes: int = MAX_STRIP_SHAPES):
     end, the wait (start to end - transfer) apart from the transfer, the last rank to arrive marked. One line
     trace per part kind, so any number of instances stays one drawing; past ``max_shapes`` parts, those closer
     than a pixel are merged. Times in ms from the earliest start shown."""
-    rows = strip_rows(report, step)
-    if rows is None:
+    import numpy as np
+
+    cols = strip_columns(report, step)
+    if cols is None:
         return None
     go = _go()
     fig = go.Figure()
     where = "all steps" if step == "all" else f"step {step}"
-    if not rows:
+    if not len(cols["rank"]):
         fig.update_layout(title={"text": f"Collective strip ({where}): no matched collective"})
         return fig
-    t0 = min(r["start"] for r in rows)
-    span = max(r["end"] for r in rows) - t0
-    merged = 2 * len(rows) > max_shapes
+    t0 = int(cols["start"].min())
+    span = int(cols["end"].max()) - t0
+    merged = 2 * len(cols["rank"]) > max_shapes
     gap = span // STRIP_PIXELS if merged else 0
+    colls = _cross(report).collectives
     for lo, hi, name, color in (("start", "wait_end", "wait for peers", PALETTE["wait"]),
                                 ("wait_end", "end", "transfer", PALETTE["comm"])):
-        parts = [(r["rank"], r[lo], r[hi]) for r in rows if r[hi] > r[lo]]
+        keep = cols[hi] > cols[lo]
+        rank, a, b = cols["rank"][keep], cols[lo][keep] - t0, cols[hi][keep] - t0
+        hover = None
         if merged:
-            parts = _merge(parts, gap)
-            texts = [None] * len(parts)
+            rank, a, b = _merge(rank, a, b, gap)
         else:
-            texts = [f"rank {r['rank']} {r['op']} pg {r['pg']} seq {r['seq']} step {r['step']}<br>{name} "
-                     f"{(r[hi] - r[lo]) * MS:.6f} ms" for r in rows if r[hi] > r[lo]]
-        xs: list = []
-        ys: list = []
-        hover: list = []
-        for (rank, s, e), text in zip(parts, texts):
-            xs += [(s - t0) * MS, (e - t0) * MS, None]
-            ys += [rank, rank, None]
-            hover += [text, text, None]
+            text = []
+            for n, r, x0, x1 in zip(cols["instance"][keep].tolist(), rank.tolist(), a.tolist(), b.tolist()):
+                c = colls[n]
+                text.append(f"rank {r} {c.op or 'unknown'} pg {c.pg} seq {c.seq} step {c.step}<br>{name} "
+                            f"{(x1 - x0) * MS:.6f} ms")
+            hover = [h for t in text for h in (t, t, None)]
+        # Each part a line from its start to its end, then a gap (NaN) before the next one.
+        xs = np.column_stack([a * MS, b * MS, np.full(len(a), np.nan)]).ravel()
+        ys = np.column_stack([rank, rank, np.full(len(a), np.nan)]).ravel()
         # SVG while it is small (one path per kind either way); WebGL for the merged, large case.
         kind = go.Scattergl if merged else go.Scatter
         fig.add_trace(kind(x=xs, y=ys, mode="lines", name=name, line={"color": color, "width": 10},
-                                   hovertext=None if merged else hover,
-                                   hovertemplate=("%{hovertext}" if not merged else name + ", rank %{y}")
-                                   + "<br>at %{x:.6f} ms<extra></extra>", connectgaps=False))
-    last = [r for r in rows if r["last"]]
-    if last:
+                           hovertext=hover, hovertemplate=("%{hovertext}" if not merged else name + ", rank %{y}")
+                           + "<br>at %{x:.6f} ms<extra></extra>", connectgaps=False))
+    last = cols["last"]
+    if last.any():
+        inst = cols["instance"][last].tolist()
         fig.add_trace((go.Scattergl if merged else go.Scatter)(
-            x=[(r["start"] - t0) * MS for r in last], y=[r["rank"] for r in last], mode="markers",
-            name="arrived last", marker={"color": PALETTE["exposed"], "symbol": "triangle-right", "size": 10},
-            customdata=[[r["op"], r["seq"]] for r in last],
+            x=(cols["start"][last] - t0) * MS, y=cols["rank"][last], mode="markers", name="arrived last",
+            marker={"color": PALETTE["exposed"], "symbol": "triangle-right", "size": 10},
+            customdata=[[colls[n].op or "unknown", colls[n].seq] for n in inst],
             hovertemplate="rank %{y} arrived last at %{customdata[0]} seq %{customdata[1]}<br>at %{x:.6f} ms"
                           "<extra></extra>"))
     own = [r.rank for r in _cross(report).ranks if not r.clock_corrected]
-    notes = [f"{len({r['instance'] for r in rows})} matched instances"]
+    notes = [f"{len(np.unique(cols['instance']))} matched instances"]
     if own:
         notes.append("on their own clock: rank " + ", ".join(map(str, sorted(own))))
     if merged:
         notes.append(f"gaps under {gap * MS:.6f} ms merged")
-    few = len({r["rank"] for r in rows}) <= MAX_BARS
+    few = len(np.unique(cols["rank"])) <= MAX_BARS
     fig.update_layout(title=_title(f"Collective strip on the aligned clock ({where})", "; ".join(notes)),
                       xaxis={"title": "time since the first start shown (ms)"},
                       yaxis={"title": "rank", "autorange": "reversed", **({"dtick": 1} if few else {})},
