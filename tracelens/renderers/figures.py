@@ -2,9 +2,8 @@
 (sums, differences of its own fields, sorting); they never compute a metric. plotly is imported lazily: the
 core installs without the ``dashboard`` extra.
 
-Views still to come once the Report carries them: wait vs transfer per rank, the collective strip on the aligned
-clock and busbw vs message size (``cross_rank``), the transport verdict (``transport``). Each is one more builder
-here taking the Report, and one more tab in ``tracelens.dashboards.layout``.
+The views across ranks (wait vs transfer, the collective strip on the aligned clock, busbw vs message size, the
+transport verdict) are in ``crossrank.py``, read from the Report's ``cross_rank`` / ``transport``.
 """
 
 from __future__ import annotations
