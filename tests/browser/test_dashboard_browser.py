@@ -91,7 +91,9 @@ def test_dashboard_renders_and_a_click_opens_the_timeline(browser, dashboard_url
     assert len(bars) == 10
     _wait(browser, "#heatmap .main-svg")
     rows = _wait(browser, "#findings .ag-center-cols-container .ag-row")
-    # the grid draws its rows before their cells' text: wait for the text too
+    # the grid draws its rows before their cells' text (and may wait until it is in view): wait for the text too
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})",
+                           browser.find_element("css selector", "#findings"))
     WebDriverWait(browser, WAIT).until(lambda d: "sawtooth" in d.find_element("css selector", "#findings").text)
     assert rows
     assert "82.50 %" in browser.find_element("css selector", "#headline").text    # wfbp_100: 82.5 % hidden
