@@ -134,7 +134,7 @@ def report(paths, *, thresholds: Thresholds | Iterable[str] | None = None, comm_
 
     Each file is analysed and dropped before the next (:mod:`.executors`): ``executor`` ``"local"`` (this
     process, ``jobs`` decode workers) or ``"dask"`` (``workers`` on a LocalCluster, or the cluster at
-    ``scheduler``); ``on_done(done, total)`` after each file (:class:`.executors.Done`: its ranks and bytes).
+    ``scheduler``); ``on_done(tally)`` after each file (:class:`.executors.Tally`: files, ranks, bytes done).
     """
     from .contract import is_report_file, read_report
 
@@ -261,13 +261,15 @@ def _gate_module():
 def gate(paths, *, rules: Mapping[str, object] | None = None, config: str | Path | None = None,
          use_config: bool = True, thresholds=None, comm_patterns: Iterable[str] = (),
          step_nvtx: str | None = None, on_file: Callable[[Path, int, int], None] | None = None,
-         env: Mapping[str, str] | None = None) -> GateResult:
-    """Apply the gate's rules to the run at ``paths`` (and its baseline): the CI gate as a function."""
+         env: Mapping[str, str] | None = None, **run_on) -> GateResult:
+    """Apply the gate's rules to the run at ``paths`` (and its baseline): the CI gate as a function.
+    ``run_on``: :func:`report`'s ``executor``, ``workers``, ``scheduler`` and ``on_done`` for the run."""
     gating = _gate_module()
 
     cfg, _ = gate_config(rules, config=config, use_config=use_config, env=env)
     if thresholds is None or not hasattr(thresholds, "with_overrides"):     # the run and its baseline alike
         thresholds = _layered(tuple(thresholds or ()), config=config, use_config=use_config, env=env)
-    rep = report(paths, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=on_file)
+    rep = report(paths, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=on_file,
+                 **run_on)
     base, notes = baseline(cfg, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx)
     return gating.evaluate(rep, cfg, base, source=" ".join(_paths(paths)), notes=notes)

@@ -50,6 +50,25 @@ class Part:
 
 
 @dataclass
+class Tally:
+    """How far a report has got, for progress: files, ranks and bytes (on disk) read so far, of how many."""
+
+    files: int
+    bytes: int
+    files_done: int = 0
+    ranks_done: int = 0
+    bytes_done: int = 0
+    last: str = ""
+
+    def add(self, done: Done) -> Tally:
+        self.files_done += 1
+        self.ranks_done += len(done.parts)
+        self.bytes_done += done.bytes
+        self.last = done.path
+        return self
+
+
+@dataclass
 class Done:
     """One file read: its Parts, its size on disk, and where it stands in the input order."""
 
@@ -105,15 +124,19 @@ def _unknown(rank: int) -> str:
 
 def report(files, ctx_of: Callable[[], Context], *, comm_patterns=(), step_pattern=None, jobs=None,
            on_file=None, executor: str = "local", workers: int | None = None, scheduler: str | None = None,
-           on_done: Callable[[Done, int], None] | None = None) -> Report:
+           on_done: Callable[[Tally], None] | None = None) -> Report:
     """The Report of discovered ``files`` (:func:`.parsers.discover`), file by file.
 
     ``ctx_of``: gives the Context once the decode workers run; ``on_file(path)``: before a file is read here;
-    ``on_done(done, total)``: after each file (progress); ``workers``/``scheduler``: the Dask cluster.
+    ``on_done(tally)``: after each file (:class:`Tally`, for progress); ``workers``/``scheduler``: the Dask
+    cluster.
     """
     from .parsers import nccl_log
 
     comm_patterns = tuple(comm_patterns)
+    if on_done is not None:
+        tally = Tally(len(files), sum(map(_size, files)))
+        on_done = (lambda done, report=on_done: report(tally.add(done)))
     if executor == "dask":
         ctx = ctx_of()
         done = _dask(files, ctx, comm_patterns, step_pattern, workers, scheduler, on_done)
@@ -129,6 +152,7 @@ def report(files, ctx_of: Callable[[], Context], *, comm_patterns=(), step_patte
 
 
 def _local(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, on_done) -> tuple[list[Done], Context]:
+    """Every file's Parts, read here in input order (decode workers, if any, decode ahead)."""
     from .parsers import start_decoding
 
     pool = start_decoding(files, jobs)
@@ -140,7 +164,7 @@ def _local(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, on_done) -
                 on_file(f)
             done.append(Done(k, str(f), analyze_file(f, comm_patterns, step_pattern, ctx, pool), _size(f)))
             if on_done:
-                on_done(done[-1], len(files))
+                on_done(done[-1])
     finally:
         if pool is not None:
             pool.close()
@@ -207,7 +231,7 @@ def _dask(files, ctx, comm_patterns, step_pattern, workers, scheduler, on_done) 
             done.append(future.result())
             future.release()
             if on_done:
-                on_done(done[-1], len(files))
+                on_done(done[-1])
         return done
     finally:
         client.close()

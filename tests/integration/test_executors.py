@@ -5,6 +5,7 @@ Dask executor's Report byte for byte the local one's."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -95,3 +96,23 @@ def test_dask_report_is_the_local_report_byte_for_byte(tmp_path):
     remote = api.report([run], executor="dask", workers=2).to_json()
     assert remote == local
     assert len(json.loads(remote)["ranks"]) == 4
+
+
+def test_dask_missing_says_how_to_install(tmp_path, monkeypatch, capsys):
+    from tracelens.cli import main
+
+    run = _run(tmp_path, [("a.json", 0), ("b.json", 1)])
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)      # what `import` sees without the extra
+    code = main(["report", str(run), "--executor", "dask"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2                            # usage error (docs/errors.md)
+    assert len(err.splitlines()) == 1 and "pip install 'tracelens[dask]'" in err
+
+
+@pytest.mark.parametrize("flags", [["--workers", "2"], ["--scheduler", "tcp://127.0.0.1:8786"]])
+def test_cluster_flags_need_the_dask_executor(tmp_path, capsys, flags):
+    from tracelens.cli import main
+
+    run = _run(tmp_path, [("a.json", 0)])
+    assert main(["report", str(run), *flags]) == 2
+    assert "needs --executor dask" in capsys.readouterr().err
