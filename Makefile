@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-deps goldens bench fuzz samples record-gloo record-cuda clean
+.PHONY: demo test test-deps goldens bench bench-scale fuzz samples record-gloo record-cuda clean
 
 # The end-to-end collector tests run real jobs under torchrun; they need this CPU build of torch.
 TORCH_PIN ?= torch==2.13.0
@@ -31,6 +31,12 @@ test-deps: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_parse.py
 	$(BIN)/python bench/bench_nsys.py
+
+# Rank scaling (bench/RESULTS.md, "Rank scaling"): copies of a corpus rank under /tmp/tl-bench, wall and
+# peak memory of every process. QUICK=1 for fewer sizes; SCALE_FLAGS for more (--hta, --executors local).
+bench-scale: $(STAMP)
+	$(BIN)/python -m pip install --quiet psutil
+	$(BIN)/python bench/bench_scale.py $(if $(QUICK),--quick) $(SCALE_FLAGS)
 
 # The hostile-input fuzzer: N mutated traces and N mutated exports (tests/fuzz/README.md); SEED to repeat a
 # run, JOBS driver processes (default: one per core). Failing cases land in tests/fuzz/findings/.
