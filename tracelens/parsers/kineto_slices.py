@@ -14,6 +14,9 @@ error messages) reads it instead.
 
 from __future__ import annotations
 
+import mmap
+import os
+
 import msgspec
 import numpy as np
 
@@ -28,10 +31,25 @@ SLICE_BYTES = 64 << 20        # JSON larger than this is decoded in slices
 SLICE_EVENTS = 1 << 16
 
 
+def mapped(path) -> mmap.mmap | None:
+    """A big uncompressed trace mapped, not read: the pages a slice was decoded from are handed back to the
+    page cache after it (:func:`decode`), so the JSON is never resident whole. None for anything else."""
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return None
+    try:
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size <= SLICE_BYTES or fh.read(2) == b"\x1f\x8b":
+                return None
+            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None             # the whole-file read says what is wrong
+
+
 def decode(holder: list, path, meta: RunMeta, epoch_times) -> KinetoColumns | None:
-    """The columns of the JSON in ``holder`` (a one-item list, emptied here so the text can be freed once
-    split), or None when the whole-file decode must read it."""
+    """The columns of the JSON in ``holder`` (a one-item list of bytes or a :func:`mapped` file, emptied
+    here so the text can be freed once split), or None when the whole-file decode must read it."""
     raw = holder.pop()
+    mapping = raw if isinstance(raw, mmap.mmap) else None
     try:
         top = _RAW_DOC.decode(raw)
         del raw
@@ -49,6 +67,8 @@ def decode(holder: list, path, meta: RunMeta, epoch_times) -> KinetoColumns | No
         del top
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):   # ValidationError is a DecodeError
         return None
+    release = mapping.madvise if mapping is not None else (lambda advice: None)
+    release(mmap.MADV_DONTNEED)
     if not pieces:
         return None
     _fill_meta(doc, meta, path)
@@ -69,6 +89,7 @@ def decode(holder: list, path, meta: RunMeta, epoch_times) -> KinetoColumns | No
         codes, cat_names, dev_mask, host_mask = _categories(xs)
         start, dur = _event_times(chunk, events, xs, scratch)
         del chunk, events
+        release(mmap.MADV_DONTNEED)          # the slice's text is back in the page cache only
         start, end, outside = epoch_times(start, dur, base)
         used = dev_mask | host_mask
         n_used += int(used.sum())
