@@ -33,10 +33,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_nsys.py
 
 # Rank scaling (bench/RESULTS.md, "Rank scaling"): copies of a corpus rank under /tmp/tl-bench, wall and
-# peak memory of every process. QUICK=1 for fewer sizes; SCALE_FLAGS for more (--hta, --executors local).
+# peak memory of every process; the local executor at every size, Dask at the small sizes (~7 min on 2
+# cores). QUICK=1 for fewer sizes; SCALE_FLAGS for more (--hta, --before DIR).
 bench-scale: $(STAMP)
-	$(BIN)/python -m pip install --quiet psutil
-	$(BIN)/python bench/bench_scale.py $(if $(QUICK),--quick) $(SCALE_FLAGS)
+	$(BIN)/python bench/bench_scale.py --executors local $(if $(QUICK),--quick) $(SCALE_FLAGS)
+	$(BIN)/python bench/bench_scale.py --executors dask --quick
 
 # The hostile-input fuzzer: N mutated traces and N mutated exports (tests/fuzz/README.md); SEED to repeat a
 # run, JOBS driver processes (default: one per core). Failing cases land in tests/fuzz/findings/.

@@ -99,11 +99,18 @@ HTA_SCRIPT = ("import sys; from hta.trace_analysis import TraceAnalysis; "
               "a = TraceAnalysis(trace_dir=sys.argv[1]); a.get_comm_comp_overlap(visualize=False)")
 
 
-def commands(folder: Path, hta: bool) -> dict[str, list[str]]:
+HTA_MAX_JSON = 512e6       # HTA holds every rank's frames: past this much JSON it is not started
+
+
+def commands(folder: Path, hta: bool, before: str | None, json_bytes: float) -> dict[str, list[str]]:
     out = {"local": [str(TRACELENS), "report", str(folder), "--format", "json"],
            "dask": [str(TRACELENS), "report", str(folder), "--format", "json", "--executor", "dask",
                     "--workers", "2"]}
-    if hta:
+    if before:      # another checkout's tracelens (e.g. `git archive main tracelens | tar -x -C DIR`)
+        out["before"] = [sys.executable, "-c", f"import sys; sys.path.insert(0, {before!r}); "
+                         "from tracelens.cli import run; sys.argv[0] = 'tracelens'; run()",
+                         "report", str(folder), "--format", "json"]
+    if hta and json_bytes <= HTA_MAX_JSON:
         out["hta"] = ["/tmp/hta-venv/bin/python", "-c", HTA_SCRIPT, str(folder)]
     return out
 
@@ -114,17 +121,19 @@ def main() -> None:
     ap.add_argument("--hta", action="store_true", help="also HTA 0.5.0 from /tmp/hta-venv")
     ap.add_argument("--sets", default="small,54MB", help="which sets (comma-separated: small, 54MB)")
     ap.add_argument("--executors", default="local,dask", help="which of local, dask (comma-separated)")
+    ap.add_argument("--before", metavar="DIR", help="also the tracelens package under DIR (an older version)")
     args = ap.parse_args()
-    wanted = args.executors.split(",") + (["hta"] if args.hta else [])
+    wanted = args.executors.split(",") + (["hta"] if args.hta else []) + (["before"] if args.before else [])
     print(f"# {os.cpu_count()} cpus; {sys.version.split()[0]}; {' '.join(sys.argv)}")
     print("| set | ranks | engine | wall s | s/rank (ms) | peak MB | MB/rank |")
     print("|---|---|---|---|---|---|---|")
     for name in args.sets.split(","):
         rel, sizes, quick = SETS[name]
         src = CORPUS / rel
+        json_bytes = len(gzip.decompress(src.read_bytes()))
         for n in quick if args.quick else sizes:
             folder = copies(name, src, n)
-            for engine, cmd in commands(folder, args.hta).items():
+            for engine, cmd in commands(folder, args.hta, args.before, n * json_bytes).items():
                 if engine not in wanted:
                     continue
                 wall, peak, code = measure(cmd)
