@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-deps goldens bench fuzz samples record-gloo record-cuda clean
+.PHONY: demo test test-deps goldens bench bench-scale fuzz samples record-gloo record-cuda clean
 
 # The end-to-end collector tests run real jobs under torchrun; they need this CPU build of torch.
 TORCH_PIN ?= torch==2.13.0
@@ -34,6 +34,13 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_parse.py
 	$(BIN)/python bench/bench_nsys.py
 	$(BIN)/python bench/bench_figures.py
+
+# Rank scaling (bench/RESULTS.md, "Rank scaling"): copies of a corpus rank under /tmp/tl-bench, wall and
+# peak memory of every process; the local executor at every size, Dask at the small sizes (~7 min on 2
+# cores). QUICK=1 for fewer sizes; SCALE_FLAGS for more (--hta, --before DIR).
+bench-scale: $(STAMP)
+	$(BIN)/python bench/bench_scale.py --executors local $(if $(QUICK),--quick) $(SCALE_FLAGS)
+	$(BIN)/python bench/bench_scale.py --executors dask --quick
 
 # The hostile-input fuzzer: N mutated traces and N mutated exports (tests/fuzz/README.md); SEED to repeat a
 # run, JOBS driver processes (default: one per core). Failing cases land in tests/fuzz/findings/.

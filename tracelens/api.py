@@ -129,12 +129,17 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None, *, nc
 def report(paths, *, thresholds: Thresholds | Iterable[str] | None = None, comm_patterns: Iterable[str] = (),
            step_nvtx: str | None = None, jobs: int | None = None,
            on_file: Callable[[Path, int, int], None] | None = None, config: str | Path | None = None, use_config: bool = False,
-           env: Mapping[str, str] | None = None, cache: bool | None = None) -> Report:
+           env: Mapping[str, str] | None = None, cache: bool | None = None, executor: str = "local",
+           workers: int | None = None, scheduler: str | None = None, on_done: Callable | None = None) -> Report:
     """The Report for ``paths``: traces are loaded and analysed; one saved ``report.json`` is read back.
 
     ``thresholds``: a :class:`Thresholds`, or ``NAME=VALUE`` strings applied over the config file
     (``use_config``/``config``) and ``TRACELENS_THRESHOLDS`` (see :func:`thresholds`). A bad threshold is
     reported before the (slow) parse. ``cache``: as for :func:`load`.
+
+    Each file is analysed and dropped before the next (:mod:`.executors`): ``executor`` ``"local"`` (this
+    process, ``jobs`` decode workers) or ``"dask"`` (``workers`` on a LocalCluster, or the cluster at
+    ``scheduler``); ``on_done(tally)`` after each file (:class:`.executors.Tally`: files, ranks, bytes done).
     """
     from .contract import is_report_file, read_report
 
@@ -143,12 +148,18 @@ def report(paths, *, thresholds: Thresholds | Iterable[str] | None = None, comm_
     if len(paths) == 1 and is_report_file(paths[0]):
         limits()            # a bad threshold is an error here too, though a saved report is not re-analysed
         return read_report(paths[0])
-    from .parsers import discover, nccl_log
+    from .parsers import discover
 
     files = discover(paths)
-    traces = _load(files, comm_patterns, step_nvtx, jobs, on_file, limits, cache)
-    nccl = nccl_log.inputs(files.nccl_logs, files.logs_skipped, traces)
-    return analyze(traces, limits(), nccl=nccl)
+    if not files:           # NCCL logs alone: nothing to analyse rank by rank
+        from .parsers import nccl_log
+
+        return analyze([], limits(), nccl=nccl_log.inputs(files.nccl_logs, files.logs_skipped, []))
+    from . import cache as warm, executors
+
+    return executors.report(files, lambda: context(limits()), comm_patterns=comm_patterns, step_pattern=step_nvtx,
+                            jobs=jobs, on_file=_counting(on_file, len(files)), executor=executor,
+                            workers=workers, scheduler=scheduler, on_done=on_done, cache=warm.enabled(cache))
 
 
 def _as_thresholds(given, config, use_config: bool, env) -> Callable[[], Thresholds]:
@@ -257,16 +268,17 @@ def gate(paths, *, rules: Mapping[str, object] | None = None, config: str | Path
          use_config: bool = True, thresholds=None, comm_patterns: Iterable[str] = (),
          step_nvtx: str | None = None, on_file: Callable[[Path, int, int], None] | None = None,
          env: Mapping[str, str] | None = None, on_report: Callable[[Report], None] | None = None,
-         cache: bool | None = None) -> GateResult:
+         cache: bool | None = None, **run_on) -> GateResult:
     """Apply the gate's rules to the run at ``paths`` (and its baseline): the CI gate as a function.
-    ``on_report`` is given the run's Report (e.g. to attach it as an HTML file); ``cache``: as for :func:`load`."""
+    ``on_report`` is given the run's Report (e.g. to attach it as an HTML file); ``cache``: as for :func:`load`;
+    ``run_on``: :func:`report`'s ``executor``, ``workers``, ``scheduler`` and ``on_done`` for the run."""
     gating = _gate_module()
 
     cfg, _ = gate_config(rules, config=config, use_config=use_config, env=env)
     if thresholds is None or not hasattr(thresholds, "with_overrides"):     # the run and its baseline alike
         thresholds = _layered(tuple(thresholds or ()), config=config, use_config=use_config, env=env)
     rep = report(paths, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=on_file,
-                 cache=cache)
+                 cache=cache, **run_on)
     if on_report is not None:
         on_report(rep)
     base, notes = baseline(cfg, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx,

@@ -361,3 +361,20 @@ def test_columns_is_honoured_in_a_terminal_and_in_a_pipe():
     wide = subprocess.run([str(TRACELENS), "report", str(SAMPLES / "wfbp_100")], capture_output=True, text=True,
                           env=clean_env(), cwd=ROOT)
     assert "exposed comm ms" in wide.stdout and max(map(len, wide.stdout.splitlines())) > 120
+
+
+def test_progress_counts_files_ranks_and_bytes_on_a_terminal_only():
+    # straggler: four rank files (one rank each), their sizes on disk summed for the bytes column.
+    run = SAMPLES / "straggler"
+    files = sorted(run.glob("*.json*"))
+    code, out = in_terminal(["report", run], 120)
+    lines = assert_fits(code, out, 120)
+    total = sum(f.stat().st_size for f in files) / 1e6
+    assert any(f"{len(files)}/{len(files)} files" in line and f"{len(files)} ranks" in line
+               and f"/{total:,.1f} MB" in line for line in lines), out[-2000:]
+    # JSON output and a pipe are quiet: nothing but the report.
+    code, out = in_terminal(["report", run, "--format", "json"], 120)
+    assert code == 0 and " files" not in ESCAPE.sub("", out).split("{", 1)[0]
+    proc = subprocess.run([str(TRACELENS), "report", str(run)], capture_output=True, text=True, env=clean_env(),
+                          cwd=ROOT, timeout=180)
+    assert proc.returncode == 0 and proc.stderr == ""

@@ -58,3 +58,21 @@ class RankAnalysis:
         when their first step started."""
         first = self.result.steps[0].start_ns if self.result.steps else 0
         return self.rank, self.source, first, self.result.device if self.result.device is not None else -1
+
+    def renumber(self, rank: int, rule: str, code: str, message: str, at: int) -> None:
+        """Give an analysis made under a stand-in rank its settled number (``rule``: how it was found), and
+        the note saying so as the ``at``-th warning: what the analysis of the numbered trace would hold."""
+        old = self.rank
+        self.rank = self.result.rank = rank
+        for item in (*self.inputs, *self.collectives, *self.findings):
+            item.rank = rank
+        if self.inputs:
+            self.inputs[0].rank_rule = rule
+        for w in self.warnings:
+            if w.rank == old:
+                w.rank = rank
+        same = next((w for w in self.warnings[:at] if w.code == code), None)
+        if same is not None:        # the trace's warning log counts a code once
+            same.count += 1
+        else:
+            self.warnings.insert(at, WarningEntry(code=code, rank=rank, count=1, message=message))

@@ -9,8 +9,8 @@ import click
 
 from .. import api
 from ..errors import EXIT_GATE, EXIT_OK, UsageError
-from .terminal import (FILE_WIDTH, color_option, emit, input_options, progress, terminal_width, threshold_option,
-                       use_color, writing)
+from .terminal import (FILE_WIDTH, color_option, emit, executor_args, executor_options, input_options, progress,
+                       terminal_width, threshold_option, use_color, writing)
 
 # Kept here (not imported from tracelens.gate, which loads pandas) so `--help` stays fast; tests check they
 # match tracelens.gate's PATTERNS and AGGREGATES.
@@ -47,8 +47,9 @@ AGGREGATE_CHOICES = ("median", "mean", "p90", "worst")
 @color_option
 @threshold_option
 @input_options
+@executor_options
 def gate(paths, config_path, no_config, fmt, junit, html_path, summary_md, color, thresholds, comm_patterns, step_nvtx,
-         no_cache, **rules):
+         no_cache, executor, workers, scheduler, **rules):
     """Fail (exit 1) when overlap regresses: absolute limits, or limits relative to a baseline.
 
     Every rule is applied per rank to the median (--aggregate) of its steps. Rules may also live in
@@ -65,10 +66,12 @@ def gate(paths, config_path, no_config, fmt, junit, html_path, summary_md, color
     if config_path and no_config:
         raise UsageError("--config and --no-config exclude each other")
     on_report = _html_writer(html_path) if html_path else None
-    with progress(color) as on_file:
+    run_on = executor_args(executor, workers, scheduler)
+    with progress(color, fmt == "json") as bar:
         result = api.gate(paths, rules=rules, config=config_path, use_config=not no_config, thresholds=thresholds,
-                          comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=on_file, on_report=on_report,
-                          cache=False if no_cache else None)
+                          comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=bar,
+                          on_done=bar.done if bar else None, on_report=on_report,
+                          cache=False if no_cache else None, **run_on)
     if junit:
         with writing(junit):
             Path(junit).write_bytes(show.junit(result))

@@ -5,15 +5,19 @@ from __future__ import annotations
 import click
 
 from .. import api
-from .terminal import color_option, input_options, progress, show, threshold_option
+from .terminal import (color_option, executor_args, executor_options, input_options, progress, show,
+                       threshold_option)
 
 
-def report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=(), color=None, no_cache=False):
-    """The Report for the inputs (a saved ``report.json`` is read back), with progress on a terminal. Every
-    command reads the thresholds of the config file (``api.thresholds``: file < environment < flags)."""
-    with progress(color) as on_file:
+def report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=(), color=None, quiet=False, run_on=None,
+               no_cache=False):
+    """The Report for the inputs (a saved ``report.json`` is read back), with progress on a terminal (unless
+    ``quiet``). Every command reads the thresholds of the config file (``api.thresholds``: file < environment <
+    flags). ``run_on``: the executor keywords (:func:`.terminal.executor_args`)."""
+    with progress(color, quiet) as bar:
         return api.report(paths, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx,
-                          on_file=on_file, use_config=True, cache=False if no_cache else None)
+                          on_file=bar, on_done=bar.done if bar else None, use_config=True,
+                          cache=False if no_cache else None, **(run_on or {}))
 
 
 @click.command("report")
@@ -28,7 +32,9 @@ def report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=(), color=Non
 @color_option
 @threshold_option
 @input_options
-def report(paths, fmt, output, force, top, color, thresholds, comm_patterns, step_nvtx, no_cache) -> None:
+@executor_options
+def report(paths, fmt, output, force, top, color, thresholds, comm_patterns, step_nvtx, no_cache, executor, workers,
+           scheduler) -> None:
     """Report overlap per rank and step, with diagnoses, for trace files, directories or globs
     (or re-render a saved JSON report).
 
@@ -36,4 +42,6 @@ def report(paths, fmt, output, force, top, color, thresholds, comm_patterns, ste
 
         tracelens report runs/ddp_bs32/ --format markdown -o summary.md
     """
-    show(report_for(paths, comm_patterns, step_nvtx, thresholds, color, no_cache), fmt, output, force, top, color)
+    run_on = executor_args(executor, workers, scheduler)
+    show(report_for(paths, comm_patterns, step_nvtx, thresholds, color, fmt == "json", run_on, no_cache), fmt, output,
+         force, top, color)

@@ -66,37 +66,64 @@ def echo_fitted(message: str, err: bool = False) -> None:
 
 
 @contextmanager
-def progress(color=None):
+def progress(color=None, quiet: bool = False):
     """``on_file`` for the library's loaders: a progress bar on stderr when it is a terminal and there are
-    several files; None otherwise (quiet in logs and pipes).
+    several files; None otherwise (quiet in logs and pipes, and when ``quiet``: JSON output). Its ``done``
+    (``api.report``'s ``on_done``) counts the files, ranks and bytes read.
 
     rich is imported on the first file, not here: the loaders start the decode workers before they parse, and
     an import here (~40 ms) would delay that start on every report (bench/bench_parse.py saw +50 ms)."""
-    if not _isatty(sys.stderr):
+    if quiet or not _isatty(sys.stderr):
         yield None
         return
-    state: dict = {}
+    bar = _Bar(color)
+    try:
+        yield bar
+    finally:
+        bar.stop()
 
-    def on_file(path: Path, n: int, total: int) -> None:
+
+class _Bar:
+    """The progress bar, started on the first of several files."""
+
+    def __init__(self, color) -> None:
+        self.color = color
+        self.bar = self.task = None
+
+    def _start(self, total: int) -> bool:
         if total < 2:
-            return
-        if not state:
+            return False
+        if self.bar is None:
             from rich.console import Console
             from rich.progress import BarColumn, Progress, TextColumn
 
             console = Console(stderr=True, width=terminal_width(sys.stderr),
-                              no_color=not use_color(color, sys.stderr))
-            bar = Progress(TextColumn("parsing {task.description}"), BarColumn(),
-                           TextColumn("{task.completed}/{task.total}"), console=console, transient=True)
-            bar.start()
-            state.update(bar=bar, task=bar.add_task("traces", total=total))
-        state["bar"].update(state["task"], description=path.name, completed=n)
+                              no_color=not use_color(self.color, sys.stderr))
+            self.bar = Progress(TextColumn("reading {task.description}"), BarColumn(),
+                                TextColumn("{task.completed}/{task.total} files"), TextColumn("{task.fields[ranks]}"),
+                                TextColumn("{task.fields[size]}"), console=console, transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("traces", total=total, ranks="", size="")
+        return True
 
-    try:
-        yield on_file
-    finally:
-        if state:
-            state["bar"].stop()
+    def __call__(self, path: Path, n: int, total: int) -> None:
+        if self._start(total):
+            self.bar.update(self.task, description=path.name, completed=n - 1)
+
+    def done(self, tally) -> None:
+        """After each file: ``tally`` has files, ranks and bytes done (``executors.Tally``)."""
+        if self._start(tally.files):
+            self.bar.update(self.task, completed=tally.files_done, description=Path(tally.last).name,
+                            ranks=f"{tally.ranks_done} ranks",
+                            size=f"{_mb(tally.bytes_done)}/{_mb(tally.bytes)} MB")
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.0f}" if n >= 10e6 else f"{n / 1e6:,.1f}"
 
 
 # ------------------------------------------------------------------------------------------------ outputs
@@ -172,3 +199,24 @@ def threshold_option(fn):
     return click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
                         help="Change a diagnosis threshold, e.g. two_phase_min_tail=0.7 (repeatable; names and "
                              "defaults in docs/metrics.md).")(fn)
+
+
+def executor_options(fn):
+    """Where the files are read and analysed: here, or on Dask workers (``api.report``'s executor)."""
+    fn = click.option("--scheduler", metavar="ADDRESS",
+                      help="With --executor dask: the scheduler of a running Dask cluster (tcp://host:8786); its "
+                           "workers must see the trace files at the same paths.")(fn)
+    fn = click.option("--workers", type=click.IntRange(1), metavar="N",
+                      help="With --executor dask: worker processes of the local cluster (default: one per core).")(fn)
+    return click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+                        help="Read and analyse the files here, or on Dask workers (pip install "
+                             "'tracelens[dask]'); file by file either way.")(fn)
+
+
+def executor_args(executor: str, workers: int | None, scheduler: str | None) -> dict:
+    """The executor options as ``api.report`` keywords; --workers and --scheduler need --executor dask."""
+    if executor != "dask" and (workers or scheduler):
+        raise UsageError(f"{'--workers' if workers else '--scheduler'} needs --executor dask")
+    if workers and scheduler:
+        raise UsageError("--workers and --scheduler exclude each other (a running cluster has its own workers)")
+    return {"executor": executor, "workers": workers, "scheduler": scheduler}

@@ -32,6 +32,7 @@ from ..meta import RunMeta
 from .kineto_columns import (DEVICE_CATS, HOST_CATS, KinetoColumns, Labels, _categories, _comm_columns,
                              _device_columns, _event_times, _fill_meta, _host_columns, _subset, _thread_names,
                              labels)
+from . import kineto_slices
 from .kineto_read import read_bytes
 from .kineto_repair import DecodeIssues, _decode_per_event
 from .kineto_schema import _DECODER, KNOWN_PHASES, AnyEvent, Args, Document, Event, MetaEvent
@@ -92,8 +93,16 @@ def decode_file(path: Path, keep_alive: list | None = None) -> KinetoColumns:
     worker process that ends right after answering passes one: freeing 10^5 objects costs ~30 ms on a
     54 MB trace, and the exit reclaims them at no cost (:func:`tracelens._speed.exit_without_teardown`).
     """
-    raw = read_bytes(path)
+    raw = kineto_slices.mapped(path) or read_bytes(path)
     meta = RunMeta(source=str(path), format="kineto", bytes=path.stat().st_size)
+    if len(raw) > kineto_slices.SLICE_BYTES:
+        holder = [raw]
+        del raw
+        cols = kineto_slices.decode(holder, path, meta, _epoch_times)
+        if cols is not None:
+            return cols
+        raw = read_bytes(path)          # not clean: the whole-file decode repairs or says what is wrong
+        meta = RunMeta(source=str(path), format="kineto", bytes=path.stat().st_size)
     issues = DecodeIssues()
     doc, kept = decode(raw, str(path), issues)
     events = doc.traceEvents

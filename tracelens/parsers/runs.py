@@ -75,9 +75,15 @@ def run_groups(traces: list[RankTrace]) -> list[list[RankTrace]]:
     return groups
 
 
-def _start_ns(t: RankTrace) -> int | None:
+def first_event_ns(t: RankTrace) -> int | None:
+    """When a trace's first event starts (None without events): what its run is told by in time."""
     starts = [int(frame["start_ns"].min()) for frame in (t.host_ops, t.device_ops) if len(frame)]
     return min(starts) if starts else None
+
+
+def _start_ns(t) -> int | None:
+    # A trace already analysed and dropped (executors.Part) kept only its first event's time.
+    return t.first_ns if hasattr(t, "first_ns") else first_event_ns(t)
 
 
 def _by_world_size(cluster: list[RankTrace]) -> list[list[RankTrace]]:

@@ -1,0 +1,118 @@
+"""Report file by file (tracelens/executors.py): the same Report as loading every trace first and analysing
+them together (api.load + api.analyze, the reference path), whatever the ranks' numbering needs; and the
+Dask executor's Report byte for byte the local one's."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from tracelens import api
+from tracelens.errors import UsageError
+from tracelens.parsers import discover, nccl_log
+from tests.conftest import SAMPLES, kernel, write_trace
+
+
+def _reference(paths) -> bytes:
+    """The Report the way it was made before file-by-file analysis: every trace loaded, then analysed."""
+    files = discover([str(p) for p in paths])
+    traces = api.load(paths, jobs=0)
+    return api.analyze(traces, nccl=nccl_log.inputs(files.nccl_logs, files.logs_skipped, traces)).to_json()
+
+
+def _steps(rank: int | None):
+    """Two ProfilerStep spans with a compute kernel and an NCCL kernel each; ``rank`` in distributedInfo."""
+    events = []
+    for s in range(2):
+        t0 = 1000 + s * 1000
+        events += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1,
+                    "ts": t0, "dur": 900},
+                   kernel("sgemm", t0 + 100, 300), kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t0 + 200,
+                                                        400, stream=9)]
+    top = {"distributedInfo": {"rank": rank, "world_size": 4}} if rank is not None else {}
+    return events, top
+
+
+def _run(tmp_path, names_ranks):
+    for name, rank in names_ranks:
+        events, top = _steps(rank)
+        write_trace(tmp_path / name, events, **top)
+    return tmp_path
+
+
+def test_unnumbered_ranks_settle_as_when_loaded_together(tmp_path):
+    # b and c record no rank: loaded together they are numbered 1 and 2 (0 is a's, 3 is d's, recorded), and
+    # file by file they are analysed first under a stand-in number and renumbered.
+    run = _run(tmp_path, [("a.json", 0), ("b.json", None), ("c.json", None), ("d.json", 3)])
+    (run / "config.json").write_text('{"not": "a trace"}')      # skipped, noted once on the first rank
+    got = api.report([run], jobs=0).to_json()
+    assert got == _reference([run])
+    doc = json.loads(got)
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1, 2, 3]
+    codes = {(w["code"], w["rank"]) for w in doc["warnings"]}
+    assert {("rank-unknown", 1), ("rank-unknown", 2), ("not-a-trace", None)} <= codes
+
+
+def test_unnumbered_rank_takes_a_number_a_later_file_leaves_free(tmp_path):
+    # a records none and comes first in input order; b records rank 0, so a is numbered 1, not 0.
+    run = _run(tmp_path, [("a.json", None), ("b.json", 0)])
+    got = api.report([run], jobs=0).to_json()
+    assert got == _reference([run])
+    assert [(r["rank"], r["source"].rsplit("/", 1)[-1]) for r in json.loads(got)["ranks"]] == [(0, "b.json"),
+                                                                                             (1, "a.json")]
+
+
+def test_two_runs_refused_with_the_same_message(tmp_path):
+    # The same rank recorded by two files of one folder: two runs, refused (tracelens/parsers/runs.py).
+    run = _run(tmp_path, [("a.json", 0), ("b.json", 0)])
+    with pytest.raises(UsageError) as loaded:
+        _reference([run])
+    with pytest.raises(UsageError) as streamed:
+        api.report([run], jobs=0)
+    assert str(streamed.value) == str(loaded.value)
+
+
+@pytest.mark.parametrize("case", ["wfbp_100", "straggler", "nsys_wfbp_100"])
+def test_samples_match_the_reference(case):
+    assert api.report([SAMPLES / case]).to_json() == _reference([SAMPLES / case])
+
+
+def test_unknown_executor_is_a_usage_error(tmp_path):
+    run = _run(tmp_path, [("a.json", 0)])
+    with pytest.raises(UsageError, match="unknown executor"):
+        api.report([run], executor="threads")
+
+
+def test_dask_report_is_the_local_report_byte_for_byte(tmp_path):
+    pytest.importorskip("dask.distributed")
+    # A LocalCluster of two worker processes; the files travel as paths, the Parts come back. The run holds
+    # recorded and unnumbered ranks and a file that is not a trace, so what is settled after the workers
+    # answer (in whatever order they finish) is covered too.
+    run = _run(tmp_path, [("a.json", 0), ("b.json", None), ("c.json", None), ("d.json", 3)])
+    (run / "config.json").write_text('{"not": "a trace"}')
+    local = api.report([run], jobs=0).to_json()
+    remote = api.report([run], executor="dask", workers=2).to_json()
+    assert remote == local
+    assert len(json.loads(remote)["ranks"]) == 4
+
+
+def test_dask_missing_says_how_to_install(tmp_path, monkeypatch, capsys):
+    from tracelens.cli import main
+
+    run = _run(tmp_path, [("a.json", 0), ("b.json", 1)])
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)      # what `import` sees without the extra
+    code = main(["report", str(run), "--executor", "dask"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2                            # usage error (docs/errors.md)
+    assert len(err.splitlines()) == 1 and "pip install 'tracelens[dask]'" in err
+
+
+@pytest.mark.parametrize("flags", [["--workers", "2"], ["--scheduler", "tcp://127.0.0.1:8786"]])
+def test_cluster_flags_need_the_dask_executor(tmp_path, capsys, flags):
+    from tracelens.cli import main
+
+    run = _run(tmp_path, [("a.json", 0)])
+    assert main(["report", str(run), *flags]) == 2
+    assert "needs --executor dask" in capsys.readouterr().err

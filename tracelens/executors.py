@@ -1,0 +1,268 @@
+"""A report file by file: each file is parsed, its ranks analysed, and its tables dropped before the next.
+
+Peak memory then follows the largest file (times the decode workers, or the Dask workers), not the rank
+count: all that stays of a rank is its :class:`~.analyzers.RankAnalysis` and a :class:`Part` of metadata.
+What needs every rank is settled from those once all files are read, exactly as :func:`.parsers.load_files`
+settles whole traces:
+
+- a rank recorded nowhere (trace, environment, file name) is analysed under a stand-in number and renumbered
+  by input order afterwards (:meth:`RankAnalysis.renumber`); in a run directory whose manifest may give it
+  an environment or an NCCL log by that number, its file is read again under its final rank;
+- a rank claimed twice inside one file is warned about there (across files it is two runs, refused);
+- several runs are refused by :func:`.parsers.runs.check_one_run`, from each rank's metadata and first event.
+
+``local`` runs files in this process (the Kineto decode workers of :mod:`.parsers.workers` decode ahead, at
+most one file per worker); ``dask`` runs :func:`analyze_file` on ``dask.distributed`` workers, which read the
+files themselves (a path every worker sees) and send back only Parts.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from .errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .analyzers import Context, RankAnalysis
+    from .contract import Report
+    from .meta import RunMeta
+
+EXECUTORS = ("local", "dask")
+STAND_IN = -1          # the rank an unnumbered trace is analysed under until every file's ranks are known
+DASK_HINT = "--executor dask needs dask.distributed: pip install 'tracelens[dask]'"
+
+
+@dataclass
+class Part:
+    """One rank of one file once analysed: its metadata (no tables), its first event, its analysis.
+
+    ``numbered``: the rank is recorded nowhere and gets its number by input order; ``meta_warnings``: how
+    many of the analysis' warnings came from the trace's metadata (where a settled rank's note goes)."""
+
+    meta: RunMeta
+    first_ns: int | None
+    analysis: RankAnalysis
+    numbered: bool
+    meta_warnings: int
+
+
+@dataclass
+class Tally:
+    """How far a report has got, for progress: files, ranks and bytes (on disk) read so far, of how many."""
+
+    files: int
+    bytes: int
+    files_done: int = 0
+    ranks_done: int = 0
+    bytes_done: int = 0
+    last: str = ""
+
+    def add(self, done: Done) -> Tally:
+        self.files_done += 1
+        self.ranks_done += len(done.parts)
+        self.bytes_done += done.bytes
+        self.last = done.path
+        return self
+
+
+@dataclass
+class Done:
+    """One file read: its Parts, its size on disk, and where it stands in the input order."""
+
+    index: int
+    path: str
+    parts: list[Part]
+    bytes: int
+
+
+def analyze_file(path, comm_patterns: tuple[str, ...], step_pattern: str | None, ctx: Context, pool=None,
+                 ranks: dict[int, int] | None = None, cache: bool = False) -> list[Part]:
+    """The Parts of one trace file; each trace is released once analysed. ``ranks``: the numbers of this
+    file's unnumbered traces by their position in it (a second reading, once every rank is known);
+    ``cache``: read and fill the warm cache of parsed files (:mod:`.cache`)."""
+    from .analyzers import analyze_rank
+    from .parsers import parse_file, rundir, runs
+
+    traces = parse_file(Path(path), tuple(comm_patterns), step_pattern, pool, cache=cache)
+    for k, t in enumerate(traces):
+        if t.meta.rank is None and ranks and k in ranks:
+            _number(t.meta, ranks[k])
+    claimed = Counter(t.meta.rank for t in traces if t.meta.rank is not None)
+    for t in traces:
+        if t.meta.rank is not None and claimed[t.meta.rank] > 1:
+            # Across files that is two runs, refused once every file is read.
+            t.meta.warnings.add("duplicate-rank", f"{claimed[t.meta.rank]} traces claim rank {t.meta.rank}")
+    parts = []
+    traces.reverse()
+    while traces:           # the list lets go of each trace once it is analysed
+        t = traces.pop()
+        numbered = t.meta.rank is None
+        if numbered:
+            t.meta.rank = STAND_IN
+        else:
+            rundir.attach([t])
+        first, held = runs.first_event_ns(t), len(t.meta.warnings)
+        analysis = analyze_rank(t, ctx)
+        if numbered:
+            t.meta.rank = None
+        parts.append(Part(t.meta, first, analysis, numbered, held))
+        del t
+    return parts
+
+
+def _number(meta: RunMeta, rank: int) -> None:
+    meta.rank, meta.rank_rule = rank, "order"
+    meta.warnings.add("rank-unknown", _unknown(rank))
+
+
+def _unknown(rank: int) -> str:
+    return (f"no rank recorded in the trace (distributedInfo, RANK environment) or its file name; numbered "
+            f"{rank} by input order")
+
+
+def report(files, ctx_of: Callable[[], Context], *, comm_patterns=(), step_pattern=None, jobs=None,
+           on_file=None, executor: str = "local", workers: int | None = None, scheduler: str | None = None,
+           on_done: Callable[[Tally], None] | None = None, cache: bool = False) -> Report:
+    """The Report of discovered ``files`` (:func:`.parsers.discover`), file by file.
+
+    ``ctx_of``: gives the Context once the decode workers run; ``on_file(path)``: before a file is read here;
+    ``on_done(tally)``: after each file (:class:`Tally`, for progress); ``workers``/``scheduler``: the Dask
+    cluster; ``cache``: use the warm cache (on Dask, each worker's own, at the same location settings).
+    """
+    from .parsers import nccl_log
+
+    comm_patterns = tuple(comm_patterns)
+    if on_done is not None:
+        tally = Tally(len(files), sum(map(_size, files)))
+        on_done = (lambda done, report=on_done: report(tally.add(done)))
+    if executor == "dask":
+        ctx = ctx_of()
+        done = _dask(files, ctx, comm_patterns, step_pattern, workers, scheduler, on_done, cache)
+    elif executor == "local":
+        done, ctx = _local(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, on_done, cache)
+    else:
+        raise UsageError(f"unknown executor {executor!r} (one of: {', '.join(EXECUTORS)})")
+    parts = _settle(done, comm_patterns, step_pattern, ctx, getattr(files, "skipped", ()), cache)
+    nccl = nccl_log.inputs(files.nccl_logs, files.logs_skipped, parts)
+    from .analyzers import combine
+
+    return combine([p.analysis for p in parts], ctx, nccl=nccl)
+
+
+def _local(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, on_done, cache=False
+           ) -> tuple[list[Done], Context]:
+    """Every file's Parts, read here in input order (decode workers, if any, decode ahead; not the files the
+    warm cache holds)."""
+    from .parsers import cache_options, start_decoding
+
+    cached = None
+    if cache:
+        from . import cache as warm
+
+        options = cache_options(comm_patterns, step_pattern)
+
+        def cached(f) -> bool:
+            return warm.has(f, options)
+    pool = start_decoding(files, jobs, cached=cached)
+    done = []
+    try:
+        ctx = ctx_of()
+        for k, f in enumerate(files):
+            if on_file:
+                on_file(f)
+            done.append(Done(k, str(f), analyze_file(f, comm_patterns, step_pattern, ctx, pool, cache=cache),
+                             _size(f)))
+            if on_done:
+                on_done(done[-1])
+    finally:
+        if pool is not None:
+            pool.close()
+    return done, ctx
+
+
+def _size(path) -> int:
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return 0
+
+
+def _settle(done: list[Done], comm_patterns, step_pattern, ctx, skipped, cache=False) -> list[Part]:
+    """Every file's Parts with their ranks settled and the run checked, in report order (rank, file)."""
+    from .parsers import describe_skipped, rundir, runs
+
+    done = sorted(done, key=lambda d: d.index)
+    taken = {p.meta.rank for d in done for p in d.parts if not p.numbered}
+    nxt, again = 0, {}
+    for d in done:
+        for k, p in enumerate(d.parts):
+            if not p.numbered:
+                continue
+            while nxt in taken:
+                nxt += 1
+            taken.add(nxt)
+            if rundir.read_manifest(Path(d.path).parent) is not None:
+                again.setdefault(d.index, {})[k] = nxt     # the manifest's entry for this rank applies
+            else:
+                _number(p.meta, nxt)
+                p.analysis.renumber(nxt, "order", "rank-unknown", _unknown(nxt), p.meta_warnings)
+    for d in done:
+        if d.index in again:
+            d.parts = analyze_file(d.path, comm_patterns, step_pattern, ctx, ranks=again[d.index], cache=cache)
+    parts = [p for d in done for p in d.parts]
+    runs.check_one_run(parts)
+    parts.sort(key=lambda p: (p.meta.rank, p.meta.source))
+    if skipped and parts:       # a note on the inputs as a whole: the first rank carries it, last
+        from .contract import WarningEntry
+
+        parts[0].analysis.warnings.append(WarningEntry(code="not-a-trace", rank=None, count=len(skipped),
+                                                       message=describe_skipped(skipped)))
+    return parts
+
+
+def _dask(files, ctx, comm_patterns, step_pattern, workers, scheduler, on_done, cache=False) -> list[Done]:
+    """Every file's Parts, read and analysed on Dask workers; the client gathers them as they finish."""
+    try:
+        from dask.distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise UsageError(DASK_HINT) from None
+    if scheduler:
+        cluster, client = None, _connect(Client, scheduler)
+    else:
+        cluster = LocalCluster(n_workers=workers or _cores(), threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=50)
+        client = Client(cluster)
+    try:
+        futures = [client.submit(_remote, k, str(f), comm_patterns, step_pattern, ctx, cache, pure=False)
+                   for k, f in enumerate(files)]
+        done = []
+        for future in as_completed(futures):
+            done.append(future.result())
+            future.release()
+            if on_done:
+                on_done(done[-1])
+        return done
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _remote(index: int, path: str, comm_patterns, step_pattern, ctx, cache=False) -> Done:
+    return Done(index, path, analyze_file(path, comm_patterns, step_pattern, ctx, cache=cache), _size(path))
+
+
+def _connect(client_class, address: str):
+    try:
+        return client_class(address, timeout="10s")
+    except (OSError, TimeoutError) as exc:
+        raise UsageError(f"cannot reach the Dask scheduler: {exc}", path=address) from None
+
+
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -1,0 +1,179 @@
+"""Kineto traces too big to decode whole: the events decoded and turned into columns a slice at a time.
+
+The whole-file decode (:func:`.kineto_decode.decode_file`) holds the file's JSON, every decoded event
+(msgspec structs, ~1.8x the JSON they come from) and then the columns: about 3x the JSON at its peak. Here
+the JSON is split into the text of each event once (a small reference per event, no copy), and each slice of
+``SLICE_EVENTS`` events is decoded, turned into columns and let go before the next; the columns are joined at
+the end exactly as one pass would have made them (names in first-seen order, categories sorted, the
+collective rows after every device row, then the host rows).
+
+Only a clean file takes this path: any value of the wrong type, text that is not UTF-8, or a file that turns
+out to be no trace makes :func:`decode` answer None, and the whole-file decode (with its repairs and its
+error messages) reads it instead.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+
+import msgspec
+import numpy as np
+
+from ..meta import RunMeta
+from .kineto_columns import (DEVICE_CATS, KinetoColumns, Labels, _categories, _comm_meta, _device_columns,
+                             _event_times, _fill_meta, _host_columns, _merge_comm_meta, _pg_members, _subset,
+                             _thread_names)
+from .kineto_repair import _EVENTS, _HEADER, _RAW_DOC, _RAW_LIST
+from .kineto_schema import Document, Event, MetaEvent
+
+SLICE_BYTES = 64 << 20        # JSON larger than this is decoded in slices
+SLICE_EVENTS = 1 << 16
+
+
+def mapped(path) -> mmap.mmap | None:
+    """A big uncompressed trace mapped, not read: the pages a slice was decoded from are handed back to the
+    page cache after it (:func:`decode`), so the JSON is never resident whole. None for anything else."""
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return None
+    try:
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size <= SLICE_BYTES or fh.read(2) == b"\x1f\x8b":
+                return None
+            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None             # the whole-file read says what is wrong
+
+
+def decode(holder: list, path, meta: RunMeta, epoch_times) -> KinetoColumns | None:
+    """The columns of the JSON in ``holder`` (a one-item list of bytes or a :func:`mapped` file, emptied
+    here so the text can be freed once split), or None when the whole-file decode must read it."""
+    raw = holder.pop()
+    mapping = raw if isinstance(raw, mmap.mmap) else None
+    try:
+        top = _RAW_DOC.decode(raw)
+        del raw
+        doc = Document()
+        if isinstance(top, list):
+            pieces = top
+        else:
+            if not top.traceEvents:
+                return None
+            pieces = _RAW_LIST.decode(top.traceEvents)
+            for name, decoder in _HEADER.items():
+                text = getattr(top, name)
+                if text:
+                    setattr(doc, name, decoder.decode(text))
+        del top
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):   # ValidationError is a DecodeError
+        return None
+    release = mapping.madvise if mapping is not None else (lambda advice: None)
+    release(mmap.MADV_DONTNEED)
+    if not pieces:
+        return None
+    _fill_meta(doc, meta, path)
+    base = doc.baseTimeNanoseconds or 0
+    joined = _Joined()
+    scratch = RunMeta(source=meta.source, format=meta.format)      # notes counted once per file, below
+    n_out = n_used = n_negative = 0
+    for at in range(0, len(pieces), SLICE_EVENTS):
+        chunk = pieces[at:at + SLICE_EVENTS]
+        pieces[at:at + SLICE_EVENTS] = [None] * len(chunk)       # the slice's text goes with the slice
+        try:
+            events = _EVENTS.decode(b"[" + b",".join(chunk) + b"]")
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            return None
+        xs = [e for e in events if e.__class__ is Event]
+        joined.metas += [e for e in events if e.__class__ is MetaEvent]
+        joined.n_events += len(events)
+        codes, cat_names, dev_mask, host_mask = _categories(xs)
+        start, dur = _event_times(chunk, events, xs, scratch)
+        del chunk, events
+        release(mmap.MADV_DONTNEED)          # the slice's text is back in the page cache only
+        start, end, outside = epoch_times(start, dur, base)
+        used = dev_mask | host_mask
+        n_used += int(used.sum())
+        if outside.any():
+            n_out += int((used & outside).sum())
+            dev_mask, host_mask = dev_mask & ~outside, host_mask & ~outside
+        n_negative += int(((dev_mask | host_mask) & (dur < 0)).sum())
+        joined.add(xs, codes, cat_names, dev_mask, host_mask, start, end)
+    if n_out and n_out == n_used:
+        return None                 # the whole-file decode raises what is wrong
+    for w in scratch.warnings:
+        meta.warnings.add(w.code, w.message, 1)
+    meta.warnings.add("out-of-range-times", "skipped events whose start or end, in ns since the epoch, "
+                      "is negative or does not fit int64 (a huge ts, dur or baseTimeNanoseconds)", n_out)
+    meta.warnings.add("negative-duration", "events with a negative duration were clamped to 0", n_negative)
+    return joined.columns(meta)
+
+
+class _Joined:
+    """The slices' columns, joined at the end."""
+
+    def __init__(self) -> None:
+        self.device: list[dict] = []
+        self.host: list[dict] = []
+        self.comm_device: list[dict] = []
+        self.comm_host: list[dict] = []
+        self.comm_args: tuple[list, list] = ([], [])
+        self.metas: list = []
+        self.n_events = 0
+        self.rows = [0, 0]
+
+    def add(self, xs, codes, cat_names, dev_mask, host_mask, start, end) -> None:
+        dev_rows, host_rows = np.flatnonzero(dev_mask), np.flatnonzero(host_mask)
+        dev_events = [xs[i] for i in dev_rows.tolist()]
+        host_events = [xs[i] for i in host_rows.tolist()]
+        # The kinds stay the sorted category names until joined: DEVICE_CATS maps them at the end.
+        device, dev_args = _device_columns(dev_events, _subset(codes[dev_rows], cat_names), start[dev_rows],
+                                           end[dev_rows])
+        host, host_args = _host_columns(host_events, _subset(codes[host_rows], cat_names), start[host_rows],
+                                        end[host_rows])
+        dev_comm = [i for i, a in enumerate(dev_args) if a.collective is not None]
+        names = host["name"]
+        carries = np.array([n == "record_param_comms" or n.startswith(("nccl:", "gloo:")) for n in names.categories]
+                           + [False], dtype=bool)
+        host_comm = np.flatnonzero(carries[names.codes]).tolist()
+        self.comm_args[0].extend(dev_args[i] for i in dev_comm)
+        self.comm_args[1].extend(host_args[i] for i in host_comm)
+        for parts, args, wanted, table, k in ((self.comm_device, dev_args, dev_comm, "device", 0),
+                                              (self.comm_host, host_args, host_comm, "host", 1)):
+            part = _comm_meta(args, wanted, table)
+            part["row"] = part["row"] + self.rows[k]
+            parts.append(part)
+        self.rows[0] += len(dev_events)
+        self.rows[1] += len(host_events)
+        self.device.append(device)
+        self.host.append(host)
+
+    def columns(self, meta: RunMeta) -> KinetoColumns | None:
+        if not self.rows[0] and not self.rows[1]:
+            return None
+        device = _join(self.device, sorted_labels=("kind",))
+        device["kind"] = Labels(device["kind"].codes, [DEVICE_CATS[c] for c in device["kind"].categories])
+        host = _join(self.host, sorted_labels=("cat",))
+        _pg_members(self.comm_args[0] + self.comm_args[1], meta)
+        comm = _merge_comm_meta(self.comm_device + self.comm_host)
+        return KinetoColumns(meta, device, host, _thread_names(self.metas), comm)
+
+
+def _join(parts: list[dict], sorted_labels=()) -> dict:
+    out = {}
+    for name, first in parts[0].items():
+        if isinstance(first, Labels):
+            out[name] = _join_labels([p[name] for p in parts], name in sorted_labels)
+        else:
+            out[name] = np.concatenate([p[name] for p in parts])
+    return out
+
+
+def _join_labels(parts: list[Labels], sort: bool) -> Labels:
+    """One categorical of the slices': categories in first-seen order (or sorted, as :func:`_subset` has
+    them), each slice's codes renumbered; -1 stays missing."""
+    seen = list(dict.fromkeys(c for p in parts for c in p.categories))
+    if sort:
+        seen.sort()
+    index = {c: i for i, c in enumerate(seen)}
+    codes = [np.array([index[c] for c in p.categories] + [-1], dtype=np.int64)[p.codes] for p in parts]
+    return Labels(np.concatenate(codes) if codes else np.zeros(0, np.int64), seen)
