@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 EXECUTORS = ("local", "dask")
 STAND_IN = -1          # the rank an unnumbered trace is analysed under until every file's ranks are known
-DASK_HINT = "--executor dask needs dask.distributed: pip install 'tracelens[dask]'"
+DASK_HINT = "--executor dask needs dask.distributed: pip install 'tracelens-overlap[dask]'"
 
 
 @dataclass

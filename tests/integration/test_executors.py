@@ -106,7 +106,7 @@ def test_dask_missing_says_how_to_install(tmp_path, monkeypatch, capsys):
     code = main(["report", str(run), "--executor", "dask"])
     err = capsys.readouterr().err.strip()
     assert code == 2                            # usage error (docs/errors.md)
-    assert len(err.splitlines()) == 1 and "pip install 'tracelens[dask]'" in err
+    assert len(err.splitlines()) == 1 and "pip install 'tracelens-overlap[dask]'" in err
 
 
 @pytest.mark.parametrize("flags", [["--workers", "2"], ["--scheduler", "tcp://127.0.0.1:8786"]])

@@ -210,7 +210,7 @@ def executor_options(fn):
                       help="With --executor dask: worker processes of the local cluster (default: one per core).")(fn)
     return click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
                         help="Read and analyse the files here, or on Dask workers (pip install "
-                             "'tracelens[dask]'); file by file either way.")(fn)
+                             "'tracelens-overlap[dask]'); file by file either way.")(fn)
 
 
 def executor_args(executor: str, workers: int | None, scheduler: str | None) -> dict:
