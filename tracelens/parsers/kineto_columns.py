@@ -346,7 +346,7 @@ def _fill_meta(doc: Document, meta: RunMeta, path: Path) -> None:
                               dropped)
 
 
-def _device_columns(sub: list, kinds: Labels, start, end) -> tuple[dict, list]:
+def _device_columns(sub: list, kinds: Labels, start, end, ids: dict | None = None) -> tuple[dict, list]:
     args = list(map(_get_args, sub))
     dev = _int_field(args, "device")
     dev = np.where(dev == -1, _int_field(sub, "pid"), dev)
@@ -365,22 +365,25 @@ def _device_columns(sub: list, kinds: Labels, start, end) -> tuple[dict, list]:
         "cross_device": np.array([a.from_device is not None and a.to_device is not None
                                   and a.from_device != a.to_device for a in args], dtype=bool),
         # grid then block, each a bracketed JSON array: their concatenation is unambiguous
-        "config": _raw_ids(list(map(add, map(bytes, map(_get_grid, args)), map(bytes, map(_get_block, args))))),
+        "config": _raw_ids(list(map(add, map(bytes, map(_get_grid, args)), map(bytes, map(_get_block, args)))),
+                           None if ids is None else ids.setdefault("config", {})),
     }
     return columns, args
 
 
-def _raw_ids(texts: list) -> np.ndarray:
+def _raw_ids(texts: list, index: dict | None = None) -> np.ndarray:
     """An int64 id per distinct undecoded text (first-seen order), -1 for an absent (empty) one: equal ids,
-    equal text."""
-    index = dict.fromkeys(texts)
-    for code, key in enumerate(index):
-        index[key] = code
-    index[b""] = -1
+    equal text. ``index``: the ids given so far, kept across the slices of one file (a slice numbering its
+    texts afresh would give one launch configuration several ids, and the overlap tax would compare nothing)."""
+    index = {b"": -1} if index is None else index
+    index.setdefault(b"", -1)
+    for text in texts:
+        if text not in index:
+            index[text] = len(index) - 1
     return np.fromiter(map(index.__getitem__, texts), np.int64, len(texts))
 
 
-def _host_columns(sub: list, cats: Labels, start, end) -> tuple[dict, list]:
+def _host_columns(sub: list, cats: Labels, start, end, ids: dict | None = None) -> tuple[dict, list]:
     args = list(map(_get_args, sub))
     ext = _int_field(args, "external_id")
     legacy = _int_field(args, "external_id_legacy")
@@ -393,7 +396,8 @@ def _host_columns(sub: list, cats: Labels, start, end) -> tuple[dict, list]:
         "end_ns": end,
         "correlation": _int_field(args, "correlation"),
         "external_id": np.where(ext == -1, legacy, ext),
-        "shapes": _raw_ids(list(map(bytes, map(_get_dims, args)))),
+        "shapes": _raw_ids(list(map(bytes, map(_get_dims, args))),
+                           None if ids is None else ids.setdefault("shapes", {})),
     }
     return columns, args
 

@@ -120,6 +120,7 @@ class _Joined:
         self.metas: list = []
         self.n_events = 0
         self.rows = [0, 0]
+        self.ids: dict = {}          # raw-text ids (launch configurations, input shapes) across the slices
 
     def add(self, xs, codes, cat_names, dev_mask, host_mask, start, end) -> None:
         dev_rows, host_rows = np.flatnonzero(dev_mask), np.flatnonzero(host_mask)
@@ -127,9 +128,9 @@ class _Joined:
         host_events = [xs[i] for i in host_rows.tolist()]
         # The kinds stay the sorted category names until joined: DEVICE_CATS maps them at the end.
         device, dev_args = _device_columns(dev_events, _subset(codes[dev_rows], cat_names), start[dev_rows],
-                                           end[dev_rows])
+                                           end[dev_rows], self.ids)
         host, host_args = _host_columns(host_events, _subset(codes[host_rows], cat_names), start[host_rows],
-                                        end[host_rows])
+                                        end[host_rows], self.ids)
         dev_comm = [i for i, a in enumerate(dev_args) if a.collective is not None]
         names = host["name"]
         carries = np.array([n == "record_param_comms" or n.startswith(("nccl:", "gloo:")) for n in names.categories]
