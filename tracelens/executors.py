@@ -84,12 +84,12 @@ def analyze_file(path, comm_patterns: tuple[str, ...], step_pattern: str | None,
     file's unnumbered traces by their position in it (a second reading, once every rank is known);
     ``cache``: read and fill the warm cache of parsed files (:mod:`.cache`)."""
     from .analyzers import analyze_rank
-    from .parsers import parse_file, rundir, runs
+    from .parsers import number_by_order, parse_file, rundir, runs
 
     traces = parse_file(Path(path), tuple(comm_patterns), step_pattern, pool, cache=cache)
     for k, t in enumerate(traces):
         if t.meta.rank is None and ranks and k in ranks:
-            _number(t.meta, ranks[k])
+            number_by_order(t.meta, ranks[k])
     claimed = Counter(t.meta.rank for t in traces if t.meta.rank is not None)
     for t in traces:
         if t.meta.rank is not None and claimed[t.meta.rank] > 1:
@@ -111,16 +111,6 @@ def analyze_file(path, comm_patterns: tuple[str, ...], step_pattern: str | None,
         parts.append(Part(t.meta, first, analysis, numbered, held))
         del t
     return parts
-
-
-def _number(meta: RunMeta, rank: int) -> None:
-    meta.rank, meta.rank_rule = rank, "order"
-    meta.warnings.add("rank-unknown", _unknown(rank))
-
-
-def _unknown(rank: int) -> str:
-    return (f"no rank recorded in the trace (distributedInfo, RANK environment) or its file name; numbered "
-            f"{rank} by input order")
 
 
 def report(files, ctx_of: Callable[[], Context], *, comm_patterns=(), step_pattern=None, jobs=None,
@@ -158,15 +148,7 @@ def _local(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, on_done, c
     warm cache holds)."""
     from .parsers import cache_options, start_decoding
 
-    cached = None
-    if cache:
-        from . import cache as warm
-
-        options = cache_options(comm_patterns, step_pattern)
-
-        def cached(f) -> bool:
-            return warm.has(f, options)
-    pool = start_decoding(files, jobs, cached=cached)
+    pool = start_decoding(files, jobs, cache_with=cache_options(comm_patterns, step_pattern) if cache else None)
     done = []
     try:
         ctx = ctx_of()
@@ -192,7 +174,7 @@ def _size(path) -> int:
 
 def _settle(done: list[Done], comm_patterns, step_pattern, ctx, skipped, cache=False) -> list[Part]:
     """Every file's Parts with their ranks settled and the run checked, in report order (rank, file)."""
-    from .parsers import describe_skipped, rundir, runs
+    from .parsers import describe_skipped, number_by_order, rank_unknown, rundir, runs
 
     done = sorted(done, key=lambda d: d.index)
     taken = {p.meta.rank for d in done for p in d.parts if not p.numbered}
@@ -207,8 +189,8 @@ def _settle(done: list[Done], comm_patterns, step_pattern, ctx, skipped, cache=F
             if rundir.read_manifest(Path(d.path).parent) is not None:
                 again.setdefault(d.index, {})[k] = nxt     # the manifest's entry for this rank applies
             else:
-                _number(p.meta, nxt)
-                p.analysis.renumber(nxt, "order", "rank-unknown", _unknown(nxt), p.meta_warnings)
+                number_by_order(p.meta, nxt)
+                p.analysis.renumber(nxt, "order", "rank-unknown", rank_unknown(nxt), p.meta_warnings)
     for d in done:
         if d.index in again:
             d.parts = analyze_file(d.path, comm_patterns, step_pattern, ctx, ranks=again[d.index], cache=cache)

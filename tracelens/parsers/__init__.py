@@ -271,17 +271,23 @@ def load(paths: Iterable[str] | str, comm_patterns: tuple[str, ...] = (),
     return load_files(files, comm_patterns, on_file, step_pattern, pool=start_decoding(files, jobs))
 
 
-def start_decoding(files: list[Path], jobs: int | None = None, cached: Callable[[Path], bool] | None = None
+def start_decoding(files: list[Path], jobs: int | None = None, cache_with: tuple | None = None
                    ) -> DecodePool | None:
     """Start decoding the Kineto files among ``files`` in worker processes, when that pays (else None).
 
     Call it before anything imports pandas to decode while pandas loads; pass the pool to
-    :func:`load_files`, which closes it. ``cached(path)``: whether the warm cache holds the file (it is not
-    decoded then).
+    :func:`load_files`, which closes it. ``cache_with``: the :func:`cache_options` of a run that uses the
+    warm cache; the files it holds are not decoded.
     """
     from . import workers
 
-    kineto_files = [f for f in files if _format_or_none(f) == "kineto" and not (cached and cached(f))]
+    held = None
+    if cache_with is not None:
+        from .. import cache as warm
+
+        def held(f: Path) -> bool:
+            return warm.has(f, cache_with)
+    kineto_files = [f for f in files if _format_or_none(f) == "kineto" and not (held and held(f))]
     n = workers.jobs_for(kineto_files, jobs)
     return workers.DecodePool(kineto_files, n) if n else None
 
@@ -314,6 +320,17 @@ def load_files(files: list[Path], comm_patterns: tuple[str, ...] = (),
     return traces
 
 
+def number_by_order(meta, rank: int) -> None:
+    """Give a trace that records no rank the number ``rank`` by input order, with the warning saying so."""
+    meta.rank, meta.rank_rule = rank, "order"
+    meta.warnings.add("rank-unknown", rank_unknown(rank))
+
+
+def rank_unknown(rank: int) -> str:
+    return (f"no rank recorded in the trace (distributedInfo, RANK environment) or its file name; numbered "
+            f"{rank} by input order")
+
+
 def _settle_ranks(traces: list[RankTrace]) -> None:
     """Ranks from the trace or file name; otherwise the next free number, with a warning."""
     taken = {t.meta.rank for t in traces if t.meta.rank is not None}
@@ -322,10 +339,8 @@ def _settle_ranks(traces: list[RankTrace]) -> None:
         if t.meta.rank is None:
             while nxt in taken:
                 nxt += 1
-            t.meta.rank, t.meta.rank_rule = nxt, "order"
+            number_by_order(t.meta, nxt)
             taken.add(nxt)
-            t.meta.warnings.add("rank-unknown", f"no rank recorded in the trace (distributedInfo, RANK "
-                                f"environment) or its file name; numbered {nxt} by input order")
     seen: dict[int, int] = {}
     for t in traces:
         seen[t.meta.rank] = seen.get(t.meta.rank, 0) + 1
