@@ -15,6 +15,7 @@ import numpy as np
 from ...contract import BandwidthCheck
 from ..seam import RankAnalysis
 from ..thresholds import Thresholds
+from .crossrank.bandwidth import factor
 
 
 class Row(NamedTuple):
@@ -25,20 +26,13 @@ class Row(NamedTuple):
     inter_node: bool | None
 
 
-# busbw = algbw x factor(n), n ranks in the communicator (nccl-tests; ../shared/reference/metrics.md §3).
-_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
-           "all_gather": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n,
-           "gather": lambda n: (n - 1) / n, "scatter": lambda n: (n - 1) / n,
-           "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0, "send_recv": lambda n: 1.0,
-           "send": lambda n: 1.0, "recv": lambda n: 1.0}
-
-
 def busbw_gbps(op: str | None, size: int, group: int, dur_ns: int) -> float | None:
-    """Bus bandwidth in GB/s (1 GB = 1e9 B) of one collective; None when it cannot be measured."""
-    factor = _FACTOR.get(op or "")
-    if factor is None or size <= 0 or group < 2 or dur_ns <= 0:
+    """Bus bandwidth in GB/s (1 GB = 1e9 B) of one collective, with the nccl-tests factor of the cross-rank
+    bandwidth; None when it cannot be measured."""
+    f = factor(op, group)
+    if f is None or size <= 0 or group < 2 or dur_ns <= 0:
         return None
-    return size / dur_ns * factor(group)          # bytes per ns = GB/s
+    return size / dur_ns * f          # bytes per ns = GB/s
 
 
 def rows_from_comm(analyses: Iterable[RankAnalysis], min_bytes: int) -> list[Row]:
