@@ -39,7 +39,7 @@ bench: $(STAMP)
 # peak memory of every process; the local executor at every size, Dask at the small sizes (~7 min on 2
 # cores). QUICK=1 for fewer sizes; SCALE_FLAGS for more (--hta, --before DIR).
 bench-scale: $(STAMP)
-	$(BIN)/python bench/bench_scale.py --executors local $(if $(QUICK),--quick) $(SCALE_FLAGS)
+	$(BIN)/python bench/bench_scale.py --executors local,warm $(if $(QUICK),--quick) $(SCALE_FLAGS)
 	$(BIN)/python bench/bench_scale.py --executors dask --quick
 
 # The hostile-input fuzzer: N mutated traces and N mutated exports (tests/fuzz/README.md); SEED to repeat a

@@ -1,19 +1,26 @@
-"""The warm cache: each trace file's parsed RankTraces (tables, metadata, the file's warnings) kept on disk,
-so that a second report of an unchanged file skips decoding and assembly. It holds parser output, never a
-metric: every report still analyses the tables.
+"""The warm cache, two layers per trace file, so that a second report of an unchanged file neither decodes nor
+analyses it again:
+
+- ``tables/``: the file's parsed RankTraces (tables, metadata, the file's warnings): parser output, read by
+  :func:`tracelens.api.load` (and the dashboard's step timeline) and by a report whose analysis entry is
+  missing;
+- ``analyses/``: what a report keeps of the file once analysed (the executors' Parts: each rank's metadata
+  and :class:`~tracelens.analyzers.RankAnalysis`), for the same file analysed with the same thresholds,
+  patterns and run-directory side files. Combining the ranks, the cross-rank analyses and the rendering
+  run on every report; only the per-file work is skipped. A warm report this way needs no pandas.
 
 One root for everything tracelens caches (:func:`root`): ``$TRACELENS_CACHE``, else
-``$XDG_CACHE_HOME/tracelens``, else ``~/.cache/tracelens``. ``tables/`` holds one entry per trace file (this
-module), ``nsys/`` the SQLite exports of ``.nsys-rep`` reports (:mod:`tracelens.tools.nsys`). Both count
-towards one bound (``TRACELENS_CACHE_MAX``, default 2 GiB); the least recently used go first.
+``$XDG_CACHE_HOME/tracelens``, else ``~/.cache/tracelens``. Besides the two layers, ``nsys/`` holds the SQLite
+exports of ``.nsys-rep`` reports (:mod:`tracelens.tools.nsys`). All count towards one bound
+(``TRACELENS_CACHE_MAX``, default 2 GiB); the least recently used go first.
 
 An entry is one file, written to a temporary name and renamed into place (a concurrent report or a Ctrl-C
 never leaves half an entry under the real name), laid out as::
 
     MAGIC (8 bytes) | header length (8) | header (pickle) | column bytes, 64-byte aligned | CRC-32 (4)
 
-The header repeats the whole key and gives every column's dtype, offset and length; the CRC covers header
-and columns. An entry whose magic, length, key or CRC does not match is a miss: it is removed and the file
+The header repeats the whole key and gives every column's dtype, offset and length (an analysis entry has
+no columns: its header is the key and the Parts); the CRC covers header and columns. An entry whose magic, length, key or CRC does not match is a miss: it is removed and the file
 parsed again. Entries are pickles, read only from the user's own cache folder, after the CRC check.
 
 A file modified within the last RACY_S seconds is not cached: file systems stamp mtimes with a coarse
@@ -64,6 +71,10 @@ def tables_dir() -> Path:
     return root() / "tables"
 
 
+def analyses_dir() -> Path:
+    return root() / "analyses"
+
+
 def enabled(flag: bool | None = None) -> bool:
     """``flag`` when given (``--no-cache`` passes False), else on unless ``TRACELENS_NO_CACHE`` is set (to
     anything but 0 or empty)."""
@@ -87,6 +98,20 @@ def max_bytes() -> int:
 
 
 # --------------------------------------------------------------------------------------------- the key
+
+@functools.lru_cache(maxsize=1)
+def _analysis_stamp() -> tuple:
+    """What identifies the analysing code: every module of the package, by name, size and mtime."""
+    here = Path(__file__).parent
+    stamp = []
+    for f in sorted(here.rglob("*.py")):
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        stamp.append((str(f.relative_to(here)), st.st_size, st.st_mtime_ns))
+    return tuple(stamp)
+
 
 @functools.lru_cache(maxsize=1)
 def _code_stamp() -> tuple:
@@ -122,14 +147,26 @@ def key(path: Path, options: tuple) -> tuple | None:
             tuple(options))
 
 
-def entry_path(k: tuple) -> Path:
-    return tables_dir() / (hashlib.sha256(repr(k).encode()).hexdigest()[:40] + SUFFIX)
+def analysis_key(path: Path, options: tuple) -> tuple | None:
+    """The key of ``path``'s analysis entry: its table key (``options``: all that changes the analysis too)
+    and every module of the package."""
+    k = key(path, options)
+    return None if k is None else (*k, _analysis_stamp())
+
+
+def entry_path(k: tuple, folder: Path | None = None) -> Path:
+    return (folder or tables_dir()) / (hashlib.sha256(repr(k).encode()).hexdigest()[:40] + SUFFIX)
 
 
 def has(path: Path, options: tuple) -> bool:
     """Whether an entry exists for ``path`` (not whether it is sound: :func:`get` checks that)."""
     k = key(path, options)
     return k is not None and entry_path(k).is_file()
+
+
+def has_analysis(path: Path, options: tuple) -> bool:
+    k = analysis_key(path, options)
+    return k is not None and entry_path(k, analyses_dir()).is_file()
 
 
 # ------------------------------------------------------------------------------------------ read, write
@@ -140,23 +177,8 @@ def get(path: Path, options: tuple, k: tuple | None = None):
     k = k or key(path, options)
     if k is None:
         return None
-    entry = entry_path(k)
-    try:
-        with open(entry, "rb") as fh:
-            blob = bytearray(os.fstat(fh.fileno()).st_size)
-            got = fh.readinto(blob)
-    except OSError:
-        return None
-    traces = _decode(blob, got, k)
-    if traces is None:
-        _unlink(entry)
-        return None
-    try:
-        os.utime(entry)         # last use, for the LRU order
-    except OSError:
-        pass
-    _used(entry)
-    return traces
+    found = _read(entry_path(k), k)
+    return None if found is None else _traces(*found)
 
 
 def put(path: Path, options: tuple, traces, before: tuple | None = None) -> None:
@@ -166,13 +188,60 @@ def put(path: Path, options: tuple, traces, before: tuple | None = None) -> None
     if k is None or (before is not None and k != before):
         return
     parts = _encode(k, traces)
-    if parts is None:
+    if parts is not None:
+        _write(entry_path(k), parts)
+
+
+def get_analysis(path: Path, options: tuple, k: tuple | None = None) -> list | None:
+    """The Parts cached for ``path`` analysed under ``options`` (:func:`analysis_key`), or None."""
+    k = k or analysis_key(path, options)
+    if k is None:
+        return None
+    found = _read(entry_path(k, analyses_dir()), k)
+    return None if found is None else found[1]
+
+
+def put_analysis(path: Path, options: tuple, parts: list, before: tuple | None = None) -> None:
+    """Cache the Parts of ``path`` (pickled now: the caller may change them after)."""
+    k = analysis_key(path, options)
+    if k is None or (before is not None and k != before):
         return
+    try:
+        header = pickle.dumps((k, parts, 0), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:       # something unpicklable in a trace's metadata: not cached, the report is the same
+        return
+    _write(entry_path(k, analyses_dir()), [MAGIC, struct.pack("<Q", len(header)), header,
+                                           struct.pack("<I", zlib.crc32(header))])
+
+
+def _read(entry: Path, k: tuple) -> tuple | None:
+    """(the column bytes, the header's description) of a sound entry for key ``k``; a damaged or stale one
+    is removed."""
+    try:
+        with open(entry, "rb") as fh:
+            blob = bytearray(os.fstat(fh.fileno()).st_size)
+            got = fh.readinto(blob)
+    except OSError:
+        return None
+    found = _decode(blob, got, k)
+    if found is None:
+        _unlink(entry)
+        return None
+    try:
+        os.utime(entry)         # last use, for the LRU order
+    except OSError:
+        pass
+    _used(entry)
+    return found
+
+
+def _write(target: Path, parts: list) -> None:
+    """Write an entry's pieces under ``target``, atomically, making room first; silently nothing when the
+    entry is over the bound or the folder cannot be written."""
     size = sum(len(p) for p in parts)
     limit = max_bytes()
     if size > limit:
         return
-    target = entry_path(k)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{time.monotonic_ns():x}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -251,8 +320,8 @@ def _encode(k: tuple, traces) -> list | None:
     return [MAGIC, struct.pack("<Q", len(header)), header, *chunks, struct.pack("<I", crc)]
 
 
-def _decode(blob: bytearray, got: int, k: tuple):
-    """The RankTraces in an entry's bytes, or None when they are not a sound entry for key ``k``."""
+def _decode(blob: bytearray, got: int, k: tuple) -> tuple | None:
+    """(column bytes, description) of an entry's bytes, or None when they are not a sound entry for ``k``."""
     start = len(MAGIC) + 8
     if got != len(blob) or got < start + 4 or blob[:len(MAGIC)] != MAGIC:
         return None
@@ -270,7 +339,7 @@ def _decode(blob: bytearray, got: int, k: tuple):
         return None
     if stored != k or body + length + 4 != got:
         return None
-    return _traces(view[body:got - 4], described)
+    return view[body:got - 4], described
 
 
 def _traces(data: memoryview, described) -> list:
@@ -308,7 +377,7 @@ def _traces(data: memoryview, described) -> list:
 def _entries() -> list[tuple[Path, os.stat_result]]:
     """Every file the bound counts (table entries and nsys exports), with its stat."""
     out = []
-    for folder in (tables_dir(), root() / "nsys"):
+    for folder in (tables_dir(), analyses_dir(), root() / "nsys"):
         try:
             names = os.listdir(folder)
         except OSError:
@@ -363,17 +432,21 @@ def _used(entry: Path) -> None:
 
 
 def info() -> dict:
-    """Where the cache is and what it holds: location, bound, entries and bytes (table entries and nsys
-    exports), and whether it is switched off in this environment."""
-    tables = [(p, st) for p, st in _entries() if p.parent.name == "tables" and p.name.endswith(SUFFIX)]
-    nsys = [(p, st) for p, st in _entries() if p.parent.name == "nsys" and p.name.endswith(".sqlite")]
+    """Where the cache is and what it holds: location, bound, entries and bytes (table entries, analysis
+    entries and nsys exports), and whether it is switched off in this environment."""
+    every = _entries()
+    tables = [(p, st) for p, st in every if p.parent.name == "tables" and p.name.endswith(SUFFIX)]
+    analyses = [(p, st) for p, st in every if p.parent.name == "analyses" and p.name.endswith(SUFFIX)]
+    nsys = [(p, st) for p, st in every if p.parent.name == "nsys" and p.name.endswith(".sqlite")]
     return {"location": str(root()), "max_bytes": max_bytes(), "enabled": enabled(),
             "entries": len(tables), "bytes": sum(st.st_size for _, st in tables),
+            "analyses": len(analyses), "analyses_bytes": sum(st.st_size for _, st in analyses),
             "nsys_exports": len(nsys), "nsys_bytes": sum(st.st_size for _, st in nsys)}
 
 
 def clear() -> tuple[int, int]:
-    """Remove every table entry and nsys export (and leftover temporary files); (files, bytes) removed."""
+    """Remove every table entry, analysis entry and nsys export (and leftover temporary files); (files,
+    bytes) removed."""
     global _usage
     _usage = None
     files = size = 0

@@ -79,10 +79,44 @@ class Done:
 
 
 def analyze_file(path, comm_patterns: tuple[str, ...], step_pattern: str | None, ctx: Context, pool=None,
-                 ranks: dict[int, int] | None = None, cache: bool = False) -> list[Part]:
+                 ranks: dict[int, int] | None = None, cache: bool = False, stamps: dict | None = None
+                 ) -> list[Part]:
     """The Parts of one trace file; each trace is released once analysed. ``ranks``: the numbers of this
     file's unnumbered traces by their position in it (a second reading, once every rank is known);
-    ``cache``: read and fill the warm cache of parsed files (:mod:`.cache`)."""
+    ``cache``: read and fill the warm cache (:mod:`.cache`): the file's Parts when it was analysed the same
+    way before, else its parsed tables; ``stamps``: the run directories' side files, looked at once a
+    report (see :func:`analysis_options`)."""
+    before = None
+    if cache:
+        from . import cache as warm
+
+        options = analysis_options(path, comm_patterns, step_pattern, ctx, ranks, stamps)
+        before = warm.analysis_key(Path(path), options)
+        hit = warm.get_analysis(Path(path), options, before) if before is not None else None
+        if hit is not None:
+            return hit
+    parts = _analyze_file(path, comm_patterns, step_pattern, ctx, pool, ranks, cache)
+    if before is not None:
+        warm.put_analysis(Path(path), options, parts, before)
+    return parts
+
+
+def analysis_options(path, comm_patterns, step_pattern, ctx: Context, ranks: dict[int, int] | None,
+                     stamps: dict | None = None) -> tuple:
+    """Everything besides the file and the code that decides its Parts: the parse options, the thresholds,
+    the ranks given to unnumbered traces, and the run directory's manifest and NCCL logs (``stamps``: by
+    folder, filled here; a thousand traces of one run directory share them)."""
+    from .parsers import cache_options, rundir
+
+    folder = Path(path).parent
+    stamps = {} if stamps is None else stamps
+    if folder not in stamps:
+        stamps[folder] = rundir.stamp(folder)
+    return (*cache_options(tuple(comm_patterns), step_pattern), repr(ctx),
+            tuple(sorted(ranks.items())) if ranks else None, stamps[folder])
+
+
+def _analyze_file(path, comm_patterns, step_pattern, ctx, pool, ranks, cache) -> list[Part]:
     from .analyzers import analyze_rank
     from .parsers import number_by_order, parse_file, rundir, runs
 
@@ -145,18 +179,27 @@ def report(files, ctx_of: Callable[[], Context], *, comm_patterns=(), step_patte
 def _local(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, on_done, cache=False
            ) -> tuple[list[Done], Context]:
     """Every file's Parts, read here in input order (decode workers, if any, decode ahead; not the files the
-    warm cache holds)."""
+    warm cache holds). The Context comes first: it imports nothing heavy, and a warm file needs no decoding."""
     from .parsers import cache_options, start_decoding
 
-    pool = start_decoding(files, jobs, cache_with=cache_options(comm_patterns, step_pattern) if cache else None)
+    ctx = ctx_of()
+    held, stamps = None, {}
+    if cache:
+        from . import cache as warm
+
+        options = cache_options(comm_patterns, step_pattern)
+
+        def held(f) -> bool:
+            return warm.has_analysis(f, analysis_options(f, comm_patterns, step_pattern, ctx, None, stamps)) or \
+                warm.has(f, options)
+    pool = start_decoding(files, jobs, held=held)
     done = []
     try:
-        ctx = ctx_of()
         for k, f in enumerate(files):
             if on_file:
                 on_file(f)
-            done.append(Done(k, str(f), analyze_file(f, comm_patterns, step_pattern, ctx, pool, cache=cache),
-                             _size(f)))
+            done.append(Done(k, str(f), analyze_file(f, comm_patterns, step_pattern, ctx, pool, cache=cache,
+                                                     stamps=stamps), _size(f)))
             if on_done:
                 on_done(done[-1])
     finally:

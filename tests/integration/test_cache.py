@@ -44,12 +44,13 @@ def parses(monkeypatch):
     return seen
 
 
-def trace_file(folder: Path, name: str = "rank0.json", n: int = 3, mtime: float = PAST) -> Path:
+def trace_file(folder: Path, name: str = "rank0.json", n: int = 3, mtime: float = PAST, rank: int = 0,
+               world: int | None = 1) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     events = [host("ProfilerStep#1", 0, 100 * n + 50)]
     events += [kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 10 + 100 * i, 40, corr=i) for i in range(n)]
     events += [kernel("volta_sgemm_128x64_nn", 50 + 100 * i, 40, stream=8) for i in range(n)]
-    path = write_trace(folder / name, events, distributedInfo={"rank": 0, "world_size": 1})
+    path = write_trace(folder / name, events, distributedInfo={"rank": rank, **({} if world is None else {"world_size": world})})
     os.utime(path, (mtime, mtime))
     return path
 
@@ -266,11 +267,17 @@ def test_cache_info_and_clear(tmp_path, root, capsys):
     assert got["location"] == str(root) and got["entries"] == 2 and got["nsys_exports"] == 1
     assert got["bytes"] == sum(p.stat().st_size for p in entries(root)) and got["nsys_bytes"] == 100
     assert got["max_bytes"] == cache.DEFAULT_MAX and got["enabled"] is True
+    assert got["analyses"] == 0             # api.load parses; only a report analyses
+    json_of(tmp_path / "r0")
+    assert main(["cache", "info", "--format", "json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["analyses"] == 1 and got["analyses_bytes"] == analysis_entries(root)[0].stat().st_size > 0
     assert main(["cache", "info"]) == 0
-    assert str(root) in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert str(root) in out and "analysed traces: 1 entry" in out
     assert main(["cache", "clear"]) == 0
-    assert "removed 3 files" in capsys.readouterr().out
-    assert entries(root) == [] and not list((root / "nsys").iterdir())
+    assert "removed 4 files" in capsys.readouterr().out
+    assert entries(root) == analysis_entries(root) == [] and not list((root / "nsys").iterdir())
     assert main(["cache", "clear"]) == 0           # an empty (or absent) cache clears without complaint
 
 
@@ -343,8 +350,8 @@ def test_a_file_changed_while_it_is_parsed_is_not_cached(tmp_path, root, monkeyp
 
 
 def test_console_script_warm_and_cold_print_the_same(tmp_path, root):
-    """The real process (it exits without teardown, tracelens/_speed.py): the entry it writes is whole, and
-    the next process reads it."""
+    """The real process (it exits without teardown, tracelens/_speed.py): the entries it writes are whole,
+    and the next process reads the analysis entry (the table entry is for api.load)."""
     import subprocess
     import sys
 
@@ -353,11 +360,164 @@ def test_console_script_warm_and_cold_print_the_same(tmp_path, root):
     env = {**os.environ, cache.CACHE_ENV: str(root)}
     cold = subprocess.run([*cmd, "--no-cache"], capture_output=True, env=env)
     filling = subprocess.run(cmd, capture_output=True, env=env)
-    (entry,) = entries(root)
+    (table,) = entries(root)
+    (entry,) = analysis_entries(root)
     written = entry.stat().st_mtime_ns
-    os.utime(entry, ns=(written - 10**9, written - 10**9))
+    for e in (table, entry):
+        os.utime(e, ns=(written - 10**9, written - 10**9))
     warm = subprocess.run(cmd, capture_output=True, env=env)
     assert cold.returncode == filling.returncode == warm.returncode == 0, warm.stderr
     assert cold.stdout == filling.stdout == warm.stdout and b'"schema": "tracelens.report/1"' in cold.stdout
     assert entry.stat().st_mtime_ns > written - 10**9        # read (last use stamped), not rewritten
-    assert entries(root) == [entry]
+    assert table.stat().st_mtime_ns == written - 10**9       # not needed
+    assert entries(root) == [table] and analysis_entries(root) == [entry]
+
+
+# ----------------------------------------------------------------------------------- the analysis layer
+
+@pytest.fixture
+def analyses(monkeypatch):
+    """The rank analyses that really ran (a report whose files' analyses are cached runs none)."""
+    from tracelens.analyzers import rank
+
+    seen: list[int | None] = []
+    real = rank.analyze_rank
+
+    def counted(trace, *args, **kwargs):
+        seen.append(trace.meta.rank)
+        return real(trace, *args, **kwargs)
+    monkeypatch.setattr(rank, "analyze_rank", counted)
+    return seen
+
+
+def analysis_entries(root: Path) -> list[Path]:
+    return sorted((root / "analyses").glob("*" + cache.SUFFIX))
+
+
+def json_of(paths, **kw) -> str:
+    return render(api.report(paths, jobs=0, **kw), "json")
+
+
+def run_dir(tmp_path: Path, log: bytes = b"NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n") -> Path:
+    """A collect run directory: two traces (their world size only in the manifest), a manifest naming each
+    rank's NCCL log, and the logs."""
+    run = tmp_path / "collected"
+    for r in (0, 1):
+        trace_file(run, f"rank{r}.json", n=2 + r, rank=r, world=None)
+    (run / "nccl").mkdir()
+    for r in (0, 1):
+        (run / "nccl" / f"h.{r}.log").write_bytes(log)
+    manifest = {"schema": "tracelens.manifest/1", "world_size": 2, "env": {"NCCL_ALGO": "Ring"},
+                "ranks": [{"rank": r, "nccl_log": f"nccl/h.{r}.log"} for r in (0, 1)]}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    for f in run.rglob("*"):
+        os.utime(f, (PAST, PAST))
+    return run
+
+
+def test_a_warm_report_reads_analyses_and_neither_parses_nor_analyses(tmp_path, root, parses, analyses):
+    run = tmp_path / "run"
+    for r in (0, 1):
+        trace_file(run, f"rank{r}.json", n=2 + r, rank=r, world=2)
+    cold = json_of(run, cache=False)
+    assert json_of(run) == cold and len(analysis_entries(root)) == 2
+    parses.clear(), analyses.clear()
+    assert json_of(run) == cold
+    assert parses == [] and analyses == []
+
+
+def test_each_thing_an_analysis_depends_on_makes_a_miss(tmp_path, root, analyses, monkeypatch):
+    run = run_dir(tmp_path)
+    json_of(run)
+    assert sorted(analyses) == [0, 1]
+
+    def again(**kw) -> list:
+        analyses.clear()
+        json_of(run, **kw)
+        return sorted(analyses)
+    assert again() == []
+    assert again(thresholds=["stall_min_ns=1"]) == [0, 1]          # other thresholds
+    assert again(comm_patterns=["volta_sgemm"]) == [0, 1]          # other patterns
+    assert again(step_nvtx="ProfilerStep#(\\d+)") == [0, 1]
+    os.utime(run / "rank1.json", (PAST + 5, PAST + 5))              # one trace touched: that file only
+    assert again() == [1]
+    (run / "nccl" / "h.0.log").write_bytes(b"NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n" * 3)
+    os.utime(run / "nccl" / "h.0.log", (PAST, PAST))                # a log the manifest names: its size
+    assert again() == [0, 1]
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["env"]["NCCL_ALGO"] = "Tree"                           # the manifest itself
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    os.utime(run / "manifest.json", (PAST, PAST))
+    assert again() == [0, 1]
+    assert again() == []
+    monkeypatch.setattr(cache, "_analysis_stamp", lambda: (("edited.py", 1, 2),))   # the analysing code
+    assert again() == [0, 1]
+    monkeypatch.undo()
+    assert again() == []
+
+
+def test_an_analysis_entry_follows_what_its_manifest_says(tmp_path, root):
+    """The environment a manifest gives lands in the Report (settings checks): a cached analysis must not
+    keep the old one."""
+    run = run_dir(tmp_path)
+    rep = api.report(run, jobs=0)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["world_size"] = 4
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    os.utime(run / "manifest.json", (PAST, PAST))
+    assert {r.world_size for r in rep.ranks} == {2}
+    assert {r.world_size for r in api.report(run, jobs=0).ranks} == {4}
+    assert {r.world_size for r in api.report(run, jobs=0, cache=False).ranks} == {4}
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "flipped", "empty"])
+def test_a_damaged_analysis_entry_is_rebuilt(tmp_path, root, analyses, damage):
+    path = trace_file(tmp_path / "run")
+    cold = json_of(path, cache=False)
+    json_of(path)
+    (entry,) = analysis_entries(root)
+    blob = entry.read_bytes()
+    entry.write_bytes({"truncated": blob[: len(blob) // 2], "garbage": b"\x00" * len(blob),
+                       "flipped": blob[:40] + bytes([blob[40] ^ 1]) + blob[41:], "empty": b""}[damage])
+    analyses.clear()
+    assert json_of(path) == cold
+    assert analyses == [0]                  # analysed again, and cached again
+    analyses.clear()
+    assert json_of(path) == cold and analyses == []
+
+
+def test_unnumbered_ranks_are_renumbered_the_same_from_the_cache(tmp_path, root, analyses):
+    """Ranks recorded nowhere are numbered by input order after every file is read: a cached analysis is
+    stored before that, so warm and cold agree (and the cached entry is not changed by the numbering)."""
+    run = tmp_path / "anon"
+    run.mkdir()
+    for name, n in (("a.json", 2), ("b.json", 3)):
+        events = [host("ProfilerStep#1", 0, 100 * n + 50)]
+        events += [kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 10 + 100 * i, 40, corr=i) for i in range(n)]
+        os.utime(write_trace(run / name, events), (PAST, PAST))
+    cold = json_of(run, cache=False)
+    assert json_of(run) == cold
+    analyses.clear()
+    assert json_of(run) == cold == json_of(run)
+    assert analyses == []
+    assert [r["rank"] for r in json.loads(cold)["ranks"]] == [0, 1]
+
+
+def test_a_warm_report_imports_no_pandas(tmp_path, root):
+    """The point of the analysis layer: a repeated report needs neither the parsers nor the rank analyzers,
+    whose pandas import (0.3-0.9 s) was most of a warm report."""
+    import subprocess
+    import sys
+
+    path = trace_file(tmp_path / "run")
+    code = ("import sys; from tracelens import api; from tracelens.renderers import render; "
+            "render(api.report(sys.argv[1], jobs=0), sys.argv[2]); print(sorted(m for m in sys.modules "
+            "if m.split('.')[0] in ('pandas', 'pyarrow') or m in ('tracelens.parsers.kineto', 'tracelens.parsers.nsys', 'tracelens.analyzers.rank')))")
+    env = {**os.environ, cache.CACHE_ENV: str(root)}
+    first = subprocess.run([sys.executable, "-c", code, str(path), "json"], capture_output=True, text=True,
+                           env=env, check=True)
+    assert "pandas" in first.stdout            # the cold run did need it
+    for fmt in ("json", "text", "markdown"):
+        warm = subprocess.run([sys.executable, "-c", code, str(path), fmt], capture_output=True, text=True,
+                              env=env, check=True)
+        assert warm.stdout.strip() == "[]", (fmt, warm.stdout)

@@ -157,3 +157,22 @@ def test_packed_keys_sort_as_lexsort():
         change = np.flatnonzero(np.r_[True, (last_two[:, 1:] != last_two[:, :-1]).any(axis=0)])
         assert starts.tolist() == change.tolist()
     assert match._packed(huge) is None and match._packed(small) is not None
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_factorize_without_pandas_gives_pandas_codes(seed, monkeypatch):
+    """combine factorizes names with a dict when pandas is not loaded (a warm report): the codes and the
+    distinct values must be exactly pandas.factorize's, None and NaN included (-1)."""
+    import sys
+
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    pool = np.array(["allreduce", "broadcast", None, float("nan"), "", "all_to_all", "ç", "0"], dtype=object)
+    values = pool[rng.integers(0, len(pool), 500)]
+    want_codes, want_uniques = pd.factorize(values, use_na_sentinel=True)
+    with_pd = match._factorize(values)
+    monkeypatch.delitem(sys.modules, "pandas")
+    without = match._factorize(values)
+    assert without[0].tolist() == with_pd[0].tolist() == want_codes.tolist()
+    assert without[1] == with_pd[1] == list(want_uniques)

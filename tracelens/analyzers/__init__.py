@@ -6,18 +6,39 @@ together into the Report (``combine``). The seam between them is ``seam.py``: se
 
 from __future__ import annotations
 
-from ..model import RankTrace
-from ..contract import Report
-from .rank import analyze_rank
-from .run import combine
+from typing import TYPE_CHECKING
+
 from .seam import Context, RankAnalysis
 from .thresholds import Thresholds
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..contract import Report
+    from ..model import RankTrace
+    from .rank import analyze_rank
+    from .run import combine
+
 __all__ = ["analyze", "analyze_rank", "combine", "Context", "RankAnalysis", "Thresholds"]
+
+
+def __getattr__(name: str):
+    # The rank analyzers (and pandas with them) load only when a rank is analysed: a report whose files'
+    # analyses are all in the warm cache only combines them.
+    if name == "analyze_rank":
+        from .rank import analyze_rank
+
+        return analyze_rank
+    if name == "combine":
+        from .run import combine
+
+        return combine
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Report:
     """The overlap report and the diagnoses of a run (one RankTrace per rank): each rank analysed, then
     combined."""
+    from .rank import analyze_rank
+    from .run import combine
+
     context = Context(thresholds or Thresholds())
     return combine([analyze_rank(t, context) for t in traces], context)

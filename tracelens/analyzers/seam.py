@@ -10,12 +10,14 @@ processes or on a cluster: whatever runs them, the same analyses give the same R
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..contract import Collective, InputFile, RankResult, WarningEntry
 from .thresholds import Thresholds
 from .wording import Finding
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np      # the Context is made before the decode workers start: nothing heavy here
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from .terminal import echo_fitted
 
 @click.group("cache")
 def cache() -> None:
-    """The warm cache of parsed traces (and of .nsys-rep exports): a second report of an unchanged file
-    skips parsing. Location: $TRACELENS_CACHE, else $XDG_CACHE_HOME/tracelens, else ~/.cache/tracelens."""
+    """The warm cache of parsed and analysed traces (and of .nsys-rep exports): a second report of an
+    unchanged file skips parsing and analysing it. Location: $TRACELENS_CACHE, else $XDG_CACHE_HOME/tracelens, else ~/.cache/tracelens."""
 
 
 @cache.command("info")
@@ -34,13 +34,15 @@ def cache_info(fmt) -> None:
     echo_fitted(f"location: {got['location']}{state}")
     echo_fitted(f"parsed traces: {got['entries']} entr{'y' if got['entries'] == 1 else 'ies'}, "
                 f"{_size(got['bytes'])}")
+    echo_fitted(f"analysed traces: {got['analyses']} entr{'y' if got['analyses'] == 1 else 'ies'}, "
+                f"{_size(got['analyses_bytes'])}")
     echo_fitted(f"nsys exports: {got['nsys_exports']}, {_size(got['nsys_bytes'])}")
     echo_fitted(f"bound: {_size(got['max_bytes'])} (TRACELENS_CACHE_MAX; least recently used removed first)")
 
 
 @cache.command("clear")
 def cache_clear() -> None:
-    """Remove every cached parse and nsys export (the cache refills as reports run).
+    """Remove every cached parse, analysis and nsys export (the cache refills as reports run).
 
     Example:
 

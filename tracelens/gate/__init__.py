@@ -13,8 +13,18 @@ from __future__ import annotations
 
 from .config import AGGREGATES, CONFIG_KEYS, PATTERNS, GateConfig, find_config, load_config, read_table
 from .result import SCHEMA, GateResult, RankOutcome, RuleOutcome
-from .rules import STEP_COLUMNS, Baseline, aggregate, evaluate, step_frame
+
+_RULES = ("STEP_COLUMNS", "Baseline", "aggregate", "evaluate", "step_frame")
 
 __all__ = ["AGGREGATES", "Baseline", "CONFIG_KEYS", "GateConfig", "GateResult", "PATTERNS", "RankOutcome",
            "RuleOutcome", "SCHEMA", "STEP_COLUMNS", "aggregate", "evaluate", "find_config", "load_config",
            "read_table", "step_frame"]
+
+
+def __getattr__(name: str):
+    # The rules need pandas; reading a config file (thresholds for a report) must not.
+    if name in _RULES:
+        from . import rules
+
+        return getattr(rules, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

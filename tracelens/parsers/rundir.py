@@ -6,6 +6,7 @@ RankTraces of the traces in the same directory.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -35,6 +36,32 @@ def read_manifest(folder: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) and str(doc.get("schema", "")).split("/")[0] == MANIFEST_SCHEMA.split("/")[0] else None
+
+
+def stamp(folder: Path) -> tuple:
+    """What a trace's analysis in ``folder`` depends on besides the trace (for the warm cache's key): the
+    manifest's identity, and the size of every NCCL log it names (None where absent)."""
+    path = folder / MANIFEST
+    try:
+        st = path.stat()
+    except OSError:
+        return ()
+    identity = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+    sizes = []
+    for log in _named_logs(folder, *identity):
+        try:
+            sizes.append((log, (folder / log).stat().st_size))
+        except OSError:
+            sizes.append((log, None))
+    return (*identity, tuple(sizes))
+
+
+@functools.lru_cache(maxsize=64)
+def _named_logs(folder: Path, *identity) -> tuple[str, ...]:
+    """The NCCL logs a manifest names, read once per version of it (a thousand traces share one)."""
+    m = read_manifest(folder)
+    return tuple(sorted({str(r.get("nccl_log")) for r in (m or {}).get("ranks", [])
+                         if isinstance(r, dict) and r.get("nccl_log")}))
 
 
 _BUCKET_CAP = re.compile(r"--?bucket[-_]cap[-_]mb(?:=(.*))?$", re.IGNORECASE)

@@ -3,8 +3,10 @@ compute a metric."""
 
 from __future__ import annotations
 
-from ..contract import Report
-from . import markdown, text
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..contract import Report
 
 FORMATS = ("text", "json", "markdown", "html")
 
@@ -12,12 +14,17 @@ FORMATS = ("text", "json", "markdown", "html")
 def render(report: Report, fmt: str, *, color: bool = False, width: int = 120, top: int = 10) -> str:
     if fmt == "json":
         return report.to_json().decode() + "\n"
+    # Each format's module only when asked for: JSON needs neither, and text needs rich (~20 ms to import).
     if fmt == "markdown":
+        from . import markdown
+
         return markdown.render(report, top=top)
     if fmt == "html":
         from . import html     # plotly: the optional ``dashboard`` extra
 
         return html.render(report, top=top)
     if fmt == "text":
+        from . import text
+
         return text.render(report, color=color, width=width, top=top)
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")

@@ -33,8 +33,7 @@ from .. import intervals as iv
 from ..thresholds import Thresholds, material as _material
 from ..wording import Finding
 
-PATTERNS = ("sawtooth", "two-phase", "serialized", "partial", "no-comm")
-MIXED = "mixed"           # a rank (or run) whose steps (or ranks) have no pattern with a strict majority
+from ..verdicts import MIXED, PATTERNS, majority  # noqa: F401  (where a rank's pattern is decided too)
 
 
 def classify(ev: PatternEvidence, overlap_pct: float | None, th: Thresholds) -> str | None:
@@ -55,18 +54,6 @@ def classify(ev: PatternEvidence, overlap_pct: float | None, th: Thresholds) -> 
     if takes_turns:
         return "serialized"
     return "partial"
-
-
-def majority(patterns: list[str | None]) -> tuple[str | None, dict[str, int]]:
-    """The pattern held by a strict majority of the members with communication, else ``mixed``; and the
-    count of each pattern. Members without communication (``no-comm``) count only when none has any; members
-    without a pattern (nothing to overlap, None) are not counted."""
-    counts = Counter(p for p in patterns if p is not None)
-    with_comm = {p: n for p, n in counts.items() if p != "no-comm"}
-    if not with_comm:
-        return ("no-comm" if counts else None), dict(counts)
-    top, n = max(with_comm.items(), key=lambda kv: kv[1])
-    return (top if 2 * n > sum(with_comm.values()) else MIXED), dict(counts)
 
 
 def diagnose(rank: int, step: int | None, pattern: str | None, ev: PatternEvidence, m, mode: str,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...contract import DimensionRun, RankResult, Summary, ratio
-from ..rank.pattern import majority
+from ..verdicts import majority
 
 
 def summarize(ranks: list[RankResult]) -> Summary:

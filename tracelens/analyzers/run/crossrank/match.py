@@ -18,10 +18,10 @@ disagreement.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from ....contract import WarningEntry
 from ...seam import RankAnalysis
@@ -64,9 +64,22 @@ def concat(analyses: list[RankAnalysis]) -> Table:
     for c in ("op", "dtype", "pg_name"):
         values = np.concatenate([np.asarray(a.comm[c], dtype=object) for a in analyses]) if analyses else \
             np.empty(0, object)
-        codes, uniques = pd.factorize(values, use_na_sentinel=True)
-        cols[c], names[c] = codes.astype(np.int64), list(uniques)
+        cols[c], names[c] = _factorize(values)
     return Table(pos=pos, cols=cols, names=names)
+
+
+def _factorize(values: np.ndarray) -> tuple[np.ndarray, list]:
+    """Codes in order of first appearance (None and NaN: -1) and the distinct values. combine must not import
+    pandas (when every rank's analysis comes from the warm cache, nothing else does): pandas' factorize when
+    it is loaded already (2.5x faster at a million rows), else a dict, which gives the same codes."""
+    pd = sys.modules.get("pandas")
+    if pd is not None:
+        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+        return codes.astype(np.int64), list(uniques)
+    seen: dict = {None: -1}
+    codes = np.fromiter((seen.setdefault(v, len(seen) - 1) if v == v else -1 for v in values.tolist()),
+                        np.int64, len(values))
+    return codes, [v for v in seen if v is not None]
 
 
 def _segments(*keys: np.ndarray, by: int | None = None) -> tuple[np.ndarray, np.ndarray]:
