@@ -3,10 +3,14 @@ whole-file decode; a file that is not clean goes the whole-file way, with the sa
 
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tracelens.errors import InputError
 from tracelens.parsers import kineto_decode, kineto_slices
@@ -76,3 +80,57 @@ def test_files_that_need_repair_decode_as_before(name, monkeypatch):
     else:
         _same(whole.device, sliced.device)
         assert whole.meta == sliced.meta
+
+
+SMALL = SAMPLES / "compute_bound_8" / "rank0.json.gz"     # 241 events, 45 KB of JSON
+
+
+def _small_doc() -> dict:
+    return json.loads(gzip.decompress(SMALL.read_bytes()))
+
+
+@pytest.mark.parametrize("keep", [0.02, 0.5, 0.97, -1])      # fractions of the file kept; -1: all but one byte
+def test_a_truncated_file_gives_the_whole_file_error(keep, monkeypatch, tmp_path):
+    raw = json.dumps(_small_doc()).encode()
+    path = tmp_path / "rank0.json"
+    path.write_bytes(raw[:-1] if keep < 0 else raw[:int(len(raw) * keep)])
+    whole, sliced = _both(path, monkeypatch, events=5)
+    assert isinstance(whole, str) and "not valid JSON" in whole
+    assert sliced == whole
+
+
+_NAMES = st.lists(st.sampled_from(list('"\\[]{},: \n\tab') + ["é", "\u2028", "😀", "traceEvents", "\\u0022"]),
+                  max_size=10).map("".join)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_NAMES, min_size=1, max_size=8), st.booleans(), st.sampled_from([None, 2]), st.integers(1, 7))
+def test_hostile_text_and_keys_in_any_order(monkeypatch, tmp_path, names, events_first, indent, events):
+    doc = _small_doc()
+    for i, e in enumerate(doc["traceEvents"]):
+        e["name"] = names[i % len(names)] + e.get("name", "")
+        e.setdefault("args", {})["nested"] = [{"x": names[(i + 1) % len(names)]}, [names[0], "]}"]]
+    if events_first:        # the other keys (baseTimeNanoseconds, distributedInfo) after the events
+        doc = {"traceEvents": doc.pop("traceEvents"), **doc}
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps(doc, indent=indent, ensure_ascii=indent is None))
+    whole, sliced = _both(path, monkeypatch, events=events)
+    assert not isinstance(whole, str) and _both.took_slices
+    for part in ("device", "host", "threads", "comm_meta"):
+        _same(getattr(whole, part), getattr(sliced, part), part)
+    assert whole.meta == sliced.meta
+
+
+@pytest.mark.parametrize("second", [b'"traceEvents"', b'"trace\\u0045vents"'])
+def test_a_second_events_key_goes_the_whole_file_way(second, monkeypatch, tmp_path):
+    doc = _small_doc()
+    events = json.dumps(doc.pop("traceEvents")).encode()
+    first = b'[{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "x"}}]'
+    # Two keys for the events: the whole-file decode reads the last one, which the scan does not cut.
+    path = tmp_path / "rank0.json"
+    path.write_bytes(b'{"traceEvents": ' + first + b", " + second + b": " + events + b", "
+                     + json.dumps(doc).encode()[1:])
+    whole, sliced = _both(path, monkeypatch, events=5)
+    assert not isinstance(whole, str) and not _both.took_slices
+    _same(whole.device, sliced.device)
+    assert len(whole.device["start_ns"]) == 63       # the sample's kernels (the last list's)

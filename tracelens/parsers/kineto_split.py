@@ -191,7 +191,7 @@ def _escaped(w: np.ndarray, carried: bool) -> tuple[np.ndarray, bool]:
     # first is itself escaped from the previous window.
     shift = carried & (slashes[first] == 0)
     escapes = slashes[((index - first + shift) % 2) == 0] + 1
-    if carried and slashes[0] != 0:
+    if carried:
         escapes = np.concatenate(([0], escapes))
     beyond = bool(escapes.size) and int(escapes[-1]) == w.size
     return (escapes[:-1] if beyond else escapes), beyond
