@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracelens.errors import InputError
-from tracelens.parsers import kineto_decode, kineto_slices
+from tracelens.parsers import kineto_decode, kineto_read, kineto_slices, kineto_split
 from tests.conftest import SAMPLES, corpus_file
 
 FUZZ = Path(__file__).resolve().parents[1] / "fuzz" / "regressions"
@@ -134,3 +134,52 @@ def test_a_second_events_key_goes_the_whole_file_way(second, monkeypatch, tmp_pa
     assert not isinstance(whole, str) and not _both.took_slices
     _same(whole.device, sliced.device)
     assert len(whole.device["start_ns"]) == 63       # the sample's kernels (the last list's)
+
+
+def _gz_variants(raw: bytes) -> dict:
+    """Gzip streams whose trailer, length or bytes are not what a clean file has."""
+    packed = gzip.compress(raw)
+    size = len(raw).to_bytes(4, "little")
+    return {
+        "truncated": packed[:len(packed) // 2],
+        "corrupt": packed[:200] + bytes([packed[200] ^ 0xFF]) + packed[201:],
+        "trailer-short": packed[:-4] + (len(raw) - 1000).to_bytes(4, "little"),
+        "trailer-long": packed[:-4] + (len(raw) + 1000).to_bytes(4, "little"),
+        "two-members": packed + gzip.compress(b'{"traceEvents": []}'),
+        "padded": gzip.compress(raw + b" " * 5000)[:-4] + size,     # trailer says less than inflates
+    }
+
+
+@pytest.mark.parametrize("variant", ["truncated", "corrupt", "trailer-short", "trailer-long", "two-members",
+                                     "padded"])
+def test_a_gzip_stream_that_is_not_what_it_says_goes_the_whole_file_way(variant, monkeypatch, tmp_path):
+    raw = json.dumps(_small_doc()).encode()
+    path = tmp_path / "rank0.json.gz"
+    path.write_bytes(_gz_variants(raw)[variant])
+    whole, sliced = _both(path, monkeypatch, events=5)
+    assert not _both.took_slices
+    if isinstance(whole, str):
+        assert sliced == whole
+    else:
+        for part in ("device", "host", "threads", "comm_meta"):
+            _same(getattr(whole, part), getattr(sliced, part), part)
+
+
+def test_a_gzip_trace_is_inflated_in_two_passes_a_slice_at_a_time(monkeypatch, tmp_path):
+    raw = json.dumps(_small_doc(), indent=1).encode()
+    path = tmp_path / "rank0.json.gz"
+    path.write_bytes(gzip.compress(raw))
+    fills = []
+    fill = kineto_read.Inflating.fill
+    monkeypatch.setattr(kineto_read.Inflating, "CHUNK", 512)
+    monkeypatch.setattr(kineto_read.Inflating, "fill", lambda self, upto: fills.append(self.filled) or fill(self, upto))
+    monkeypatch.setattr(kineto_split, "WINDOW", 4096)
+    whole, sliced = _both(path, monkeypatch, events=5)
+    assert _both.took_slices
+    for part in ("device", "host", "threads", "comm_meta"):
+        _same(getattr(whole, part), getattr(sliced, part), part)
+    # Inflated from the start twice (the scan, then the slices), never all at once: each fill call finds
+    # at most a window, its look-ahead and one output chunk (4 x CHUNK) inflated beyond the last.
+    restarts = [i for i in range(1, len(fills)) if fills[i] < fills[i - 1]]
+    assert len(restarts) == 1
+    assert max(b - a for a, b in zip(fills, fills[1:])) < 4096 + (64 << 10) + 4 * 512
