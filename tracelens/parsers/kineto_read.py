@@ -64,12 +64,15 @@ def read_bytes(path: Path) -> bytes:
     return raw
 
 
+class InflateError(Exception):
+    """A gzip stream that is not what its trailer says: read it with :func:`read_bytes`, which says why."""
+
+
 class Inflating:
     """A big gzip trace inflated on demand into an anonymous mapping of its JSON size, from the start again
     for each pass over it: only the pages between what the reader has let go of (``madvise``) and what it
     asked for (:meth:`fill`) are resident, never the whole JSON. Anything unexpected in the stream (corrupt,
-    truncated, longer or shorter than its trailer says) raises ValueError; :func:`read_bytes` then reads the
-    file and says what is wrong with it."""
+    truncated, longer or shorter than its trailer says) raises InflateError."""
 
     CHUNK = 1 << 20
 
@@ -93,11 +96,11 @@ class Inflating:
             while self.filled < upto:
                 out = self._more(len(self.mapping) - self.filled + 1)
                 if self.filled + len(out) > len(self.mapping):
-                    raise ValueError("longer than its trailer says")
+                    raise InflateError("longer than its trailer says")
                 self.mapping[self.filled:self.filled + len(out)] = out
                 self.filled += len(out)
         except (EOFError, OSError, zlib.error, _inflate.error) as exc:
-            raise ValueError(str(exc)) from None
+            raise InflateError(str(exc)) from None
 
     def finish(self) -> None:
         """Check that the stream ends, its CRC included, where the JSON does."""
@@ -105,17 +108,24 @@ class Inflating:
         try:
             while not self.inflater.eof:
                 if self._more(1):
-                    raise ValueError("longer than its trailer says")
+                    raise InflateError("longer than its trailer says")
         except (EOFError, OSError, zlib.error, _inflate.error) as exc:
-            raise ValueError(str(exc)) from None
+            raise InflateError(str(exc)) from None
 
     def _more(self, room: int) -> bytes:
         if self.inflater.eof:
-            raise ValueError("shorter than its trailer says")
+            raise InflateError("shorter than its trailer says")
         data = self.inflater.unconsumed_tail or self.fh.read(self.CHUNK)
         if not data:
-            raise ValueError("truncated")
+            raise InflateError("truncated")
         return self.inflater.decompress(data, min(room, 4 * self.CHUNK))
 
     def __len__(self) -> int:
         return len(self.mapping)
+
+    def close(self) -> None:
+        self.fh.close()
+        try:
+            self.mapping.close()
+        except BufferError:     # a view of it still held (by an exception's frames): freed with the view
+            pass

@@ -30,7 +30,7 @@ from ..meta import RunMeta
 from .kineto_columns import (DEVICE_CATS, KinetoColumns, Labels, _categories, _comm_meta, _device_columns,
                              _event_times, _fill_meta, _host_columns, _merge_comm_meta, _pg_members, _subset,
                              _thread_names)
-from .kineto_read import Inflating, max_inflate
+from .kineto_read import InflateError, Inflating, max_inflate
 from .kineto_repair import _EVENTS, _HEADER, _RAW_DOC
 from .kineto_schema import Document, Event, MetaEvent
 from . import kineto_split
@@ -63,12 +63,18 @@ def big_source(path) -> mmap.mmap | Inflating | None:
 
 
 def decode(holder: list, path, meta: RunMeta, epoch_times) -> KinetoColumns | None:
-    """The columns of the JSON in ``holder`` (a one-item list of bytes or a :func:`mapped` file, emptied
+    """The columns of the JSON in ``holder`` (a one-item list of bytes or a :func:`big_source`, emptied
     here: the caller keeps no reference), or None when the whole-file decode must read it."""
     raw = holder.pop()
-    inflating = raw if isinstance(raw, Inflating) else None
-    if inflating is not None:
-        raw = inflating.mapping
+    if not isinstance(raw, Inflating):
+        return _decode(raw, None, path, meta, epoch_times)
+    try:
+        return _decode(raw.mapping, raw, path, meta, epoch_times)
+    finally:
+        raw.close()
+
+
+def _decode(raw, inflating: Inflating | None, path, meta: RunMeta, epoch_times) -> KinetoColumns | None:
     release = _Release(raw if isinstance(raw, mmap.mmap) else None)
     fill = inflating.fill if inflating is not None else None
     try:
@@ -76,7 +82,7 @@ def decode(holder: list, path, meta: RunMeta, epoch_times) -> KinetoColumns | No
         if parts is not None and inflating is not None:
             inflating.finish()
             inflating.restart()         # the slices are read in a second pass over the stream
-    except ValueError:
+    except InflateError:
         return None
     if parts is None:
         return None
@@ -106,7 +112,7 @@ def decode(holder: list, path, meta: RunMeta, epoch_times) -> KinetoColumns | No
                 fill(parts.slices[index][1])
             chunk = parts.text(raw, index)
             events = _EVENTS.decode(chunk)
-        except (ValueError, UnicodeDecodeError, RecursionError):    # msgspec's DecodeError is a ValueError
+        except (msgspec.DecodeError, InflateError, UnicodeDecodeError, RecursionError):
             return None
         if not events:
             return None             # "[ ]": a trailing comma, which the whole file's decode refuses
