@@ -3,11 +3,12 @@
 :mod:`.kineto_slices` decodes such a trace a slice at a time; this module says where the slices are, without
 decoding anything and without holding more than a window of the file: numpy over ``WINDOW`` bytes at a
 time finds the quotes that open or close strings (a quote after an odd run of backslashes does not) and the
-brackets outside strings, whose running sum is the depth (474 MB in 0.5-0.8 s). An event ends where a bracket closes back to the
-depth of the array's items; every ``every`` events the comma after one is a cut. Whatever lies around the
-array (the keys before and after it, in any order) becomes the header: the document with the array
-replaced by a marker that no file holds (a random string), so that the header's decode confirms that the
-array cut is the one a decode of the whole file would read (duplicate or escaped keys included).
+brackets outside strings, whose running sum is the depth (474 MB in 0.55-0.66 s, bench/RESULTS.md). An
+event ends where a bracket closes back to the depth of the array's items; every ``every`` events the comma
+after one is a cut. Whatever lies around the array (the keys before and after it, in any order) becomes the
+header: the document with the array replaced by a marker that no file holds (a random string), so that the
+header's decode confirms that the array cut is the one a decode of the whole file would read (duplicate or
+escaped keys included).
 
 The scan trusts the JSON to be valid; the decoder checks it. Given that the first slice starts just after
 the array's ``[``, a slice that decodes as a non-empty list ends just before a comma between items of the
