@@ -93,7 +93,7 @@ def decode_file(path: Path, keep_alive: list | None = None) -> KinetoColumns:
     worker process that ends right after answering passes one: freeing 10^5 objects costs ~30 ms on a
     54 MB trace, and the exit reclaims them at no cost (:func:`tracelens._speed.exit_without_teardown`).
     """
-    raw = kineto_slices.mapped(path) or read_bytes(path)
+    raw = kineto_slices.big_source(path) or read_bytes(path)
     meta = RunMeta(source=str(path), format="kineto", bytes=path.stat().st_size)
     if len(raw) > kineto_slices.SLICE_BYTES:
         holder = [raw]

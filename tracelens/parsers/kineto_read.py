@@ -1,11 +1,13 @@
 """Kineto traces, stage 1 of 4: the file's bytes, gunzipped when the magic bytes say gzip.
 
 Apart so that what can go wrong with the file itself (unreadable, truncated or corrupt gzip, a gzip bomb)
-is answered in one place, before any JSON is looked at.
+is answered in one place, before any JSON is looked at. A big gzip trace decoded in slices is inflated as it
+is read instead (:class:`Inflating`); anything wrong with its stream sends it back to :func:`read_bytes`.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import zlib
@@ -60,3 +62,70 @@ def read_bytes(path: Path) -> bytes:
         except (EOFError, OSError, zlib.error, _inflate.error) as exc:
             raise InputError(f"truncated or corrupt gzip data ({exc})", path=str(path)) from None
     return raw
+
+
+class InflateError(Exception):
+    """A gzip stream that is not what its trailer says: read it with :func:`read_bytes`, which says why."""
+
+
+class Inflating:
+    """A big gzip trace inflated on demand into an anonymous mapping of its JSON size, from the start again
+    for each pass over it: only the pages between what the reader has let go of (``madvise``) and what it
+    asked for (:meth:`fill`) are resident, never the whole JSON. Anything unexpected in the stream (corrupt,
+    truncated, longer or shorter than its trailer says) raises InflateError."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, path: Path, size: int) -> None:
+        self.path = path
+        self.mapping = mmap.mmap(-1, size)
+        self.fh = None
+        self.restart()
+
+    def restart(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
+        self.fh = open(self.path, "rb")
+        self.inflater = _inflate.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        self.filled = 0
+
+    def fill(self, upto: int) -> None:
+        """Inflate until the JSON before ``upto`` (at most the whole of it) is in the mapping."""
+        upto = min(upto, len(self.mapping))
+        try:
+            while self.filled < upto:
+                out = self._more(len(self.mapping) - self.filled + 1)
+                if self.filled + len(out) > len(self.mapping):
+                    raise InflateError("longer than its trailer says")
+                self.mapping[self.filled:self.filled + len(out)] = out
+                self.filled += len(out)
+        except (EOFError, OSError, zlib.error, _inflate.error) as exc:
+            raise InflateError(str(exc)) from None
+
+    def finish(self) -> None:
+        """Check that the stream ends, its CRC included, where the JSON does."""
+        self.fill(len(self.mapping))
+        try:
+            while not self.inflater.eof:
+                if self._more(1):
+                    raise InflateError("longer than its trailer says")
+        except (EOFError, OSError, zlib.error, _inflate.error) as exc:
+            raise InflateError(str(exc)) from None
+
+    def _more(self, room: int) -> bytes:
+        if self.inflater.eof:
+            raise InflateError("shorter than its trailer says")
+        data = self.inflater.unconsumed_tail or self.fh.read(self.CHUNK)
+        if not data:
+            raise InflateError("truncated")
+        return self.inflater.decompress(data, min(room, 4 * self.CHUNK))
+
+    def __len__(self) -> int:
+        return len(self.mapping)
+
+    def close(self) -> None:
+        self.fh.close()
+        try:
+            self.mapping.close()
+        except BufferError:     # a view of it still held (by an exception's frames): freed with the view
+            pass
