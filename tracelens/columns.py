@@ -10,12 +10,14 @@ pandas would otherwise infer its Arrow-backed string dtype and convert back and 
 from __future__ import annotations
 
 import re
-from typing import Callable
+from typing import Callable, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from ._speed import frame_from_arrays
+
+T = TypeVar("T")
 
 
 def categorical_of(col) -> pd.Categorical | None:
@@ -37,6 +39,24 @@ def mask(col, test: Callable[[str], object]) -> np.ndarray:
     return np.fromiter((isinstance(v, str) and bool(test(v)) for v in col.tolist()), bool, len(col))
 
 
+def remembered(fn: Callable[[str], T], bound: int = 1 << 16) -> Callable[[str], T]:
+    """``fn(name)``, remembered per name for the life of the process (``fn`` must be pure).
+
+    The ranks of a run share their kernel and operator names, so a test over each rank's categories runs
+    once per run instead of once per rank. Past ``bound`` names the memory starts afresh."""
+    seen: dict[str, T] = {}
+
+    def check(name: str) -> T:
+        try:
+            return seen[name]
+        except KeyError:
+            if len(seen) >= bound:
+                seen.clear()
+            hit = seen[name] = fn(name)
+            return hit
+    return check
+
+
 def isin(col: pd.Series, values) -> np.ndarray:
     """``col.isin(values)`` as a bool array, tested once per distinct value."""
     wanted = frozenset(values)
@@ -44,9 +64,19 @@ def isin(col: pd.Series, values) -> np.ndarray:
 
 
 def matches(col: pd.Series, pattern: re.Pattern | str, how: str = "match") -> np.ndarray:
-    """Regex test per row: ``how`` is "match" (at the start) or "search" (anywhere)."""
+    """Regex test per row: ``how`` is "match" (at the start) or "search" (anywhere); each name's answer is
+    remembered (:func:`remembered`), per pattern."""
     rx = re.compile(pattern) if isinstance(pattern, str) else pattern
-    return mask(col, rx.match if how == "match" else rx.search)
+    test = _TESTS.get((rx, how))
+    if test is None:
+        if len(_TESTS) >= 64:           # patterns built at run time (user input) do not pile up
+            _TESTS.clear()
+        find = rx.match if how == "match" else rx.search
+        test = _TESTS[rx, how] = remembered(lambda name: find(name) is not None)
+    return mask(col, test)
+
+
+_TESTS: dict[tuple[re.Pattern, str], Callable[[str], object]] = {}
 
 
 def frame_of(columns: dict) -> pd.DataFrame:
@@ -134,3 +164,4 @@ def unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return keys[first], first, inverse.reshape(-1)
     uniq, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
     return uniq, first, inverse.reshape(-1)
+

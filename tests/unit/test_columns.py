@@ -1,11 +1,14 @@
 """Column helpers: the fast paths must give what the plain numpy/pandas calls give."""
 
+import re
+
 import numpy as np
+import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tracelens.columns import unique_rows
+from tracelens.columns import matches, remembered, unique_rows
 
 small = st.integers(-3, 40)
 wide = st.sampled_from([-(2**62), -5, 0, 7, 2**40, 2**62 - 1])   # spans that cannot be packed into one int64
@@ -21,3 +24,22 @@ def test_unique_rows_is_numpys_axis0_unique(keys):
     assert uniq.tolist() == want_u.tolist()
     assert first.tolist() == want_f.tolist()
     assert inverse.tolist() == want_i.reshape(-1).tolist()
+
+
+def test_remembered_asks_once_per_name():
+    asked = []
+    test = remembered(lambda name: asked.append(name) or name.startswith("nccl"), bound=3)
+    assert [test(n) for n in ("ncclKernel", "gemm", "ncclKernel", "gemm")] == [True, False, True, False]
+    assert asked == ["ncclKernel", "gemm"]
+    for n in ("a", "b"):        # past the bound the memory starts afresh: still right, asked again
+        test(n)
+    assert test("ncclKernel") is True and asked[-1] == "ncclKernel" and len(asked) == 5
+
+
+def test_matches_keeps_each_pattern_apart():
+    # One name under two patterns and two modes: the remembered answers must not leak between them.
+    col = pd.Categorical(["ncclDevKernel_AllReduce", "at::gemm", None])
+    assert matches(col, r"nccl").tolist() == [True, False, False]
+    assert matches(col, r"gemm").tolist() == [False, False, False]          # "match": anchored at the start
+    assert matches(col, r"gemm", "search").tolist() == [False, True, False]
+    assert matches(col, re.compile(r"AllReduce"), "search").tolist() == [True, False, False]
