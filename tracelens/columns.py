@@ -165,3 +165,24 @@ def unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     uniq, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
     return uniq, first, inverse.reshape(-1)
 
+
+def group_rows(*columns) -> list[tuple[tuple, np.ndarray]]:
+    """Rows grouped by their values in ``columns`` (equally long; None and NaN are one missing value, read
+    as None): ``(values, rows)`` per group, groups in order of first appearance, rows ascending.
+
+    What ``DataFrame(columns).groupby(..., dropna=False, sort=False).indices`` gives, without the frame and
+    the groupby (~1.5 ms for a rank's few hundred collectives, most of it fixed cost).
+    """
+    n = len(columns[0]) if columns else 0
+    if n == 0:
+        return []
+    codes, uniques = zip(*(pd.factorize(np.asarray(c, dtype=object) if not isinstance(c, np.ndarray)
+                                        or c.dtype.kind not in "iub" else c) for c in columns))
+    _, first, inverse = unique_rows(np.stack(codes, axis=1))
+    rows = np.split(np.argsort(inverse, kind="stable"), np.cumsum(np.bincount(inverse))[:-1])
+    out = []
+    for g in np.argsort(first, kind="stable").tolist():
+        at = first[g]
+        out.append((tuple(None if c[at] < 0 else u[c[at]] for c, u in zip(codes, uniques)), rows[g]))
+    return out
+

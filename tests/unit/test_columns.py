@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tracelens.columns import matches, remembered, unique_rows
+from tracelens.columns import group_rows, matches, remembered, unique_rows
 
 small = st.integers(-3, 40)
 wide = st.sampled_from([-(2**62), -5, 0, 7, 2**40, 2**62 - 1])   # spans that cannot be packed into one int64
@@ -24,6 +24,25 @@ def test_unique_rows_is_numpys_axis0_unique(keys):
     assert uniq.tolist() == want_u.tolist()
     assert first.tolist() == want_f.tolist()
     assert inverse.tolist() == want_i.reshape(-1).tolist()
+
+
+_values = st.sampled_from(["tp", "dp", "", None, float("nan")])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 30).flatmap(lambda n: st.tuples(
+    st.lists(_values, min_size=n, max_size=n), st.lists(_values, min_size=n, max_size=n),
+    hnp.arrays(np.int64, n, elements=st.integers(-1, 3)))))
+def test_group_rows_is_pandas_groupby_indices(cols):
+    # The reference is what dimensions.attribute used before: groupby(dropna=False, sort=False).indices,
+    # NaN keys read as None.
+    a, b, size = cols
+    frame = pd.DataFrame({"a": pd.Series(a, dtype=object), "b": pd.Series(b, dtype=object), "size": size})
+    want = [(tuple(None if isinstance(v, float) and v != v else v for v in key[:2]) + (int(key[2]),), rows.tolist())
+            for key, rows in frame.groupby(["a", "b", "size"], dropna=False, sort=False).indices.items()]
+    got = [((k[0], k[1], int(k[2])), rows.tolist())
+           for k, rows in group_rows(np.array(a, dtype=object), np.array(b, dtype=object), size)]
+    assert got == want
 
 
 def test_remembered_asks_once_per_name():
