@@ -33,8 +33,11 @@ def mask(col, test: Callable[[str], object]) -> np.ndarray:
     ``col``: a Series, a Categorical or an array (as every helper here)."""
     cat = categorical_of(col)
     if cat is not None:
-        hit = np.fromiter((bool(test(c)) if isinstance(c, str) else False for c in cat.categories.tolist()),
-                          bool, len(cat.categories))
+        cats = cat.categories
+        if cats.dtype == object and cats.inferred_type == "string":      # the model's names: no check per name
+            hit = np.fromiter(map(test, cats.tolist()), bool, len(cats))
+        else:
+            hit = np.fromiter((bool(test(c)) if isinstance(c, str) else False for c in cats.tolist()), bool, len(cats))
         return np.append(hit, False)[cat.codes]   # code -1 (missing) reads the appended False
     return np.fromiter((isinstance(v, str) and bool(test(v)) for v in col.tolist()), bool, len(col))
 

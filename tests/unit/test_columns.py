@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tracelens.columns import group_rows, matches, remembered, unique_rows
+from tracelens.columns import group_rows, mask, matches, remembered, unique_rows
 
 small = st.integers(-3, 40)
 wide = st.sampled_from([-(2**62), -5, 0, 7, 2**40, 2**62 - 1])   # spans that cannot be packed into one int64
@@ -62,3 +62,11 @@ def test_matches_keeps_each_pattern_apart():
     assert matches(col, r"gemm").tolist() == [False, False, False]          # "match": anchored at the start
     assert matches(col, r"gemm", "search").tolist() == [False, True, False]
     assert matches(col, re.compile(r"AllReduce"), "search").tolist() == [True, False, False]
+
+
+def test_mask_reads_each_row_through_its_category():
+    # Names only (the model's columns), then a category that is no string: it never passes a string test.
+    names = pd.Categorical(["nccl:all_reduce", "aten::mm", None, "nccl:send", "aten::mm"])
+    assert mask(names, lambda n: n.startswith("nccl:")).tolist() == [True, False, False, True, False]
+    mixed = pd.Categorical(["nccl:x", 7, None, "y"], categories=pd.Index([7, "nccl:x", "y"], dtype=object))
+    assert mask(mixed, lambda n: n.startswith("nccl:")).tolist() == [True, False, False, False]

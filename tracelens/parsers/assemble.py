@@ -325,7 +325,9 @@ def _collectives(device: dict, host: dict, comm_meta: pd.DataFrame, parent) -> t
     rpc_row = linking.nearest_ancestor(parent, launches, rpc, include_self=False)
     ann_row = linking.nearest_ancestor(parent, launches, scope_ann, include_self=False)
     gloo_rows = np.flatnonzero(host["comm_kind"] == "gloo")
-    table, row = comm_meta["table"].to_numpy(dtype=object), comm_meta["row"].to_numpy()
+    # As arrays: a rank has a few hundred metadata rows, where every frame operation is mostly fixed cost.
+    given = {c: comm_meta[c].to_numpy() for c in ("table", "row", *meta_cols)}
+    table, row = given["table"].astype(object, copy=False), given["row"]
     nccl_range = np.zeros(n_host, bool)
     on = (table == "nvtx") & (row >= 0) & (row < n_host)
     nccl_range[row[on]] = True
@@ -343,22 +345,23 @@ def _collectives(device: dict, host: dict, comm_meta: pd.DataFrame, parent) -> t
     used_dev[-1] = used_host[-1] = False
     in_dev, in_host = (row >= 0) & (row < n_dev), (row >= 0) & (row < n_host)
     keep = np.where(table == "device", used_dev[np.where(in_dev, row, -1)], used_host[np.where(in_host, row, -1)])
-    cm = comm_meta[keep] if len(comm_meta) and not keep.all() else comm_meta
+    sel = np.flatnonzero(keep)
+    if sel.size:        # one row per (table, row), the first
+        _, once, _ = unique_rows(np.stack([pd.factorize(table[sel])[0], row[sel]], axis=1))
+        sel = sel[np.sort(once)]
+    cm = {c: v[sel] for c, v in given.items()}
     # Each metadata row's description (every field but the per-collective sequence number) as a small id:
     # a run repeats a handful of descriptions over 10^5 rows. Id 0 is "no metadata".
-    cm = cm.drop_duplicates(["table", "row"], keep="first") if len(cm) else cm
     none = (None,) * len(meta_cols)
     tuples = [none]
-    key = np.zeros(len(cm), dtype=np.int64)
-    if len(cm):
+    key = np.zeros(sel.size, dtype=np.int64)
+    if sel.size:
         codes = np.stack([pd.factorize(cm[c], use_na_sentinel=False)[0] for c in meta_cols if c != "seq"], axis=1)
         _, first, inverse = unique_rows(codes)
         key = inverse + 1
-        rep = cm.iloc[first]                             # one row per description
-        values = [rep[c].tolist() for c in meta_cols]
-        tuples += [tuple(None if c == "seq" else v[i] for c, v in zip(meta_cols, values)) for i in range(len(rep))]
-    table, row = cm["table"].to_numpy(dtype=object), cm["row"].to_numpy()
-    seq = cm["seq"].to_numpy()
+        values = [cm[c][first].tolist() for c in meta_cols]      # one row per description
+        tuples += [tuple(None if c == "seq" else v[i] for c, v in zip(meta_cols, values)) for i in range(first.size)]
+    table, row, seq = cm["table"], cm["row"], cm["seq"]
 
     def per_row(which: str, n: int, where=None) -> tuple[np.ndarray, np.ndarray]:
         """(description id, seq) of each row of a table, 0 and -1 where it carries no metadata."""
@@ -371,7 +374,7 @@ def _collectives(device: dict, host: dict, comm_meta: pd.DataFrame, parent) -> t
 
     # Each row is described by (its metadata, its annotation's, the annotation's name, the kernel's name);
     # a run repeats a handful of those thousands of times, so each distinct combination is described once.
-    dev_ids, dev_seq = per_row("device", n_dev, cm["collective"].notna().to_numpy() if len(cm) else None)
+    dev_ids, dev_seq = per_row("device", n_dev, pd.notna(cm["collective"]) if sel.size else None)
     host_ids, host_seq = per_row("host", n_host)
     nvtx_ids, _ = per_row("nvtx", n_host)
     dev_src, dev_src_seq = dev_ids[comm_rows], dev_seq[comm_rows]
