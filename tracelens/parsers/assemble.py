@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .. import classify, linking
-from ..columns import Lookup, categorical, categorical_of, frame_of, isin, labels, mask, objects, unique_rows
+from ..columns import Lookup, categorical, categorical_of, frame_of, isin, labels, mask, unique_rows
 from ..model import (COLLECTIVE_COLUMNS, DEVICE_COLUMNS, HOST_COLUMNS, STEP_COLUMNS, THREAD_COLUMNS,
                      RankTrace, RunMeta)
 
@@ -26,13 +26,18 @@ COMM_META_COLUMNS = {"table": "object", "row": "int64", "collective": "object", 
                      "bytes": "int64", "root": "int64", "peer": "int64", "redop": "object"}
 
 
-def comm_meta_frame(columns: dict | None = None) -> pd.DataFrame:
-    """The collective-metadata table (see :func:`build`) from columns named like COMM_META_COLUMNS."""
-    if not columns:                  # nsys input has none: skip building ~12 empty Series per rank
-        return frame_of({c: np.empty(0, np.int64 if t == "int64" else object) for c, t in COMM_META_COLUMNS.items()})
-    n = len(columns.get("row", ()))
-    return frame_of({c: np.asarray(columns.get(c, np.full(n, -1)), dtype=np.int64) if t == "int64"
-                         else objects(columns.get(c, [None] * n)) for c, t in COMM_META_COLUMNS.items()})
+def comm_meta_columns(columns: dict | None = None) -> dict[str, np.ndarray]:
+    """The collective-metadata table (see :func:`build`) from columns named like COMM_META_COLUMNS, as typed
+    arrays (int64, object): assembly reads it column by column, and never as a frame."""
+    n = len(columns.get("row", ())) if columns else 0
+    columns = columns or {}
+    return {c: np.asarray(columns.get(c, np.full(n, -1)), dtype=np.int64) if t == "int64"
+            else _object_array(columns.get(c, [None] * n)) for c, t in COMM_META_COLUMNS.items()}
+
+
+def _object_array(values) -> np.ndarray:
+    arr = values if isinstance(values, np.ndarray) else np.asarray(values, dtype=object)
+    return arr if arr.dtype == object else arr.astype(object)
 
 
 def steps_from_host(host, pattern: str | None = None, warnings=None) -> pd.DataFrame:
@@ -159,10 +164,11 @@ def _sorted_categories(cat: pd.Categorical) -> pd.Categorical:
     return labels(rank[cat.codes], names[order])
 
 
-def build(meta: RunMeta, device, host, steps: pd.DataFrame, threads: pd.DataFrame, comm_meta: pd.DataFrame,
+def build(meta: RunMeta, device, host, steps: pd.DataFrame, threads: pd.DataFrame, comm_meta: dict,
           comm_rules=()) -> RankTrace:
     """The RankTrace of one rank. ``device`` and ``host`` are the parser's rows, as DataFrames or as dicts of
-    columns (arrays, Categoricals); they are worked on as columns and become frames once, at the end."""
+    columns (arrays, Categoricals); they are worked on as columns and become frames once, at the end.
+    ``comm_meta``: :func:`comm_meta_columns`."""
     host, device = _columns(host), _columns(device)
     # One int64 per (pid, tid); tids are 32-bit values (negative ones were made positive by newer writers).
     thread_key = (host["pid"] << 32) | (host["tid"] & 0xFFFFFFFF)
@@ -232,7 +238,7 @@ def _gloo_flags(host: dict) -> np.ndarray:
     return out
 
 
-def _classify(device: dict, scope_row: np.ndarray, comm_meta: pd.DataFrame, comm_rules) -> None:
+def _classify(device: dict, scope_row: np.ndarray, comm_meta: dict, comm_rules) -> None:
     n = len(device["start_ns"])
     is_comm = np.zeros(n, dtype=bool)
     comm_kind = np.full(n, None, dtype=object)
@@ -241,9 +247,9 @@ def _classify(device: dict, scope_row: np.ndarray, comm_meta: pd.DataFrame, comm
     is_copy = isin(device["kind"], ("memcpy",))
 
     has_args = np.zeros(n, dtype=bool)
-    if len(comm_meta):
-        on_device = (comm_meta["table"] == "device").to_numpy() & comm_meta["collective"].notna().to_numpy()
-        has_args[comm_meta["row"].to_numpy()[on_device]] = True
+    if len(comm_meta["row"]):
+        on_device = (comm_meta["table"] == "device") & pd.notna(comm_meta["collective"])
+        has_args[comm_meta["row"][on_device]] = True
     has_args &= is_kernel
     names = device["name"]
     name_kind, name_rule = classify.match_names(names, classify.DEFAULT_RULES + tuple(comm_rules))
@@ -306,7 +312,7 @@ def _clip_same_stream(device: dict, meta: RunMeta) -> None:
                       int(over.sum()))
 
 
-def _collectives(device: dict, host: dict, comm_meta: pd.DataFrame, parent) -> tuple[dict, int]:
+def _collectives(device: dict, host: dict, comm_meta: dict, parent) -> tuple[dict, int]:
     """One row per comm activity (and per gloo collective), with the best metadata available, and the count
     of comm kernels that share one described NCCL range with others.
 
@@ -325,9 +331,8 @@ def _collectives(device: dict, host: dict, comm_meta: pd.DataFrame, parent) -> t
     rpc_row = linking.nearest_ancestor(parent, launches, rpc, include_self=False)
     ann_row = linking.nearest_ancestor(parent, launches, scope_ann, include_self=False)
     gloo_rows = np.flatnonzero(host["comm_kind"] == "gloo")
-    # As arrays: a rank has a few hundred metadata rows, where every frame operation is mostly fixed cost.
-    given = {c: comm_meta[c].to_numpy() for c in ("table", "row", *meta_cols)}
-    table, row = given["table"].astype(object, copy=False), given["row"]
+    given = {c: comm_meta[c] for c in ("table", "row", *meta_cols)}
+    table, row = given["table"], given["row"]
     nccl_range = np.zeros(n_host, bool)
     on = (table == "nvtx") & (row >= 0) & (row < n_host)
     nccl_range[row[on]] = True
