@@ -79,17 +79,18 @@ def steps_from_host(host, pattern: str | None = None, warnings=None) -> pd.DataF
                          sum(huge))
         kept = [x for x, h in zip(kept, huge) if not h]
         nums = [n for n, h in zip(nums, huge) if not h]
-    steps = frame_of({"step": np.array(nums, dtype=np.int64),
-                          "start_ns": np.array([start[i] for i, _ in kept], dtype=np.int64),
-                          "end_ns": np.array([end[i] for i, _ in kept], dtype=np.int64)})
-    unique = steps.drop_duplicates("step").reset_index(drop=True)
-    if warnings is not None and len(unique) < len(steps):
-        again = sorted(set(steps["step"][steps["step"].duplicated()].tolist()))
+    num = np.array(nums, dtype=np.int64)
+    _, first = np.unique(num, return_index=True)
+    first = np.sort(first)                       # each number's first range, in time order
+    rows = np.array([i for i, _ in kept], dtype=np.int64)[first]
+    if warnings is not None and first.size < num.size:
+        again = sorted(set(np.delete(num, first).tolist()))
         warnings.add("duplicate-steps", f"step number{'s' if len(again) > 1 else ''} "
                      f"{', '.join(map(str, again[:5]))}{', …' if len(again) > 5 else ''} came back later in the trace "
                      "(a restarted step counter?): each keeps its first range, and the later ranges' work is "
-                     "outside every step", len(steps) - len(unique))
-    return unique
+                     "outside every step", num.size - first.size)
+    return frame_of({"step": num[first], "start_ns": np.asarray(start[rows], dtype=np.int64),
+                     "end_ns": np.asarray(end[rows], dtype=np.int64)})
 
 
 _DEVICE_KEY = ("start_ns", "end_ns", "device", "stream", "correlation", "kind", "name")
