@@ -3,8 +3,10 @@
 Name columns are categoricals: 10^5 rows over a few thousand distinct names. A string test is evaluated
 once per distinct name and spread to the rows through the codes; a row's string is looked up through its
 code only for the rows that need one. (pandas' ``.str`` methods on a categorical materialise a string per
-row, which costs tens of milliseconds on a large trace.) Object columns are built as object Series, since
-pandas would otherwise infer its Arrow-backed string dtype and convert back and forth.
+row, which costs tens of milliseconds on a large trace.) A test the analyzers run on every rank
+(:func:`matches`, or wrapped in :func:`remembered`) is evaluated once per distinct name per process, since
+the ranks of a run share their names. Object columns are built as object Series, since pandas would
+otherwise infer its Arrow-backed string dtype and convert back and forth.
 """
 
 from __future__ import annotations
@@ -42,11 +44,12 @@ def mask(col, test: Callable[[str], object]) -> np.ndarray:
     return np.fromiter((isinstance(v, str) and bool(test(v)) for v in col.tolist()), bool, len(col))
 
 
-def remembered(fn: Callable[[str], T], bound: int = 1 << 16) -> Callable[[str], T]:
+def remembered(fn: Callable[[str], T], bound: int = 1 << 13) -> Callable[[str], T]:
     """``fn(name)``, remembered per name for the life of the process (``fn`` must be pure).
 
     The ranks of a run share their kernel and operator names, so a test over each rank's categories runs
-    once per run instead of once per rank. Past ``bound`` names the memory starts afresh."""
+    once per run instead of once per rank. Past ``bound`` names the memory starts afresh: it holds the
+    names (kernel names run to a few KB), and a run has a few hundred to a few thousand distinct ones."""
     seen: dict[str, T] = {}
 
     def check(name: str) -> T:
