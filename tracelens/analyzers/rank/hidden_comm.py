@@ -62,15 +62,17 @@ def analyze(ctx) -> list[Finding]:
     gloo = meta.backend == "gloo" or (host["comm_kind"] == "gloo").any()
     if sets.mode != "gpu" or meta.world_size == 1 or gloo:
         return []
+    on = ops["device"].to_numpy() == sets.device
+    kind = ops["kind"]
+    look = on & isin(kind, ("compute",)) & mask(ops["name"], _looks_like_comm)
+    if sets.comm[0].size and not look.any():
+        return []           # communication ran on the device and nothing else looks like it: neither verdict
     intent = mask(host["name"], _is_intent)
     rows = np.flatnonzero(intent)
     outer = rows[nearest_ancestor(host["parent"].to_numpy(), rows, intent, include_self=False) < 0]
-    on = ops["device"].to_numpy() == sets.device
-    kind = ops["kind"]
     is_comm = isin(kind, ("comm",))
     scope = _outermost(host["parent"].to_numpy(), ops["launch_idx"].to_numpy(), intent)
     linked = on & (scope >= 0) & ~is_comm & ~isin(kind, ("sync",))
-    look = on & isin(kind, ("compute",)) & mask(ops["name"], _looks_like_comm)
     no_comm = sets.comm[0].size == 0 and outer.size > 0
     dur = ops["end_ns"].to_numpy() - ops["start_ns"].to_numpy()
     steps = ctx.steps
