@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from .columns import categorical_of
+from .columns import categorical_of, remembered
 
 
 @dataclass(frozen=True)
@@ -68,15 +69,32 @@ def match_names(names: pd.Series, rules: tuple[CommRule, ...]) -> tuple[np.ndarr
         codes, uniques = pd.factorize(names, use_na_sentinel=False)
     kinds = np.full(len(uniques), None, dtype=object)
     fired = np.full(len(uniques), None, dtype=object)
-    compiled = [(r, *r.compiled()) for r in rules]
+    seen = _matched(rules)
     for j, name in enumerate(uniques):
-        if not isinstance(name, str):
-            continue
-        for rule, pat, excl in compiled:
-            if pat.search(name) and not (excl and excl.search(name)):
-                kinds[j], fired[j] = rule.comm_kind, rule.rule
-                break
+        if isinstance(name, str):
+            kinds[j], fired[j] = seen(name)
     return kinds[codes], fired[codes]
+
+
+_MATCHERS: dict[tuple[CommRule, ...], Callable[[str], tuple[str | None, str | None]]] = {}
+
+
+def _matched(rules: tuple[CommRule, ...]) -> Callable[[str], tuple[str | None, str | None]]:
+    """(comm_kind, rule) of a name under ``rules``, None where none fires; remembered per rule set and name
+    for the process, since the ranks of a run share their kernel names."""
+    found = _MATCHERS.get(rules)
+    if found is None:
+        compiled = [(r, *r.compiled()) for r in rules]
+
+        def match(name: str) -> tuple[str | None, str | None]:
+            for rule, pat, excl in compiled:
+                if pat.search(name) and not (excl and excl.search(name)):
+                    return rule.comm_kind, rule.rule
+            return None, None
+        if len(_MATCHERS) >= 16:        # a long-lived process given many --comm-pattern sets
+            _MATCHERS.clear()
+        found = _MATCHERS[rules] = remembered(match)
+    return found
 
 
 _COLL_IN_NAME = re.compile(r"(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|AllToAll)")

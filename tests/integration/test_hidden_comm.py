@@ -141,6 +141,18 @@ def test_ncclapi_ranges_are_intent_but_management_calls_are_not():
         [True, True, True, False, False, False, False, True]
 
 
+def test_look_alike_test_reads_names_as_the_case_insensitive_pattern_does():
+    from tracelens.analyzers.rank.hidden_comm import LOOKS_LIKE_COMM, _comm_like
+    # Every generated family's kernel, names in other cases, and non-ASCII names: U+017F (long s) folds onto
+    # "s" under re.IGNORECASE, which lowering the name first would miss.
+    names = [f.kernel for f in FAMILIES.values()] + [
+        "void AllReduceKernel<float>", "SYMM_MEM_copy", "MultiMem_ld", "gemm_128x128", "elementwise_kernel",
+        "\u017fend_buffer", "\u017fymm_copy", "\u0130nt8_gemm", "conv2d_\u00e9t\u00e9", ""]
+    got = [_comm_like(n) for n in names]
+    assert got == [LOOKS_LIKE_COMM.search(n) is not None for n in names]
+    assert got[-5:] == [True, True, False, False, False]   # by hand: "send", "symm" (long s), none, none, none
+
+
 def test_what_a_scope_launched_instead_is_named(tmp_path):
     # Each step's all-reduce scope launches a 40 µs host-to-device copy and no kernel; nothing on the device is
     # communication. Host<->device copies in a scope stay copies (not copy-engine comm), so they are what ran

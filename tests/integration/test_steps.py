@@ -114,6 +114,23 @@ def test_work_launched_between_spans_delays_the_next_window(tmp_path):
     assert (s2.start_ns, s2.end_ns, s2.compute_ns, s2.idle_ns) == (150_000, 200_000, 30_000, 20_000)
 
 
+def test_window_ends_keep_every_nanosecond_when_a_step_has_no_device_work(tmp_path):
+    # Epoch µs as a 2023 trace writes them: step 1's span [0, 50) launches nothing, step 2's span [100, 200)
+    # a kernel running [150, 251), so its window ends at the kernel's end. 1.7e18 ns is past float64's
+    # exact integers (its spacing there is 256 ns): the end must come through in int64, not as the nearest
+    # float (which the step with no work once forced, through a reindexed per-step maximum).
+    t0 = 1_700_000_000_000_000                                   # µs
+    ev = [host("ProfilerStep#1", t0, 50, cat="user_annotation"),
+          host("ProfilerStep#2", t0 + 100, 100, cat="user_annotation"),
+          host("cudaLaunchKernel", t0 + 110, 2, cat="cuda_runtime", correlation=2), kernel("y", t0 + 150, 101, corr=2)]
+    rep = tracelens.analyze(tracelens.load(str(write_trace(tmp_path / "r.json", ev))))
+    s1, s2 = rep.ranks[0].steps
+    end = (t0 + 251) * 1000                                      # the kernel's end, in ns
+    assert end != int(float(end))                                # a value float64 would have moved
+    assert (s1.end_ns, s2.start_ns, s2.end_ns) == ((t0 + 50) * 1000, (t0 + 100) * 1000, end)
+    assert (s2.duration_ns, s2.compute_ns, s2.idle_ns) == (151_000, 101_000, 50_000)   # [100, 251) less the kernel
+
+
 def test_gpu_waiting_for_the_cpu_is_step_time(tmp_path):
     # The opposite shape: the CPU is the bottleneck. Step 1's span [0, 100) launches a kernel [20, 50),
     # step 2's span [100, 200) one at [120, 150). The device then waits for the CPU: that idle time is

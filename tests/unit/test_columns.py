@@ -1,11 +1,14 @@
 """Column helpers: the fast paths must give what the plain numpy/pandas calls give."""
 
+import re
+
 import numpy as np
+import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tracelens.columns import unique_rows
+from tracelens.columns import group_rows, mask, matches, remembered, unique_rows
 
 small = st.integers(-3, 40)
 wide = st.sampled_from([-(2**62), -5, 0, 7, 2**40, 2**62 - 1])   # spans that cannot be packed into one int64
@@ -21,3 +24,49 @@ def test_unique_rows_is_numpys_axis0_unique(keys):
     assert uniq.tolist() == want_u.tolist()
     assert first.tolist() == want_f.tolist()
     assert inverse.tolist() == want_i.reshape(-1).tolist()
+
+
+_values = st.sampled_from(["tp", "dp", "", None, float("nan")])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 30).flatmap(lambda n: st.tuples(
+    st.lists(_values, min_size=n, max_size=n), st.lists(_values, min_size=n, max_size=n),
+    hnp.arrays(np.int64, n, elements=st.integers(-1, 3)))))
+def test_group_rows_is_pandas_groupby_indices(cols):
+    # The reference is what dimensions.attribute used before: groupby(dropna=False, sort=False).indices,
+    # NaN keys read as None.
+    a, b, size = cols
+    frame = pd.DataFrame({"a": pd.Series(a, dtype=object), "b": pd.Series(b, dtype=object), "size": size})
+    want = [(tuple(None if isinstance(v, float) and v != v else v for v in key[:2]) + (int(key[2]),), rows.tolist())
+            for key, rows in frame.groupby(["a", "b", "size"], dropna=False, sort=False).indices.items()]
+    got = [((k[0], k[1], int(k[2])), rows.tolist())
+           for k, rows in group_rows(np.array(a, dtype=object), np.array(b, dtype=object), size)]
+    assert got == want
+
+
+def test_remembered_asks_once_per_name():
+    asked = []
+    test = remembered(lambda name: asked.append(name) or name.startswith("nccl"), bound=3)
+    assert [test(n) for n in ("ncclKernel", "gemm", "ncclKernel", "gemm")] == [True, False, True, False]
+    assert asked == ["ncclKernel", "gemm"]
+    for n in ("a", "b"):        # past the bound the memory starts afresh: still right, asked again
+        test(n)
+    assert test("ncclKernel") is True and asked[-1] == "ncclKernel" and len(asked) == 5
+
+
+def test_matches_keeps_each_pattern_apart():
+    # One name under two patterns and two modes: the remembered answers must not leak between them.
+    col = pd.Categorical(["ncclDevKernel_AllReduce", "at::gemm", None])
+    assert matches(col, r"nccl").tolist() == [True, False, False]
+    assert matches(col, r"gemm").tolist() == [False, False, False]          # "match": anchored at the start
+    assert matches(col, r"gemm", "search").tolist() == [False, True, False]
+    assert matches(col, re.compile(r"AllReduce"), "search").tolist() == [True, False, False]
+
+
+def test_mask_reads_each_row_through_its_category():
+    # Names only (the model's columns), then a category that is no string: it never passes a string test.
+    names = pd.Categorical(["nccl:all_reduce", "aten::mm", None, "nccl:send", "aten::mm"])
+    assert mask(names, lambda n: n.startswith("nccl:")).tolist() == [True, False, False, True, False]
+    mixed = pd.Categorical(["nccl:x", 7, None, "y"], categories=pd.Index([7, "nccl:x", "y"], dtype=object))
+    assert mask(mixed, lambda n: n.startswith("nccl:")).tolist() == [True, False, False, False]

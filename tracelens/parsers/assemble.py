@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .. import classify, linking
-from ..columns import Lookup, categorical, categorical_of, frame_of, isin, labels, mask, objects, unique_rows
+from ..columns import Lookup, categorical, categorical_of, frame_of, isin, labels, mask, unique_rows
 from ..model import (COLLECTIVE_COLUMNS, DEVICE_COLUMNS, HOST_COLUMNS, STEP_COLUMNS, THREAD_COLUMNS,
                      RankTrace, RunMeta)
 
@@ -26,13 +26,18 @@ COMM_META_COLUMNS = {"table": "object", "row": "int64", "collective": "object", 
                      "bytes": "int64", "root": "int64", "peer": "int64", "redop": "object"}
 
 
-def comm_meta_frame(columns: dict | None = None) -> pd.DataFrame:
-    """The collective-metadata table (see :func:`build`) from columns named like COMM_META_COLUMNS."""
-    if not columns:                  # nsys input has none: skip building ~12 empty Series per rank
-        return frame_of({c: np.empty(0, np.int64 if t == "int64" else object) for c, t in COMM_META_COLUMNS.items()})
-    n = len(columns.get("row", ()))
-    return frame_of({c: np.asarray(columns.get(c, np.full(n, -1)), dtype=np.int64) if t == "int64"
-                         else objects(columns.get(c, [None] * n)) for c, t in COMM_META_COLUMNS.items()})
+def comm_meta_columns(columns: dict | None = None) -> dict[str, np.ndarray]:
+    """The collective-metadata table (see :func:`build`) from columns named like COMM_META_COLUMNS, as typed
+    arrays (int64, object): assembly reads it column by column, and never as a frame."""
+    n = len(columns.get("row", ())) if columns else 0
+    columns = columns or {}
+    return {c: np.asarray(columns.get(c, np.full(n, -1)), dtype=np.int64) if t == "int64"
+            else _object_array(columns.get(c, [None] * n)) for c, t in COMM_META_COLUMNS.items()}
+
+
+def _object_array(values) -> np.ndarray:
+    arr = values if isinstance(values, np.ndarray) else np.asarray(values, dtype=object)
+    return arr if arr.dtype == object else arr.astype(object)
 
 
 def steps_from_host(host, pattern: str | None = None, warnings=None) -> pd.DataFrame:
@@ -74,17 +79,18 @@ def steps_from_host(host, pattern: str | None = None, warnings=None) -> pd.DataF
                          sum(huge))
         kept = [x for x, h in zip(kept, huge) if not h]
         nums = [n for n, h in zip(nums, huge) if not h]
-    steps = frame_of({"step": np.array(nums, dtype=np.int64),
-                          "start_ns": np.array([start[i] for i, _ in kept], dtype=np.int64),
-                          "end_ns": np.array([end[i] for i, _ in kept], dtype=np.int64)})
-    unique = steps.drop_duplicates("step").reset_index(drop=True)
-    if warnings is not None and len(unique) < len(steps):
-        again = sorted(set(steps["step"][steps["step"].duplicated()].tolist()))
+    num = np.array(nums, dtype=np.int64)
+    _, first = np.unique(num, return_index=True)
+    first = np.sort(first)                       # each number's first range, in time order
+    rows = np.array([i for i, _ in kept], dtype=np.int64)[first]
+    if warnings is not None and first.size < num.size:
+        again = sorted(set(np.delete(num, first).tolist()))
         warnings.add("duplicate-steps", f"step number{'s' if len(again) > 1 else ''} "
                      f"{', '.join(map(str, again[:5]))}{', …' if len(again) > 5 else ''} came back later in the trace "
                      "(a restarted step counter?): each keeps its first range, and the later ranges' work is "
-                     "outside every step", len(steps) - len(unique))
-    return unique
+                     "outside every step", num.size - first.size)
+    return frame_of({"step": num[first], "start_ns": np.asarray(start[rows], dtype=np.int64),
+                     "end_ns": np.asarray(end[rows], dtype=np.int64)})
 
 
 _DEVICE_KEY = ("start_ns", "end_ns", "device", "stream", "correlation", "kind", "name")
@@ -159,10 +165,11 @@ def _sorted_categories(cat: pd.Categorical) -> pd.Categorical:
     return labels(rank[cat.codes], names[order])
 
 
-def build(meta: RunMeta, device, host, steps: pd.DataFrame, threads: pd.DataFrame, comm_meta: pd.DataFrame,
+def build(meta: RunMeta, device, host, steps: pd.DataFrame, threads: pd.DataFrame, comm_meta: dict,
           comm_rules=()) -> RankTrace:
     """The RankTrace of one rank. ``device`` and ``host`` are the parser's rows, as DataFrames or as dicts of
-    columns (arrays, Categoricals); they are worked on as columns and become frames once, at the end."""
+    columns (arrays, Categoricals); they are worked on as columns and become frames once, at the end.
+    ``comm_meta``: :func:`comm_meta_columns`."""
     host, device = _columns(host), _columns(device)
     # One int64 per (pid, tid); tids are 32-bit values (negative ones were made positive by newer writers).
     thread_key = (host["pid"] << 32) | (host["tid"] & 0xFFFFFFFF)
@@ -232,7 +239,7 @@ def _gloo_flags(host: dict) -> np.ndarray:
     return out
 
 
-def _classify(device: dict, scope_row: np.ndarray, comm_meta: pd.DataFrame, comm_rules) -> None:
+def _classify(device: dict, scope_row: np.ndarray, comm_meta: dict, comm_rules) -> None:
     n = len(device["start_ns"])
     is_comm = np.zeros(n, dtype=bool)
     comm_kind = np.full(n, None, dtype=object)
@@ -241,9 +248,9 @@ def _classify(device: dict, scope_row: np.ndarray, comm_meta: pd.DataFrame, comm
     is_copy = isin(device["kind"], ("memcpy",))
 
     has_args = np.zeros(n, dtype=bool)
-    if len(comm_meta):
-        on_device = (comm_meta["table"] == "device").to_numpy() & comm_meta["collective"].notna().to_numpy()
-        has_args[comm_meta["row"].to_numpy()[on_device]] = True
+    if len(comm_meta["row"]):
+        on_device = (comm_meta["table"] == "device") & pd.notna(comm_meta["collective"])
+        has_args[comm_meta["row"][on_device]] = True
     has_args &= is_kernel
     names = device["name"]
     name_kind, name_rule = classify.match_names(names, classify.DEFAULT_RULES + tuple(comm_rules))
@@ -306,7 +313,7 @@ def _clip_same_stream(device: dict, meta: RunMeta) -> None:
                       int(over.sum()))
 
 
-def _collectives(device: dict, host: dict, comm_meta: pd.DataFrame, parent) -> tuple[dict, int]:
+def _collectives(device: dict, host: dict, comm_meta: dict, parent) -> tuple[dict, int]:
     """One row per comm activity (and per gloo collective), with the best metadata available, and the count
     of comm kernels that share one described NCCL range with others.
 
@@ -325,7 +332,8 @@ def _collectives(device: dict, host: dict, comm_meta: pd.DataFrame, parent) -> t
     rpc_row = linking.nearest_ancestor(parent, launches, rpc, include_self=False)
     ann_row = linking.nearest_ancestor(parent, launches, scope_ann, include_self=False)
     gloo_rows = np.flatnonzero(host["comm_kind"] == "gloo")
-    table, row = comm_meta["table"].to_numpy(dtype=object), comm_meta["row"].to_numpy()
+    given = {c: comm_meta[c] for c in ("table", "row", *meta_cols)}
+    table, row = given["table"], given["row"]
     nccl_range = np.zeros(n_host, bool)
     on = (table == "nvtx") & (row >= 0) & (row < n_host)
     nccl_range[row[on]] = True
@@ -343,22 +351,23 @@ def _collectives(device: dict, host: dict, comm_meta: pd.DataFrame, parent) -> t
     used_dev[-1] = used_host[-1] = False
     in_dev, in_host = (row >= 0) & (row < n_dev), (row >= 0) & (row < n_host)
     keep = np.where(table == "device", used_dev[np.where(in_dev, row, -1)], used_host[np.where(in_host, row, -1)])
-    cm = comm_meta[keep] if len(comm_meta) and not keep.all() else comm_meta
+    sel = np.flatnonzero(keep)
+    if sel.size:        # one row per (table, row), the first
+        _, once, _ = unique_rows(np.stack([pd.factorize(table[sel])[0], row[sel]], axis=1))
+        sel = sel[np.sort(once)]
+    cm = {c: v[sel] for c, v in given.items()}
     # Each metadata row's description (every field but the per-collective sequence number) as a small id:
     # a run repeats a handful of descriptions over 10^5 rows. Id 0 is "no metadata".
-    cm = cm.drop_duplicates(["table", "row"], keep="first") if len(cm) else cm
     none = (None,) * len(meta_cols)
     tuples = [none]
-    key = np.zeros(len(cm), dtype=np.int64)
-    if len(cm):
+    key = np.zeros(sel.size, dtype=np.int64)
+    if sel.size:
         codes = np.stack([pd.factorize(cm[c], use_na_sentinel=False)[0] for c in meta_cols if c != "seq"], axis=1)
         _, first, inverse = unique_rows(codes)
         key = inverse + 1
-        rep = cm.iloc[first]                             # one row per description
-        values = [rep[c].tolist() for c in meta_cols]
-        tuples += [tuple(None if c == "seq" else v[i] for c, v in zip(meta_cols, values)) for i in range(len(rep))]
-    table, row = cm["table"].to_numpy(dtype=object), cm["row"].to_numpy()
-    seq = cm["seq"].to_numpy()
+        values = [cm[c][first].tolist() for c in meta_cols]      # one row per description
+        tuples += [tuple(None if c == "seq" else v[i] for c, v in zip(meta_cols, values)) for i in range(first.size)]
+    table, row, seq = cm["table"], cm["row"], cm["seq"]
 
     def per_row(which: str, n: int, where=None) -> tuple[np.ndarray, np.ndarray]:
         """(description id, seq) of each row of a table, 0 and -1 where it carries no metadata."""
@@ -371,7 +380,7 @@ def _collectives(device: dict, host: dict, comm_meta: pd.DataFrame, parent) -> t
 
     # Each row is described by (its metadata, its annotation's, the annotation's name, the kernel's name);
     # a run repeats a handful of those thousands of times, so each distinct combination is described once.
-    dev_ids, dev_seq = per_row("device", n_dev, cm["collective"].notna().to_numpy() if len(cm) else None)
+    dev_ids, dev_seq = per_row("device", n_dev, pd.notna(cm["collective"]) if sel.size else None)
     host_ids, host_seq = per_row("host", n_host)
     nvtx_ids, _ = per_row("nvtx", n_host)
     dev_src, dev_src_seq = dev_ids[comm_rows], dev_seq[comm_rows]

@@ -27,7 +27,7 @@ def build(cols: KinetoColumns, comm_rules=(), step_pattern: str | None = None) -
     device, host, comm = assemble.canonical(device, host, cols.comm_meta)
     steps = assemble.steps_from_host(host, step_pattern, cols.meta.warnings)
     threads = frame_of(cols.threads) if len(cols.threads["name"]) else empty_frame(THREAD_COLUMNS)
-    comm_meta = assemble.comm_meta_frame(comm)
+    comm_meta = assemble.comm_meta_columns(comm)
     return assemble.build(cols.meta, device, host, steps, threads, comm_meta, comm_rules)
 
 

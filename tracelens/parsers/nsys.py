@@ -114,7 +114,7 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
         own = threads["proc"] == proc
         thr = frame_of({c: threads[c][own] for c in ("pid", "tid", "name")})
         steps = assemble.steps_from_host(hst, step_pattern, meta.warnings)
-        comm_meta = assemble.comm_meta_frame(nccl.comm_meta(hst.pop("nvtx_row")))
+        comm_meta = assemble.comm_meta_columns(nccl.comm_meta(hst.pop("nvtx_row")))
         traces.append(assemble.build(meta, dev, hst, steps, thr, comm_meta, comm_rules))
     return traces
 

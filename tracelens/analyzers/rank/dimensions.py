@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ...classify import kernel_op
+from ...columns import group_rows
 from ...contract import DimensionStep, DimensionTotals, GroupRule, ratio
 from .. import intervals as iv
 from ..thresholds import material
@@ -87,22 +88,18 @@ def attribute(op, name, pg_name, pg_desc, group_size, groups: dict, world: int |
     n = len(op)
     dims = np.full(n, "unknown", dtype=object)
     # Decided once per distinct (group, description, size, operation), never per collective.
-    op_code, op_uniq = pd.factorize(pd.Series(op, dtype=object), use_na_sentinel=True)
+    op_code, op_uniq = pd.factorize(np.asarray(op, dtype=object), use_na_sentinel=True)
     usable = np.array([isinstance(o, str) and o not in ("coalesced", "wait") for o in op_uniq], dtype=bool)
     ops = np.full(n, None, dtype=object)
     good = (op_code >= 0) & usable[np.maximum(op_code, 0)] if len(op_uniq) else np.zeros(n, dtype=bool)
     ops[good] = np.asarray(op_uniq, dtype=object)[op_code[good]]
-    name_code, name_uniq = pd.factorize(pd.Series(name, dtype=object)[~good], use_na_sentinel=True)
+    name_code, name_uniq = pd.factorize(np.asarray(name, dtype=object)[~good], use_na_sentinel=True)
     from_name = np.array([kernel_op(x if isinstance(x, str) else None) for x in name_uniq] + [None], dtype=object)
     ops[~good] = from_name[name_code]               # -1 (no name) picks the trailing None
-    frame = pd.DataFrame({"pg": pd.Series(pg_name, dtype=object), "desc": pd.Series(pg_desc, dtype=object),
-                          "size": np.asarray(group_size, dtype=np.int64), "op": pd.Series(ops, dtype=object)})
-    keys: dict[tuple, np.ndarray] = {}
-    for key, rows in frame.groupby(["pg", "desc", "size", "op"], dropna=False, sort=False).indices.items():
-        pg, desc, size, o = (None if isinstance(v, float) and v != v else v for v in key)
-        keys[(pg, desc, int(size), o)] = rows
     rules: dict[tuple, GroupRule] = {}
-    for (pg, desc, size, o), rows in keys.items():
+    for (pg, desc, size, o), rows in group_rows(np.asarray(pg_name, dtype=object), np.asarray(pg_desc, dtype=object),
+                                                np.asarray(group_size, dtype=np.int64), ops):
+        size = int(size)
         dim, rule = _by_name(desc, pg), "name"
         if dim is None and (o == "all_to_all" or o in _P2P_OPS):
             dim, rule = ("ep" if o == "all_to_all" else "pp"), "op"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...columns import frame_of, isin
+from ...columns import isin
 from ...model import RankTrace
 from .. import intervals as iv
 from ..thresholds import Thresholds, material
@@ -51,8 +51,9 @@ def _code(categorical: pd.Series, value: str) -> int:
     return int(cats.get_loc(value)) if value in cats else -2   # -2 matches no row (-1 is a missing value)
 
 
-def findings(trace: RankTrace, device: int, exposure: pd.DataFrame, th: Thresholds) -> pd.DataFrame:
-    """One row per exposed comm activity with a launch-order problem: kind, delay and kernels involved."""
+def findings(trace: RankTrace, device: int, exposure: pd.DataFrame, th: Thresholds) -> dict[str, np.ndarray]:
+    """One row per exposed comm activity with a launch-order problem: kind, delay and kernels involved (as
+    columns: a rank has a handful of rows, and a frame of them costs more than finding them)."""
     d = _device_arrays(trace, device)
     exposed = dict(zip(exposure["device_idx"].to_numpy().tolist(), exposure["exposed_ns"].to_numpy().tolist()))
     exposed_rows = exposure["device_idx"].to_numpy()[exposure["exposed_ns"].to_numpy() > 0]
@@ -60,7 +61,7 @@ def findings(trace: RankTrace, device: int, exposure: pd.DataFrame, th: Threshol
     comm = np.flatnonzero((d["kind"] == _code(kinds, "comm")) & d["linked"] & np.isin(d["row"], exposed_rows))
     columns = ["kind", "start", "launch", "name", "stream", "delay_ns", "exposed_ns", "kernels"]
     if not comm.size:
-        return pd.DataFrame(columns=columns)
+        return {c: np.empty(0, dtype=object if c in ("kind", "name", "kernels") else np.int64) for c in columns}
     names = trace.device_ops["name"].cat.categories
     codes, starts, ends, launches = d["name"], d["start"], d["end"], d["launch"]
     compute = d["kind"] == _code(kinds, "compute")
@@ -97,10 +98,9 @@ def findings(trace: RankTrace, device: int, exposure: pd.DataFrame, th: Threshol
                 rows.append(("late", start, launch, _name(names, codes[i]), stream, delay, exp_ns,
                              _names(names, codes[ra:rb][running])))
     if not rows:
-        return frame_of({c: np.empty(0, dtype=object if c in ("kind", "name", "kernels") else np.int64)
-                         for c in columns})
-    return frame_of({c: _objects(v) if c in ("kind", "name", "kernels") else np.array(v, dtype=np.int64)
-                     for c, v in zip(columns, zip(*rows))})
+        return {c: np.empty(0, dtype=object if c in ("kind", "name", "kernels") else np.int64) for c in columns}
+    return {c: _objects(v) if c in ("kind", "name", "kernels") else np.array(v, dtype=np.int64)
+            for c, v in zip(columns, zip(*rows))}
 
 
 def _objects(values) -> np.ndarray:
@@ -130,29 +130,30 @@ def analyze(ctx) -> list[Finding]:
     trace, device, exposure = ctx.trace, ctx.sets.device, ctx.exposure
     windows, durations, th = ctx.windows, ctx.durations, ctx.thresholds
     f = findings(trace, device, exposure, th)
-    if f.empty:
+    if not f["start"].size:
         return []
-    w = np.searchsorted(windows.start, f["start"].to_numpy(), side="right") - 1
-    f["window"] = np.where((w >= 0) & (f["start"].to_numpy() < windows.end[np.maximum(w, 0)]), w, -1)
+    w = np.searchsorted(windows.start, f["start"], side="right") - 1
+    window = np.where((w >= 0) & (f["start"] < windows.end[np.maximum(w, 0)]), w, -1)
     connections = trace.meta.env.get("CUDA_DEVICE_MAX_CONNECTIONS")
     out = []
-    for win, g in f[f["window"] >= 0].groupby("window", sort=True):
+    for win in np.unique(window[window >= 0]).tolist():
+        g = {c: v[window == win] for c, v in f.items()}
         out.append(_finding(trace.meta.rank, int(windows.step[win]), g, int(durations[win]), connections, th))
     return out
 
 
-def _kind(g: pd.DataFrame, kind: str) -> dict | None:
+def _kind(g: dict[str, np.ndarray], kind: str) -> dict | None:
     """The collectives of one kind in an entry: how many, their summed delay and the position (in the
     entry's ``collectives``) of the longest delay, the first of equals."""
-    rows = np.flatnonzero(g["kind"].to_numpy() == kind)
+    rows = np.flatnonzero(g["kind"] == kind)
     if not rows.size:
         return None
-    delay = g["delay_ns"].to_numpy()[rows]
+    delay = g["delay_ns"][rows]
     return {"count": int(rows.size), "delay_ns": int(delay.sum()), "worst": int(rows[np.argmax(delay)])}
 
 
-def _finding(rank, step, g: pd.DataFrame, duration: int, connections: str | None, th) -> Finding:
-    hideable = int(np.minimum(g["delay_ns"].to_numpy(), g["exposed_ns"].to_numpy()).sum())
+def _finding(rank, step, g: dict[str, np.ndarray], duration: int, connections: str | None, th) -> Finding:
+    hideable = int(np.minimum(g["delay_ns"], g["exposed_ns"]).sum())
     if not material(th, hideable, duration):
         severity = "info"
     else:
@@ -162,6 +163,8 @@ def _finding(rank, step, g: pd.DataFrame, duration: int, connections: str | None
         evidence={"cuda_device_max_connections": connections, "hideable_ns": hideable, "duration_ns": duration,
                   "impact_ns": hideable, "material": material(th, hideable, duration),
                   "queued": _kind(g, "queued"), "late": _kind(g, "late"), "collectives": [
-            {"kind": r.kind, "name": str(r.name), "stream": int(r.stream), "start_ns": int(r.start),
-             "launch_ns": int(r.launch), "delay_ns": int(r.delay_ns), "exposed_ns": int(r.exposed_ns),
-             "kernels": list(r.kernels)} for r in g.itertuples(index=False)]})
+            {"kind": kind, "name": str(name), "stream": int(stream), "start_ns": int(start), "launch_ns": int(launch),
+             "delay_ns": int(delay), "exposed_ns": int(exposed), "kernels": list(kernels)}
+            for kind, start, launch, name, stream, delay, exposed, kernels in zip(
+                *(g[c].tolist() for c in ("kind", "start", "launch", "name", "stream", "delay_ns", "exposed_ns",
+                                         "kernels")))]})

@@ -149,17 +149,31 @@ def _extent(sets: Sets, trace: RankTrace) -> tuple[int, int]:
 
 
 def _work_end_per_step(trace: RankTrace, sets: Sets, num, s, e) -> np.ndarray:
+    """Per step of ``num``, the later of its span's end and the end of its work (device activities on the
+    main device by their step; gloo collectives in CPU mode by their start)."""
     if sets.mode == "gpu":
-        ops = trace.device_ops[(trace.device_ops["device"] == sets.device).to_numpy()
-                               & (trace.device_ops["step"] >= 0).to_numpy()
-                               & (trace.device_ops["kind"] != "sync").to_numpy()]
-        last = ops.groupby("step")["end_ns"].max()
+        ops = trace.device_ops
+        keep = (ops["device"].to_numpy() == sets.device) & (ops["step"].to_numpy() >= 0) & ~isin(ops["kind"], ("sync",))
+        step, end = ops["step"].to_numpy()[keep], ops["end_ns"].to_numpy()[keep]
     else:
-        host = trace.host_ops[(trace.host_ops["comm_kind"] == "gloo").to_numpy()]
-        i = np.searchsorted(s, host["start_ns"].to_numpy(), side="right") - 1
-        inside = (i >= 0) & (host["start_ns"].to_numpy() < e[np.maximum(i, 0)])
-        last = pd.Series(host["end_ns"].to_numpy()[inside]).groupby(num[i[inside]]).max()
-    return np.maximum(e, last.reindex(num).fillna(-1).to_numpy(dtype=np.int64))
+        host = trace.host_ops
+        gloo = (host["comm_kind"] == "gloo").to_numpy()
+        start = host["start_ns"].to_numpy()[gloo]
+        i = np.searchsorted(s, start, side="right") - 1
+        inside = (i >= 0) & (start < e[np.maximum(i, 0)])
+        step, end = num[i[inside]], host["end_ns"].to_numpy()[gloo][inside]
+    return np.maximum(e, _max_by(step, end, num))
+
+
+def _max_by(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """The largest of ``values`` per key, for each key in ``wanted`` (-1 where it has none), in int64."""
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    if not uniq.size:
+        return np.full(wanted.size, -1, dtype=np.int64)
+    top = np.full(uniq.size, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(top, inverse.reshape(-1), values)
+    at = np.minimum(np.searchsorted(uniq, wanted), uniq.size - 1)
+    return np.where(uniq[at] == wanted, top[at], -1)
 
 
 def _launched_before_capture(trace: RankTrace, rows: np.ndarray) -> np.ndarray:
@@ -208,16 +222,16 @@ def _cut_off_launches(trace: RankTrace, lo: int, hi: int, sets: Sets) -> int:
     if sets.mode != "gpu":
         return 0
     host = trace.host_ops
-    launch = (host["correlation"] >= 0).to_numpy() & host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy() \
-        & matches(host["name"], LAUNCH_NAMES, "search") \
-        & (host["start_ns"] >= lo).to_numpy() & (host["start_ns"] < hi).to_numpy()
+    start = host["start_ns"].to_numpy()
+    launch = (host["correlation"].to_numpy() >= 0) & isin(host["cat"], ("cuda_runtime", "cuda_driver")) \
+        & matches(host["name"], LAUNCH_NAMES, "search") & (start >= lo) & (start < hi)
     rows = np.flatnonzero(launch)
     if rows.size == 0:
         return 0
     produced = np.isin(rows, trace.device_ops["launch_idx"].to_numpy())
     if not produced.any():
         return 0
-    t = host["start_ns"].to_numpy()[rows]
+    t = start[rows]
     last_ok = t[produced].max()
     return int(((~produced) & (t > last_ok)).sum())
 
