@@ -7,8 +7,8 @@ report over N copies of one corpus rank, each given its own rank id (``distribut
 
 Engines: ``local`` is a first report (the bench's own cache, /tmp/tl-bench/cache, emptied before it: it
 decodes, analyses and fills the cache, as a user's first report does); ``warm`` the same report again (what a
-user's second report costs; after an untimed first one when ``local`` is not run); ``dask`` runs with
-``--no-cache``.
+user's second report costs; after an untimed first one when ``local`` is not run); ``cold`` and ``dask``
+run with ``--no-cache`` (neither reading nor filling it).
 
 A run past 600 s or TL_BENCH_MEM_GB (default 8) of memory is stopped and marked so.
 The copies are written once to /tmp/tl-bench (gzip level 1; a size's folder links to the first N of them).
@@ -112,6 +112,7 @@ def commands(folder: Path, hta: bool, before: str | None, json_bytes: float) -> 
     report = [str(TRACELENS), "report", str(folder), "--format", "json"]
     out = {"local": report,
            "warm": report,
+           "cold": [*report, "--no-cache"],
            "dask": [*report, "--no-cache", "--executor", "dask", "--workers", "2"]}
     if before:      # another checkout's tracelens (e.g. `git archive main tracelens | tar -x -C DIR`)
         out["before"] = [sys.executable, "-c", f"import sys; sys.path.insert(0, {before!r}); "
@@ -131,7 +132,8 @@ def main() -> None:
     ap.add_argument("--hta", action="store_true", help="also HTA 0.5.0 from /tmp/hta-venv")
     ap.add_argument("--sets", default="small,54MB", help="which sets (comma-separated: small, 54MB)")
     ap.add_argument("--executors", default="local,warm,dask",
-                    help="which of local, warm, dask (comma-separated)")
+                    help="which of local, warm, cold, dask (comma-separated)")
+    ap.add_argument("--sizes", help="only these rank counts (comma-separated, e.g. 256,1024)")
     ap.add_argument("--before", metavar="DIR", help="also the tracelens package under DIR (an older version)")
     args = ap.parse_args()
     wanted = args.executors.split(",") + (["hta"] if args.hta else []) + (["before"] if args.before else [])
@@ -143,6 +145,8 @@ def main() -> None:
         src = CORPUS / rel
         json_bytes = len(gzip.decompress(src.read_bytes()))
         for n in quick if args.quick else sizes:
+            if args.sizes and str(n) not in args.sizes.split(","):
+                continue
             folder = copies(name, src, n)
             for engine, cmd in commands(folder, args.hta, args.before, n * json_bytes).items():
                 if engine not in wanted:
