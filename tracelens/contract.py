@@ -217,6 +217,11 @@ class Summary(msgspec.Struct, kw_only=True):
     # steps (null without steps).
     perfect_overlap_gain: Optional[float] = None
     dimensions: list[DimensionRun] = msgspec.field(default_factory=list)   # most exposed first
+    # The ranks' overlap tax summed (compute lost to communication beside it), the kernels it compared, and
+    # exposed comm plus that tax: what communication really costs the run.
+    overlap_tax_ns: int = 0
+    overlap_tax_compared: int = 0
+    effective_exposed_ns: int = 0
 
 
 class Collective(msgspec.Struct, kw_only=True):

@@ -36,6 +36,16 @@ def test_a_known_slowdown_under_communication_is_the_tax(tmp_path):
     assert t.overlap_tax_ns == TAX_STEPS * TAX_TRUTH["overlap_tax_ns"]
     assert t.effective_exposed_ns == TAX_STEPS * (TAX_TRUTH["exposed_comm_ns"] + TAX_TRUTH["overlap_tax_ns"])
     assert (t.overlap_tax_compared, t.overlap_tax_uncompared) == (TAX_STEPS * 3, TAX_STEPS * 2)
+    # One rank: the run's summary is its totals (the sums over ranks, docs/metrics.md "Totals and summary").
+    s = rep.summary
+    assert (s.overlap_tax_ns, s.overlap_tax_compared, s.effective_exposed_ns) == \
+        (t.overlap_tax_ns, TAX_STEPS * 3, t.effective_exposed_ns)
+    from tracelens.renderers import figures
+
+    head = dict(figures.headline(rep))
+    assert head["overlap tax"] == f"{TAX_STEPS * TAX_TRUTH['overlap_tax_ns'] * 1e-6:.3f} ms"
+    assert head["effective exposed"] == \
+        f"{TAX_STEPS * (TAX_TRUTH['exposed_comm_ns'] + TAX_TRUTH['overlap_tax_ns']) * 1e-6:.3f} ms"
 
 
 def test_the_tax_finding_names_the_slowed_kernel_its_baseline_and_the_collective(tmp_path):
@@ -65,6 +75,9 @@ def test_too_few_runs_alone_leave_a_kernel_uncompared(tmp_path):
     assert (st.overlap_tax_ns, st.overlap_tax_compared, st.overlap_tax_uncompared) == (0, 0, 5)
     assert st.effective_exposed_ns == st.exposed_comm_ns
     assert not [d for d in rep.diagnoses if d.id == "overlap-tax"]
+    from tracelens.renderers import figures
+
+    assert dict(figures.headline(rep))["overlap tax"] == "n/a"      # nothing compared: unknown, not 0
 
 
 def test_a_kernel_no_slower_under_communication_pays_nothing(tmp_path):

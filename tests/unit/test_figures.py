@@ -109,6 +109,8 @@ def test_headline_and_spread():
     head = dict(figures.headline(rep))
     assert head["overlap"] == f"{rep.summary.overlap_pct:.2f} %"
     assert head["exposed comm"] == f"{rep.summary.exposed_comm_ns * 1e-6:.3f} ms"
+    gain = rep.summary.perfect_overlap_gain
+    assert head["perfect overlap gain"] == ("n/a" if gain is None else f"{100 * gain:.2f} %")
     rows = figures.budget_rows(rep)
     lo = min(rows, key=lambda r: r["exposed"])
     assert f"{lo['exposed'] * 1e-6:.3f} ms (rank {lo['rank']})" in figures.spread_line(rows)

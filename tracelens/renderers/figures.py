@@ -297,7 +297,12 @@ def headline(report: Report) -> list[tuple[str, str]]:
             ("exposed comm fraction", frac), ("comm", f"{s.comm_ns * MS:.3f} ms"),
             ("exposed comm", f"{s.exposed_comm_ns * MS:.3f} ms"),
             ("worst rank", "n/a" if s.worst_rank is None else str(s.worst_rank)),
-            ("pattern", s.pattern or "n/a")]
+            ("pattern", s.pattern or "n/a"),
+            # The tax is unknown, not zero, when no kernel under communication had a baseline to compare with.
+            ("overlap tax", f"{s.overlap_tax_ns * MS:.3f} ms" if s.overlap_tax_compared else "n/a"),
+            ("effective exposed", f"{s.effective_exposed_ns * MS:.3f} ms"),
+            ("perfect overlap gain", "n/a" if s.perfect_overlap_gain is None
+             else f"{100 * s.perfect_overlap_gain:.2f} %")]
 
 
 # -------------------------------------------------------------------------------------------- run A vs B

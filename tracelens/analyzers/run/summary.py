@@ -22,7 +22,9 @@ def summarize(ranks: list[RankResult]) -> Summary:
                    overlap_pct=ratio(overlap_ns, comm, 100.0), exposed_comm_fraction=ratio(exposed, duration),
                    worst_rank=worst, comm_ns=comm, exposed_comm_ns=exposed,
                    pattern=verdict, pattern_counts=counts, perfect_overlap_gain=gain,
-                   dimensions=_dimensions(ranks))
+                   dimensions=_dimensions(ranks), overlap_tax_ns=sum(r.totals.overlap_tax_ns for r in ranks),
+                   overlap_tax_compared=sum(r.totals.overlap_tax_compared for r in ranks),
+                   effective_exposed_ns=sum(r.totals.effective_exposed_ns for r in ranks))
 
 
 def _dimensions(ranks: list[RankResult]) -> list[DimensionRun]:
