@@ -220,11 +220,15 @@ def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: st
         hit = warm.get(path, options, before) if before is not None else None
         if hit is not None:
             return hit
-    from . import kineto, nsys     # here, not above: a warm run needs neither parser (~0.1 s of imports)
-
+    # Here, not above, and only the one the file needs: a warm run needs neither parser, and a Kineto
+    # report no nsys reader (~0.1 s and ~15 ms of imports).
     if fmt == "nsys":
+        from . import nsys
+
         traces = nsys.parse(path, rules, step_pattern)
     else:
+        from . import kineto
+
         traces = [kineto.parse(path, rules, step_pattern, decoded=pool.take(path) if pool else None)]
     if cache and before is not None:
         warm.put(path, options, traces, before)   # before the load settles ranks: the entry is the file's alone
