@@ -60,7 +60,8 @@ def _load(files, comm_patterns, step_nvtx, jobs, on_file, prepare, cache=None) -
     from .parsers import cache_options, start_decoding
 
     use_cache = warm.enabled(cache)
-    pool = start_decoding(files, jobs, cache_with=cache_options(tuple(comm_patterns), step_nvtx) if use_cache else None)
+    options = cache_options(tuple(comm_patterns), step_nvtx)
+    pool = start_decoding(files, jobs, held=(lambda f: warm.has(f, options)) if use_cache else None)
     try:
         if prepare is not None:
             prepare()

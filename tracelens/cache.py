@@ -20,8 +20,9 @@ never leaves half an entry under the real name), laid out as::
     MAGIC (8 bytes) | header length (8) | header (pickle) | column bytes, 64-byte aligned | CRC-32 (4)
 
 The header repeats the whole key and gives every column's dtype, offset and length (an analysis entry has
-no columns: its header is the key and the Parts); the CRC covers header and columns. An entry whose magic, length, key or CRC does not match is a miss: it is removed and the file
-parsed again. Entries are pickles, read only from the user's own cache folder, after the CRC check.
+no columns: its header is the key and the Parts); the CRC covers header and columns. An entry whose magic,
+length, key or CRC does not match is a miss: it is removed and the file parsed again. Entries are pickles,
+read only from the user's own cache folder, after the CRC check.
 
 A file modified within the last RACY_S seconds is not cached: file systems stamp mtimes with a coarse
 clock, and a file rewritten at the same size within one tick would otherwise keep its old entry ("racy
@@ -210,8 +211,7 @@ def put_analysis(path: Path, options: tuple, parts: list, before: tuple | None =
         header = pickle.dumps((k, parts, 0), protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:       # something unpicklable in a trace's metadata: not cached, the report is the same
         return
-    _write(entry_path(k, analyses_dir()), [MAGIC, struct.pack("<Q", len(header)), header,
-                                           struct.pack("<I", zlib.crc32(header))])
+    _write(entry_path(k, analyses_dir()), _framed(header, []))
 
 
 def _read(entry: Path, k: tuple) -> tuple | None:
@@ -314,6 +314,11 @@ def _encode(k: tuple, traces) -> list | None:
             tables[name] = cols
         described.append((t.meta, tables))
     header = pickle.dumps((k, described, offset), protocol=pickle.HIGHEST_PROTOCOL)
+    return _framed(header, chunks)
+
+
+def _framed(header: bytes, chunks: list) -> list:
+    """An entry's pieces: magic, header length, header, column bytes, and the CRC over header and columns."""
     crc = zlib.crc32(header)
     for c in chunks:
         crc = zlib.crc32(c, crc)

@@ -275,21 +275,15 @@ def load(paths: Iterable[str] | str, comm_patterns: tuple[str, ...] = (),
     return load_files(files, comm_patterns, on_file, step_pattern, pool=start_decoding(files, jobs))
 
 
-def start_decoding(files: list[Path], jobs: int | None = None, cache_with: tuple | None = None,
-                   held: Callable[[Path], bool] | None = None) -> DecodePool | None:
+def start_decoding(files: list[Path], jobs: int | None = None, held: Callable[[Path], bool] | None = None
+                   ) -> DecodePool | None:
     """Start decoding the Kineto files among ``files`` in worker processes, when that pays (else None).
 
     Call it before anything imports pandas to decode while pandas loads; pass the pool to
-    :func:`load_files`, which closes it. ``cache_with``: the :func:`cache_options` of a run that uses the
-    warm cache; the files it holds are not decoded. ``held``: instead, whether the cache holds a file.
+    :func:`load_files`, which closes it. ``held``: whether the warm cache holds a file (it is not decoded).
     """
     from . import workers
 
-    if held is None and cache_with is not None:
-        from .. import cache as warm
-
-        def held(f: Path) -> bool:
-            return warm.has(f, cache_with)
     kineto_files = [f for f in files if _format_or_none(f) == "kineto" and not (held and held(f))]
     n = workers.jobs_for(kineto_files, jobs)
     return workers.DecodePool(kineto_files, n) if n else None
