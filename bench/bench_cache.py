@@ -32,14 +32,20 @@ sys.path.insert(0, str(ROOT))
 
 import tracelens  # noqa: E402
 from tracelens import cache  # noqa: E402
-from tracelens.columns import frame_of  # noqa: E402
+from tracelens.table import Labels, Table  # noqa: E402
 from tracelens.parsers import cache_options  # noqa: E402
 
 DEFAULT = ROOT.parent / "shared/corpus/hta/df_index_resolver/df_index_resolver.json.gz"
 TABLES = ("device_ops", "host_ops", "collectives", "steps", "threads")
 
 
-def model_frame(frame: pd.DataFrame, like: pd.DataFrame) -> pd.DataFrame:
+def frame_of(cols: dict) -> Table:
+    """The model's Table of columns read back through pandas (categoricals as Labels)."""
+    return Table({c: Labels(v.codes, v.categories.to_numpy(dtype=object)) if isinstance(v, pd.Categorical) else v
+                  for c, v in cols.items()})
+
+
+def model_frame(frame: pd.DataFrame, like: pd.DataFrame) -> Table:
     """``frame`` (as Arrow gave it back) with the model's dtypes: object columns and object categories."""
     cols = {}
     for c in like.columns:
@@ -62,7 +68,7 @@ def npy_write(folder: Path, trace) -> None:
     folder.mkdir()
     layout = {}
     for name in TABLES:
-        frame = getattr(trace, name)
+        frame = getattr(trace, name).to_pandas()
         layout[name] = []
         for i, c in enumerate(frame.columns):
             col = frame[c]
@@ -101,7 +107,7 @@ def npy_read(folder: Path):
 def arrow_write(folder: Path, trace, how: str) -> None:
     folder.mkdir()
     for name in TABLES:
-        table = pa.Table.from_pandas(getattr(trace, name), preserve_index=False)
+        table = pa.Table.from_pandas(getattr(trace, name).to_pandas(), preserve_index=False)
         if how == "parquet":
             pq.write_table(table, folder / f"{name}.parquet")
         else:
@@ -116,7 +122,7 @@ def arrow_read(folder: Path, trace, how: str):
         else:
             with pa.memory_map(str(folder / f"{name}.arrow")) as src:
                 frame = pa.ipc.open_file(src).read_all().to_pandas()
-        out[name] = model_frame(frame, getattr(trace, name))
+        out[name] = model_frame(frame, getattr(trace, name).to_pandas())
     return out
 
 

@@ -6,11 +6,13 @@ plain way would be. When a trick stops paying, it goes, and its callers get the 
 Measured and dropped (2026-11-23): pausing the cyclic GC while a Kineto trace is decoded and assembled
 (decoded events are ``gc=False`` msgspec structs, so no collection runs there either way), and
 ``pd.Categorical.from_codes(..., validate=False)`` (0.05 ms of a 35 ms report; the argument needs
-pandas 2.1). Elsewhere, not tricks: ISA-L inflate (a faster library, ``parsers/kineto_read.py``), the
-decode workers (``parsers/workers.py``).
+pandas 2.1). Gone with what it sped up: building DataFrames through pandas' internal
+``DataFrame._from_arrays`` (the model's tables are numpy columns now, :mod:`tracelens.table`). Elsewhere,
+not tricks: ISA-L inflate (a faster library, ``parsers/kineto_read.py``), the decode workers
+(``parsers/workers.py``).
 
-This module imports neither pandas nor numpy at import time: decode workers import it, and they start
-before the main process has imported pandas.
+This module imports no numpy at import time: decode workers import it, and they start before the main
+process has imported numpy.
 """
 
 from __future__ import annotations
@@ -57,30 +59,6 @@ def ints_from_text(text: str):
             return np.fromstring(text, dtype=np.int64, sep=",")
     except ValueError:
         return None
-
-
-def frame_from_arrays(arrays: list, columns):
-    """A DataFrame over equally long, already typed ``arrays`` named by ``columns`` (an object Index), with
-    a RangeIndex, through pandas' internal ``DataFrame._from_arrays``.
-
-    40-50 µs a frame against ~180 µs for the public constructor given the same columns (object columns
-    wrapped as object Series, else pandas 3 converts them to its Arrow-backed string dtype); a report
-    builds 11-22 frames: a warm report of the largest corpus nsys export takes 34.0 / 39.3 ms with it,
-    36.6 / 42.7 ms without (fastest / median of 189, bench/ab.py). If that internal entry point changes,
-    the public constructor makes the same frame.
-    """
-    import pandas as pd
-
-    n = len(arrays[0]) if arrays else 0
-    index = pd.RangeIndex(n)
-    if all(len(a) == n for a in arrays):
-        try:
-            return pd.DataFrame._from_arrays(arrays, columns=columns, index=index, verify_integrity=False)
-        except (AttributeError, TypeError):
-            pass
-    data = {name: pd.Series(a, index=index, dtype=object, copy=False) if a.dtype == object else a
-            for name, a in zip(columns, arrays)}
-    return pd.DataFrame(data, index=index, columns=columns, copy=False)
 
 
 def map_sqlite_pages(con) -> None:

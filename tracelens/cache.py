@@ -263,7 +263,9 @@ def _write(target: Path, parts: list) -> None:
 def _encode(k: tuple, traces) -> list | None:
     """The entry's pieces (bytes-like), or None when a table holds something this layout does not keep."""
     import numpy as np
-    import pandas as pd
+
+    from .columns import factorize
+    from .table import Labels
 
     chunks: list = []
     offset = 0
@@ -285,30 +287,27 @@ def _encode(k: tuple, traces) -> list | None:
         tables = {}
         for name in ("device_ops", "host_ops", "collectives", "steps", "threads"):
             frame = getattr(t, name)
-            if not isinstance(frame.index, pd.RangeIndex) or frame.index.start != 0 or frame.index.step != 1 \
-                    or frame.columns.dtype != object:
-                return None
             cols = []
-            for c in frame.columns:
-                col = frame[c]
-                dtype = col.dtype
-                if isinstance(dtype, pd.CategoricalDtype):
-                    cats = dtype.categories
-                    if cats.dtype != object:
+            for c, col in frame.items():
+                if isinstance(col, Labels):
+                    cats = col.categories.tolist()
+                    if any(type(v) is not str for v in cats):
                         return None
-                    cols.append((c, "category", add(col.cat.codes.to_numpy()), cats.tolist(), dtype.ordered))
-                elif dtype == object:
+                    cols.append((c, "category", add(col.codes), cats, False))
+                    continue
+                dtype = col.dtype
+                if dtype == object:
                     # Codes over the distinct strings, -1 for None: exact (a NaN would not be, so such a
                     # column is not cached), and small.
-                    arr = col.to_numpy()
-                    codes, uniques = pd.factorize(arr)
-                    values = uniques.tolist()
+                    arr = col
+                    codes, uniques = factorize(arr)
+                    values = uniques
                     missing = arr[codes == -1]
                     if any(type(v) is not str for v in values) or not (missing == None).all():  # noqa: E711
                         return None
                     cols.append((c, "object", add(codes.astype(np.int32)), values, None))
                 elif isinstance(dtype, np.dtype) and dtype.kind in "iufb":
-                    cols.append((c, "array", add(col.to_numpy()), None, None))
+                    cols.append((c, "array", add(col), None, None))
                 else:
                     return None
             tables[name] = cols
@@ -349,10 +348,9 @@ def _decode(blob: bytearray, got: int, k: tuple) -> tuple | None:
 
 def _traces(data: memoryview, described) -> list:
     import numpy as np
-    import pandas as pd
 
-    from .columns import frame_of
     from .model import RankTrace
+    from .table import Labels, Table
 
     def array(spec) -> np.ndarray:
         dtype, offset, nbytes = spec
@@ -366,13 +364,12 @@ def _traces(data: memoryview, described) -> list:
             built = {}
             for c, kind, spec, values, ordered in cols:
                 if kind == "category":
-                    built[c] = pd.Categorical.from_codes(array(spec), dtype=pd.CategoricalDtype(
-                        pd.Index(values, dtype=object), ordered=ordered))
+                    built[c] = Labels(array(spec), values)
                 elif kind == "object":
                     built[c] = np.array(values + [None], dtype=object)[array(spec)]   # code -1: the None
                 else:
                     built[c] = array(spec)
-            frames[name] = frame_of(built)
+            frames[name] = Table(built)
         out.append(RankTrace(meta=meta, **frames))
     return out
 

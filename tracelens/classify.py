@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-import pandas as pd
 
-from .columns import categorical_of, remembered
+from .columns import categorical_of, factorize, remembered
 
 
 @dataclass(frozen=True)
@@ -60,13 +59,14 @@ def user_rules(patterns: list[str] | tuple[str, ...]) -> tuple[CommRule, ...]:
     return tuple(rules)
 
 
-def match_names(names: pd.Series, rules: tuple[CommRule, ...]) -> tuple[np.ndarray, np.ndarray]:
+def match_names(names, rules: tuple[CommRule, ...]) -> tuple[np.ndarray, np.ndarray]:
     """(comm_kind, rule) per name, None where no name rule matches; each distinct name is matched once."""
     cat = categorical_of(names)
     if cat is not None:                                   # code -1 (missing) reads the appended None
         codes, uniques = cat.codes, cat.categories.tolist() + [None]
     else:
-        codes, uniques = pd.factorize(names, use_na_sentinel=False)
+        codes, uniques = factorize(np.asarray(names, dtype=object))
+        uniques = uniques + [None]              # code -1 (None) reads the appended None
     kinds = np.full(len(uniques), None, dtype=object)
     fired = np.full(len(uniques), None, dtype=object)
     seen = _matched(rules)

@@ -1,47 +1,55 @@
 """Reading the model's string columns without converting them row by row.
 
-Name columns are categoricals: 10^5 rows over a few thousand distinct names. A string test is evaluated
-once per distinct name and spread to the rows through the codes; a row's string is looked up through its
-code only for the rows that need one. (pandas' ``.str`` methods on a categorical materialise a string per
-row, which costs tens of milliseconds on a large trace.) A test the analyzers run on every rank
-(:func:`matches`, or wrapped in :func:`remembered`) is evaluated once per distinct name per process, since
-the ranks of a run share their names. Object columns are built as object Series, since pandas would
-otherwise infer its Arrow-backed string dtype and convert back and forth.
+Name columns are :class:`~tracelens.table.Labels`: 10^5 rows over a few thousand distinct names. A string
+test is evaluated once per distinct name and spread to the rows through the codes; a row's string is looked
+up through its code only for the rows that need one (a string test per row costs tens of milliseconds on a
+large trace). A test the analyzers run on every rank (:func:`matches`, or wrapped in :func:`remembered`) is
+evaluated once per distinct name per process, since the ranks of a run share their names.
+
+numpy only: a first report imports no pandas.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from typing import Callable, TypeVar
 
 import numpy as np
-import pandas as pd
 
-from ._speed import frame_from_arrays
+from .table import Labels, objects
 
 T = TypeVar("T")
 
 
-def categorical_of(col) -> pd.Categorical | None:
-    """The Categorical behind a column (a categorical Series or a Categorical), else None."""
-    if isinstance(col, pd.Categorical):
+def categorical_of(col) -> Labels | None:
+    """The :class:`Labels` behind a column, else None (a pandas categorical, from a caller holding pandas
+    objects, is read as Labels)."""
+    if isinstance(col, Labels):
         return col
-    return col.array if isinstance(getattr(col, "dtype", None), pd.CategoricalDtype) else None
+    pd = sys.modules.get("pandas")
+    if pd is not None:
+        if isinstance(col, pd.Series) and isinstance(col.dtype, pd.CategoricalDtype):
+            col = col.array
+        if isinstance(col, pd.Categorical):
+            return Labels(col.codes, col.categories.to_numpy(dtype=object))
+    return None
 
 
 def mask(col, test: Callable[[str], object]) -> np.ndarray:
     """``bool(test(value))`` for every row (False for a missing value), once per distinct value.
 
-    ``col``: a Series, a Categorical or an array (as every helper here)."""
+    ``col``: Labels or an array (as every helper here)."""
     cat = categorical_of(col)
     if cat is not None:
-        cats = cat.categories
-        if cats.dtype == object and cats.inferred_type == "string":      # the model's names: no check per name
-            hit = np.fromiter(map(test, cats.tolist()), bool, len(cats))
+        cats = cat.categories.tolist()
+        if all(type(c) is str for c in cats):      # the model's names: no check per name
+            hit = np.fromiter(map(test, cats), bool, len(cats))
         else:
-            hit = np.fromiter((bool(test(c)) if isinstance(c, str) else False for c in cats.tolist()), bool, len(cats))
+            hit = np.fromiter((bool(test(c)) if isinstance(c, str) else False for c in cats), bool, len(cats))
         return np.append(hit, False)[cat.codes]   # code -1 (missing) reads the appended False
-    return np.fromiter((isinstance(v, str) and bool(test(v)) for v in col.tolist()), bool, len(col))
+    return np.fromiter((isinstance(v, str) and bool(test(v)) for v in np.asarray(col, dtype=object).tolist()),
+                       bool, len(col))
 
 
 def remembered(fn: Callable[[str], T], bound: int = 1 << 13) -> Callable[[str], T]:
@@ -63,13 +71,13 @@ def remembered(fn: Callable[[str], T], bound: int = 1 << 13) -> Callable[[str], 
     return check
 
 
-def isin(col: pd.Series, values) -> np.ndarray:
+def isin(col, values) -> np.ndarray:
     """``col.isin(values)`` as a bool array, tested once per distinct value."""
     wanted = frozenset(values)
     return mask(col, wanted.__contains__)
 
 
-def matches(col: pd.Series, pattern: re.Pattern | str, how: str = "match") -> np.ndarray:
+def matches(col, pattern: re.Pattern | str, how: str = "match") -> np.ndarray:
     """Regex test per row: ``how`` is "match" (at the start) or "search" (anywhere); each name's answer is
     remembered (:func:`remembered`), per pattern."""
     rx = re.compile(pattern) if isinstance(pattern, str) else pattern
@@ -85,44 +93,30 @@ def matches(col: pd.Series, pattern: re.Pattern | str, how: str = "match") -> np
 _TESTS: dict[tuple[re.Pattern, str], Callable[[str], object]] = {}
 
 
-def frame_of(columns: dict) -> pd.DataFrame:
-    """A DataFrame over the given columns, labelled by an object Index, object columns kept as objects.
-
-    pandas 3's constructor infers its Arrow-backed string dtype for object arrays and labels (~1 ms for a
-    few thousand strings, and the labels' lookup table is rebuilt through Arrow for every derived frame).
-    The frame is assembled from arrays that are already typed, see :func:`tracelens._speed.frame_from_arrays`.
-    """
-    return frame_from_arrays([_array(v) for v in columns.values()], pd.Index(list(columns), dtype=object))
+def labels(codes: np.ndarray, names) -> Labels:
+    """A categorical over distinct ``names`` by code (-1: missing)."""
+    return Labels(codes, names)
 
 
-def _array(values):
-    if isinstance(values, pd.Series):
-        return values.array if isinstance(values.dtype, pd.api.extensions.ExtensionDtype) else values.to_numpy()
-    if isinstance(values, (np.ndarray, pd.api.extensions.ExtensionArray)):
-        return values
-    out = np.asarray(values)
-    return np.asarray(values, dtype=object) if out.dtype.kind in "USO" else out
+def factorize(values) -> tuple[np.ndarray, list]:
+    """Codes in order of first appearance (None and NaN: -1) and the distinct values, as
+    ``pandas.factorize(values, use_na_sentinel=True)`` gives them, with a dict."""
+    seen: dict = {None: -1}
+    items = values.tolist() if isinstance(values, np.ndarray) else list(values)
+    codes = np.fromiter((seen.setdefault(v, len(seen) - 1) if v == v else -1 for v in items), np.int64, len(items))
+    return codes, [v for v in seen if v is not None]
 
 
-def labels(codes: np.ndarray, names) -> pd.Categorical:
-    """A categorical over distinct ``names`` by code (-1: missing), its categories an object Index.
-
-    Categories in pandas 3's Arrow-backed string dtype are converted back to Python strings on every
-    lookup, string test and union; object categories hold the strings as they are.
-    """
-    return pd.Categorical.from_codes(codes, categories=pd.Index(names, dtype=object))
-
-
-def categorical(values) -> pd.Categorical:
-    """Strings (None: missing) as a categorical with sorted object categories, as ``pd.Categorical`` sorts."""
-    codes, uniques = pd.factorize(np.asarray(values, dtype=object), sort=True)
-    return labels(codes, uniques)
-
-
-def objects(values, index=None) -> pd.Series:
-    """An object-dtype Series (None stays None; no string dtype inferred)."""
-    return pd.Series(np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values,
-                     dtype=object, index=index)
+def categorical(values) -> Labels:
+    """Strings (None: missing) as Labels with sorted categories, as ``pd.Categorical`` sorts."""
+    codes, uniques = factorize(objects(values))
+    if not uniques:
+        return Labels(codes, [])
+    order = sorted(range(len(uniques)), key=uniques.__getitem__)
+    rank = np.empty(len(order) + 1, dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    rank[-1] = -1
+    return Labels(rank[codes], [uniques[i] for i in order])
 
 
 class Lookup:
@@ -131,12 +125,10 @@ class Lookup:
     def __init__(self, col) -> None:
         cat = categorical_of(col)
         if cat is not None:
-            cats = cat.categories
-            # The model's categories are object Indexes of str already; astype(str) would go through
-            # pandas 3's Arrow string dtype (~80 µs for a few hundred names).
             self._codes = cat.codes
-            self._cats = cats.to_numpy(dtype=object) if cats.dtype == object and all(
-                isinstance(c, str) for c in cats) else cats.astype(str).to_numpy()
+            cats = cat.categories
+            self._cats = cats if all(type(c) is str for c in cats.tolist()) else \
+                objects([str(c) for c in cats.tolist()])
         else:
             self._codes, self._cats = np.arange(len(col)), np.asarray(col, dtype=object).astype(str)
 
@@ -172,6 +164,13 @@ def unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return uniq, first, inverse.reshape(-1)
 
 
+def _codes(col) -> tuple[np.ndarray, list]:
+    if isinstance(col, np.ndarray) and col.dtype.kind in "iub":      # no missing value: sorted codes will do
+        uniq, inverse = np.unique(col, return_inverse=True)
+        return inverse.reshape(-1).astype(np.int64), uniq.tolist()
+    return factorize(objects(col))
+
+
 def group_rows(*columns) -> list[tuple[tuple, np.ndarray]]:
     """Rows grouped by their values in ``columns`` (equally long; None and NaN are one missing value, read
     as None): ``(values, rows)`` per group, groups in order of first appearance, rows ascending.
@@ -182,8 +181,7 @@ def group_rows(*columns) -> list[tuple[tuple, np.ndarray]]:
     n = len(columns[0]) if columns else 0
     if n == 0:
         return []
-    codes, uniques = zip(*(pd.factorize(np.asarray(c, dtype=object) if not isinstance(c, np.ndarray)
-                                        or c.dtype.kind not in "iub" else c) for c in columns))
+    codes, uniques = zip(*(_codes(c) for c in columns))
     _, first, inverse = unique_rows(np.stack(codes, axis=1))
     rows = np.split(np.argsort(inverse, kind="stable"), np.cumsum(np.bincount(inverse))[:-1])
     out = []

@@ -17,7 +17,7 @@ def export_parquet(traces: list[RankTrace], out_dir: str | Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for table in TABLES:
-        frames = [getattr(t, table).assign(rank=t.meta.rank) for t in traces]
+        frames = [getattr(t, table).to_pandas().assign(rank=t.meta.rank) for t in traces]
         frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         frame = frame[["rank"] + [c for c in frame.columns if c != "rank"]]
         path = out / f"{table}.parquet"

@@ -1,6 +1,7 @@
 """The columnar trace model every parser produces and every analyzer reads.
 
-One :class:`RankTrace` per rank. Tables are pandas DataFrames; times are int64 nanoseconds since the
+One :class:`RankTrace` per rank. Tables are :class:`~tracelens.table.Table` objects (numpy columns;
+``kind``, ``name`` and ``cat`` are :class:`~tracelens.table.Labels`, ``.to_pandas()`` gives a DataFrame); times are int64 nanoseconds since the
 Unix epoch (``start_ns``/``end_ns``), link columns are int64 row numbers into another table, and ``-1``
 means "none" or "unknown" in every int64 link or size column. Parsers fill the tables; analyzers only
 read them (never in place).
@@ -18,10 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
-from .columns import frame_of
 from .meta import RunMeta
+from .table import Labels, Table
 
 KINDS = ("compute", "comm", "memcpy", "memset", "sync")
 
@@ -79,27 +79,30 @@ STEP_COLUMNS = {"step": "int64", "start_ns": "int64", "end_ns": "int64"}
 THREAD_COLUMNS = {"pid": "int64", "tid": "int64", "name": "object"}
 
 
-def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
-    return frame_of({c: pd.Series([], dtype=t) for c, t in columns.items()})
+def empty_table(columns: dict[str, str]) -> Table:
+    return Table({c: np.empty(0, dtype=np.int64) if t == "int64" else Labels(np.empty(0, np.int64), [])
+                  if t == "category" else np.empty(0, dtype=object) for c, t in columns.items()})
 
 
 @dataclass
 class RankTrace:
     meta: RunMeta
-    device_ops: pd.DataFrame
-    host_ops: pd.DataFrame
-    collectives: pd.DataFrame
-    steps: pd.DataFrame
-    threads: pd.DataFrame
+    device_ops: Table
+    host_ops: Table
+    collectives: Table
+    steps: Table
+    threads: Table
 
     @property
     def rank(self) -> int | None:
         return self.meta.rank
 
-    def streams(self) -> dict[tuple[int, int], pd.DataFrame]:
+    def streams(self) -> dict[tuple[int, int], Table]:
         """Device activity split per (device, stream) lane, each sorted by start."""
-        ops = self.device_ops.sort_values("start_ns", kind="stable")
-        return {key: frame for key, frame in ops.groupby(["device", "stream"], sort=True)}
+        ops = self.device_ops.sort_by("start_ns")
+        dev, stream = ops["device"], ops["stream"]
+        lanes = sorted(set(zip(dev.tolist(), stream.tolist())))
+        return {(d, s): ops.take(np.flatnonzero((dev == d) & (stream == s))) for d, s in lanes}
 
     def validate(self) -> None:
         """Check the invariants parsers promise; raises :class:`ModelError` (a parser bug, not a user mistake).
@@ -113,22 +116,19 @@ class RankTrace:
             missing = set(cols) - set(frame.columns)
             if missing:
                 raise ModelError(f"{table}: missing columns {sorted(missing)}")
-            dtypes = frame.dtypes.to_dict()
             for c, t in cols.items():
-                if t == "int64" and dtypes[c] != np.int64:
-                    raise ModelError(f"{table}.{c} is {dtypes[c]}, expected int64")
+                v = frame[c]
+                if t == "int64" and v.dtype != np.int64:
+                    raise ModelError(f"{table}.{c} is {v.dtype}, expected int64")
+                if t == "category" and not isinstance(v, Labels):
+                    raise ModelError(f"{table}.{c} is {v.dtype}, expected categorical")
         for table, frame in (("device_ops", self.device_ops), ("host_ops", self.host_ops)):
-            if not (frame["end_ns"].to_numpy() >= frame["start_ns"].to_numpy()).all():
+            if not (frame["end_ns"] >= frame["start_ns"]).all():
                 raise ModelError(f"{table}: an event ends before it starts")
         kind = self.device_ops["kind"]
-        if isinstance(kind.dtype, pd.CategoricalDtype):      # checked per category, not per row
-            codes = kind.cat.codes.to_numpy()
-            if not (codes >= 0).all():
-                raise ModelError("device_ops: a row has no kind")
-            used = kind.cat.categories[np.unique(codes)].tolist()
-        else:
-            used = kind.unique().tolist()
-        unknown = set(used) - set(KINDS)
+        if not (kind.codes >= 0).all():
+            raise ModelError("device_ops: a row has no kind")
+        unknown = set(kind.unique()) - set(KINDS)
         if unknown:
             raise ModelError(f"device_ops: unknown kinds {sorted(unknown)}")
 

@@ -133,5 +133,5 @@ def test_b200_comm_on_compute_stream_and_symmetric_memory_kernels():
     comm = t.device_ops[t.device_ops["kind"] == "comm"]
     assert len(comm) == 74 and set(comm["stream"]) == {7}
     assert (comm["rule"] == "custom-allreduce-name").sum() == 73
-    ag = t.collectives[t.collectives["op"] == "all_gather"].iloc[0]
+    ag = t.collectives[t.collectives["op"] == "all_gather"].to_pandas().iloc[0]
     assert (ag["bytes"], ag["group_size"], ag["pg_name"]) == (402_176, 8, "3")

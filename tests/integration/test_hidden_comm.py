@@ -26,7 +26,7 @@ def test_each_family_is_classified_or_reported(tmp_path, name):
     fam = FAMILIES[name]
     path = family_doc(fam).write(tmp_path / "rank0.json")
     trace = api.load([str(path)])[0]
-    ops = trace.device_ops
+    ops = trace.device_ops.to_pandas()
     row = ops.index[ops["name"].astype(str) == fam.kernel]
     assert len(row) == FAMILY_STEPS
     kinds = set(ops.loc[row, "kind"].astype(str))

@@ -2,6 +2,7 @@
 
 import gzip
 
+import numpy as np
 import pytest
 
 import tracelens
@@ -15,7 +16,7 @@ def test_relative_float_timestamps_are_exact_nanoseconds(tmp_path):
     # start = base + 4458677009853422 ns exactly, dur 2636.669 µs = 2636669 ns.
     ev = [kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 4458677009853.422, 2636.669, stream=40)]
     t = tracelens.load(str(write_trace(tmp_path / "r.json", ev, baseTimeNanoseconds=1711964646000000000)))[0]
-    row = t.device_ops.iloc[0]
+    row = {c: v[0] for c, v in t.device_ops.items()}
     assert row["start_ns"] == 1711964646000000000 + 4458677009853422
     assert row["end_ns"] - row["start_ns"] == 2636669
     assert row["kind"] == "comm" and row["comm_kind"] == "nccl"
@@ -165,7 +166,7 @@ def test_per_stream_frames():
     assert set(lanes) >= {(1, 7), (1, 14)}
     nccl = lanes[(1, 14)]
     assert (nccl["kind"] == "comm").all() and len(nccl) == 2020
-    assert nccl["start_ns"].is_monotonic_increasing
+    assert (np.diff(nccl["start_ns"]) >= 0).all()
 
 
 def _mi300_like(bytes_value):

@@ -68,10 +68,10 @@ def test_one_file_with_every_rank(tmp_path):
     assert {t.meta.rank_rule for t in traces} == {"environment"}
     assert all((t.device_ops["launch_idx"] >= 0).all() for t in traces)
     # Names read as in Kineto: torch's ", seq = N, op_id = N" suffix and the API's "_v7000" are dropped.
-    names = set(traces[0].host_ops["name"].astype(str))
+    names = set(traces[0].host_ops["name"].tolist())
     assert {"aten::mm", "nccl:all_reduce", "ncclAllReduce", "cudaLaunchKernel", "ProfilerStep#2"} <= names
     assert not any("op_id" in n or "_v7000" in n for n in names)
-    cats = traces[0].host_ops.groupby("name", observed=True)["cat"].first().astype(str)
+    cats = traces[0].host_ops.to_pandas().groupby("name", observed=True)["cat"].first().astype(str)
     assert (cats["aten::mm"], cats["ncclAllReduce"], cats["cudaLaunchKernel"]) == \
         ("cpu_op", "user_annotation", "cuda_runtime")
     synth.write(sc, tmp_path / "kineto")

@@ -120,7 +120,7 @@ def test_corpus_b200_tax_by_hand():
 def _oracle(trace, sets, windows, min_baseline):
     """The tax by its definition, kernel by kernel in plain Python (no interval algebra, no vectorising)."""
     import statistics
-    ops, host = trace.device_ops, trace.host_ops
+    ops, host = trace.device_ops.to_pandas(), trace.host_ops
     comm = [(s, e) for s, e in zip(*sets.comm)]
     shapes = host["shapes"].tolist()
     kernels = []
@@ -170,7 +170,8 @@ def test_launch_configuration_ids_follow_grid_and_block_on_nsys_input():
     import sqlite3
     path = corpus_file("nsys/nsys-ai/mfu_2gpu_before.sqlite")
     trace = api.load([str(path)])[0]
-    ops = trace.device_ops[trace.device_ops["kind"].astype(str).isin(["compute", "comm"])]
+    ops = trace.device_ops.to_pandas()
+    ops = ops[ops["kind"].astype(str).isin(["compute", "comm"])]
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     rows = con.execute("SELECT start, gridX, gridY, gridZ, blockX, blockY, blockZ FROM CUPTI_ACTIVITY_KIND_KERNEL "
                        "WHERE deviceId = ?", (int(ops["device"].iloc[0]),)).fetchall()

@@ -13,7 +13,10 @@ def test_validate_raises_real_errors_not_asserts():
     code = ("import tracelens\n"
             "from tracelens.model import ModelError\n"
             f"t = tracelens.load({str(SAMPLES / 'wfbp_100')!r})[0]\n"
-            "t.device_ops.loc[t.device_ops.index[0], 'end_ns'] = t.device_ops['start_ns'].iloc[0] - 1\n"
+            "from tracelens.table import Table\n"
+            "end = t.device_ops['end_ns'].copy()\n"
+            "end[0] = t.device_ops['start_ns'][0] - 1\n"
+            "t.device_ops = Table({**dict(t.device_ops.items()), 'end_ns': end})\n"
             "try:\n    t.validate()\nexcept ModelError as e:\n    print('caught', e)\n")
     out = subprocess.run([sys.executable, "-O", "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

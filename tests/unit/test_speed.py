@@ -4,31 +4,9 @@ import gc
 import subprocess
 import sys
 
-import numpy as np
-import pandas as pd
 import pytest
 
 from tracelens import _speed
-from tracelens.columns import frame_of, labels
-
-
-def _columns(n: int) -> dict:
-    return {"start_ns": np.arange(n, dtype=np.int64) * 1000, "cross_device": np.arange(n) % 2 == 0,
-            "name": labels(np.arange(n) % 3 - 1, ["nccl:all_reduce", "gemm"]),    # codes -1, 0, 1
-            "text": np.array([f"kernel {i}" for i in range(n)], dtype=object),
-            "missing": np.array([None] * n, dtype=object)}
-
-
-@pytest.mark.parametrize("n", [0, 1, 7])
-def test_frame_without_the_internal_constructor_is_the_same_frame(n, monkeypatch):
-    fast = frame_of(_columns(n))
-    monkeypatch.delattr(pd.DataFrame, "_from_arrays")          # as if a pandas release removed it
-    plain = frame_of(_columns(n))
-    # Object columns stay objects (pandas 3 would make "text" its Arrow string dtype), labels an object Index.
-    assert plain.dtypes.tolist() == fast.dtypes.tolist()
-    assert fast["text"].dtype == object and fast["missing"].dtype == object
-    assert plain.columns.dtype == object and isinstance(plain.index, pd.RangeIndex)
-    pd.testing.assert_frame_equal(plain, fast)
 
 
 def test_ints_from_text_reads_every_int64_and_stops_at_anything_else():

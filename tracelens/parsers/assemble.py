@@ -11,10 +11,10 @@ import functools
 import re
 
 import numpy as np
-import pandas as pd
 
 from .. import classify, linking
-from ..columns import Lookup, categorical, categorical_of, frame_of, isin, labels, mask, unique_rows
+from ..columns import Lookup, categorical, categorical_of, factorize, isin, labels, mask, unique_rows
+from ..table import Labels, Table, objects
 from ..model import (COLLECTIVE_COLUMNS, DEVICE_COLUMNS, HOST_COLUMNS, STEP_COLUMNS, THREAD_COLUMNS,
                      RankTrace, RunMeta)
 
@@ -40,8 +40,8 @@ def _object_array(values) -> np.ndarray:
     return arr if arr.dtype == object else arr.astype(object)
 
 
-def steps_from_host(host, pattern: str | None = None, warnings=None) -> pd.DataFrame:
-    """Step spans from host ranges (a DataFrame or a dict of columns): ``ProfilerStep#N``, or the ranges whose name matches ``pattern``.
+def steps_from_host(host, pattern: str | None = None, warnings=None) -> Table:
+    """Step spans from host ranges (a Table or a dict of columns): ``ProfilerStep#N``, or the ranges whose name matches ``pattern``.
 
     With a pattern, a capture group of digits numbers the steps; otherwise they are numbered 0, 1, ...
     in time order. Nested or overlapping matches keep the outermost, earliest range. A number seen again
@@ -58,7 +58,7 @@ def steps_from_host(host, pattern: str | None = None, warnings=None) -> pd.DataF
         hits = [(int(i), per_cat[codes[i]]) for i in rows_hit]
     else:
         hits = [(i, m) for i, m in ((i, match(n) if isinstance(n, str) else None)
-                                    for i, n in enumerate(col.tolist())) if m]
+                                    for i, n in enumerate(np.asarray(col, dtype=object).tolist())) if m]
     start, end = np.asarray(host["start_ns"]), np.asarray(host["end_ns"])
     rows = sorted(((int(start[i]), -int(end[i]), i, m) for i, m in hits))
     kept, last_end = [], None
@@ -89,7 +89,7 @@ def steps_from_host(host, pattern: str | None = None, warnings=None) -> pd.DataF
                      f"{', '.join(map(str, again[:5]))}{', …' if len(again) > 5 else ''} came back later in the trace "
                      "(a restarted step counter?): each keeps its first range, and the later ranges' work is "
                      "outside every step", num.size - first.size)
-    return frame_of({"step": num[first], "start_ns": np.asarray(start[rows], dtype=np.int64),
+    return Table({"step": num[first], "start_ns": np.asarray(start[rows], dtype=np.int64),
                      "end_ns": np.asarray(end[rows], dtype=np.int64)})
 
 
@@ -117,7 +117,7 @@ def canonical(device: dict, host: dict, comm_meta: dict | None = None) -> tuple[
 def _sorted(cols: dict, key: tuple) -> tuple[dict, np.ndarray | None]:
     """``cols`` with sorted categories and rows in ``key`` order ("-" before a name: descending), and each
     old row's new index (None when nothing moved)."""
-    cols = {c: _sorted_categories(v) if isinstance(v, pd.Categorical) else v for c, v in cols.items()}
+    cols = {c: _sorted_categories(v) if isinstance(v, Labels) else v for c, v in cols.items()}
     n = len(cols["start_ns"])
     if n < 2:
         return cols, None
@@ -126,7 +126,7 @@ def _sorted(cols: dict, key: tuple) -> tuple[dict, np.ndarray | None]:
         v = cols.get(k.lstrip("-"))
         if v is None:
             continue
-        v = v.codes.astype(np.int64) if isinstance(v, pd.Categorical) else np.asarray(v)
+        v = v.codes.astype(np.int64) if isinstance(v, Labels) else np.asarray(v)
         arrays.append(-v if k.startswith("-") else v)
     order = _lexsort(arrays)
     if (order[1:] > order[:-1]).all():
@@ -154,21 +154,22 @@ def _lexsort(keys: list[np.ndarray]) -> np.ndarray:
     return order
 
 
-def _sorted_categories(cat: pd.Categorical) -> pd.Categorical:
+def _sorted_categories(cat: Labels) -> Labels:
     names = cat.categories
-    if names.is_monotonic_increasing:
+    listed = names.tolist()
+    if all(a <= b for a, b in zip(listed, listed[1:])):
         return cat
-    order = np.argsort(np.asarray(names, dtype=object).astype(str), kind="stable")
+    order = np.argsort(names.astype(str), kind="stable")
     rank = np.empty(len(order) + 1, dtype=np.int64)
     rank[order] = np.arange(len(order))
     rank[-1] = -1                                       # code -1 (missing) stays missing
     return labels(rank[cat.codes], names[order])
 
 
-def build(meta: RunMeta, device, host, steps: pd.DataFrame, threads: pd.DataFrame, comm_meta: dict,
+def build(meta: RunMeta, device, host, steps: Table, threads: Table, comm_meta: dict,
           comm_rules=()) -> RankTrace:
-    """The RankTrace of one rank. ``device`` and ``host`` are the parser's rows, as DataFrames or as dicts of
-    columns (arrays, Categoricals); they are worked on as columns and become frames once, at the end.
+    """The RankTrace of one rank. ``device`` and ``host`` are the parser's rows, as Tables or as dicts of
+    columns (arrays, Labels); they are worked on as columns and become Tables once, at the end.
     ``comm_meta``: :func:`comm_meta_columns`."""
     host, device = _columns(host), _columns(device)
     # One int64 per (pid, tid); tids are 32-bit values (negative ones were made positive by newer writers).
@@ -183,8 +184,7 @@ def build(meta: RunMeta, device, host, steps: pd.DataFrame, threads: pd.DataFram
     device["launch_idx"] = launch_idx
     device["op_idx"] = linking.take(parent, launch_idx, -1)
     launch_time = np.where(launch_idx >= 0, linking.take(host["start_ns"], launch_idx, 0), device["start_ns"])
-    step = linking.step_of(launch_time, steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(),
-                           steps["step"].to_numpy())
+    step = linking.step_of(launch_time, steps["start_ns"], steps["end_ns"], steps["step"])
     unlinked = (launch_idx < 0) & ~isin(device["kind"], ("sync",))
     # Launched before the capture began: earlier steps' work, still running when recording started (every
     # real torch.profiler trace has some; a job whose CPU runs ahead has whole steps of it). It was launched
@@ -221,9 +221,9 @@ def build(meta: RunMeta, device, host, steps: pd.DataFrame, threads: pd.DataFram
 
 
 def _columns(rows) -> dict:
-    """A table as a dict of columns: numpy arrays, Categoricals for categorical columns."""
-    items = rows.items() if isinstance(rows, (dict, pd.DataFrame)) else rows
-    return {c: v if isinstance(v, pd.Categorical) else categorical_of(v) if categorical_of(v) is not None
+    """A table as a dict of columns: numpy arrays, Labels for categorical columns."""
+    items = rows.items() if hasattr(rows, "items") else rows
+    return {c: v if isinstance(v, Labels) else categorical_of(v) if categorical_of(v) is not None
             else np.asarray(v) for c, v in items}
 
 
@@ -249,7 +249,7 @@ def _classify(device: dict, scope_row: np.ndarray, comm_meta: dict, comm_rules) 
 
     has_args = np.zeros(n, dtype=bool)
     if len(comm_meta["row"]):
-        on_device = (comm_meta["table"] == "device") & pd.notna(comm_meta["collective"])
+        on_device = (comm_meta["table"] == "device") & _present(comm_meta["collective"])
         has_args[comm_meta["row"][on_device]] = True
     has_args &= is_kernel
     names = device["name"]
@@ -278,13 +278,18 @@ def _classify(device: dict, scope_row: np.ndarray, comm_meta: dict, comm_rules) 
     device["rule"] = rule
 
 
-def _relabel(col, rows: np.ndarray, value: str) -> pd.Categorical:
+def _present(values: np.ndarray) -> np.ndarray:
+    """Per element: not None and not NaN (``pandas.notna`` of an object array)."""
+    return np.fromiter((v is not None and v == v for v in values.tolist()), bool, len(values))
+
+
+def _relabel(col, rows: np.ndarray, value: str) -> Labels:
     """``col`` with ``rows`` set to ``value``, as a categorical over the sorted values in use (what
     :func:`categorical` of the edited strings gives), computed on the codes."""
     cat = categorical_of(col)
     if cat is None:
         cat = categorical(np.asarray(col, dtype=object))
-    names = list(cat.categories) + [value]
+    names = cat.categories.tolist() + [value]
     codes = np.where(rows, len(names) - 1, cat.codes.astype(np.int64))
     used = np.unique(codes[codes >= 0])
     labels_ = sorted({names[c] for c in used.tolist()})
@@ -353,7 +358,7 @@ def _collectives(device: dict, host: dict, comm_meta: dict, parent) -> tuple[dic
     keep = np.where(table == "device", used_dev[np.where(in_dev, row, -1)], used_host[np.where(in_host, row, -1)])
     sel = np.flatnonzero(keep)
     if sel.size:        # one row per (table, row), the first
-        _, once, _ = unique_rows(np.stack([pd.factorize(table[sel])[0], row[sel]], axis=1))
+        _, once, _ = unique_rows(np.stack([factorize(table[sel])[0], row[sel]], axis=1))
         sel = sel[np.sort(once)]
     cm = {c: v[sel] for c, v in given.items()}
     # Each metadata row's description (every field but the per-collective sequence number) as a small id:
@@ -362,7 +367,7 @@ def _collectives(device: dict, host: dict, comm_meta: dict, parent) -> tuple[dic
     tuples = [none]
     key = np.zeros(sel.size, dtype=np.int64)
     if sel.size:
-        codes = np.stack([pd.factorize(cm[c], use_na_sentinel=False)[0] for c in meta_cols if c != "seq"], axis=1)
+        codes = np.stack([factorize(cm[c])[0] for c in meta_cols if c != "seq"], axis=1)
         _, first, inverse = unique_rows(codes)
         key = inverse + 1
         values = [cm[c][first].tolist() for c in meta_cols]      # one row per description
@@ -380,7 +385,7 @@ def _collectives(device: dict, host: dict, comm_meta: dict, parent) -> tuple[dic
 
     # Each row is described by (its metadata, its annotation's, the annotation's name, the kernel's name);
     # a run repeats a handful of those thousands of times, so each distinct combination is described once.
-    dev_ids, dev_seq = per_row("device", n_dev, pd.notna(cm["collective"]) if sel.size else None)
+    dev_ids, dev_seq = per_row("device", n_dev, _present(cm["collective"]) if sel.size else None)
     host_ids, host_seq = per_row("host", n_host)
     nvtx_ids, _ = per_row("nvtx", n_host)
     dev_src, dev_src_seq = dev_ids[comm_rows], dev_seq[comm_rows]
@@ -455,11 +460,11 @@ def _describe(coll, dtype, in_n, out_n, group, pg_name, pg_desc, seq, dims, in_t
             _num(nccl[11]), _num(nccl[12]), _str(nccl[13]))
 
 
-def _typed(table, columns: dict[str, str]) -> pd.DataFrame:
+def _typed(table, columns: dict[str, str]) -> Table:
     """Exactly the contract's columns, in order, with the contract's dtypes (-1 for missing ints).
 
-    ``table``: a DataFrame or a dict of columns. Columns that already have the contract's type are used as
-    they are; only the others are converted, and the frame is built once.
+    ``table``: a Table or a dict of columns. Columns that already have the contract's type are used as
+    they are; only the others are converted.
     """
     cols = _columns(table)
     n = len(next(iter(cols.values()))) if cols else 0
@@ -467,12 +472,31 @@ def _typed(table, columns: dict[str, str]) -> pd.DataFrame:
     for c, t in columns.items():
         v = cols.get(c)
         if v is None:
-            out[c] = np.full(n, -1, dtype=np.int64) if t == "int64" else pd.Series([None] * n, dtype=t).array
+            out[c] = np.full(n, -1, dtype=np.int64) if t == "int64" else Labels(np.full(n, -1), []) \
+                if t == "category" else np.full(n, None, dtype=object)
         elif t == "int64":
-            out[c] = v if v.dtype == np.int64 else \
-                pd.to_numeric(pd.Series(v), errors="coerce").fillna(-1).astype(np.int64).to_numpy()
+            out[c] = v if v.dtype == np.int64 else _int64(v)
         elif t == "category":
-            out[c] = v if isinstance(v, pd.Categorical) else categorical(np.asarray(v, dtype=object))
+            out[c] = v if isinstance(v, Labels) else categorical(objects(v))
         else:
-            out[c] = v if v.dtype == t else np.asarray(v, dtype=object) if t == "object" else pd.array(v, dtype=t)
-    return frame_of(out)
+            out[c] = objects(v)
+    return Table(out)
+
+
+def _int64(values: np.ndarray) -> np.ndarray:
+    """Numbers as int64, -1 where a value is missing or not a number (floats truncated toward zero)."""
+    if values.dtype.kind in "iub":
+        return values.astype(np.int64)
+    if values.dtype.kind == "f":
+        ok = np.isfinite(values) & (np.abs(values) < 2.0**63)
+        return np.where(ok, np.where(ok, values, 0).astype(np.int64), -1)
+
+    def one(v) -> int:
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            return -1
+        if isinstance(v, int):
+            return int(v) if -2**63 <= v < 2**63 else -1
+        return int(f) if f == f and abs(f) < 2.0**63 else -1
+    return np.fromiter(map(one, values.tolist()), np.int64, len(values))

@@ -1,7 +1,7 @@
 """Kineto (PyTorch profiler) Chrome-trace JSON -> RankTrace.
 
-Two stages: :mod:`.kineto_decode` reads the file into plain columns (that part is pandas-free and may run
-in a worker process, see :mod:`.workers`); :func:`build` makes the tables and hands them to the shared
+Two stages: :mod:`.kineto_decode` reads the file into plain columns (it may run in a worker process, see
+:mod:`.workers`); :func:`build` makes the tables and hands them to the shared
 assembly (nesting, links, steps, classification).
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..columns import frame_of, labels
-from ..model import THREAD_COLUMNS, RankTrace, empty_frame
+from ..model import THREAD_COLUMNS, RankTrace, empty_table
+from ..table import Labels as TableLabels, Table
 from . import assemble
 from .kineto_decode import KinetoColumns, Labels, decode_file
 
@@ -26,12 +26,12 @@ def build(cols: KinetoColumns, comm_rules=(), step_pattern: str | None = None) -
     host = {name: _column(v) for name, v in cols.host.items()}
     device, host, comm = assemble.canonical(device, host, cols.comm_meta)
     steps = assemble.steps_from_host(host, step_pattern, cols.meta.warnings)
-    threads = frame_of(cols.threads) if len(cols.threads["name"]) else empty_frame(THREAD_COLUMNS)
+    threads = Table(cols.threads) if len(cols.threads["name"]) else empty_table(THREAD_COLUMNS)
     comm_meta = assemble.comm_meta_columns(comm)
     return assemble.build(cols.meta, device, host, steps, threads, comm_meta, comm_rules)
 
 
 def _column(values):
     if isinstance(values, Labels):
-        return labels(values.codes, values.categories)
+        return TableLabels(values.codes, values.categories)
     return values

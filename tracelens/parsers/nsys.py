@@ -24,7 +24,7 @@ from ..errors import InputError
 from ..envlist import allowed_env
 from ..meta import RunMeta, rank_in_file_name
 from .._speed import no_cyclic_gc
-from ..columns import frame_of
+from ..table import Table
 from ..model import RankTrace
 from ..tools.nsys import cached_export
 from . import assemble
@@ -112,7 +112,7 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
                               "were given to one process", 1)
         dev, hst, _ = assemble.canonical(_device_columns(dev, base, meta), hst)
         own = threads["proc"] == proc
-        thr = frame_of({c: threads[c][own] for c in ("pid", "tid", "name")})
+        thr = Table({c: threads[c][own] for c in ("pid", "tid", "name")})
         steps = assemble.steps_from_host(hst, step_pattern, meta.warnings)
         comm_meta = assemble.comm_meta_columns(nccl.comm_meta(hst.pop("nvtx_row")))
         traces.append(assemble.build(meta, dev, hst, steps, thr, comm_meta, comm_rules))

@@ -14,11 +14,11 @@ import re
 from concurrent.futures import Future
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..columns import categorical, labels, unique_rows
+from ..table import Labels
 from ..meta import RunMeta
 from .nsys_read import NULL_TIME, _Db
 
@@ -59,7 +59,7 @@ def _strings(db: _Db, notes: list | None = None) -> dict[int, str]:
     return out
 
 
-def _named(ids: np.ndarray, strings: dict[int, str], clean=None) -> pd.Categorical:
+def _named(ids: np.ndarray, strings: dict[int, str], clean=None) -> Labels:
     """String-id codes -> categorical names, each distinct id looked up (and cleaned) once."""
     uniq, inv = np.unique(ids, return_inverse=True)
     names = [strings.get(int(i), f"<string {int(i)}>") for i in uniq]
@@ -147,7 +147,7 @@ def _columns(block: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
     return {c: block[:, i] for i, c in enumerate(names)}
 
 
-def _const(value: str, n: int) -> pd.Categorical:
+def _const(value: str, n: int) -> Labels:
     return labels(np.zeros(n, dtype=np.int8), [value])
 
 
@@ -156,14 +156,14 @@ def _stack(parts: list[dict]) -> dict:
     out = {}
     for c in parts[0]:
         vals = [p[c] for p in parts]
-        if isinstance(vals[0], pd.Categorical):
+        if isinstance(vals[0], Labels):
             out[c] = _union(vals) if len(vals) > 1 else vals[0]
         else:
             out[c] = np.concatenate([np.asarray(v) for v in vals])
     return out
 
 
-def _union(cats: list[pd.Categorical]) -> pd.Categorical:
+def _union(cats: list[Labels]) -> Labels:
     """The categoricals one after the other, over the union of their categories (first seen first).
 
     What ``union_categoricals`` does, at a fraction of its cost for a few small category lists.

@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 
 from ...model import RankTrace
 from ...contract import Collective, InputFile, PreCapture, RankResult, StepMetrics, Totals, WarningEntry, ratio
@@ -110,7 +109,7 @@ def _costs(t: RankTrace, sets, windows, steps, exp, comm, groups, device_name, t
     if bucket is not None:
         findings.append(bucket)
     checks = settings.check(t.meta, device_name, [d.dimension for d in per_dim], bucket_model, comm, comm_dims,
-                            pd.unique(exp["name"].to_numpy()).tolist())
+                            list(dict.fromkeys(exp["name"].tolist())))
     findings += settings.findings(t.meta.rank, checks)
     return per_dim, bucket_model, checks
 
@@ -134,23 +133,23 @@ def _groups(pg_config: list[dict]) -> dict[str, tuple[int, ...]]:
 
 def _comm_table(t: RankTrace, exp) -> dict[str, np.ndarray]:
     """The per-instance collective table (seam.COMM_COLUMNS) of the collectives the exposure table holds."""
-    rows = exp["coll_idx"].to_numpy()
+    rows = exp["coll_idx"]
     coll = t.collectives
-    start = exp["start_ns"].to_numpy()
-    out = {"step": exp["step"].to_numpy(), "start_ns": start, "end_ns": start + exp["duration_ns"].to_numpy(),
-           "exposed_ns": exp["exposed_ns"].to_numpy()}
-    dev = exp["device_idx"].to_numpy()
-    host_end = t.host_ops["end_ns"].to_numpy()
+    start = exp["start_ns"]
+    out = {"step": exp["step"], "start_ns": start, "end_ns": start + exp["duration_ns"],
+           "exposed_ns": exp["exposed_ns"]}
+    dev = exp["device_idx"]
+    host_end = t.host_ops["end_ns"]
     if len(dev) and (dev >= 0).all():
-        launch = t.device_ops["launch_idx"].to_numpy()[dev]
-        out["stream"] = t.device_ops["stream"].to_numpy()[dev].astype(np.int64)
+        launch = t.device_ops["launch_idx"][dev]
+        out["stream"] = t.device_ops["stream"][dev].astype(np.int64)
         out["launch_ns"] = np.where(launch >= 0, host_end[np.maximum(launch, 0)] if len(host_end) else -1, -1)
     else:
         # CPU-only gloo collectives run on whichever worker thread is free: one order per rank, no launch.
         out["stream"] = np.full(len(rows), -1, dtype=np.int64)
         out["launch_ns"] = np.full(len(rows), -1, dtype=np.int64)
     for c in ("op", "dtype", "bytes", "group_size", "pg_name", "pg_desc", "seq"):
-        out[c] = coll[c].to_numpy()[rows]
+        out[c] = coll[c][rows]
     return {c: np.ascontiguousarray(out[c]) for c in COMM_COLUMNS}
 
 

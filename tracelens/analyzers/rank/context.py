@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from ...model import RankTrace
+from ...table import Table
 from ...contract import StepMetrics
 from ..thresholds import Thresholds
 from .overlap import Sets, Windows
@@ -23,7 +23,7 @@ class RankContext:
     sets: Sets
     windows: Windows
     steps: list[StepMetrics]
-    exposure: pd.DataFrame
+    exposure: Table
 
     @property
     def durations(self) -> np.ndarray:

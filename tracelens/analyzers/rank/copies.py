@@ -67,7 +67,7 @@ def _by_direction(trace: RankTrace, device: int, lo: np.ndarray, hi: np.ndarray)
     """Per copy direction, the length of the union of its copies inside each window; and the same for the
     copies from or to pageable memory."""
     ops = trace.device_ops
-    rows = np.flatnonzero((ops["device"].to_numpy() == device) & isin(ops["kind"], ("memcpy",)))
+    rows = np.flatnonzero((ops["device"] == device) & isin(ops["kind"], ("memcpy",)))
     cat = categorical_of(ops["name"])
     if cat is not None:            # names are read once per distinct name among the copies
         codes = cat.codes[rows].astype(np.int64)
@@ -75,10 +75,10 @@ def _by_direction(trace: RankTrace, device: int, lo: np.ndarray, hi: np.ndarray)
         texts = [cat.categories[c] if c >= 0 else "" for c in used.tolist()]
         at = np.searchsorted(used, codes)
     else:
-        texts = [str(n) for n in ops["name"].to_numpy()[rows]]
+        texts = [str(n) for n in ops["name"][rows]]
         at = np.arange(rows.size)
     direction = np.array([_direction(t) for t in texts], dtype=object)[at]
     paged = np.array(["Pageable" in t for t in texts], dtype=bool)[at]
-    s, e = ops["start_ns"].to_numpy()[rows], ops["end_ns"].to_numpy()[rows]
+    s, e = ops["start_ns"][rows], ops["end_ns"][rows]
     out = {d: iv.length_in(iv.union(s[direction == d], e[direction == d]), lo, hi) for d in np.unique(direction)}
     return out, iv.length_in(iv.union(s[paged], e[paged]), lo, hi)

@@ -21,10 +21,9 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 
 from ...classify import kernel_op
-from ...columns import group_rows
+from ...columns import factorize, group_rows
 from ...contract import DimensionStep, DimensionTotals, GroupRule, ratio
 from .. import intervals as iv
 from ..thresholds import material
@@ -88,12 +87,12 @@ def attribute(op, name, pg_name, pg_desc, group_size, groups: dict, world: int |
     n = len(op)
     dims = np.full(n, "unknown", dtype=object)
     # Decided once per distinct (group, description, size, operation), never per collective.
-    op_code, op_uniq = pd.factorize(np.asarray(op, dtype=object), use_na_sentinel=True)
+    op_code, op_uniq = factorize(np.asarray(op, dtype=object))
     usable = np.array([isinstance(o, str) and o not in ("coalesced", "wait") for o in op_uniq], dtype=bool)
     ops = np.full(n, None, dtype=object)
     good = (op_code >= 0) & usable[np.maximum(op_code, 0)] if len(op_uniq) else np.zeros(n, dtype=bool)
     ops[good] = np.asarray(op_uniq, dtype=object)[op_code[good]]
-    name_code, name_uniq = pd.factorize(np.asarray(name, dtype=object)[~good], use_na_sentinel=True)
+    name_code, name_uniq = factorize(np.asarray(name, dtype=object)[~good])
     from_name = np.array([kernel_op(x if isinstance(x, str) else None) for x in name_uniq] + [None], dtype=object)
     ops[~good] = from_name[name_code]               # -1 (no name) picks the trailing None
     rules: dict[tuple, GroupRule] = {}
@@ -171,26 +170,26 @@ def analyze(trace, sets, windows, exposure, comm: dict, groups: dict) -> tuple[d
 
     GPU mode: every communication activity on the analysed device, those not in the collective table (no
     metadata, a copy-engine transfer) ``unknown``; CPU mode: the gloo collectives."""
-    dims, rules = attribute(comm["op"], exposure["name"].to_numpy(), comm["pg_name"], comm["pg_desc"],
+    dims, rules = attribute(comm["op"], exposure["name"], comm["pg_name"], comm["pg_desc"],
                             comm["group_size"], groups, trace.meta.world_size)
     per_row = dims
     if sets.mode == "gpu":
         ops = trace.device_ops
-        rows = sets.work[(ops["kind"].to_numpy()[sets.work] == "comm")]
+        rows = sets.work[(ops["kind"][sets.work] == "comm")]
         row_dim = np.full(rows.size, "unknown", dtype=object)
-        idx = exposure["device_idx"].to_numpy()
+        idx = exposure["device_idx"]
         at = np.searchsorted(rows, idx)
         known = at < rows.size
         known[known] = rows[at[known]] == idx[known]
         row_dim[at[known]] = dims[known]
-        starts, ends, dims = ops["start_ns"].to_numpy()[rows], ops["end_ns"].to_numpy()[rows], row_dim
+        starts, ends, dims = ops["start_ns"][rows], ops["end_ns"][rows], row_dim
         missing = int(rows.size - known.sum())
         if missing:
             rules = rules + [GroupRule(pg=None, desc=None, size=None, dimension="unknown", rule="no-metadata",
                                        ops=[], collectives=missing)]
     else:
-        starts = exposure["start_ns"].to_numpy()
-        ends = starts + exposure["duration_ns"].to_numpy()
+        starts = exposure["start_ns"]
+        ends = starts + exposure["duration_ns"]
     return measure(starts, ends, dims, sets.compute, windows.start, windows.end), rules, per_row
 
 

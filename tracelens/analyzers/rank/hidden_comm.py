@@ -62,19 +62,19 @@ def analyze(ctx) -> list[Finding]:
     gloo = meta.backend == "gloo" or (host["comm_kind"] == "gloo").any()
     if sets.mode != "gpu" or meta.world_size == 1 or gloo:
         return []
-    on = ops["device"].to_numpy() == sets.device
+    on = ops["device"] == sets.device
     kind = ops["kind"]
     look = on & isin(kind, ("compute",)) & mask(ops["name"], _looks_like_comm)
     if sets.comm[0].size and not look.any():
         return []           # communication ran on the device and nothing else looks like it: neither verdict
     intent = mask(host["name"], _is_intent)
     rows = np.flatnonzero(intent)
-    outer = rows[nearest_ancestor(host["parent"].to_numpy(), rows, intent, include_self=False) < 0]
+    outer = rows[nearest_ancestor(host["parent"], rows, intent, include_self=False) < 0]
     is_comm = isin(kind, ("comm",))
-    scope = _outermost(host["parent"].to_numpy(), ops["launch_idx"].to_numpy(), intent)
+    scope = _outermost(host["parent"], ops["launch_idx"], intent)
     linked = on & (scope >= 0) & ~is_comm & ~isin(kind, ("sync",))
     no_comm = sets.comm[0].size == 0 and outer.size > 0
-    dur = ops["end_ns"].to_numpy() - ops["start_ns"].to_numpy()
+    dur = ops["end_ns"] - ops["start_ns"]
     steps = ctx.steps
     span = sum(st.duration_ns for st in steps)
     per_step = int(dur[look].sum()) // max(len(steps), 1)
@@ -127,7 +127,7 @@ def _by_name(ops, rows: np.ndarray, dur: np.ndarray) -> list[dict]:
         return []
     cat = categorical_of(ops["name"])
     codes = cat.codes[sel].astype(np.int64) if cat is not None else \
-        np.unique(ops["name"].to_numpy()[sel].astype(str), return_inverse=True)[1].reshape(-1)
+        np.unique(ops["name"][sel].astype(str), return_inverse=True)[1].reshape(-1)
     used, first, inv = np.unique(codes, return_index=True, return_inverse=True)
     time = np.bincount(inv.reshape(-1), weights=dur[sel]).round().astype(np.int64)
     count = np.bincount(inv.reshape(-1))

@@ -14,10 +14,10 @@ For each comm activity with exposed time, from its launch call (host, via correl
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ...columns import isin
 from ...model import RankTrace
+from ...table import Labels, Table
 from .. import intervals as iv
 from ..thresholds import Thresholds, material
 from ..wording import Finding
@@ -28,41 +28,40 @@ _MAX_KERNELS = 3
 def _device_arrays(trace: RankTrace, device: int) -> dict[str, np.ndarray]:
     """The device's non-sync activities as arrays sorted by start (names as categorical codes)."""
     dev = trace.device_ops
-    keep = np.flatnonzero((dev["device"].to_numpy() == device) & ~isin(dev["kind"], ("sync",)))
-    order = keep[np.argsort(dev["start_ns"].to_numpy()[keep], kind="stable")]
-    lidx = dev["launch_idx"].to_numpy()[order]
+    keep = np.flatnonzero((dev["device"] == device) & ~isin(dev["kind"], ("sync",)))
+    order = keep[np.argsort(dev["start_ns"][keep], kind="stable")]
+    lidx = dev["launch_idx"][order]
     host = trace.host_ops
     ok = lidx >= 0
     safe = np.where(ok, lidx, 0)
     never = np.iinfo(np.int64).min
     kind = dev["kind"]
     return {
-        "row": order, "kind": kind.cat.codes.to_numpy()[order], "name": dev["name"].cat.codes.to_numpy()[order],
-        "stream": dev["stream"].to_numpy()[order], "start": dev["start_ns"].to_numpy()[order],
-        "end": dev["end_ns"].to_numpy()[order],
+        "row": order, "kind": kind.codes[order], "name": dev["name"].codes[order],
+        "stream": dev["stream"][order], "start": dev["start_ns"][order],
+        "end": dev["end_ns"][order],
         # Activities with no known launch are treated as launched before everything (possible dependencies).
-        "launch": np.where(ok, host["start_ns"].to_numpy()[safe], never) if len(host) else np.full(order.size, never),
-        "launch_end": np.where(ok, host["end_ns"].to_numpy()[safe], never) if len(host) else np.full(order.size, never),
+        "launch": np.where(ok, host["start_ns"][safe], never) if len(host) else np.full(order.size, never),
+        "launch_end": np.where(ok, host["end_ns"][safe], never) if len(host) else np.full(order.size, never),
         "linked": ok}
 
 
-def _code(categorical: pd.Series, value: str) -> int:
-    cats = categorical.cat.categories
-    return int(cats.get_loc(value)) if value in cats else -2   # -2 matches no row (-1 is a missing value)
+def _code(categorical: Labels, value: str) -> int:
+    return categorical.code(value)    # -2 matches no row (-1 is a missing value)
 
 
-def findings(trace: RankTrace, device: int, exposure: pd.DataFrame, th: Thresholds) -> dict[str, np.ndarray]:
+def findings(trace: RankTrace, device: int, exposure: Table, th: Thresholds) -> dict[str, np.ndarray]:
     """One row per exposed comm activity with a launch-order problem: kind, delay and kernels involved (as
     columns: a rank has a handful of rows, and a frame of them costs more than finding them)."""
     d = _device_arrays(trace, device)
-    exposed = dict(zip(exposure["device_idx"].to_numpy().tolist(), exposure["exposed_ns"].to_numpy().tolist()))
-    exposed_rows = exposure["device_idx"].to_numpy()[exposure["exposed_ns"].to_numpy() > 0]
+    exposed = dict(zip(exposure["device_idx"].tolist(), exposure["exposed_ns"].tolist()))
+    exposed_rows = exposure["device_idx"][exposure["exposed_ns"] > 0]
     kinds = trace.device_ops["kind"]
     comm = np.flatnonzero((d["kind"] == _code(kinds, "comm")) & d["linked"] & np.isin(d["row"], exposed_rows))
     columns = ["kind", "start", "launch", "name", "stream", "delay_ns", "exposed_ns", "kernels"]
     if not comm.size:
         return {c: np.empty(0, dtype=object if c in ("kind", "name", "kernels") else np.int64) for c in columns}
-    names = trace.device_ops["name"].cat.categories
+    names = trace.device_ops["name"].categories
     codes, starts, ends, launches = d["name"], d["start"], d["end"], d["launch"]
     compute = d["kind"] == _code(kinds, "compute")
     longest = int((ends - starts).max())

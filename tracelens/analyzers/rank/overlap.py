@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
-from ...columns import frame_of, isin, mask, matches
+from ...columns import isin, mask, matches
 from ...linking import LAUNCH_CATS, launched_before_capture, main_thread, step_of
 from ...model import RankTrace
+from ...table import Table
 from .. import intervals as iv
 
 LAUNCH_NAMES = r"Launch|Memcpy|Memset"   # runtime/driver calls that put work on a stream
@@ -53,9 +53,9 @@ def primary_device(trace: RankTrace) -> int | None:
     work = isin(ops["kind"], ("compute", "comm", "memcpy", "memset"))
     if not work.any():
         return None
-    ids, inv = np.unique(ops["device"].to_numpy()[work], return_inverse=True)
+    ids, inv = np.unique(ops["device"][work], return_inverse=True)
     busy = np.zeros(ids.size, dtype=np.int64)
-    np.add.at(busy, inv.reshape(-1), (ops["end_ns"].to_numpy() - ops["start_ns"].to_numpy())[work])
+    np.add.at(busy, inv.reshape(-1), (ops["end_ns"] - ops["start_ns"])[work])
     return int(ids[np.argmax(busy)])          # the lowest device id among equals
 
 
@@ -72,12 +72,12 @@ def interval_sets(trace: RankTrace, warn) -> Sets:
     device = primary_device(trace)
     if device is not None:
         ops = trace.device_ops
-        on = ops["device"].to_numpy() == device
+        on = ops["device"] == device
         kind = ops["kind"]
         busy = ~isin(kind, ("sync",))
         warn("other-devices-ignored", f"activity on devices other than {device} is not part of this rank's "
              "metrics", int((~on & busy).sum()))
-        s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+        s, e = ops["start_ns"], ops["end_ns"]
         compute, comm, busy = on & isin(kind, ("compute",)), on & isin(kind, ("comm",)), on & busy
         memcpy, memset = on & isin(kind, ("memcpy",)), on & isin(kind, ("memset",))
         copy = memcpy | memset
@@ -99,10 +99,10 @@ def interval_sets(trace: RankTrace, warn) -> Sets:
     else:
         warn("no-device-activity", "no GPU activity in the trace: CPU ops of the main thread are analysed as "
              "compute and gloo collectives as communication", 1)
-    on_main = (host["pid"].to_numpy() == main[0]) & (host["tid"].to_numpy() == main[1])
-    cpu = on_main & (host["cat"] == "cpu_op").to_numpy() & ~mask(host["name"], lambda n: n.startswith("c10d::"))
-    gloo = (host["comm_kind"] == "gloo").to_numpy()
-    s, e = host["start_ns"].to_numpy(), host["end_ns"].to_numpy()
+    on_main = (host["pid"] == main[0]) & (host["tid"] == main[1])
+    cpu = on_main & (host["cat"] == "cpu_op") & ~mask(host["name"], lambda n: n.startswith("c10d::"))
+    gloo = host["comm_kind"] == "gloo"
+    s, e = host["start_ns"], host["end_ns"]
     compute = iv.union(s[cpu], e[cpu])
     comm = iv.union(s[gloo], e[gloo])
     return Sets(compute, comm, iv.union(np.concatenate([s[cpu], s[gloo]]), np.concatenate([e[cpu], e[gloo]])),
@@ -112,12 +112,12 @@ def interval_sets(trace: RankTrace, warn) -> Sets:
 def step_windows(trace: RankTrace, sets: Sets, warn) -> Windows:
     """Windows per the step rule (docs/metrics.md, Steps): from max(span start, end of the device work
     launched before the step, previous window's end) to max(span end, end of the work launched in it)."""
-    steps = trace.steps.sort_values("start_ns")
+    steps = trace.steps.sort_by("start_ns")
     if steps.empty:
         warn("no-steps", "no ProfilerStep annotations: the whole trace is reported as one step", 1)
         lo, hi = _extent(sets, trace)
         return Windows(np.array([-1]), np.array([lo]), np.array([hi]), np.array([True]))
-    num, s, e = (steps[c].to_numpy() for c in ("step", "start_ns", "end_ns"))
+    num, s, e = (steps[c] for c in ("step", "start_ns", "end_ns"))
     work_end = _work_end_per_step(trace, sets, num, s, e)
     end = np.maximum(e, work_end)
     # When the CPU runs ahead, a step's span begins while the GPU still runs earlier steps (those launched
@@ -153,15 +153,15 @@ def _work_end_per_step(trace: RankTrace, sets: Sets, num, s, e) -> np.ndarray:
     main device by their step; gloo collectives in CPU mode by their start)."""
     if sets.mode == "gpu":
         ops = trace.device_ops
-        keep = (ops["device"].to_numpy() == sets.device) & (ops["step"].to_numpy() >= 0) & ~isin(ops["kind"], ("sync",))
-        step, end = ops["step"].to_numpy()[keep], ops["end_ns"].to_numpy()[keep]
+        keep = (ops["device"] == sets.device) & (ops["step"] >= 0) & ~isin(ops["kind"], ("sync",))
+        step, end = ops["step"][keep], ops["end_ns"][keep]
     else:
         host = trace.host_ops
-        gloo = (host["comm_kind"] == "gloo").to_numpy()
-        start = host["start_ns"].to_numpy()[gloo]
+        gloo = host["comm_kind"] == "gloo"
+        start = host["start_ns"][gloo]
         i = np.searchsorted(s, start, side="right") - 1
         inside = (i >= 0) & (start < e[np.maximum(i, 0)])
-        step, end = num[i[inside]], host["end_ns"].to_numpy()[gloo][inside]
+        step, end = num[i[inside]], host["end_ns"][gloo][inside]
     return np.maximum(e, _max_by(step, end, num))
 
 
@@ -179,8 +179,8 @@ def _max_by(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndar
 def _launched_before_capture(trace: RankTrace, rows: np.ndarray) -> np.ndarray:
     """Which of these device rows were launched before the capture began (see linking)."""
     ops, host = trace.device_ops, trace.host_ops
-    launch_corr = host["correlation"].to_numpy()[isin(host["cat"], LAUNCH_CATS)]
-    return launched_before_capture(ops["correlation"].to_numpy()[rows], ops["launch_idx"].to_numpy()[rows],
+    launch_corr = host["correlation"][isin(host["cat"], LAUNCH_CATS)]
+    return launched_before_capture(ops["correlation"][rows], ops["launch_idx"][rows],
                                    launch_corr)
 
 
@@ -190,15 +190,15 @@ def _work_end_before(trace: RankTrace, sets: Sets, t: np.ndarray) -> np.ndarray:
     Work launched before the capture counts as launched before every step; work whose launch is lost for
     another reason counts at its own start, as for its step."""
     rows, ops = sets.work, trace.device_ops
-    launch = ops["launch_idx"].to_numpy()[rows]
-    at = np.where(launch >= 0, trace.host_ops["start_ns"].to_numpy()[np.maximum(launch, 0)] if len(trace.host_ops)
-                  else 0, ops["start_ns"].to_numpy()[rows])
+    launch = ops["launch_idx"][rows]
+    at = np.where(launch >= 0, trace.host_ops["start_ns"][np.maximum(launch, 0)] if len(trace.host_ops)
+                  else 0, ops["start_ns"][rows])
     at[sets.early] = np.iinfo(np.int64).min
     # Bucket b holds the work launched at or after t[b-1] and before t[b]; a running maximum over the
     # buckets gives each t the end of everything launched before it (no sort of the activities).
     bucket = np.searchsorted(t, at, side="right")
     last = np.full(t.size + 1, -1, dtype=np.int64)
-    np.maximum.at(last, bucket, ops["end_ns"].to_numpy()[rows])
+    np.maximum.at(last, bucket, ops["end_ns"][rows])
     return np.maximum.accumulate(last)[:-1]
 
 
@@ -211,7 +211,7 @@ def pre_capture(trace: RankTrace, sets: Sets) -> dict | None:
     kind = ops["kind"]
     kernel, comm = isin(kind, ("compute", "comm"))[rows], isin(kind, ("comm",))[rows]
     copy = isin(kind, ("memcpy", "memset"))[rows]
-    s, e = ops["start_ns"].to_numpy()[rows], ops["end_ns"].to_numpy()[rows]
+    s, e = ops["start_ns"][rows], ops["end_ns"][rows]
     return {"kernels": int(kernel.sum()), "copies": int(copy.sum()),
             "busy_ns": iv.length(iv.union(s, e)), "comm_ns": iv.length(iv.union(s[comm], e[comm])),
             "copy_ns": iv.length(iv.union(s[copy], e[copy])), "start_ns": int(s.min()), "end_ns": int(e.max())}
@@ -222,13 +222,13 @@ def _cut_off_launches(trace: RankTrace, lo: int, hi: int, sets: Sets) -> int:
     if sets.mode != "gpu":
         return 0
     host = trace.host_ops
-    start = host["start_ns"].to_numpy()
-    launch = (host["correlation"].to_numpy() >= 0) & isin(host["cat"], ("cuda_runtime", "cuda_driver")) \
+    start = host["start_ns"]
+    launch = (host["correlation"] >= 0) & isin(host["cat"], ("cuda_runtime", "cuda_driver")) \
         & matches(host["name"], LAUNCH_NAMES, "search") & (start >= lo) & (start < hi)
     rows = np.flatnonzero(launch)
     if rows.size == 0:
         return 0
-    produced = np.isin(rows, trace.device_ops["launch_idx"].to_numpy())
+    produced = np.isin(rows, trace.device_ops["launch_idx"])
     if not produced.any():
         return 0
     t = start[rows]
@@ -236,7 +236,7 @@ def _cut_off_launches(trace: RankTrace, lo: int, hi: int, sets: Sets) -> int:
     return int(((~produced) & (t > last_ok)).sum())
 
 
-def step_metrics(sets: Sets, w: Windows) -> pd.DataFrame:
+def step_metrics(sets: Sets, w: Windows) -> Table:
     """Every metric of every window at once (vectorised over windows)."""
     overlap_set = iv.intersect(sets.compute, sets.comm)
     duration = w.end - w.start
@@ -244,7 +244,7 @@ def step_metrics(sets: Sets, w: Windows) -> pd.DataFrame:
     comm = iv.length_in(sets.comm, w.start, w.end)
     overlap = iv.length_in(overlap_set, w.start, w.end)
     busy = iv.length_in(sets.busy, w.start, w.end)
-    return frame_of({
+    return Table({
         "step": w.step, "start_ns": w.start, "end_ns": w.end, "duration_ns": duration,
         "compute_ns": compute, "comm_ns": comm, "overlap_ns": overlap, "exposed_comm_ns": comm - overlap,
         "idle_ns": duration - busy, "copy_ns": iv.length_in(sets.copy, w.start, w.end),
@@ -253,31 +253,31 @@ def step_metrics(sets: Sets, w: Windows) -> pd.DataFrame:
     })
 
 
-def collective_exposure(trace: RankTrace, sets: Sets) -> pd.DataFrame:
+def collective_exposure(trace: RankTrace, sets: Sets) -> Table:
     """Per collective: its interval and the part of it no compute covered (``coll_idx``: its collectives row)."""
     coll = trace.collectives
-    dev_idx = coll["device_idx"].to_numpy()
+    dev_idx = coll["device_idx"]
     if sets.mode == "gpu":
         ops = trace.device_ops
         sel = np.flatnonzero(dev_idx >= 0)
-        sel = sel[ops["device"].to_numpy()[dev_idx[sel]] == sets.device]
+        sel = sel[ops["device"][dev_idx[sel]] == sets.device]
         rows = dev_idx[sel]
-        step = ops["step"].to_numpy()[rows]
+        step = ops["step"][rows]
     else:
         ops = trace.host_ops
         sel = np.flatnonzero(dev_idx < 0)
-        rows = coll["host_idx"].to_numpy()[sel]
-        step = _host_step(trace, ops["start_ns"].to_numpy()[rows])
-    name = np.asarray(ops["name"].array[rows], dtype=object)
-    s, e = ops["start_ns"].to_numpy()[rows], ops["end_ns"].to_numpy()[rows]
+        rows = coll["host_idx"][sel]
+        step = _host_step(trace, ops["start_ns"][rows])
+    name = ops["name"][rows].to_numpy()
+    s, e = ops["start_ns"][rows], ops["end_ns"][rows]
     covered = iv.length_in(sets.compute, s, e)
-    return frame_of({
+    return Table({
         "step": step, "device_idx": rows if sets.mode == "gpu" else np.full(sel.size, -1, dtype=np.int64),
-        "name": name, "op": coll["op"].to_numpy()[sel], "bytes": coll["bytes"].to_numpy()[sel],
+        "name": name, "op": coll["op"][sel], "bytes": coll["bytes"][sel],
         "start_ns": s, "duration_ns": e - s, "exposed_ns": (e - s) - covered, "coll_idx": sel,
     })
 
 
 def _host_step(trace: RankTrace, t: np.ndarray) -> np.ndarray:
-    steps = trace.steps.sort_values("start_ns")
-    return step_of(t, steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(), steps["step"].to_numpy())
+    steps = trace.steps.sort_by("start_ns")
+    return step_of(t, steps["start_ns"], steps["end_ns"], steps["step"])

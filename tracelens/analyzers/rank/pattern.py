@@ -25,7 +25,6 @@ from collections import Counter
 
 import msgspec
 import numpy as np
-import pandas as pd
 
 from ...columns import isin
 from ...contract import PatternEvidence, ratio
@@ -80,10 +79,10 @@ def diagnose(rank: int, step: int | None, pattern: str | None, ev: PatternEviden
                    evidence=evidence)
 
 
-def step_patterns(trace, sets, windows, overlap_pct: list, exposure: pd.DataFrame, th: Thresholds):
+def step_patterns(trace, sets, windows, overlap_pct: list, exposure: Table, th: Thresholds):
     """(pattern, evidence) for every window; comm activities come from the collective exposure table."""
-    starts = exposure["start_ns"].to_numpy()
-    ops = exposure["op"].to_numpy(dtype=object)
+    starts = exposure["start_ns"]
+    ops = np.asarray(exposure["op"], dtype=object)
     order = np.argsort(starts, kind="stable")
     starts, ops = starts[order], ops[order]
     lo, hi = np.asarray(windows.start, dtype=np.int64), np.asarray(windows.end, dtype=np.int64)
@@ -107,8 +106,8 @@ def shared_stream_fraction(trace, device: int | None, lo: np.ndarray, hi: np.nda
     ops = trace.device_ops
     if device is None or not len(ops) or n == 0:
         return [None] * n
-    on = ops["device"].to_numpy() == device
-    start, end, stream = (ops[c].to_numpy() for c in ("start_ns", "end_ns", "stream"))
+    on = ops["device"] == device
+    start, end, stream = (ops[c] for c in ("start_ns", "end_ns", "stream"))
 
     def in_windows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         w = np.searchsorted(lo, start[rows], side="right") - 1
@@ -117,7 +116,8 @@ def shared_stream_fraction(trace, device: int | None, lo: np.ndarray, hi: np.nda
 
     comm, cw = in_windows(np.flatnonzero(on & isin(ops["kind"], ("comm",))))
     comp, kw = in_windows(np.flatnonzero(on & isin(ops["kind"], ("compute",))))
-    code, lanes = pd.factorize(np.concatenate([stream[comm], stream[comp]]))   # hashing: no sort of every op
+    lanes, code = np.unique(np.concatenate([stream[comm], stream[comp]]), return_inverse=True)   # a few streams
+    code = code.reshape(-1)
     computes = np.zeros((n, len(lanes)), dtype=bool)        # (window, stream) pairs that ran compute
     computes[kw, code[comm.size:]] = True
     shared = computes[cw, code[:comm.size]]

@@ -51,8 +51,8 @@ def stall_calls(trace: RankTrace, device: int) -> dict[str, np.ndarray]:
     runtime = isin(host["cat"], ("cuda_runtime", "cuda_driver"))
     blocking = runtime & matches(host["name"], _SYNC_CALLS)
     # Async copies block the host when they involve pageable memory.
-    on_dev = dev["device"].to_numpy() == device
-    launch = dev["launch_idx"].to_numpy()
+    on_dev = dev["device"] == device
+    launch = dev["launch_idx"]
     pageable = on_dev & isin(dev["kind"], ("memcpy",)) & matches(dev["name"], "Pageable", "search") & (launch >= 0)
     async_rows = launch[pageable]
     async_rows = async_rows[runtime[async_rows] & matches(host["name"], _ASYNC_COPIES)[async_rows]]
@@ -61,14 +61,14 @@ def stall_calls(trace: RankTrace, device: int) -> dict[str, np.ndarray]:
     # Device sync records whose host call is not in the trace still mark a stall.
     orphan = np.flatnonzero(on_dev & isin(dev["kind"], ("sync",)) & isin(dev["name"], _HOST_STALL_SYNCS)
                             & (launch < 0))
-    start = np.concatenate([host["start_ns"].to_numpy()[rows], dev["start_ns"].to_numpy()[orphan]])
+    start = np.concatenate([host["start_ns"][rows], dev["start_ns"][orphan]])
     order = np.argsort(start, kind="stable")
     return {
         "host_idx": np.concatenate([rows, np.full(orphan.size, -1)]).astype(np.int64)[order],
         "call": np.array(Lookup(host["name"]).many(rows.tolist()) + Lookup(dev["name"]).many(orphan.tolist())
                          + [None], dtype=object)[:-1][order],
         "start_ns": start[order],
-        "end_ns": np.concatenate([host["end_ns"].to_numpy()[rows], dev["end_ns"].to_numpy()[orphan]])[order]}
+        "end_ns": np.concatenate([host["end_ns"][rows], dev["end_ns"][orphan]])[order]}
 
 
 def measure(calls, busy: iv.IntervalSet, comm: iv.IntervalSet, launches: np.ndarray,
@@ -102,7 +102,7 @@ def measure(calls, busy: iv.IntervalSet, comm: iv.IntervalSet, launches: np.ndar
 def chains(trace: RankTrace, host_rows: np.ndarray) -> tuple[list[str], list[str | None]]:
     """For each host row: its CPU-op ancestry ``outer → … → call`` and the nearest Python frame."""
     host = trace.host_ops
-    parent = host["parent"].to_numpy()
+    parent = host["parent"]
     name = Lookup(host["name"])                 # per-row strings only for the rows a chain visits
     cat = Lookup(host["cat"])
     memo: dict[int, tuple[tuple[str, ...], str | None]] = {}
@@ -144,7 +144,7 @@ def analyze(ctx) -> list[Finding]:
         return []
     host = trace.host_ops
     is_launch = isin(host["cat"], ("cuda_runtime", "cuda_driver")) & matches(host["name"], LAUNCH_NAMES, "search")
-    launches = np.sort(host["start_ns"].to_numpy()[is_launch])
+    launches = np.sort(host["start_ns"][is_launch])
     if windows.step.size == 1 and windows.step[0] < 0:
         # No steps: the one window spans the device work; syncs just outside it still belong to the run.
         m = measure(calls, busy, comm, launches, windows.start, windows.end, windows.step)
@@ -153,8 +153,8 @@ def analyze(ctx) -> list[Finding]:
         # A host call belongs to the step whose host span holds it: the device windows run later than the
         # host (the GPU finishes step N while the CPU is already in step N+1), and a call at the start of
         # step N+1 is not the end of step N. Spans in window order (both sorted by start).
-        spans = trace.steps.sort_values("start_ns")
-        m = measure(calls, busy, comm, launches, spans["start_ns"].to_numpy(), spans["end_ns"].to_numpy(),
+        spans = trace.steps.sort_by("start_ns")
+        m = measure(calls, busy, comm, launches, spans["start_ns"], spans["end_ns"],
                     windows.step)
     chain, frame = chains(trace, m["host_idx"])
     m["site"] = [c or call for c, call in zip(chain, m["call"].tolist())]

@@ -57,9 +57,9 @@ def identity(trace, rows: np.ndarray) -> np.ndarray:
     ops = trace.device_ops
     cat = categorical_of(ops["name"])
     name = cat.codes[rows].astype(np.int64) if cat is not None else \
-        np.unique(ops["name"].to_numpy()[rows].astype(str), return_inverse=True)[1].reshape(-1)
-    shapes = take(trace.host_ops["shapes"].to_numpy(), ops["op_idx"].to_numpy()[rows], -1)
-    keys = np.stack([name, ops["config"].to_numpy()[rows], shapes], axis=1)
+        np.unique(ops["name"][rows].astype(str), return_inverse=True)[1].reshape(-1)
+    shapes = take(trace.host_ops["shapes"], ops["op_idx"][rows], -1)
+    keys = np.stack([name, ops["config"][rows], shapes], axis=1)
     return unique_rows(keys)[2]
 
 
@@ -69,10 +69,10 @@ def measure(trace, sets, windows, min_baseline: int) -> Tax:
     if sets.mode != "gpu" or sets.comm[0].size == 0:
         return _empty(n)
     ops = trace.device_ops
-    rows = np.flatnonzero((ops["device"].to_numpy() == sets.device) & isin(ops["kind"], ("compute",)))
+    rows = np.flatnonzero((ops["device"] == sets.device) & isin(ops["kind"], ("compute",)))
     if rows.size == 0:
         return _empty(n)
-    s, e = ops["start_ns"].to_numpy()[rows], ops["end_ns"].to_numpy()[rows]
+    s, e = ops["start_ns"][rows], ops["end_ns"][rows]
     dur = e - s
     under = iv.length_in(sets.comm, s, e)
     overlapped = under > 0
@@ -138,7 +138,7 @@ def _top(ctx, tax: Tax) -> list[dict]:
     groups, inv = np.unique(tax.group, return_inverse=True)
     per = np.bincount(inv, weights=tax.excess)
     order = [int(i) for i in np.argsort(-per, kind="stable")[:_TOP] if per[i] > 0]
-    names, s, e = Lookup(ops["name"]), ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    names, s, e = Lookup(ops["name"]), ops["start_ns"], ops["end_ns"]
     out = []
     for i in order:
         sel = inv == i
@@ -157,10 +157,10 @@ def _collective_under(ctx, rows: np.ndarray) -> np.ndarray:
     if exp.empty or rows.size == 0:
         return out
     ops = ctx.trace.device_ops
-    cs = exp["start_ns"].to_numpy()
-    ce = cs + exp["duration_ns"].to_numpy()
-    label = np.where(exp["op"].notna().to_numpy(), exp["op"].to_numpy(), exp["name"].to_numpy())
-    s, e = ops["start_ns"].to_numpy()[rows], ops["end_ns"].to_numpy()[rows]
+    cs = exp["start_ns"]
+    ce = cs + exp["duration_ns"]
+    label = np.where([o is not None and o == o for o in exp["op"].tolist()], exp["op"], exp["name"])
+    s, e = ops["start_ns"][rows], ops["end_ns"][rows]
     best = np.zeros(rows.size, dtype=np.int64)
     for lo in range(0, cs.size, 4096):            # at most _SAMPLE x 4096 overlaps at a time
         a, b = cs[lo:lo + 4096], ce[lo:lo + 4096]

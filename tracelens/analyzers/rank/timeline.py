@@ -45,10 +45,10 @@ def step_timeline(trace: RankTrace, step: int | None, *, max_shapes: int = MAX_S
 
 def _gpu_lanes(trace: RankTrace, device, lo: int, hi: int) -> list[Lane]:
     ops = trace.device_ops
-    s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
-    on = (ops["device"].to_numpy() == device) & (e > lo) & (s < hi)
-    stream = ops["stream"].to_numpy()
-    name = np.asarray(ops["name"].array, dtype=object)
+    s, e = ops["start_ns"], ops["end_ns"]
+    on = (ops["device"] == device) & (e > lo) & (s < hi)
+    stream = ops["stream"]
+    name = ops["name"].to_numpy()
     kinds = {k: on & isin(ops["kind"], (k,)) for k in ("compute", "comm", "memcpy", "memset", "sync")}
     lanes = []
     for st in np.unique(stream[on]):

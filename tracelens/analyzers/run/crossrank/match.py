@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ....columns import factorize
+
 from ....contract import WarningEntry
 from ...seam import RankAnalysis
 
@@ -76,10 +78,7 @@ def _factorize(values: np.ndarray) -> tuple[np.ndarray, list]:
     if pd is not None:
         codes, uniques = pd.factorize(values, use_na_sentinel=True)
         return codes.astype(np.int64), list(uniques)
-    seen: dict = {None: -1}
-    codes = np.fromiter((seen.setdefault(v, len(seen) - 1) if v == v else -1 for v in values.tolist()),
-                        np.int64, len(values))
-    return codes, [v for v in seen if v is not None]
+    return factorize(values)
 
 
 def _segments(*keys: np.ndarray, by: int | None = None) -> tuple[np.ndarray, np.ndarray]:
