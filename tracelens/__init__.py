@@ -4,14 +4,14 @@ Library API (the CLI is a thin shell over it)::
 
     import tracelens
     report = tracelens.report("runs/ddp/")      # Report (schema tracelens.report/1)
-    traces = tracelens.load("runs/ddp/")        # list[RankTrace]: per-rank pandas tables
+    traces = tracelens.load("runs/ddp/")        # list[RankTrace]: per-rank numpy tables (.to_pandas())
     report = tracelens.analyze(traces)          # the same Report, from loaded traces
     print(report.to_json().decode())
 
 Everything here is :mod:`tracelens.api` (load, analyze_rank, combine, report, thresholds, gate).
 
 The names below are imported on first use, so ``import tracelens.collectors`` (which runs inside every
-profiled worker process) does not pull in pandas.
+profiled worker process) does not pull in numpy.
 """
 
 from ._version import __version__

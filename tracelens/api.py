@@ -9,7 +9,7 @@
     gate(paths, ...)              -> GateResult          the CI gate: rules, config, baseline
 
 Nothing heavy is imported at module level: a command finds its inputs and starts the decode workers before
-pandas is imported (see parsers/workers.py), so that decoding runs beside the import.
+the parsers and analyzers are imported (see parsers/workers.py), so that decoding runs beside the imports.
 """
 
 from __future__ import annotations

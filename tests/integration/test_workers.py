@@ -95,6 +95,17 @@ def test_jobs_rules(monkeypatch, tmp_path):
         workers.jobs_for(small)
 
 
+def test_one_file_is_decoded_here_and_several_big_ones_in_workers(monkeypatch):
+    # Nothing would run beside one file's worker (the report imports no pandas to overlap it with), and its
+    # columns would have to come back: one file is decoded here, however big.
+    files = sorted((SAMPLES / "wfbp_100").glob("rank*"))
+    monkeypatch.delenv(workers.JOBS_ENV, raising=False)
+    monkeypatch.setattr(workers, "_json_bytes", lambda f: workers.MIN_BYTES)
+    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert workers.jobs_for(files[:1]) == 0
+    assert workers.jobs_for(files) == 2
+
+
 def test_gzip_trailer_gives_the_json_size(tmp_path):
     data = b'{"traceEvents": []}' * 1000
     f = tmp_path / "t.json.gz"

@@ -1,7 +1,7 @@
 """Find trace files and parse them into RankTraces (one per file, one per rank).
 
-Importing this package does not import pandas: discovery and the Kineto decode workers start first, so
-that a fresh process decodes while it imports pandas (see :mod:`.workers`).
+Importing this package imports no parser: discovery and the Kineto decode workers start first, so that a
+fresh process decodes while it imports the rest (see :mod:`.workers`).
 """
 
 from __future__ import annotations
@@ -279,7 +279,7 @@ def start_decoding(files: list[Path], jobs: int | None = None, held: Callable[[P
                    ) -> DecodePool | None:
     """Start decoding the Kineto files among ``files`` in worker processes, when that pays (else None).
 
-    Call it before anything imports pandas to decode while pandas loads; pass the pool to
+    Call it before the parsers and analyzers are imported, to decode while they load; pass the pool to
     :func:`load_files`, which closes it. ``held``: whether the warm cache holds a file (it is not decoded).
     """
     from . import workers
