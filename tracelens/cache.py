@@ -1,21 +1,23 @@
 """The warm cache, two layers per trace file, so that a second report of an unchanged file neither decodes nor
-analyses it again:
+analyses it again, and one per report, so that a second report of unchanged inputs does nothing but render:
 
 - ``tables/``: the file's parsed RankTraces (tables, metadata, the file's warnings): parser output, read by
   :func:`tracelens.api.load` (and the dashboard's step timeline) and by a report whose analysis entry is
   missing;
 - ``analyses/``: what a report keeps of the file once analysed (the executors' Parts: each rank's metadata
   and :class:`~tracelens.analyzers.RankAnalysis`), for the same file analysed with the same thresholds,
-  patterns and run-directory side files. Combining the ranks, the cross-rank analyses and the rendering
-  run on every report; only the per-file work is skipped. A warm report this way needs no pandas.
+  patterns and run-directory side files. Combining the ranks and the cross-rank analyses run again;
+- ``reports/``: the Report of a whole set of inputs (the analysis key of every trace file in input order, the
+  NCCL logs named among the inputs, the files skipped, the thresholds): a repeated report of the same inputs
+  is read back as it was combined, whatever its output format, and needs neither numpy nor any analyzer.
 
 One root for everything tracelens caches (:func:`root`): ``$TRACELENS_CACHE``, else
-``$XDG_CACHE_HOME/tracelens``, else ``~/.cache/tracelens``. Besides the two layers, ``nsys/`` holds the SQLite
+``$XDG_CACHE_HOME/tracelens``, else ``~/.cache/tracelens``. Besides the three layers, ``nsys/`` holds the SQLite
 exports of ``.nsys-rep`` reports (:mod:`tracelens.tools.nsys`). All count towards one bound
 (``TRACELENS_CACHE_MAX``, default 2 GiB); the least recently used go first.
 
 An entry is one file, written to a temporary name and renamed into place (a concurrent report or a Ctrl-C
-never leaves half an entry under the real name), laid out as::
+never leaves half an entry under the real name), laid out as (a Report entry has no columns: its header is the key and the Report, msgpack-encoded)::
 
     MAGIC (8 bytes) | header length (8) | header (pickle) | column bytes, 64-byte aligned | CRC-32 (4)
 
@@ -74,6 +76,10 @@ def tables_dir() -> Path:
 
 def analyses_dir() -> Path:
     return root() / "analyses"
+
+
+def reports_dir() -> Path:
+    return root() / "reports"
 
 
 def enabled(flag: bool | None = None) -> bool:
@@ -155,6 +161,21 @@ def analysis_key(path: Path, options: tuple) -> tuple | None:
     return None if k is None else (*k, _analysis_stamp())
 
 
+def file_stamp(path: Path) -> tuple | None:
+    """A side input's identity as a trace file's key has it (the Report layer's NCCL logs); None when it
+    cannot be told apart from a rewrite (unreadable, or modified in the last RACY_S seconds)."""
+    k = key(path, ())
+    return None if k is None else k[:6]
+
+
+def report_key(analysis_keys: list, others: tuple) -> tuple | None:
+    """The key of a Report entry: every trace file's analysis key, in input order (None among them: not
+    cached), and ``others``, all else the Report depends on (NCCL logs, skipped files, thresholds)."""
+    if not analysis_keys or any(k is None for k in analysis_keys):
+        return None
+    return ("report/1", tuple(analysis_keys), others)
+
+
 def entry_path(k: tuple, folder: Path | None = None) -> Path:
     return (folder or tables_dir()) / (hashlib.sha256(repr(k).encode()).hexdigest()[:40] + SUFFIX)
 
@@ -212,6 +233,29 @@ def put_analysis(path: Path, options: tuple, parts: list, before: tuple | None =
     except Exception:       # something unpicklable in a trace's metadata: not cached, the report is the same
         return
     _write(entry_path(k, analyses_dir()), _framed(header, []))
+
+
+def get_report(k: tuple):
+    """The Report cached under ``k`` (:func:`report_key`), or None."""
+    found = _read(entry_path(k, reports_dir()), k)
+    if found is None:
+        return None
+    import msgspec
+
+    from .contract import Report
+
+    try:
+        return msgspec.msgpack.decode(found[1], type=Report)
+    except (msgspec.DecodeError, msgspec.ValidationError, TypeError):      # of another version: rebuilt
+        _unlink(entry_path(k, reports_dir()))
+        return None
+
+
+def put_report(k: tuple, report) -> None:
+    import msgspec
+
+    header = pickle.dumps((k, msgspec.msgpack.encode(report), 0), protocol=pickle.HIGHEST_PROTOCOL)
+    _write(entry_path(k, reports_dir()), _framed(header, []))
 
 
 def _read(entry: Path, k: tuple) -> tuple | None:
@@ -379,7 +423,7 @@ def _traces(data: memoryview, described) -> list:
 def _entries() -> list[tuple[Path, os.stat_result]]:
     """Every file the bound counts (table entries and nsys exports), with its stat."""
     out = []
-    for folder in (tables_dir(), analyses_dir(), root() / "nsys"):
+    for folder in (tables_dir(), analyses_dir(), reports_dir(), root() / "nsys"):
         try:
             names = os.listdir(folder)
         except OSError:
@@ -435,19 +479,21 @@ def _used(entry: Path) -> None:
 
 def info() -> dict:
     """Where the cache is and what it holds: location, bound, entries and bytes (table entries, analysis
-    entries and nsys exports), and whether it is switched off in this environment."""
+    entries, Report entries and nsys exports), and whether it is switched off in this environment."""
     every = _entries()
     tables = [(p, st) for p, st in every if p.parent.name == "tables" and p.name.endswith(SUFFIX)]
     analyses = [(p, st) for p, st in every if p.parent.name == "analyses" and p.name.endswith(SUFFIX)]
+    reports = [(p, st) for p, st in every if p.parent.name == "reports" and p.name.endswith(SUFFIX)]
     nsys = [(p, st) for p, st in every if p.parent.name == "nsys" and p.name.endswith(".sqlite")]
     return {"location": str(root()), "max_bytes": max_bytes(), "enabled": enabled(),
             "entries": len(tables), "bytes": sum(st.st_size for _, st in tables),
             "analyses": len(analyses), "analyses_bytes": sum(st.st_size for _, st in analyses),
+            "reports": len(reports), "reports_bytes": sum(st.st_size for _, st in reports),
             "nsys_exports": len(nsys), "nsys_bytes": sum(st.st_size for _, st in nsys)}
 
 
 def clear() -> tuple[int, int]:
-    """Remove every table entry, analysis entry and nsys export (and leftover temporary files); (files,
+    """Remove every table entry, analysis entry, Report entry and nsys export (and leftover temporary files); (files,
     bytes) removed."""
     global _usage
     _usage = None

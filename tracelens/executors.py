@@ -159,6 +159,20 @@ def report(files, ctx_of: Callable[[], Context], *, comm_patterns=(), step_patte
     from .parsers import nccl_log
 
     comm_patterns = tuple(comm_patterns)
+    whole = None
+    if executor == "local" and cache:
+        from .parsers.workers import jobs_setting
+
+        jobs_setting()          # a bad TRACELENS_JOBS is a usage error, served from the cache or not
+        ctx = ctx_of()
+        ctx_of = (lambda ctx=ctx: ctx)
+        whole = _report_key(files, comm_patterns, step_pattern, ctx)
+        if whole is not None:
+            from . import cache as warm
+
+            hit = warm.get_report(whole)
+            if hit is not None:
+                return hit
     if on_done is not None:
         tally = Tally(len(files), sum(map(_size, files)))
         on_done = (lambda done, report=on_done: report(tally.add(done)))
@@ -173,7 +187,32 @@ def report(files, ctx_of: Callable[[], Context], *, comm_patterns=(), step_patte
     nccl = nccl_log.inputs(files.nccl_logs, files.logs_skipped, parts)
     from .analyzers import combine
 
-    return combine([p.analysis for p in parts], ctx, nccl=nccl)
+    out = combine([p.analysis for p in parts], ctx, nccl=nccl)
+    if whole is not None:
+        warm.put_report(whole, out)
+    return out
+
+
+def _report_key(files, comm_patterns, step_pattern, ctx) -> tuple | None:
+    """The key of the whole Report (:func:`.cache.report_key`): what every file's analysis entry is keyed by,
+    and what ``combine`` reads besides the files' Parts (the NCCL logs among the inputs, the files skipped)."""
+    from . import cache as warm
+
+    stamps: dict = {}
+    keys = [warm.analysis_key(Path(f), analysis_options(f, comm_patterns, step_pattern, ctx, None, stamps))
+            for f in files]
+    from .parsers import rundir
+
+    # The NCCL logs combine reads: those among the inputs, and those a run directory's manifest names (an
+    # analysis knows only their size; the transport verdict reads their lines).
+    named = [folder / log for folder in dict.fromkeys(Path(f).parent for f in files)
+             for log in rundir.named_logs(folder)]
+    logs = tuple(warm.file_stamp(Path(p)) if Path(p).exists() else (str(p), None)
+                 for p in (*getattr(files, "nccl_logs", ()), *named))
+    if any(s is None for s in logs):
+        return None
+    skipped = tuple((str(p), why) for p, why in (*getattr(files, "skipped", ()), *getattr(files, "logs_skipped", ())))
+    return warm.report_key(keys, (logs, skipped, repr(ctx)))
 
 
 def _local(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, on_done, cache=False

@@ -1,6 +1,7 @@
 """The command line: formats, output files, exit codes, one-line errors."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -180,9 +181,9 @@ def test_every_command_is_its_own_small_module():
 
 
 def test_decode_workers_start_before_heavy_imports(tmp_path):
-    """`tracelens report` must start its decode workers before it imports pandas or rich: the decoding runs
-    beside those imports (parsers/workers.py). An import moved in front of it cost 50 ms on every cold report
-    of the 54 MB bench trace."""
+    """`tracelens report` must start its decode workers before it imports rich or most of numpy: the decoding
+    runs beside those imports (parsers/workers.py). An import moved in front of it (pandas, then) cost 50 ms
+    on every cold report of the 54 MB bench trace."""
     code = (
         "import sys\n"
         "import tracelens.parsers as p\n"
@@ -193,7 +194,9 @@ def test_decode_workers_start_before_heavy_imports(tmp_path):
         "p.start_decoding = spy\n"
         "from tracelens.cli import main\n"
         f"sys.exit(main(['report', {str(SAMPLES / 'wfbp_100')!r}, '--format', 'json']))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    env = {**os.environ, "TRACELENS_CACHE": str(tmp_path / "cache")}     # a first report: nothing cached
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                         env=env)
     assert out.returncode == 0, out.stderr
     assert "heavy at start: []" in out.stdout
 

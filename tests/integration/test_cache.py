@@ -286,10 +286,12 @@ def test_cache_info_and_clear(tmp_path, root, capsys):
     assert got["analyses"] == 1 and got["analyses_bytes"] == analysis_entries(root)[0].stat().st_size > 0
     assert main(["cache", "info"]) == 0
     out = capsys.readouterr().out
-    assert str(root) in out and "analysed traces: 1 entry" in out
+    assert str(root) in out and "analysed traces: 1 entry" in out and "reports: 1 entry" in out
+    assert got["reports"] == 1 and got["reports_bytes"] == report_entries(root)[0].stat().st_size > 0
     assert main(["cache", "clear"]) == 0
-    assert "removed 4 files" in capsys.readouterr().out
-    assert entries(root) == analysis_entries(root) == [] and not list((root / "nsys").iterdir())
+    assert "removed 5 files" in capsys.readouterr().out
+    assert entries(root) == analysis_entries(root) == report_entries(root) == []
+    assert not list((root / "nsys").iterdir())
     assert main(["cache", "clear"]) == 0           # an empty (or absent) cache clears without complaint
 
 
@@ -328,7 +330,9 @@ def test_warm_report_is_byte_identical_to_cold(case, tmp_path, root, monkeypatch
         raise AssertionError("parsed although cached")
     monkeypatch.setattr(kineto, "parse", refuse)
     monkeypatch.setattr(nsys, "parse", refuse)
-    assert render(api.report(case), "json") == cold
+    assert render(api.report(case), "json") == cold                     # the Report layer
+    monkeypatch.setattr(cache, "get_report", lambda k: None)
+    assert render(api.report(case), "json") == cold                     # the analysis layer, combined again
 
 
 def test_a_copy_keeping_size_and_mtime_is_not_taken_for_the_old_file(tmp_path, root, parses):
@@ -363,7 +367,8 @@ def test_a_file_changed_while_it_is_parsed_is_not_cached(tmp_path, root, monkeyp
 
 def test_console_script_warm_and_cold_print_the_same(tmp_path, root):
     """The real process (it exits without teardown, tracelens/_speed.py): the entries it writes are whole,
-    and the next process reads the analysis entry (the table entry is for api.load)."""
+    and the next process reads the Report entry (the analysis entry is for a report of other inputs, the
+    table entry for api.load)."""
     import subprocess
     import sys
 
@@ -373,25 +378,28 @@ def test_console_script_warm_and_cold_print_the_same(tmp_path, root):
     cold = subprocess.run([*cmd, "--no-cache"], capture_output=True, env=env)
     filling = subprocess.run(cmd, capture_output=True, env=env)
     (table,) = entries(root)
-    (entry,) = analysis_entries(root)
-    written = entry.stat().st_mtime_ns
-    for e in (table, entry):
+    (analysis,) = analysis_entries(root)
+    (whole,) = report_entries(root)
+    written = whole.stat().st_mtime_ns
+    for e in (table, analysis, whole):
         os.utime(e, ns=(written - 10**9, written - 10**9))
     warm = subprocess.run(cmd, capture_output=True, env=env)
     assert cold.returncode == filling.returncode == warm.returncode == 0, warm.stderr
     assert cold.stdout == filling.stdout == warm.stdout and b'"schema": "tracelens.report/1"' in cold.stdout
-    assert entry.stat().st_mtime_ns > written - 10**9        # read (last use stamped), not rewritten
-    assert table.stat().st_mtime_ns == written - 10**9       # not needed
-    assert entries(root) == [table] and analysis_entries(root) == [entry]
+    assert whole.stat().st_mtime_ns > written - 10**9        # read (last use stamped), not rewritten
+    assert table.stat().st_mtime_ns == analysis.stat().st_mtime_ns == written - 10**9       # not needed
+    assert entries(root) == [table] and analysis_entries(root) == [analysis] and report_entries(root) == [whole]
 
 
 # ----------------------------------------------------------------------------------- the analysis layer
 
 @pytest.fixture
 def analyses(monkeypatch):
-    """The rank analyses that really ran (a report whose files' analyses are cached runs none)."""
+    """The rank analyses that really ran (a report whose files' analyses are cached runs none). The Report
+    layer is switched off: these tests are of the layer below it, which a report of changed inputs reads."""
     from tracelens.analyzers import rank
 
+    monkeypatch.setattr(cache, "get_report", lambda k: None)
     seen: list[int | None] = []
     real = rank.analyze_rank
 
@@ -404,6 +412,10 @@ def analyses(monkeypatch):
 
 def analysis_entries(root: Path) -> list[Path]:
     return sorted((root / "analyses").glob("*" + cache.SUFFIX))
+
+
+def report_entries(root: Path) -> list[Path]:
+    return sorted((root / "reports").glob("*" + cache.SUFFIX))
 
 
 def json_of(paths, **kw) -> str:
@@ -515,21 +527,126 @@ def test_unnumbered_ranks_are_renumbered_the_same_from_the_cache(tmp_path, root,
     assert [r["rank"] for r in json.loads(cold)["ranks"]] == [0, 1]
 
 
-def test_no_report_imports_pandas_and_a_warm_one_not_even_the_parsers(tmp_path, root):
+def test_no_report_imports_pandas_and_a_warm_one_not_even_numpy(tmp_path, root):
     """A first report of a Kineto trace parses and analyses on numpy columns: no pandas (0.3-0.9 s to import,
-    once most of a small report). A repeated report needs neither the parsers nor the rank analyzers."""
+    once most of a small report). A repeated report is read whole: no numpy, parser or analyzer."""
     import subprocess
     import sys
 
     path = trace_file(tmp_path / "run")
     code = ("import sys; from tracelens import api; from tracelens.renderers import render; "
             "render(api.report(sys.argv[1], jobs=0), sys.argv[2]); print(sorted(m for m in sys.modules "
-            "if m.split('.')[0] in ('pandas', 'pyarrow') or m in ('tracelens.parsers.kineto', 'tracelens.parsers.nsys', 'tracelens.analyzers.rank')))")
+            "if m.split('.')[0] in ('pandas', 'pyarrow', 'numpy') or m in ('tracelens.parsers.kineto', "
+            "'tracelens.parsers.nsys', 'tracelens.analyzers.rank', 'tracelens.analyzers.run')))")
     env = {**os.environ, cache.CACHE_ENV: str(root)}
     first = subprocess.run([sys.executable, "-c", code, str(path), "json"], capture_output=True, text=True,
                            env=env, check=True)
-    assert first.stdout.strip() == "['tracelens.analyzers.rank', 'tracelens.parsers.kineto']", first.stdout
+    assert [m for m in eval(first.stdout) if not m.startswith("numpy.")] == [
+        "numpy", "tracelens.analyzers.rank", "tracelens.analyzers.run", "tracelens.parsers.kineto"], first.stdout
     for fmt in ("json", "text", "markdown"):
         warm = subprocess.run([sys.executable, "-c", code, str(path), fmt], capture_output=True, text=True,
                               env=env, check=True)
         assert warm.stdout.strip() == "[]", (fmt, warm.stdout)
+
+
+# ------------------------------------------------------------------------------------- the Report layer
+
+@pytest.fixture
+def combines(monkeypatch):
+    """The runs of ``combine`` (a report served whole from the cache runs none)."""
+    import tracelens.analyzers as analyzers
+
+    seen: list[int] = []
+    real = analyzers.combine
+
+    def counted(analyses, *args, **kwargs):
+        seen.append(len(analyses))
+        return real(analyses, *args, **kwargs)
+    monkeypatch.setattr(analyzers, "combine", counted)
+    return seen
+
+
+def test_a_repeated_report_is_read_whole_in_every_format(tmp_path, root, parses, combines):
+    run = run_dir(tmp_path)
+    cold = api.report(run, jobs=0, cache=False)
+    assert render(api.report(run, jobs=0), "json") == render(cold, "json") and combines == [2, 2]
+    parses.clear(), combines.clear()
+    for fmt in ("json", "text", "markdown"):
+        assert render(api.report(run, jobs=0), fmt) == render(cold, fmt), fmt
+    assert parses == [] and combines == [] and len(report_entries(root)) == 1
+
+
+def test_each_thing_a_report_depends_on_makes_a_miss(tmp_path, root, combines, monkeypatch):
+    run = run_dir(tmp_path)
+    json_of(run)
+
+    def again(**kw) -> int:
+        combines.clear()
+        json_of(run, **kw)
+        return len(combines)
+    assert again() == 0
+    assert again(thresholds=["stall_min_ns=1"]) == 1                 # other thresholds
+    assert again(comm_patterns=["volta_sgemm"]) == 1
+    os.utime(run / "rank1.json", (PAST + 5, PAST + 5))                # one trace touched
+    assert again() == 1 and again() == 0
+    # An NCCL log rewritten at the same size: the analyses keep (they know its size), the Report does not.
+    log = run / "nccl" / "h.0.log"
+    log.write_bytes(log.read_bytes().replace(b"10.0.0.1", b"10.0.0.2"))
+    os.utime(log, (PAST + 7, PAST + 7))
+    assert again() == 1 and again() == 0
+    (run / "config.json").write_text('{"lr": 0.1}')                   # a file the report says it skipped
+    os.utime(run / "config.json", (PAST, PAST))
+    assert again() == 1 and again() == 0
+    assert "not-a-trace" in {w["code"] for w in json.loads(json_of(run))["warnings"]}
+    monkeypatch.setattr(cache, "_analysis_stamp", lambda: (("edited.py", 1, 2),))   # the code
+    assert again() == 1
+
+
+def test_a_report_of_the_same_files_named_otherwise_is_its_own_entry(tmp_path, root, monkeypatch):
+    # The Report holds each input's path as given: a relative and an absolute name are two Reports.
+    run = run_dir(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    named = {json.loads(json_of(p))["inputs"][0]["path"] for p in (run, "collected", run, "collected")}
+    assert named == {str(run / "rank0.json"), "collected/rank0.json"} and len(report_entries(root)) == 2
+
+
+def test_a_report_of_a_file_just_written_is_not_cached(tmp_path, root, combines):
+    path = trace_file(tmp_path / "run", mtime=time.time())
+    json_of(path), json_of(path)
+    assert combines == [1, 1] and report_entries(root) == []
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "flipped", "not a report"])
+def test_a_damaged_report_entry_is_rebuilt(tmp_path, root, combines, damage):
+    path = trace_file(tmp_path / "run")
+    cold = json_of(path, cache=False)
+    json_of(path)
+    (entry,) = report_entries(root)
+    blob = entry.read_bytes()
+    if damage == "not a report":        # whole and keyed right, but not a Report of this version
+        import pickle
+
+        k = cache.report_key([cache.analysis_key(path, ())], ())
+        (entry_k, _, _) = pickle.loads(blob[16:16 + int.from_bytes(blob[8:16], "little")])
+        cache._write(entry, cache._framed(pickle.dumps((entry_k, b"\x81\xa1x\x01", 0)), []))
+        assert k != entry_k             # (the test's own key is not the report's: only the entry's is used)
+    else:
+        entry.write_bytes({"truncated": blob[: len(blob) // 2], "garbage": b"\x00" * len(blob),
+                           "flipped": blob[:40] + bytes([blob[40] ^ 1]) + blob[41:]}[damage])
+    combines.clear()
+    assert json_of(path) == cold and combines == [1]        # combined again, and cached again
+    assert json_of(path) == cold and combines == [1]
+
+
+def test_a_report_of_traces_alone_follows_the_logs_their_manifest_names(tmp_path, root, combines):
+    # The traces named one by one: their NCCL logs come from the manifest, not from the inputs, and the
+    # transport verdict reads their lines: a log rewritten at the same size is a new Report.
+    run = run_dir(tmp_path)
+    traces = [str(run / "rank0.json"), str(run / "rank1.json")]
+    json_of(traces), json_of(traces)
+    assert combines == [2]
+    log = run / "nccl" / "h.1.log"
+    log.write_bytes(log.read_bytes().replace(b"eth0", b"eth9"))
+    os.utime(log, (PAST + 7, PAST + 7))
+    json_of(traces)
+    assert combines == [2, 2]

@@ -36,13 +36,15 @@ def cache_info(fmt) -> None:
                 f"{_size(got['bytes'])}")
     echo_fitted(f"analysed traces: {got['analyses']} entr{'y' if got['analyses'] == 1 else 'ies'}, "
                 f"{_size(got['analyses_bytes'])}")
+    echo_fitted(f"reports: {got['reports']} entr{'y' if got['reports'] == 1 else 'ies'}, "
+                f"{_size(got['reports_bytes'])}")
     echo_fitted(f"nsys exports: {got['nsys_exports']}, {_size(got['nsys_bytes'])}")
     echo_fitted(f"bound: {_size(got['max_bytes'])} (TRACELENS_CACHE_MAX; least recently used removed first)")
 
 
 @cache.command("clear")
 def cache_clear() -> None:
-    """Remove every cached parse, analysis and nsys export (the cache refills as reports run).
+    """Remove every cached parse, analysis, report and nsys export (the cache refills as reports run).
 
     Example:
 

@@ -56,6 +56,15 @@ def stamp(folder: Path) -> tuple:
     return (*identity, tuple(sizes))
 
 
+def named_logs(folder: Path) -> tuple[str, ...]:
+    """The NCCL logs the manifest of ``folder`` names (relative to it); none without a manifest."""
+    try:
+        st = (folder / MANIFEST).stat()
+    except OSError:
+        return ()
+    return _named_logs(folder, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+
+
 @functools.lru_cache(maxsize=64)
 def _named_logs(folder: Path, *identity) -> tuple[str, ...]:
     """The NCCL logs a manifest names, read once per version of it (a thousand traces share one)."""

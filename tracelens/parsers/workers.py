@@ -38,11 +38,8 @@ def jobs_for(files: list[Path], jobs: int | None = None) -> int:
     ``jobs`` (or ``TRACELENS_JOBS``) decides when given. Otherwise workers are used on a machine with a
     second core when there is at least MIN_BYTES of JSON in several files to decode.
     """
-    if jobs is None and os.environ.get(JOBS_ENV, "").strip():
-        value = os.environ[JOBS_ENV].strip()
-        if not value.isdigit():
-            raise UsageError(f"{JOBS_ENV} must be a whole number of worker processes (0: none), not {value!r}")
-        jobs = int(value)
+    if jobs is None:
+        jobs = jobs_setting()
     if jobs is not None:
         return max(0, min(int(jobs), len(files)))
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -51,6 +48,17 @@ def jobs_for(files: list[Path], jobs: int | None = None) -> int:
     if sum(_json_bytes(f) for f in files) < MIN_BYTES:
         return 0
     return min(cpus, len(files))
+
+
+def jobs_setting() -> int | None:
+    """``TRACELENS_JOBS`` as a number of workers (None: unset); anything else is a usage error, reported
+    whether or not this report decodes anything."""
+    value = os.environ.get(JOBS_ENV, "").strip()
+    if not value:
+        return None
+    if not value.isdigit():
+        raise UsageError(f"{JOBS_ENV} must be a whole number of worker processes (0: none), not {value!r}")
+    return int(value)
 
 
 def _json_bytes(path: Path) -> int:
