@@ -41,6 +41,14 @@ def pytest_unconfigure(config):
 _CACHE_ROOT = ""
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked single_thread run first: tracelens forks its decode workers only while its process runs
+    one thread, and a test that starts Dask leaves a thread behind for the rest of the session (its
+    offload executor)."""
+    first = [i for i in items if i.get_closest_marker("single_thread")]
+    items[:] = first + [i for i in items if not i.get_closest_marker("single_thread")]
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under TRACELENS_REQUIRE_CORPUS a skip for want of the corpus is a failure, wherever it was raised."""

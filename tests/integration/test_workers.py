@@ -20,15 +20,28 @@ def _json(traces) -> bytes:
     return tracelens.analyze(traces).to_json()
 
 
+@pytest.fixture(params=[pytest.param("fork", marks=pytest.mark.single_thread), "spawn"])
+def kind(request, monkeypatch):
+    """Both kinds of worker: forked from this process (Linux, one thread) or a fresh interpreter."""
+    if request.param == "spawn":
+        monkeypatch.setenv(workers.SPAWN_ENV, "1")
+    else:
+        monkeypatch.delenv(workers.SPAWN_ENV, raising=False)
+        import threading
+
+        assert workers.can_fork(), f"threads running here, no fork: {[t.name for t in threading.enumerate()]}"
+    return request.param
+
+
 @pytest.mark.parametrize("sample", ["wfbp_100", "straggler", "gloo_sawtooth"])
-def test_workers_give_the_same_report_as_decoding_here(sample):
+def test_workers_give_the_same_report_as_decoding_here(sample, kind):
     folder = SAMPLES / sample
     # Reference: every file decoded in this process (jobs=0). Several files over two workers exercise the
     # round-robin assignment and the in-order hand-out.
     assert _json(tracelens.load(str(folder), jobs=2)) == _json(tracelens.load(str(folder), jobs=0))
 
 
-def test_worker_columns_equal_local_columns():
+def test_worker_columns_equal_local_columns(kind):
     f = sorted((SAMPLES / "wfbp_100").glob("rank0*"))[0]
     with workers.DecodePool([f], 1) as pool:
         remote = pool.take(f)
@@ -46,7 +59,7 @@ def test_worker_columns_equal_local_columns():
                 assert (other == col).all(), name
 
 
-def test_files_taken_out_of_order(tmp_path):
+def test_files_taken_out_of_order(tmp_path, kind):
     files = sorted((SAMPLES / "straggler").glob("*.json.gz"))
     assert len(files) == 4
     with workers.DecodePool(files, 1) as pool:   # one worker answers in order; take() asks in reverse
@@ -54,7 +67,7 @@ def test_files_taken_out_of_order(tmp_path):
     assert [c.meta.source for c in got] == [str(f) for f in reversed(files)]
 
 
-def test_an_input_error_found_by_a_worker_names_the_file(tmp_path):
+def test_an_input_error_found_by_a_worker_names_the_file(tmp_path, kind):
     good = sorted((SAMPLES / "wfbp_100").glob("rank0*"))[0]
     bad = tmp_path / "rank1.json.gz"
     bad.write_bytes(good.read_bytes()[:200])          # truncated gzip
@@ -66,28 +79,57 @@ def test_an_input_error_found_by_a_worker_names_the_file(tmp_path):
     assert remote.value.path == str(bad) and "truncated or corrupt gzip" in remote.value.message
 
 
-def test_a_worker_that_cannot_run_falls_back_to_decoding_here(monkeypatch):
+def test_a_worker_that_cannot_run_falls_back_to_decoding_here(monkeypatch, kind):
     folder = SAMPLES / "straggler"
     expected = _json(tracelens.load(str(folder), jobs=0))
-    # An interpreter that exits at once: no answer comes back, every file is decoded in this process.
+    # A worker that ends at once (an interpreter that exits; a child that dies before its first answer):
+    # no answer comes back, every file is decoded in this process.
     monkeypatch.setattr(workers.sys, "executable", "/bin/true" if Path("/bin/true").exists() else "true")
+    monkeypatch.setattr(workers, "_answer", lambda paths, out: os._exit(3))
     assert _json(tracelens.load(str(folder), jobs=2)) == expected
 
 
-def test_close_stops_every_worker():
+def test_close_stops_every_worker(kind):
     files = sorted((SAMPLES / "straggler").glob("*.json.gz"))
     pool = workers.DecodePool(files, 2)
+    pids = [w.proc.pid if kind == "spawn" else w.pid for w in pool._workers]
+    assert len(pids) == 2 and all(pids)
     pool.take(files[0])
     pool.close()                                       # files 1..3 never taken
-    assert all(w.proc.poll() is not None for w in pool._workers)
+    for pid in pids:                                   # ended and reaped: no such process any more
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
-def test_jobs_rules(monkeypatch, tmp_path):
+@pytest.mark.single_thread
+def test_workers_are_forked_only_while_this_process_runs_one_thread(monkeypatch):
+    import threading
+
+    monkeypatch.delenv(workers.SPAWN_ENV, raising=False)
+    assert workers.can_fork()
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert not workers.can_fork()
+        files = sorted((SAMPLES / "straggler").glob("*.json.gz"))
+        with workers.DecodePool(files, 1) as pool:     # a fresh interpreter instead, same answers
+            assert type(pool._workers[0]).__name__ == "_Worker"
+            assert [pool.take(f).meta.source for f in files] == [str(f) for f in files]
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_jobs_rules(monkeypatch, tmp_path, kind):
     small = sorted((SAMPLES / "wfbp_100").glob("rank*"))
     monkeypatch.delenv(workers.JOBS_ENV, raising=False)
+    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     assert workers.jobs_for(small, 0) == 0
     assert workers.jobs_for(small, 8) == len(small)       # never more workers than files
-    assert workers.jobs_for(small) == 0                   # the samples are far below MIN_BYTES of JSON
+    # A forked worker starts in a millisecond: worth it from two files. A fresh interpreter is not, below
+    # MIN_BYTES of JSON (the samples are far below).
+    assert workers.jobs_for(small) == (len(small) if kind == "fork" else 0)
     monkeypatch.setenv(workers.JOBS_ENV, "1")
     assert workers.jobs_for(small) == 1
     monkeypatch.setenv(workers.JOBS_ENV, "many")
@@ -102,8 +144,10 @@ def test_one_file_is_decoded_here_and_several_big_ones_in_workers(monkeypatch):
     monkeypatch.delenv(workers.JOBS_ENV, raising=False)
     monkeypatch.setattr(workers, "_json_bytes", lambda f: workers.MIN_BYTES)
     monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    assert workers.jobs_for(files[:1]) == 0
-    assert workers.jobs_for(files) == 2
+    for spawn in ("", "1"):
+        monkeypatch.setenv(workers.SPAWN_ENV, spawn)
+        assert workers.jobs_for(files[:1]) == 0
+        assert workers.jobs_for(files) == 2
 
 
 def test_gzip_trailer_gives_the_json_size(tmp_path):
