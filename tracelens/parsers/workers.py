@@ -125,14 +125,7 @@ class _Worker:
                 self.broken = True
 
     def receive(self):
-        """The next answer, or None once the worker is broken."""
-        if self.broken:
-            return None
-        try:
-            return pickle.load(self.proc.stdout)
-        except Exception:  # EOF, a killed worker, a truncated pickle: decode locally from here on
-            self.broken = True
-            return None
+        return _receive(self, self.proc.stdout)
 
     def close(self) -> None:
         if self.proc is None:
@@ -145,6 +138,17 @@ class _Worker:
             except OSError:
                 pass
         self.proc.wait()
+
+
+def _receive(worker, stream):
+    """A worker's next answer from ``stream``, or None once it is broken."""
+    if worker.broken:
+        return None
+    try:
+        return pickle.load(stream)
+    except Exception:  # EOF, a killed worker, a truncated pickle: decode locally from here on
+        worker.broken = True
+        return None
 
 
 class _Forked:
@@ -187,13 +191,7 @@ class _Forked:
         pass
 
     def receive(self):
-        if self.broken:
-            return None
-        try:
-            return pickle.load(self.stream)
-        except Exception:  # EOF, a killed child, a truncated pickle: decode locally from here on
-            self.broken = True
-            return None
+        return _receive(self, self.stream)
 
     def close(self) -> None:
         if self.pid is None:
@@ -211,7 +209,9 @@ class _Forked:
 
 
 def _answer(paths: list, out) -> None:
-    """Decode ``paths`` in order and write one pickled answer each to ``out`` (see :func:`serve`)."""
+    """Decode ``paths`` in order and write one pickled answer each to ``out``: ("ok", KinetoColumns) |
+    ("error", InputError) | ("failed", traceback text). The last file's decoded events are parked, not
+    freed: the worker exits right after, without freeing them one by one."""
     import traceback
 
     from ..errors import TracelensError
@@ -290,13 +290,9 @@ def _unpack(answer):
 
 
 def serve() -> None:
-    """Worker main loop: pickled paths in (all sent at once, then EOF), and for each a pickled
-    ("ok", KinetoColumns) | ("error", InputError) | ("failed", traceback text) out."""
-    import traceback
-
+    """A fresh interpreter's main loop: pickled paths in (all sent at once, then EOF), and for each a
+    pickled answer out (:func:`_answer`)."""
     from .._speed import exit_without_teardown
-    from ..errors import TracelensError
-    from .kineto_decode import decode_file
 
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)            # anything printed must not corrupt the answer stream
@@ -307,16 +303,5 @@ def serve() -> None:
             requests.append(pickle.load(sys.stdin.buffer))
         except EOFError:
             break
-    parked: list = []
-    for k, path in enumerate(requests):
-        try:
-            answer = ("ok", decode_file(Path(path), keep_alive=parked if k == len(requests) - 1 else None))
-        except TracelensError as exc:
-            answer = ("error", exc)
-        except Exception:  # a bug, or MemoryError: the caller decodes the file itself
-            answer = ("failed", traceback.format_exc())
-        pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)
-        answers.flush()
-        del answer
-    answers.close()
+    _answer(requests, answers)
     exit_without_teardown(0)     # the last file's events were parked, not freed: the exit reclaims them
