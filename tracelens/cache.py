@@ -37,7 +37,6 @@ Neither numpy nor pandas is imported at module level (the CLI imports this modul
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import pickle
 import re
@@ -177,7 +176,17 @@ def report_key(analysis_keys: list, others: tuple) -> tuple | None:
 
 
 def entry_path(k: tuple, folder: Path | None = None) -> Path:
-    return (folder or tables_dir()) / (hashlib.sha256(repr(k).encode()).hexdigest()[:40] + SUFFIX)
+    return (folder or tables_dir()) / (_digest(repr(k).encode()) + SUFFIX)
+
+
+def _digest(data: bytes) -> str:
+    """40 hex digits naming an entry: BLAKE2b from its own C module, since ``import hashlib`` loads OpenSSL
+    (3-5 ms of every report); hashlib where that module is missing."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:         # pragma: no cover - CPython builds it unless told not to
+        from hashlib import blake2b
+    return blake2b(data, digest_size=20).hexdigest()
 
 
 def has(path: Path, options: tuple) -> bool:
