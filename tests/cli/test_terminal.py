@@ -10,6 +10,7 @@ import fcntl
 import json
 import os
 import pty
+import signal
 import re
 import select
 import struct
@@ -378,3 +379,46 @@ def test_progress_counts_files_ranks_and_bytes_on_a_terminal_only():
     proc = subprocess.run([str(TRACELENS), "report", str(run)], capture_output=True, text=True, env=clean_env(),
                           cwd=ROOT, timeout=180)
     assert proc.returncode == 0 and proc.stderr == ""
+
+
+def test_ctrl_c_during_a_report_with_decode_workers(tmp_path):
+    """Ctrl-C in a terminal reaches the whole foreground process group: tracelens and its forked decode
+    workers. tracelens ends with 130 and one line, no traceback from it or a worker, and no worker outlives it."""
+    src = corpus_file("hta/trace_filter/sampled_rank-0.json.gz")     # 1.8 MB of JSON: ~25 ms a decode
+    run = tmp_path / "run"
+    run.mkdir()
+    data = src.read_bytes()                       # 0.12 MB gzipped; copies, since a file linked twice is read once
+    for r in range(120):
+        (run / f"rank{r:03d}.json.gz").write_bytes(data)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    proc = subprocess.Popen([str(TRACELENS), "report", str(run), "--no-cache"], stdin=slave, stdout=slave,
+                            stderr=slave, env=clean_env(), cwd=ROOT, start_new_session=True)
+    os.close(slave)
+    out, deadline = b"", time.monotonic() + 60
+    try:
+        while b"files" not in out:                  # the progress bar: several files are being read
+            ready, _, _ = select.select([master], [], [], max(deadline - time.monotonic(), 0))
+            assert ready, f"no progress after 60 s: {out[-500:]!r}"
+            out += os.read(master, 65536)
+        os.killpg(proc.pid, signal.SIGINT)          # what the terminal does on Ctrl-C
+        while True:
+            ready, _, _ = select.select([master], [], [], 30)
+            try:
+                data = os.read(master, 65536) if ready else b""
+            except OSError:
+                break
+            if not data:
+                break
+            out += data
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.wait(timeout=30) == 130
+    text = out.decode("utf-8", "replace")
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-2000:]
+    assert text.count("tracelens: aborted") == 1, text[-2000:]     # said once: by tracelens, not by a worker
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):         # nothing of the group is left: workers ended and reaped
+        os.killpg(proc.pid, 0)
