@@ -93,11 +93,6 @@ def matches(col, pattern: re.Pattern | str, how: str = "match") -> np.ndarray:
 _TESTS: dict[tuple[re.Pattern, str], Callable[[str], object]] = {}
 
 
-def labels(codes: np.ndarray, names) -> Labels:
-    """A categorical over distinct ``names`` by code (-1: missing)."""
-    return Labels(codes, names)
-
-
 def factorize(values) -> tuple[np.ndarray, list]:
     """Codes in order of first appearance (None and NaN: -1) and the distinct values, as
     ``pandas.factorize(values, use_na_sentinel=True)`` gives them, with a dict: the distinct values found
@@ -116,14 +111,20 @@ def factorize(values) -> tuple[np.ndarray, list]:
 
 def categorical(values) -> Labels:
     """Strings (None: missing) as Labels with sorted categories, as ``pd.Categorical`` sorts."""
-    codes, uniques = factorize(objects(values))
-    if not uniques:
-        return Labels(codes, [])
-    order = sorted(range(len(uniques)), key=uniques.__getitem__)
+    return sorted_labels(Labels(*factorize(objects(values))))
+
+
+def sorted_labels(cat: Labels) -> Labels:
+    """``cat`` with its categories in sorted order (the codes renumbered; missing stays missing)."""
+    names = cat.categories
+    listed = names.tolist()
+    if all(a <= b for a, b in zip(listed, listed[1:])):
+        return cat
+    order = np.argsort(names.astype(str), kind="stable")
     rank = np.empty(len(order) + 1, dtype=np.int64)
     rank[order] = np.arange(len(order))
-    rank[-1] = -1
-    return Labels(rank[codes], [uniques[i] for i in order])
+    rank[-1] = -1                                       # code -1 (missing) stays missing
+    return Labels(rank[cat.codes], names[order])
 
 
 class Lookup:

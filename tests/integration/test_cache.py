@@ -32,17 +32,22 @@ def root(tmp_path, monkeypatch):
     return folder
 
 
+def counting(monkeypatch, owner, name: str, note) -> list:
+    """``owner.name`` replaced by itself, noting ``note(first argument)`` of every call in the list returned."""
+    seen: list = []
+    real = getattr(owner, name)
+
+    def counted(first, *args, **kwargs):
+        seen.append(note(first))
+        return real(first, *args, **kwargs)
+    monkeypatch.setattr(owner, name, counted)
+    return seen
+
+
 @pytest.fixture
 def parses(monkeypatch):
     """The Kineto parses that really ran (a cache hit runs none)."""
-    seen: list[Path] = []
-    real = kineto.parse
-
-    def counted(path, *args, **kwargs):
-        seen.append(Path(path))
-        return real(path, *args, **kwargs)
-    monkeypatch.setattr(kineto, "parse", counted)
-    return seen
+    return counting(monkeypatch, kineto, "parse", Path)
 
 
 def trace_file(folder: Path, name: str = "rank0.json", n: int = 3, mtime: float = PAST, rank: int = 0,
@@ -400,14 +405,13 @@ def analyses(monkeypatch):
     from tracelens.analyzers import rank
 
     monkeypatch.setattr(cache, "get_report", lambda k: None)
-    seen: list[int | None] = []
-    real = rank.analyze_rank
+    return counting(monkeypatch, rank, "analyze_rank", lambda trace: trace.meta.rank)
 
-    def counted(trace, *args, **kwargs):
-        seen.append(trace.meta.rank)
-        return real(trace, *args, **kwargs)
-    monkeypatch.setattr(rank, "analyze_rank", counted)
-    return seen
+
+def damaged(blob: bytes, how: str) -> bytes:
+    """An entry's bytes cut in half, zeroed, with one bit flipped in the header, or empty."""
+    return {"truncated": blob[: len(blob) // 2], "garbage": b"\x00" * len(blob),
+            "flipped": blob[:40] + bytes([blob[40] ^ 1]) + blob[41:], "empty": b""}[how]
 
 
 def analysis_entries(root: Path) -> list[Path]:
@@ -501,8 +505,7 @@ def test_a_damaged_analysis_entry_is_rebuilt(tmp_path, root, analyses, damage):
     json_of(path)
     (entry,) = analysis_entries(root)
     blob = entry.read_bytes()
-    entry.write_bytes({"truncated": blob[: len(blob) // 2], "garbage": b"\x00" * len(blob),
-                       "flipped": blob[:40] + bytes([blob[40] ^ 1]) + blob[41:], "empty": b""}[damage])
+    entry.write_bytes(damaged(blob, damage))
     analyses.clear()
     assert json_of(path) == cold
     assert analyses == [0]                  # analysed again, and cached again
@@ -556,14 +559,7 @@ def combines(monkeypatch):
     """The runs of ``combine`` (a report served whole from the cache runs none)."""
     import tracelens.analyzers as analyzers
 
-    seen: list[int] = []
-    real = analyzers.combine
-
-    def counted(analyses, *args, **kwargs):
-        seen.append(len(analyses))
-        return real(analyses, *args, **kwargs)
-    monkeypatch.setattr(analyzers, "combine", counted)
-    return seen
+    return counting(monkeypatch, analyzers, "combine", len)
 
 
 def test_a_repeated_report_is_read_whole_in_every_format(tmp_path, root, parses, combines):
@@ -631,8 +627,7 @@ def test_a_damaged_report_entry_is_rebuilt(tmp_path, root, combines, damage):
         cache._write(entry, cache._framed(pickle.dumps((entry_k, b"\x81\xa1x\x01", 0)), []))
         assert k != entry_k             # (the test's own key is not the report's: only the entry's is used)
     else:
-        entry.write_bytes({"truncated": blob[: len(blob) // 2], "garbage": b"\x00" * len(blob),
-                           "flipped": blob[:40] + bytes([blob[40] ^ 1]) + blob[41:]}[damage])
+        entry.write_bytes(damaged(blob, damage))
     combines.clear()
     assert json_of(path) == cold and combines == [1]        # combined again, and cached again
     assert json_of(path) == cold and combines == [1]

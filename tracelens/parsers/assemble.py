@@ -13,7 +13,7 @@ import re
 import numpy as np
 
 from .. import classify, linking
-from ..columns import Lookup, categorical, categorical_of, factorize, isin, labels, mask, unique_rows
+from ..columns import Lookup, categorical, categorical_of, factorize, isin, mask, sorted_labels, unique_rows
 from ..table import Labels, Table, objects
 from ..model import (COLLECTIVE_COLUMNS, DEVICE_COLUMNS, HOST_COLUMNS, STEP_COLUMNS, THREAD_COLUMNS,
                      RankTrace, RunMeta)
@@ -117,7 +117,7 @@ def canonical(device: dict, host: dict, comm_meta: dict | None = None) -> tuple[
 def _sorted(cols: dict, key: tuple) -> tuple[dict, np.ndarray | None]:
     """``cols`` with sorted categories and rows in ``key`` order ("-" before a name: descending), and each
     old row's new index (None when nothing moved)."""
-    cols = {c: _sorted_categories(v) if isinstance(v, Labels) else v for c, v in cols.items()}
+    cols = {c: sorted_labels(v) if isinstance(v, Labels) else v for c, v in cols.items()}
     n = len(cols["start_ns"])
     if n < 2:
         return cols, None
@@ -152,18 +152,6 @@ def _lexsort(keys: list[np.ndarray]) -> np.ndarray:
     rows = order[at]
     order[at] = rows[np.lexsort([k[rows] for k in keys[:0:-1]] + [first[at]])]
     return order
-
-
-def _sorted_categories(cat: Labels) -> Labels:
-    names = cat.categories
-    listed = names.tolist()
-    if all(a <= b for a, b in zip(listed, listed[1:])):
-        return cat
-    order = np.argsort(names.astype(str), kind="stable")
-    rank = np.empty(len(order) + 1, dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    rank[-1] = -1                                       # code -1 (missing) stays missing
-    return labels(rank[cat.codes], names[order])
 
 
 def build(meta: RunMeta, device, host, steps: Table, threads: Table, comm_meta: dict,
@@ -295,7 +283,7 @@ def _relabel(col, rows: np.ndarray, value: str) -> Labels:
     labels_ = sorted({names[c] for c in used.tolist()})
     at = {v: i for i, v in enumerate(labels_)}
     remap = np.array([at.get(v, -1) for v in names] + [-1], dtype=np.int64)
-    return labels(remap[codes], labels_)
+    return Labels(remap[codes], labels_)
 
 
 def _clip_same_stream(device: dict, meta: RunMeta) -> None:

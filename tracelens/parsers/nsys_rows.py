@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..columns import categorical, labels, unique_rows
+from ..columns import categorical, unique_rows
 from ..table import Labels
 from ..meta import RunMeta
 from .nsys_read import NULL_TIME, _Db
@@ -67,7 +67,7 @@ def _named(ids: np.ndarray, strings: dict[int, str], clean=None) -> Labels:
         names = [clean(n) for n in names]
     cats, remap = np.unique(np.array(names or [""], dtype=object), return_inverse=True)
     codes = remap[inv] if ids.size else np.empty(0, dtype=np.int64)
-    return labels(codes, cats)
+    return Labels(codes, cats)
 
 
 def api_name(name: str) -> str:
@@ -148,7 +148,7 @@ def _columns(block: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
 
 
 def _const(value: str, n: int) -> Labels:
-    return labels(np.zeros(n, dtype=np.int8), [value])
+    return Labels(np.zeros(n, dtype=np.int8), [value])
 
 
 def _stack(parts: list[dict]) -> dict:
@@ -174,7 +174,7 @@ def _union(cats: list[Labels]) -> Labels:
         remap = np.array([index.setdefault(name, len(index)) for name in cat.categories.tolist()] + [-1],
                          dtype=np.int64)
         codes.append(remap[cat.codes])               # code -1 (missing) reads the appended -1
-    return labels(np.concatenate(codes), list(index))
+    return Labels(np.concatenate(codes), list(index))
 
 
 def _sync_rows(rows: np.ndarray, runtime: np.ndarray | None, match: str | None, strings: dict[int, str],
@@ -242,7 +242,7 @@ def _host_rows(q: dict, strings: dict[int, str]) -> dict:
         driver = (a[:, 5] == 1) | np.isin(names.codes, [i for i, n in enumerate(names.categories)
                                                         if re.match(r"cu[A-Z]", n)])
         parts.append({
-            "gtid": a[:, 2], "cat": labels(driver.astype(np.int8), ["cuda_runtime", "cuda_driver"]),
+            "gtid": a[:, 2], "cat": Labels(driver.astype(np.int8), ["cuda_runtime", "cuda_driver"]),
             "name": names, "start_ns": a[:, 0], "end_ns": np.maximum(a[:, 1], a[:, 0]), "correlation": a[:, 3],
             "nvtx_row": np.full(len(a), -1, np.int64)})
     if "nvtx" in q:
@@ -266,12 +266,12 @@ def _host_rows(q: dict, strings: dict[int, str]) -> dict:
             names = names.dictionary.to_pylist()
             parts.append({
                 "gtid": gtid,
-                "cat": labels(torch_op.astype(np.int8), ["user_annotation", "cpu_op"]),
-                "name": labels(per_text, names),
+                "cat": Labels(torch_op.astype(np.int8), ["user_annotation", "cpu_op"]),
+                "name": Labels(per_text, names),
                 "start_ns": start, "end_ns": end, "correlation": np.full(len(name), -1, np.int64),
                 "nvtx_row": np.arange(len(name), dtype=np.int64)})     # the NCCL payloads' key
     none = np.empty(0, np.int64)
-    cols = _stack(parts) if parts else {"gtid": none, "cat": labels(none, []), "name": labels(none, []),
+    cols = _stack(parts) if parts else {"gtid": none, "cat": Labels(none, []), "name": Labels(none, []),
                                         "start_ns": none, "end_ns": none, "correlation": none, "nvtx_row": none}
     gtid = cols.pop("gtid")
     return {"proc": gtid >> 24, "pid": (gtid >> 24) & 0xFFFFFF, "tid": gtid & 0xFFFFFF, **cols}

@@ -184,12 +184,6 @@ class _Forked:
         os.close(w)
         self.pid, self.stream = pid, os.fdopen(r, "rb")
 
-    def send(self, path: Path) -> bool:
-        return False
-
-    def done_sending(self) -> None:
-        pass
-
     def receive(self):
         return _receive(self, self.stream)
 
