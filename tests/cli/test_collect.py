@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -378,11 +379,19 @@ def _trace_rank(path: Path) -> int:
 @pytest.mark.e2e
 def test_gloo_ddp_under_torchrun(tmp_path):
     needs_torch()
-    out = tmp_path / "run"
-    proc = cli("collect", "--out", str(out), "--steps", "1,1,3", "--", "torchrun", "--nproc-per-node", "2",
-               TRAIN, "--backend", "gloo", "--bucket-cap-mb", "0.25", "--steps", "7",
-               env={"TORCH_NCCL_HIGH_PRIORITY": "1", "MY_API_TOKEN": "hunter2", "NCCL_IB_SECRET_KEY": "x"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    failures = []
+    for attempt in (1, 2):
+        out = tmp_path / f"run{attempt}"
+        proc = cli("collect", "--out", str(out), "--steps", "1,1,3", "--", "torchrun", "--nproc-per-node", "2",
+                   TRAIN, "--backend", "gloo", "--bucket-cap-mb", "0.25", "--steps", "7",
+                   env={"TORCH_NCCL_HIGH_PRIORITY": "1", "MY_API_TOKEN": "hunter2", "NCCL_IB_SECRET_KEY": "x"})
+        if proc.returncode == 0 or "tracelens: job exited with 0;" in proc.stderr:
+            break
+        # The training job failed, not tracelens (seen once in CI in the same job under a terminal): once more.
+        failures.append(f"attempt {attempt}, exit code {proc.returncode}:\n{proc.stderr[-3000:]}")
+    if failures:
+        warnings.warn("the gloo job failed once: " + failures[0])
+    assert proc.returncode == 0, "\n\n".join(failures) or proc.stderr[-3000:]
     # One trace per rank, named by the global rank the trace itself records.
     for rank in (0, 1):
         assert _trace_rank(out / f"rank{rank}.pt.trace.json.gz") == rank
