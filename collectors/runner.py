@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable, Optional
 
+from tracelens._speed import user_environ
 from tracelens.errors import InputError, UsageError
 from tracelens.rundir_layout import BOOTSTRAP, MANIFEST, NCCL_LOGS, REPORT, WORKERS
 
@@ -133,7 +134,7 @@ def plan(options: CollectOptions, environ: Optional[dict] = None) -> Plan:
         for path in run_dir.glob(stale):
             path.unlink()
     (run_dir / BOOTSTRAP / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
-    env = worker_env(dict(os.environ if environ is None else environ), run_dir.resolve(), options)
+    env = worker_env(user_environ() if environ is None else dict(environ), run_dir.resolve(), options)
     argv = list(options.command)
     if options.profiler == "nsys":
         argv = nsys_command(argv, nsys, run_dir.resolve(), options.steps_given)

@@ -24,6 +24,33 @@ import warnings
 from typing import NoReturn
 
 
+# Environment variables this process set for itself (:func:`one_blas_thread`): never passed on to a job.
+_SET_HERE: set[str] = set()
+
+
+def one_blas_thread() -> None:
+    """NumPy's OpenBLAS loads with one thread, where the user did not choose a count.
+
+    OpenBLAS starts a thread per core when numpy is imported, and joins them again before every fork
+    (its fork handler); tracelens does no linear algebra. On the 2-core development machine ``import
+    numpy`` takes 0.13 s of CPU instead of 0.23 s, and a first report of eight small ranks 0.57 s of CPU
+    instead of 0.68 s, 0.44 s wall instead of 0.475 s (medians of 30 paired runs, bench/RESULTS.md). On a
+    machine with more cores the threads cost more. Set for this process and the decode workers it starts;
+    a job that ``tracelens collect`` runs gets the environment the user had (:func:`user_environ`).
+    Plain way: leave OpenBLAS its default.
+    """
+    import sys
+
+    if "numpy" not in sys.modules and "OPENBLAS_NUM_THREADS" not in os.environ:
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        _SET_HERE.add("OPENBLAS_NUM_THREADS")
+
+
+def user_environ() -> dict:
+    """This process's environment without what :func:`one_blas_thread` set: the environment for a job."""
+    return {k: v for k, v in os.environ.items() if k not in _SET_HERE}
+
+
 @contextlib.contextmanager
 def no_cyclic_gc():
     """The cyclic garbage collector paused while an Nsight Systems export is read and assembled.

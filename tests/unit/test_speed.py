@@ -1,6 +1,7 @@
 """The speed tricks of tracelens/_speed.py give what the plain way gives, and their fallbacks do too."""
 
 import gc
+import os
 import subprocess
 import sys
 
@@ -39,3 +40,42 @@ def test_exit_without_teardown_keeps_the_code_and_skips_atexit(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 5, proc.stderr
     assert not marker.exists()
+
+
+BLAS_PROBE = ("import os; from tracelens._speed import one_blas_thread, user_environ; {call}import numpy; "
+              "print(len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'), "
+              "user_environ().get('OPENBLAS_NUM_THREADS'))")
+
+
+def _probe(call: str, env_extra: dict) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"} | env_extra
+    proc = subprocess.run([sys.executable, "-c", BLAS_PROBE.format(call=call)], capture_output=True, text=True,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="threads counted in /proc/self/task")
+def test_one_blas_thread_leaves_numpy_one_thread_and_the_users_environment_alone():
+    # numpy loaded after the call: the process runs one thread, and a job would not see the setting.
+    assert _probe("one_blas_thread(); ", {}) == ["1", "1", "None"]
+    # Without it OpenBLAS starts one thread per core (or whatever count its build caps): more than one here.
+    if (os.cpu_count() or 1) > 1:
+        threads, *_ = _probe("", {})
+        assert int(threads) > 1
+    # A count the user chose wins, and a job gets it.
+    assert _probe("one_blas_thread(); ", {"OPENBLAS_NUM_THREADS": "3"})[1:] == ["3", "3"]
+
+
+def test_a_collected_job_gets_the_environment_the_user_had(tmp_path, monkeypatch):
+    from tracelens.collectors import runner
+
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.setattr(_speed, "_SET_HERE", set())
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")         # as one_blas_thread sets it in the console script
+    _speed._SET_HERE.add("OPENBLAS_NUM_THREADS")
+    plan = runner.plan(runner.CollectOptions(command=[sys.executable, "-c", "pass"], out=tmp_path / "run"))
+    assert "OPENBLAS_NUM_THREADS" not in plan.env and plan.env["NCCL_DEBUG"] == "INFO"
+    _speed._SET_HERE.clear()                                  # the user's own setting is passed on
+    plan = runner.plan(runner.CollectOptions(command=[sys.executable, "-c", "pass"], out=tmp_path / "run2"))
+    assert plan.env["OPENBLAS_NUM_THREADS"] == "1"

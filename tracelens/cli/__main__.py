@@ -2,6 +2,8 @@
 
 import sys
 
+from .._speed import one_blas_thread
 from . import main
 
+one_blas_thread()
 sys.exit(main())
