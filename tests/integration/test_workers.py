@@ -188,3 +188,26 @@ def test_loaded_tables_can_be_edited(jobs):
         frame = getattr(t, name)
         frame[column][0] = 5
         assert frame[column][0] == 5, name
+
+
+@pytest.mark.single_thread
+def test_a_bug_in_a_forked_worker_falls_back_to_decoding_here(monkeypatch):
+    # A failure that is not an InputError (a bug, MemoryError) is answered as "failed" with its traceback;
+    # take() then gives None and the caller decodes the file in this process, where the bug shows itself.
+    monkeypatch.delenv(workers.SPAWN_ENV, raising=False)
+    assert workers.can_fork()
+    good, bad = sorted((SAMPLES / "wfbp_100").glob("rank*.json.gz"))
+    from tracelens.parsers import kineto_decode
+
+    real = kineto_decode.decode_file
+
+    def buggy(path, keep_alive=None):
+        if Path(path) == bad:
+            raise RuntimeError("a bug in the decoder")
+        return real(path, keep_alive)
+
+    monkeypatch.setattr(kineto_decode, "decode_file", buggy)      # the forked child inherits the patch
+    with workers.DecodePool([bad, good], 1) as pool:
+        assert pool.take(bad) is None
+        # The worker lived on (a dead one would answer nothing more): the next file still comes from it.
+        assert pool.take(good).meta.source == str(good)

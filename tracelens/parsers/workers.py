@@ -206,8 +206,6 @@ def _answer(paths: list, out) -> None:
     """Decode ``paths`` in order and write one pickled answer each to ``out``: ("ok", KinetoColumns) |
     ("error", InputError) | ("failed", traceback text). The last file's decoded events are parked, not
     freed: the worker exits right after, without freeing them one by one."""
-    import traceback
-
     from ..errors import TracelensError
     from .kineto_decode import decode_file
 
@@ -218,6 +216,8 @@ def _answer(paths: list, out) -> None:
         except TracelensError as exc:
             answer = ("error", exc)
         except Exception:  # a bug, or MemoryError: the caller decodes the file itself
+            import traceback    # here: its import (3.5 ms, linecache and tokenize) is paid only on a failure
+
             answer = ("failed", traceback.format_exc())
         pickle.dump(answer, out, protocol=pickle.HIGHEST_PROTOCOL)
         out.flush()
