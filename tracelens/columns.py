@@ -17,7 +17,7 @@ from typing import Callable, TypeVar
 
 import numpy as np
 
-from .table import Labels, objects
+from .table import Labels, distinct, objects
 
 T = TypeVar("T")
 
@@ -198,3 +198,47 @@ def group_rows(*columns) -> list[tuple[tuple, np.ndarray]]:
         out.append((tuple(None if c[at] < 0 else u[c[at]] for c, u in zip(codes, uniques)), rows[g]))
     return out
 
+
+
+def percentile(values, q):
+    """``np.percentile(values, q)`` (its default, linear method) of a 1-D array of numbers, computed as numpy
+    computes it, step for step, so that every result is the same to the last bit; ``q`` a number or a list.
+
+    numpy's own runs a plain np.unique over its indexes, which imports numpy.ma (see :func:`.table.distinct`).
+    """
+    x = np.sort(np.asarray(values).ravel())
+    n = x.size
+    if n == 0:
+        raise ValueError("percentile of no values")
+    scalar = np.ndim(q) == 0
+    qs = np.true_divide(np.atleast_1d(np.asarray(q, dtype=np.float64)), 100)
+    virtual = (n - 1) * qs           # numpy's virtual index for its linear method
+    prev = np.floor(virtual)
+    nxt = prev + 1
+    above = virtual >= n - 1
+    prev[above], nxt[above] = -1, -1
+    below = virtual < 0
+    prev[below], nxt[below] = 0, 0
+    prev, nxt = prev.astype(np.intp), nxt.astype(np.intp)
+    gamma = np.asarray(virtual - prev, dtype=virtual.dtype)
+    a, b = x[prev], x[nxt]
+    diff = b - a
+    out = np.asarray(a + diff * gamma)
+    np.subtract(b, diff * (1 - gamma), out=out, where=gamma >= 0.5, casting="unsafe")
+    if x.dtype.kind in "fc" and np.isnan(x[-1]):
+        out[...] = np.nan       # numpy: a NaN anywhere makes every percentile NaN
+    return out[0] if scalar else out
+
+
+def median(values):
+    """``np.median(values)`` of a 1-D array of numbers, computed as numpy computes it: the mean of the middle
+    value or two (NaN when there is a NaN). numpy's own checks a float array for a masked one, which imports
+    numpy.ma (see :func:`.table.distinct`)."""
+    x = np.sort(np.asarray(values).ravel())
+    n = x.size
+    if n == 0:
+        raise ValueError("median of no values")
+    middle = np.mean(x[(n - 1) // 2: n // 2 + 1])
+    if x.dtype.kind in "fc" and np.isnan(x[-1]):
+        return x.dtype.type(np.nan)
+    return middle

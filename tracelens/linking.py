@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .columns import isin, mask
+from .columns import distinct, isin, mask
 
 
 def take(values: np.ndarray, idx: np.ndarray, default) -> np.ndarray:
@@ -66,7 +66,7 @@ def _thread_start_order(thread: np.ndarray, start: np.ndarray, end: np.ndarray) 
     tie = np.flatnonzero(s[1:] == s[:-1])
     if tie.size:
         # Equal starts, longest first: re-sort only the events that share a start with a neighbour.
-        rows = np.unique(np.concatenate([tie, tie + 1]))
+        rows = distinct(np.concatenate([tie, tie + 1]))
         sub = order[rows]
         order[rows] = sub[np.lexsort((-end[sub], start[sub]))]
     return order[np.argsort(thread[order], kind="stable")]

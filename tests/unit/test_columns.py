@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tracelens.columns import group_rows, mask, matches, remembered, unique_rows
+from tracelens.columns import distinct, group_rows, mask, matches, median, percentile, remembered, unique_rows
 
 small = st.integers(-3, 40)
 wide = st.sampled_from([-(2**62), -5, 0, 7, 2**40, 2**62 - 1])   # spans that cannot be packed into one int64
@@ -70,3 +70,38 @@ def test_mask_reads_each_row_through_its_category():
     assert mask(names, lambda n: n.startswith("nccl:")).tolist() == [True, False, False, True, False]
     mixed = pd.Categorical(["nccl:x", 7, None, "y"], categories=pd.Index([7, "nccl:x", "y"], dtype=object))
     assert mask(mixed, lambda n: n.startswith("nccl:")).tolist() == [True, False, False, False]
+
+
+# Numbers as the reports hold them: int64 ns and byte counts (past 2**53 too), float bandwidths, ties.
+_numbers = st.one_of(
+    hnp.arrays(np.int64, st.integers(1, 40), elements=st.integers(-(2**62), 2**62)),
+    hnp.arrays(np.int64, st.integers(1, 40), elements=st.integers(0, 4)),
+    hnp.arrays(np.float64, st.integers(1, 40), elements=st.floats(0, 1e12, allow_nan=False)),
+    hnp.arrays(np.float64, st.integers(1, 40), elements=st.sampled_from([0.5, 1.0, 3.25, float("nan")])))
+_q = st.one_of(st.floats(0, 100), st.integers(0, 100), st.lists(st.floats(0, 100), min_size=1, max_size=4))
+
+
+@settings(max_examples=500, deadline=None)
+@given(_numbers, _q)
+def test_percentile_is_numpys_to_the_bit(values, q):
+    want, got = np.percentile(values, q), percentile(values, q)
+    assert type(got) is type(want)
+    np.testing.assert_array_equal(got, want)           # NaN equal to NaN, nothing else tolerated
+    assert np.asarray(got).dtype == np.asarray(want).dtype
+
+
+@settings(max_examples=500, deadline=None)
+@given(_numbers)
+def test_median_is_numpys_to_the_bit(values):
+    want, got = np.median(values), median(values)
+    assert type(got) is type(want)
+    np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(hnp.arrays(np.int64, st.integers(0, 40), elements=st.integers(-5, 5)),
+                 st.lists(st.sampled_from(["nccl", "gloo", "", "all_reduce"]), max_size=20).map(
+                     lambda v: np.array(v, dtype=object))))
+def test_distinct_is_numpys_unique(values):
+    want, got = np.unique(values), distinct(values)
+    assert got.dtype == want.dtype and got.tolist() == want.tolist()

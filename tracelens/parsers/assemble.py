@@ -13,7 +13,7 @@ import re
 import numpy as np
 
 from .. import classify, linking
-from ..columns import Lookup, categorical, categorical_of, factorize, isin, mask, sorted_labels, unique_rows
+from ..columns import Lookup, categorical, categorical_of, distinct, factorize, isin, mask, sorted_labels, unique_rows
 from ..table import Labels, Table, objects
 from ..model import (COLLECTIVE_COLUMNS, DEVICE_COLUMNS, HOST_COLUMNS, STEP_COLUMNS, THREAD_COLUMNS,
                      RankTrace, RunMeta)
@@ -279,7 +279,7 @@ def _relabel(col, rows: np.ndarray, value: str) -> Labels:
         cat = categorical(np.asarray(col, dtype=object))
     names = cat.categories.tolist() + [value]
     codes = np.where(rows, len(names) - 1, cat.codes.astype(np.int64))
-    used = np.unique(codes[codes >= 0])
+    used = distinct(codes[codes >= 0])
     labels_ = sorted({names[c] for c in used.tolist()})
     at = {v: i for i, v in enumerate(labels_)}
     remap = np.array([at.get(v, -1) for v in names] + [-1], dtype=np.int64)

@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import InputError
 from ..envlist import allowed_env
 from ..meta import RunMeta, rank_in_file_name
+from ..columns import distinct
 from .._speed import no_cyclic_gc
 from ..table import Table
 from ..model import RankTrace
@@ -68,11 +69,11 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
     untimed = device.pop("untimed")
     by_pid = "globalPid" in db.columns(KERNEL)
     if by_pid:
-        procs = np.unique(device["proc"]).tolist()      # the processes with rows in any device table
+        procs = distinct(device["proc"]).tolist()      # the processes with rows in any device table
     host = _untimed(_host_rows(queries, strings), "start_ns", "end_ns")
     for proc, n in host.pop("untimed").items():
         untimed[proc] = untimed.get(proc, 0) + n
-    host_procs = np.unique(host["proc"]).tolist()
+    host_procs = distinct(host["proc"]).tolist()
     if not by_pid:
         # Exports without globalPid (synthetic or trimmed): the only host process owns the GPU rows.
         procs = host_procs[:1] if len(host_procs) == 1 else [0]

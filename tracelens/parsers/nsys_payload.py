@@ -22,9 +22,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import nvtx_payload as nvp
-from ..columns import unique_rows
+from ..columns import distinct, unique_rows
 from .nccl_layouts import CALLS, COMM_CALL, FIELDS, NCCL_API, OPS, P2P, REDOPS, REF_LAYOUTS
-from .nsys_read import NVTX, NVTX_BLOBS, _PAYLOAD_ENTRIES, _PAYLOAD_SCHEMAS, _Db
+from .nsys_read import NVTX, NVTX_BLOBS, _PAYLOAD_ENTRIES, _PAYLOAD_SCHEMAS, _Db, arrow_ints, arrow_strings, numpy_of
 
 # Row status of an NCCL range's payload.
 NONE, DECODED, UNDECODABLE, UNKNOWN = 0, 1, 2, 3
@@ -63,11 +63,11 @@ def nccl_ranges(db: _Db, q: dict) -> NcclRanges:
     # Only ranges outside the default domain can be NCCL's: their names are few, torch's are many and
     # nearly all distinct (", op_id = N").
     outside = np.flatnonzero(domain > 0)
-    text = name if isinstance(name, pa.Array) else pa.array(name, pa.large_string())
-    names = pc.dictionary_encode(text.take(pa.array(outside)))
+    text = name if isinstance(name, pa.Array) else arrow_strings(name)
+    names = pc.dictionary_encode(text.take(arrow_ints(outside)))
     distinct = [str(n) for n in names.dictionary.to_pylist()]
     is_api = np.array([bool(NCCL_API.match(n)) for n in distinct] + [False])
-    codes = names.indices.to_numpy(zero_copy_only=False)
+    codes = numpy_of(names.indices)
     nccl = outside[is_api[codes]]
     codes = codes[is_api[codes]]
     if not nccl.size:
@@ -139,7 +139,7 @@ def _decode(db: _Db, r: _Rows, rowid: np.ndarray, present: np.ndarray, schemas: 
     """Fetch the payloads of the NCCL ranges that have one and decode them into ``r``: blobs first, then the
     JSON text of the rows without a blob."""
     cols = db.columns(NVTX)
-    domains = ", ".join(str(int(d)) for d in np.unique(r.domain[present]).tolist())
+    domains = ", ".join(str(int(d)) for d in distinct(r.domain[present]).tolist())
     where = f'n."domainId" IN ({domains}) AND n."eventType" IN (59, 60)'
     order = np.argsort(rowid, kind="stable")
 
@@ -362,7 +362,7 @@ def _notes(db: _Db, r: _Rows, schemas: dict, any_payload: bool) -> dict[int | No
     proc = r.gtid >> 24
     out: dict[int | None, list[tuple[str, str, int]]] = {}
     has_payload = r.status != NONE
-    for p in np.unique(proc).tolist():
+    for p in distinct(proc).tolist():
         mine = proc == p
         notes = []
         if not has_payload[mine].any() and (sized or any_payload):

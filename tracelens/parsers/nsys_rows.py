@@ -17,10 +17,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..columns import categorical, unique_rows
+from ..columns import categorical, distinct, unique_rows
 from ..table import Labels
 from ..meta import RunMeta
-from .nsys_read import NULL_TIME, _Db
+from .nsys_read import NULL_TIME, _Db, arrow_strings, first_items, numpy_of
 
 # Fallback copies of the CUDA enums (2.9.1 and older exports ship no ENUM_* tables); nsys-sqlite.md §7.
 COPY_KIND = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
@@ -218,7 +218,7 @@ def _device_columns(rows: dict, base: int, meta: RunMeta) -> dict:
     kind = rows["kind"]
     work = kind.codes != (list(kind.categories).index("sync") if "sync" in kind.categories else -2)
     # Distinct (device, context) pairs as one int64 key each (np.unique(axis=0) costs ~1 ms even on a few rows).
-    pairs = np.unique((device[work] << 32) | (context[work] & 0xFFFFFFFF))
+    pairs = distinct((device[work] << 32) | (context[work] & 0xFFFFFFFF))
     devices, per_device = np.unique(pairs >> 32, return_counts=True)
     if (per_device > 1).any():
         # Stream ids are unique per context only: keep lanes apart by putting the context in the high bits.
@@ -253,16 +253,15 @@ def _host_rows(q: dict, strings: dict[int, str]) -> dict:
             # plain substring split; the few distinct heads left then take the full suffix regex (RE2). The
             # result is the regex's on every text: it cuts at the first suffix keyword, and what precedes
             # ", op_id = " holds any earlier one. All inside Arrow, no per-row Python.
-            split = pc.split_pattern(name if isinstance(name, pa.Array) else pa.array(name, pa.large_string()),
+            split = pc.split_pattern(name if isinstance(name, pa.Array) else arrow_strings(name),
                                      _TORCH_OP_ID, max_splits=1)
-            heads = pc.dictionary_encode(pc.list_element(split, 0))
+            heads = pc.dictionary_encode(first_items(split))
             cleaned = pc.replace_substring_regex(heads.dictionary, _TORCH_SUFFIX_RE2, "")
             names = pc.dictionary_encode(cleaned)
-            head_codes = heads.indices.to_numpy()
-            per_text = names.indices.to_numpy()[head_codes]
-            stripped = pc.not_equal(pc.binary_length(heads.dictionary), pc.binary_length(cleaned)) \
-                .to_numpy(zero_copy_only=False)
-            torch_op = stripped[head_codes] | (pc.list_value_length(split).to_numpy(zero_copy_only=False) > 1)
+            head_codes = numpy_of(heads.indices)
+            per_text = numpy_of(names.indices)[head_codes]
+            stripped = numpy_of(pc.not_equal(pc.binary_length(heads.dictionary), pc.binary_length(cleaned)))
+            torch_op = stripped[head_codes] | (numpy_of(pc.list_value_length(split)) > 1)
             names = names.dictionary.to_pylist()
             parts.append({
                 "gtid": gtid,

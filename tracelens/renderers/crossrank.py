@@ -5,6 +5,7 @@ view only when there is something in it."""
 
 from __future__ import annotations
 
+from ..columns import distinct
 from .figures import MAX_BARS, MS, PALETTE, WORST, _go, _title
 
 OP_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
@@ -240,12 +241,12 @@ def strip(report, step="all", max_shapes: int = MAX_STRIP_SHAPES):
             hovertemplate="rank %{y} arrived last at %{customdata[0]} seq %{customdata[1]}<br>at %{x:.6f} ms"
                           "<extra></extra>"))
     own = [r.rank for r in _cross(report).ranks if not r.clock_corrected]
-    notes = [f"{len(np.unique(cols['instance']))} matched instances"]
+    notes = [f"{len(distinct(cols['instance']))} matched instances"]
     if own:
         notes.append("on their own clock: rank " + ", ".join(map(str, sorted(own))))
     if merged:
         notes.append(f"gaps under {gap * MS:.6f} ms merged")
-    few = len(np.unique(cols["rank"])) <= MAX_BARS
+    few = len(distinct(cols["rank"])) <= MAX_BARS
     fig.update_layout(title=_title(f"Collective strip on the aligned clock ({where})", "; ".join(notes)),
                       xaxis={"title": "time since the first start shown (ms)"},
                       yaxis={"title": "rank", "autorange": "reversed", **({"dtick": 1} if few else {})},

@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 
-from ...columns import categorical_of, isin
+from ...columns import categorical_of, distinct, isin
 from ...model import RankTrace
 from .. import intervals as iv
 from ..thresholds import material
@@ -71,7 +71,7 @@ def _by_direction(trace: RankTrace, device: int, lo: np.ndarray, hi: np.ndarray)
     cat = categorical_of(ops["name"])
     if cat is not None:            # names are read once per distinct name among the copies
         codes = cat.codes[rows].astype(np.int64)
-        used = np.unique(codes)
+        used = distinct(codes)
         texts = [cat.categories[c] if c >= 0 else "" for c in used.tolist()]
         at = np.searchsorted(used, codes)
     else:
@@ -80,5 +80,5 @@ def _by_direction(trace: RankTrace, device: int, lo: np.ndarray, hi: np.ndarray)
     direction = np.array([_direction(t) for t in texts], dtype=object)[at]
     paged = np.array(["Pageable" in t for t in texts], dtype=bool)[at]
     s, e = ops["start_ns"][rows], ops["end_ns"][rows]
-    out = {d: iv.length_in(iv.union(s[direction == d], e[direction == d]), lo, hi) for d in np.unique(direction)}
+    out = {d: iv.length_in(iv.union(s[direction == d], e[direction == d]), lo, hi) for d in distinct(direction)}
     return out, iv.length_in(iv.union(s[paged], e[paged]), lo, hi)

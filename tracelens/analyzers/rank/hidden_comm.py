@@ -22,7 +22,7 @@ import re
 
 import numpy as np
 
-from ...columns import Lookup, categorical_of, isin, mask, remembered
+from ...columns import Lookup, categorical_of, distinct, isin, mask, remembered
 from ...linking import nearest_ancestor
 from ..thresholds import material
 from ..wording import Finding
@@ -82,7 +82,7 @@ def analyze(ctx) -> list[Finding]:
         material(th, per_step, span // max(len(steps), 1))
     if not (no_comm or worth):
         return []
-    with_comm = np.unique(scope[on & is_comm & (scope >= 0)])
+    with_comm = distinct(scope[on & is_comm & (scope >= 0)])
     names = Lookup(host["name"])
     lonely = outer[~np.isin(outer, with_comm)]
     scopes = _counts([names[int(i)] for i in lonely.tolist()])

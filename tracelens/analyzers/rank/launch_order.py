@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...columns import isin
+from ...columns import distinct, isin
 from ...model import RankTrace
 from ...table import Labels, Table
 from .. import intervals as iv
@@ -135,7 +135,7 @@ def analyze(ctx) -> list[Finding]:
     window = np.where((w >= 0) & (f["start"] < windows.end[np.maximum(w, 0)]), w, -1)
     connections = trace.meta.env.get("CUDA_DEVICE_MAX_CONNECTIONS")
     out = []
-    for win in np.unique(window[window >= 0]).tolist():
+    for win in distinct(window[window >= 0]).tolist():
         g = {c: v[window == win] for c, v in f.items()}
         out.append(_finding(trace.meta.rank, int(windows.step[win]), g, int(durations[win]), connections, th))
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...columns import isin
+from ...columns import distinct, isin
 from ...model import RankTrace
 from ...timeline import Lane, StepTimeline
 from .. import intervals as iv
@@ -51,7 +51,7 @@ def _gpu_lanes(trace: RankTrace, device, lo: int, hi: int) -> list[Lane]:
     name = ops["name"].to_numpy()
     kinds = {k: on & isin(ops["kind"], (k,)) for k in ("compute", "comm", "memcpy", "memset", "sync")}
     lanes = []
-    for st in np.unique(stream[on]):
+    for st in distinct(stream[on]):
         here = stream == st
         spans, names = {}, {}
         for kind, of_kind in kinds.items():

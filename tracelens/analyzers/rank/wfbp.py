@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...columns import distinct
 from ...contract import BucketModel, BucketPrediction
 from .. import intervals as iv
 from ..thresholds import material
@@ -47,7 +48,7 @@ def layout(total: int, first: int, cap: int) -> list[int]:
 
 def _fit(sizes: np.ndarray, durations: np.ndarray) -> tuple[float, float] | None:
     """(α, ns per byte) by least squares, or None without two sizes or with a slope that is not positive."""
-    if np.unique(sizes).size < 2:
+    if distinct(sizes).size < 2:
         return None
     slope, icpt = np.polyfit(sizes.astype(float), durations.astype(float), 1)
     if slope <= 0:
@@ -69,7 +70,7 @@ def model(comm: dict, dims: np.ndarray, compute: iv.IntervalSet, steps: list) ->
     exposed_of = {s.step: s.exposed_comm_ns if s.by_dimension is None else
                   s.by_dimension.get("dp").exposed_comm_ns if "dp" in s.by_dimension else 0 for s in steps}
     rows = []
-    for st in np.unique(step).tolist():
+    for st in distinct(step).tolist():
         at = np.flatnonzero(step == st)
         if at.size < 2 or st not in exposed_of:
             continue

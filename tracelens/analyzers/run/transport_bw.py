@@ -12,6 +12,7 @@ from typing import Iterable, NamedTuple
 
 import numpy as np
 
+from ...columns import percentile
 from ...contract import BandwidthCheck
 from ..seam import RankAnalysis
 from ..thresholds import Thresholds
@@ -77,7 +78,7 @@ def check(rows: list[Row], th: Thresholds, source: str = "comm-table") -> Bandwi
     bw = np.array([r.busbw_gbps for r in rows if r.inter_node and r.bytes >= th.transport_min_bytes], dtype=float)
     if not len(bw):
         return None
-    p10, p50, p90 = (round(float(v), 3) for v in np.percentile(bw, [10, 50, 90]))
+    p10, p50, p90 = (round(float(v), 3) for v in percentile(bw, [10, 50, 90]))
     where = "tcp" if p50 < th.transport_tcp_max_busbw_gbps else \
         "rdma" if p50 > th.transport_rdma_min_busbw_gbps else "ambiguous"
     return BandwidthCheck(source=source, collectives=len(bw), busbw_gbps_p10=p10, busbw_gbps_p50=p50,

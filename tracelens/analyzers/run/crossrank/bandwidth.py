@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....columns import median, percentile
 from ....contract import BandwidthRow
 
 # busbw factor per canonical op, as a function of the group size n (nccl-tests src/<coll>.cu, *GetBw).
@@ -61,10 +62,10 @@ def summary(ops: list, size: np.ndarray, group: np.ndarray, algbw: list, busbw: 
     for (op, n, k), idx in sorted(rows.items()):
         alg = np.array([algbw[i] for i in idx if algbw[i] is not None])
         bus = np.array([busbw[i] for i in idx if busbw[i] is not None])
-        pct = (lambda q: float(np.percentile(bus, q)) if len(bus) else None)
+        pct = (lambda q: float(percentile(bus, q)) if len(bus) else None)
         out.append(BandwidthRow(
             op=op or None, group_size=n, min_bytes=edges[k], max_bytes=edges[k + 1] if k + 1 < len(edges) else None,
             count=len(idx), latency_bound=edges[k] < min_bytes,
-            algbw_p50_gbps=float(np.median(alg)) if len(alg) else None,
+            algbw_p50_gbps=float(median(alg)) if len(alg) else None,
             busbw_p10_gbps=pct(10), busbw_p50_gbps=pct(50), busbw_p90_gbps=pct(90)))
     return out

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ....columns import percentile
 from ...thresholds import Thresholds
 
 _MIN_LARGE = 3
@@ -75,7 +76,7 @@ def estimate(pos: np.ndarray, inst: np.ndarray, end: np.ndarray, large: np.ndarr
         if not len(d):
             continue
         off = _median(d)
-        sp = int(np.round(np.percentile(d, 90) - np.percentile(d, 10)))
+        sp = int(np.round(percentile(d, 90) - percentile(d, 10)))
         ok = sp <= th.clock_max_spread_ns
         for p in ps:
             est[p], spread[p], applied[p] = off, sp, ok

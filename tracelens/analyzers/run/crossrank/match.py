@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ....columns import factorize
+from ....columns import distinct, factorize
 
 from ....contract import WarningEntry
 from ...seam import RankAnalysis
@@ -204,7 +204,7 @@ def _expected(tab: Table, gkey: np.ndarray, mode: np.ndarray, ranks: np.ndarray,
     np.add.at(out, gkey[o][st], 1)
     present = set(ranks.tolist())
     names = tab.names["pg_name"]
-    for g in np.unique(gkey[mode < 2]).tolist():
+    for g in distinct(gkey[mode < 2]).tolist():
         members = groups.get(str(names[tab.cols["pg_name"][np.flatnonzero(gkey == g)[0]]]))
         given = sum(r in present for r in members) if members else 0
         if given:
@@ -241,7 +241,7 @@ def _warnings(tab, o, st, cnt, ok, bad, why, complete, cut_group, idx, inst_gkey
         row = o[st[first]]
         pg = tab.names["pg_name"][tab.cols["pg_name"][row]] if tab.cols["pg_name"][row] >= 0 else None
         where = f"process group {pg}" if pg is not None else f"communication stream {tab.cols['stream'][row]}"
-        groups = len(np.unique(inst_gkey[bad]))
+        groups = len(distinct(inst_gkey[bad]))
         out.append(WarningEntry(
             code="collective-mismatch", rank=None, count=int(cnt[stopped].sum()),
             message=f"ranks disagree on the {_CHECKED[why[first]].replace('_', ' ')} of a collective ({where}, "
