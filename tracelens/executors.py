@@ -160,10 +160,16 @@ def report(files, ctx_of: Callable[[], Context], *, comm_patterns=(), step_patte
 
     comm_patterns = tuple(comm_patterns)
     whole = None
-    if executor == "local" and cache:
-        from .parsers.workers import jobs_setting
+    if executor == "dask" and not _dask_installed():
+        raise UsageError(DASK_HINT)     # said whether or not the cache holds the Report
+    if cache and executor in EXECUTORS:
+        # The Report layer serves either executor: the Reports are the same, and a repeated report of
+        # unchanged files then starts no cluster. On Dask it needs the files visible here too (their keys
+        # are their stats); where they are not, the key is None and the workers read them as always.
+        if executor == "local":
+            from .parsers.workers import jobs_setting
 
-        jobs_setting()          # a bad TRACELENS_JOBS is a usage error, served from the cache or not
+            jobs_setting()      # a bad TRACELENS_JOBS is a usage error, served from the cache or not
         ctx = ctx_of()
         ctx_of = (lambda ctx=ctx: ctx)
         whole = _report_key(files, comm_patterns, step_pattern, ctx)
@@ -313,6 +319,16 @@ def _dask(files, ctx, comm_patterns, step_pattern, workers, scheduler, on_done, 
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _dask_installed() -> bool:
+    """Whether dask.distributed can be imported, without importing it (~1 s)."""
+    import importlib.util
+    import sys
+
+    if "dask.distributed" in sys.modules:
+        return sys.modules["dask.distributed"] is not None
+    return all(importlib.util.find_spec(name) is not None for name in ("dask", "distributed"))
 
 
 def _remote(index: int, path: str, comm_patterns, step_pattern, ctx, cache=False) -> Done:

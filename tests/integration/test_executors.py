@@ -5,7 +5,9 @@ Dask executor's Report byte for byte the local one's."""
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 
 import pytest
 
@@ -92,16 +94,38 @@ def test_dask_report_is_the_local_report_byte_for_byte(tmp_path):
     # answer (in whatever order they finish) is covered too.
     run = _run(tmp_path, [("a.json", 0), ("b.json", None), ("c.json", None), ("d.json", 3)])
     (run / "config.json").write_text('{"not": "a trace"}')
-    local = api.report([run], jobs=0).to_json()
-    remote = api.report([run], executor="dask", workers=2).to_json()
+    # No cache: the Report layer would serve the second report whole, and no worker would run.
+    local = api.report([run], jobs=0, cache=False).to_json()
+    remote = api.report([run], executor="dask", workers=2, cache=False).to_json()
     assert remote == local
     assert len(json.loads(remote)["ranks"]) == 4
+
+
+def test_a_repeated_dask_report_is_read_whole_without_a_cluster(tmp_path, monkeypatch):
+    from tracelens import executors
+
+    run = _run(tmp_path, [("a.json", 0), ("b.json", 1)])
+    for f in run.glob("*.json"):                # written a moment ago: too fresh to tell from a rewrite
+        os.utime(f, (time.time() - 60, time.time() - 60))
+    first = api.report([run], jobs=0)           # fills the Report layer; a Dask report is the same Report
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("a Dask cluster was started for a report the cache holds")
+
+    monkeypatch.setattr(executors, "_dask", no_cluster)
+    assert api.report([run], executor="dask", workers=2).to_json() == first.to_json()
+    # Changed thresholds are another Report: this one goes to the workers (here, the stand-in).
+    with pytest.raises(AssertionError, match="cluster was started"):
+        api.report([run], executor="dask", workers=2, thresholds=["critical_exposed_fraction=0.5"])
 
 
 def test_dask_missing_says_how_to_install(tmp_path, monkeypatch, capsys):
     from tracelens.cli import main
 
     run = _run(tmp_path, [("a.json", 0), ("b.json", 1)])
+    for f in run.glob("*.json"):
+        os.utime(f, (time.time() - 60, time.time() - 60))
+    api.report([run], jobs=0)         # the Report layer holds it: the missing extra is said all the same
     monkeypatch.setitem(sys.modules, "dask.distributed", None)      # what `import` sees without the extra
     code = main(["report", str(run), "--executor", "dask"])
     err = capsys.readouterr().err.strip()
