@@ -199,7 +199,6 @@ def group_rows(*columns) -> list[tuple[tuple, np.ndarray]]:
     return out
 
 
-
 def percentile(values, q):
     """``np.percentile(values, q)`` (its default, linear method) of a 1-D array of numbers, computed as numpy
     computes it, step for step, so that every result is the same to the last bit; ``q`` a number or a list.

@@ -65,14 +65,14 @@ def nccl_ranges(db: _Db, q: dict) -> NcclRanges:
     outside = np.flatnonzero(domain > 0)
     text = name if isinstance(name, pa.Array) else arrow_strings(name)
     names = pc.dictionary_encode(text.take(arrow_ints(outside)))
-    distinct = [str(n) for n in names.dictionary.to_pylist()]
-    is_api = np.array([bool(NCCL_API.match(n)) for n in distinct] + [False])
+    texts = [str(n) for n in names.dictionary.to_pylist()]
+    is_api = np.array([bool(NCCL_API.match(n)) for n in texts] + [False])
     codes = numpy_of(names.indices)
     nccl = outside[is_api[codes]]
     codes = codes[is_api[codes]]
     if not nccl.size:
         return NcclRanges()
-    calls = [n[4:].lower() if is_api[i] else "" for i, n in enumerate(distinct)] + [""]
+    calls = [n[4:].lower() if is_api[i] else "" for i, n in enumerate(texts)] + [""]
     r = _Rows(nccl, start[nccl], gtid[nccl], domain[nccl], codes, calls)
     schemas = _schemas(db)
     if present[nccl].any():

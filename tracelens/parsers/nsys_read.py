@@ -257,8 +257,8 @@ def arrow_strings(values: list) -> pa.Array:
     """Python strings (None: null) as an Arrow large_string array, built from its buffers.
 
     Not ``pa.array``: on any Python or numpy input it asks pyarrow's pandas shim whether that is a pandas
-    object, which imports pandas, 0.3 s and 60 MB that no nsys report needs (the 2.3 MB corpus export
-    h100_2gpu_1s: 0.71 s and 144 MB peak with it, 0.38 s and 81 MB without, medians of 10).
+    object, which imports pandas, 0.3 s that no nsys report needs (a cold report of the 2.3 MB corpus export
+    h100_2gpu_1s: 0.87 s and 144 MiB peak with it, 0.46 s and 105 MiB without; bench/RESULTS.md).
     """
     data = [v.encode("utf-8", "surrogatepass") if v is not None else b"" for v in values]
     offsets = np.zeros(len(data) + 1, np.int64)
