@@ -8,8 +8,9 @@
     thresholds(...)               -> Thresholds          config file < TRACELENS_THRESHOLDS < flags
     gate(paths, ...)              -> GateResult          the CI gate: rules, config, baseline
 
-Nothing heavy is imported at module level: a command finds its inputs and starts the decode workers before
-the parsers and analyzers are imported (see parsers/workers.py), so that decoding runs beside the imports.
+Nothing heavy is imported at module level: a report finds its inputs and forks its workers before numpy,
+the parsers and the analyzers are imported (see forked.py), so that the workers import them on their own
+cores while this process does.
 """
 
 from __future__ import annotations
@@ -141,13 +142,15 @@ def report(paths, *, thresholds: Thresholds | Iterable[str] | None = None, comm_
     process, ``jobs`` decode workers) or ``"dask"`` (``workers`` on a LocalCluster, or the cluster at
     ``scheduler``); ``on_done(tally)`` after each file (:class:`.executors.Tally`: files, ranks, bytes done).
     """
-    from .contract import is_report_file, read_report
-
     paths = _paths(paths)
     limits = _as_thresholds(thresholds, config, use_config, env)
-    if len(paths) == 1 and is_report_file(paths[0]):
-        limits()            # a bad threshold is an error here too, though a saved report is not re-analysed
-        return read_report(paths[0])
+    if len(paths) == 1 and paths[0].lower().endswith(".json"):
+        # Only here: the contract's import (msgspec, 10-20 ms) would delay the workers of every other report.
+        from .contract import is_report_file, read_report
+
+        if is_report_file(paths[0]):
+            limits()        # a bad threshold is an error here too, though a saved report is not re-analysed
+            return read_report(paths[0])
     from .parsers import discover
 
     files = discover(paths)

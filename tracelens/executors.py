@@ -11,9 +11,12 @@ settles whole traces:
 - a rank claimed twice inside one file is warned about there (across files it is two runs, refused);
 - several runs are refused by :func:`.parsers.runs.check_one_run`, from each rank's metadata and first event.
 
-``local`` runs files in this process (the Kineto decode workers of :mod:`.parsers.workers` decode ahead, at
-most one file per worker); ``dask`` runs :func:`analyze_file` on ``dask.distributed`` workers, which read the
-files themselves (a path every worker sees) and send back only Parts.
+``local`` shares the files between this process and workers forked at the report's start (:mod:`.forked`):
+each side claims the next file and runs :func:`analyze_file` on it, and a worker sends back only its Parts.
+Where no fork is possible (not Linux, or threads running) it reads the files here, the Kineto decode workers
+of :mod:`.parsers.workers` (fresh interpreters) decoding ahead. ``dask`` runs :func:`analyze_file` on
+``dask.distributed`` workers, which read the files themselves (a path every worker sees) and send back only
+Parts.
 """
 
 from __future__ import annotations
@@ -156,12 +159,25 @@ def report(files, ctx_of: Callable[[], Context], *, comm_patterns=(), step_patte
     ``on_done(tally)``: after each file (:class:`Tally`, for progress); ``workers``/``scheduler``: the Dask
     cluster; ``cache``: use the warm cache (on Dask, each worker's own, at the same location settings).
     """
-    from .parsers import nccl_log
-
     comm_patterns = tuple(comm_patterns)
-    whole = None
     if executor == "dask" and not _dask_installed():
         raise UsageError(DASK_HINT)     # said whether or not the cache holds the Report
+    # Forked first, before this process imports numpy and the analyzers: the workers import them on the
+    # other cores meanwhile (see .forked). A Report found in the cache below just stops them again.
+    pool = _fork_pool(files, jobs) if executor == "local" else None
+    try:
+        return _report(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, executor, workers, scheduler,
+                       on_done, cache, pool)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _report(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, executor, workers, scheduler, on_done,
+            cache, pool) -> Report:
+    from .parsers import nccl_log
+
+    whole = None
     if cache and executor in EXECUTORS:
         # The Report layer serves either executor: the Reports are the same, and a repeated report of
         # unchanged files then starts no cluster. On Dask it needs the files visible here too (their keys
@@ -185,6 +201,10 @@ def report(files, ctx_of: Callable[[], Context], *, comm_patterns=(), step_patte
     if executor == "dask":
         ctx = ctx_of()
         done = _dask(files, ctx, comm_patterns, step_pattern, workers, scheduler, on_done, cache)
+    elif pool is not None:
+        ctx = ctx_of()
+        done = _shared(files, pool, ctx, comm_patterns, step_pattern, on_file, on_done, cache)
+        pool.close()
     elif executor == "local":
         done, ctx = _local(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, on_done, cache)
     else:
@@ -224,7 +244,8 @@ def _report_key(files, comm_patterns, step_pattern, ctx) -> tuple | None:
 def _local(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, on_done, cache=False
            ) -> tuple[list[Done], Context]:
     """Every file's Parts, read here in input order (decode workers, if any, decode ahead; not the files the
-    warm cache holds). The Context comes first: it imports nothing heavy, and a warm file needs no decoding."""
+    warm cache holds): where no worker could be forked (:func:`_fork_pool`). The Context comes first: it
+    imports nothing heavy, and a warm file needs no decoding."""
     from .parsers import cache_options, start_decoding
 
     ctx = ctx_of()
@@ -251,6 +272,91 @@ def _local(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, on_done, c
         if pool is not None:
             pool.close()
     return done, ctx
+
+
+def _fork_pool(files, jobs: int | None):
+    """Workers forked to share the files with this process (:mod:`.forked`), or None: one core or one file,
+    ``jobs`` (or ``TRACELENS_JOBS``) 0, or no fork here (then :func:`_local` runs, with its decode workers).
+    ``jobs``: how many beside this process; by default one per further core."""
+    from .parsers.workers import can_fork, cores, jobs_setting
+
+    if jobs is None:
+        jobs = jobs_setting()
+    n = min(len(files) - 1, cores() - 1 if jobs is None else int(jobs))
+    if n < 1 or not can_fork():
+        return None
+    from .forked import ForkedPool
+
+    stamps: dict = {}           # each process its own, after the fork
+
+    def work(setup, i: int) -> list[Part]:
+        ctx, comm_patterns, step_pattern, cache = setup
+        return analyze_file(files[i], comm_patterns, step_pattern, ctx, cache=cache, stamps=stamps)
+
+    return ForkedPool(len(files), n, _worker_imports, work)
+
+
+def _worker_imports() -> None:
+    """What a forked worker imports while this process does the same: all that analysing a file needs
+    (an nsys export's reader is imported by the first worker that meets one)."""
+    import numpy  # noqa: F401
+
+    from . import cache  # noqa: F401
+    from .analyzers.rank import analyze_rank  # noqa: F401
+    from .parsers import kineto  # noqa: F401
+
+
+def _shared(files, pool, ctx, comm_patterns, step_pattern, on_file, on_done, cache) -> list[Done]:
+    """Every file's Parts, each read where it is claimed: here or in a forked worker (:mod:`.forked`).
+
+    An input error is the one reading the files in order would give: the first file's that fails. Once one
+    is seen no new file is claimed; the files before it that a dead worker held are read here, then the
+    first error is raised."""
+    from .errors import TracelensError
+
+    pool.start((ctx, comm_patterns, step_pattern, cache))
+    stamps: dict = {}
+    done: list[Done] = []
+    errors: dict[int, TracelensError] = {}
+    answered: set[int] = set()
+
+    def record(i: int, parts) -> None:
+        answered.add(i)
+        done.append(Done(i, str(files[i]), parts, _size(files[i])))
+        if on_done:
+            on_done(done[-1])
+
+    def settle(answers) -> None:
+        for i, status, payload in answers:
+            if status == "ok":
+                record(i, payload)
+            elif status == "error":
+                answered.add(i)
+                errors[i] = payload
+
+    def read_here(i: int) -> None:
+        if on_file:
+            on_file(files[i])
+        record(i, analyze_file(files[i], comm_patterns, step_pattern, ctx, cache=cache, stamps=stamps))
+
+    while (i := pool.claim()) is not None:
+        try:
+            read_here(i)
+        except TracelensError as exc:
+            answered.add(i)
+            errors[i] = exc
+        settle(pool.ready())
+        if errors:
+            pool.stop()
+            break
+    settle(pool.rest())
+    first = min(errors, default=len(files))
+    for i in range(first):
+        if i not in answered:       # held by a worker that died, or answered "failed": read here
+            read_here(i)
+    if errors:
+        raise errors[first]
+    return done
 
 
 def _size(path) -> int:
@@ -299,10 +405,12 @@ def _dask(files, ctx, comm_patterns, step_pattern, workers, scheduler, on_done, 
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError:
         raise UsageError(DASK_HINT) from None
+    from .parsers.workers import cores
+
     if scheduler:
         cluster, client = None, _connect(Client, scheduler)
     else:
-        cluster = LocalCluster(n_workers=workers or _cores(), threads_per_worker=1, processes=True,
+        cluster = LocalCluster(n_workers=workers or cores(), threads_per_worker=1, processes=True,
                                dashboard_address=None, silence_logs=50)
         client = Client(cluster)
     try:
@@ -341,8 +449,3 @@ def _connect(client_class, address: str):
     except (OSError, TimeoutError) as exc:
         raise UsageError(f"cannot reach the Dask scheduler: {exc}", path=address) from None
 
-
-def _cores() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

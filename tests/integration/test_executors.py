@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -14,7 +15,7 @@ import pytest
 from tracelens import api
 from tracelens.errors import UsageError
 from tracelens.parsers import discover, nccl_log
-from tests.conftest import SAMPLES, kernel, write_trace
+from tests.conftest import ROOT, SAMPLES, kernel, write_trace
 
 
 def _reference(paths) -> bytes:
@@ -96,7 +97,13 @@ def test_dask_report_is_the_local_report_byte_for_byte(tmp_path):
     (run / "config.json").write_text('{"not": "a trace"}')
     # No cache: the Report layer would serve the second report whole, and no worker would run.
     local = api.report([run], jobs=0, cache=False).to_json()
-    remote = api.report([run], executor="dask", workers=2, cache=False).to_json()
+    # In a process of its own: a LocalCluster leaves a thread and a child process behind in the process
+    # that started it, and a process with threads forks no report worker after it (tracelens/forked.py).
+    code = ("import sys; from tracelens import api; "
+            f"sys.stdout.buffer.write(api.report([{str(run)!r}], executor='dask', workers=2, cache=False).to_json())")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    remote = proc.stdout
     assert remote == local
     assert len(json.loads(remote)["ranks"]) == 4
 

@@ -67,6 +67,7 @@ def test_every_trace_decoded_by_a_worker_equals_decoding_here():
 
 def test_a_broken_worker_is_seen_by_the_pool(monkeypatch):
     """The check above fails when workers are broken: a worker that cannot run answers nothing."""
+    monkeypatch.setenv(workers.SPAWN_ENV, "1")      # a fresh interpreter, whatever threads this process runs
     monkeypatch.setattr(workers.sys, "executable", "/nonexistent/python")
     f = sorted((SAMPLES / "wfbp_100").glob("rank0*"))[0]
     with workers.DecodePool([f], 1) as pool:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..errors import InputError, UsageError
 from ..rundir_layout import BOOTSTRAP, NCCL_LOGS
-from . import nccl_log, rundir, walk
+from . import nccl_sniff, rundir, walk
 
 if TYPE_CHECKING:
     from ..model import RankTrace
@@ -66,11 +66,11 @@ def discover(paths: Iterable[str]) -> Inputs:
 
     def other(f: Path) -> bool:
         """Sort a file that is not a trace by name: an NCCL log, a skipped log, or (False) neither."""
-        kind = nccl_log.sniff(f)
+        kind = nccl_sniff.sniff(f)
         if kind == "nccl":
             logs.append(f)
             return True
-        if f.name.lower().endswith(nccl_log.LOG_SUFFIXES) or f.parent.name == NCCL_LOGS:
+        if f.name.lower().endswith(nccl_sniff.LOG_SUFFIXES) or f.parent.name == NCCL_LOGS:
             logs_skipped.append((f, _SNIFFED.get(kind, "no NCCL lines")))
             return True
         return False
@@ -81,9 +81,9 @@ def discover(paths: Iterable[str]) -> Inputs:
             files = [f for f in walk.files_under(p) if not rundir.is_side_file(f)]
             hits = [f for f in files if detect_format(f)]
             for f in files:
-                if detect_format(f) or f.parent.name == BOOTSTRAP or not nccl_log.maybe_log(f):
+                if detect_format(f) or f.parent.name == BOOTSTRAP or not nccl_sniff.maybe_log(f):
                     continue
-                kind = nccl_log.sniff(f)
+                kind = nccl_sniff.sniff(f)
                 if kind == "nccl":
                     logs.append(f)
                 elif f.parent.name == NCCL_LOGS:      # a run directory's log folder holds nothing else

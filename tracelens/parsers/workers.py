@@ -1,5 +1,9 @@
 """Kineto decode workers: decode trace files in other processes while this one does something else.
 
+A report (``tracelens report``, ``api.report``) uses these only where it cannot fork: on Linux it shares its
+files with forked workers that analyse them whole (:mod:`tracelens.forked`). ``api.load``, which hands back
+whole RankTraces, uses them everywhere.
+
 Decoding a Kineto trace (gunzip, JSON, columns; :mod:`.kineto_decode`) needs numpy and msgspec. With
 several trace files the workers decode them in parallel while this process assembles and analyses the ones
 already decoded. One file is decoded here: nothing would run beside its worker (a report imported pandas
@@ -21,7 +25,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import subprocess
 import sys
 from collections import deque
 from pathlib import Path
@@ -47,7 +50,7 @@ def jobs_for(files: list[Path], jobs: int | None = None) -> int:
         jobs = jobs_setting()
     if jobs is not None:
         return max(0, min(int(jobs), len(files)))
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cpus = cores()
     if cpus < 2 or len(files) < 2:
         return 0
     if can_fork():
@@ -55,6 +58,11 @@ def jobs_for(files: list[Path], jobs: int | None = None) -> int:
     if sum(_json_bytes(f) for f in files) < MIN_BYTES:
         return 0
     return min(cpus, len(files))
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def can_fork() -> bool:
@@ -96,10 +104,12 @@ class _Worker:
         self.pending: deque[Path] = deque()
         self.broken = False
         # The package root first, so the worker imports this very tracelens whatever the cwd holds.
+        import subprocess       # here: only where workers are fresh interpreters (3 ms of every report else)
+
         root = str(Path(__file__).resolve().parents[2])
         code = f"import sys; sys.path.insert(0, {root!r}); from tracelens.parsers.workers import serve; serve()"
         try:
-            self.proc: subprocess.Popen | None = subprocess.Popen(
+            self.proc = subprocess.Popen(
                 [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL)
         except OSError:
