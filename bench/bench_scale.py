@@ -151,7 +151,7 @@ def main() -> None:
             for engine, cmd in commands(folder, args.hta, args.before, n * json_bytes).items():
                 if engine not in wanted:
                     continue
-                if engine == "local":
+                if engine in ("local", "before"):       # a first report, each version its own
                     shutil.rmtree(WORK / "cache", ignore_errors=True)
                 if engine == "warm" and "local" not in wanted:
                     subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)

@@ -328,9 +328,10 @@ def _shared(files, pool, ctx, comm_patterns, step_pattern, on_file, on_done, cac
 
     def settle(answers) -> None:
         for i, status, payload in answers:
-            if status == "ok":
+            # Anything else ("failed", or a payload of the wrong kind) leaves the file to be read here.
+            if status == "ok" and isinstance(payload, list) and all(isinstance(p, Part) for p in payload):
                 record(i, payload)
-            elif status == "error":
+            elif status == "error" and isinstance(payload, TracelensError):
                 answered.add(i)
                 errors[i] = payload
 

@@ -266,3 +266,21 @@ def test_close_before_start_stops_the_waiting_workers():
     assert pool.workers == 2
     pool.close()
     pool.close()                # idempotent
+
+
+def test_an_answer_of_the_wrong_kind_is_read_again_here(tmp_path, monkeypatch):
+    # A worker whose analyze_file gives something that is not a list of Parts (or raises nothing a user can
+    # be shown): the file is read here, and the Report is the one-process one.
+    run = _run(tmp_path)
+    expected = api.report([run], jobs=0, cache=False).to_json()
+    main_pid = os.getpid()
+    real = executors.analyze_file
+
+    def odd(path, *args, **kwargs):
+        if os.getpid() != main_pid:
+            return {"not": "parts"}
+        time.sleep(0.05)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(executors, "analyze_file", odd)
+    assert api.report([run], jobs=1, cache=False).to_json() == expected
