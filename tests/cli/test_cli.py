@@ -89,6 +89,18 @@ def test_console_script_exit_codes(tmp_path):
     assert proc.returncode == 3 and "truncated or corrupt gzip" in proc.stderr
 
 
+@pytest.mark.parametrize("args, code", [(["--version"], 0), (["report", "/no/such/run"], 2)])
+def test_python_m_is_the_command(args, code):
+    """``python -m tracelens.cli`` gives the command's exit codes and output, flushed before its fast exit."""
+    proc = subprocess.run([sys.executable, "-m", "tracelens.cli", *args], capture_output=True, text=True,
+                          cwd=SAMPLES.parent)
+    assert proc.returncode == code
+    if code == 0:
+        assert proc.stdout.startswith("tracelens, version ")
+    else:
+        assert proc.stderr.strip() == "tracelens: error: /no/such/run: no such file or directory"
+
+
 def test_unwritable_outputs_are_usage_errors(capsys, tmp_path):
     # No such folder, or a file where the export folder goes: one line naming the path, exit 2.
     afile = tmp_path / "afile"
