@@ -350,6 +350,11 @@ def _shared(files, pool, ctx, comm_patterns, step_pattern, on_file, on_done, cac
         if errors:
             pool.stop()
             break
+    # Every file is claimed; the workers may still hold the last ones. What only the end needs is imported
+    # now, beside them, rather than after them.
+    from .analyzers import run  # noqa: F401
+    from .parsers import nccl_log  # noqa: F401
+
     settle(pool.rest())
     first = min(errors, default=len(files))
     for i in range(first):
