@@ -108,3 +108,10 @@ def test_the_cli_rule_catches_a_command_reading_traces(tmp_path):
         "tracelens/cli/report.py:2 imports tracelens.parsers.load_files",
         "tracelens/cli/report.py:3 imports tracelens.analyzers",
         "tracelens/cli/report.py:3 imports tracelens.analyzers.combine"]
+
+
+def test_forked_workers_know_jobs_by_number_only():
+    # tracelens/forked.py runs jobs it is given as functions: it imports nothing of tracelens but its errors,
+    # so that it never decides what a job is (docs/architecture.md).
+    names = [name for _, name in _imports(PACKAGE / "forked.py") if name.startswith("tracelens")]
+    assert names and set(names) <= {"tracelens.errors", "tracelens.errors.TracelensError"}
