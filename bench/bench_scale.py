@@ -105,7 +105,9 @@ HTA_SCRIPT = ("import sys; from hta.trace_analysis import TraceAnalysis; "
               "a = TraceAnalysis(trace_dir=sys.argv[1]); a.get_comm_comp_overlap(visualize=False)")
 
 
-HTA_MAX_JSON = 512e6       # HTA holds every rank's frames: past this much JSON it is not started
+# HTA holds every rank's frames: past this much JSON it is not started (128 copies of the 54 MB trace, 7 GB
+# of JSON, took it 272 s and 4.0 GB; TL_BENCH_MEM_GB stops a run that grows past the machine's share).
+HTA_MAX_JSON = 16e9
 
 
 def commands(folder: Path, hta: bool, before: str | None, json_bytes: float) -> dict[str, list[str]]:
