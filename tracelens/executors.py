@@ -204,7 +204,7 @@ def _report(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, executor,
     elif pool is not None:
         ctx = ctx_of()
         done = _shared(files, pool, ctx, comm_patterns, step_pattern, on_file, on_done, cache)
-        pool.close()
+        pool.close()        # the workers reaped before combine; report()'s finally covers the errors
     elif executor == "local":
         done, ctx = _local(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, on_done, cache)
     else:
@@ -326,14 +326,17 @@ def _shared(files, pool, ctx, comm_patterns, step_pattern, on_file, on_done, cac
         if on_done:
             on_done(done[-1])
 
+    def refuse(i: int, exc: TracelensError) -> None:
+        answered.add(i)
+        errors[i] = exc
+
     def settle(answers) -> None:
         for i, status, payload in answers:
             # Anything else ("failed", or a payload of the wrong kind) leaves the file to be read here.
             if status == "ok" and isinstance(payload, list) and all(isinstance(p, Part) for p in payload):
                 record(i, payload)
             elif status == "error" and isinstance(payload, TracelensError):
-                answered.add(i)
-                errors[i] = payload
+                refuse(i, payload)
 
     def read_here(i: int) -> None:
         if on_file:
@@ -344,8 +347,7 @@ def _shared(files, pool, ctx, comm_patterns, step_pattern, on_file, on_done, cac
         try:
             read_here(i)
         except TracelensError as exc:
-            answered.add(i)
-            errors[i] = exc
+            refuse(i, exc)
         settle(pool.ready())
         if errors:
             pool.stop()

@@ -49,7 +49,6 @@ class ForkedPool:
         self._setup_fds: list[int] = []
         self._answer_fds: list[int] = []
         self._live = 0
-        self._threads: list[threading.Thread] = []
         self._jobs_r, self._jobs_w = os.pipe()
         for _ in range(workers):
             try:
@@ -93,15 +92,12 @@ class ForkedPool:
             os.close(fd)
         self._setup_fds = []
         for fd in self._answer_fds:
-            thread = threading.Thread(target=_read_answers, args=(fd, self._answers), daemon=True)
-            thread.start()
-            self._threads.append(thread)
+            threading.Thread(target=_read_answers, args=(fd, self._answers), daemon=True).start()
         self._live = len(self._answer_fds)
         self._answer_fds = []
         writer = threading.Thread(target=_write_jobs, args=(self._jobs_w, self.n_jobs), daemon=True)
         self._jobs_w = -1       # the writer's now: it closes it once every job is written
         writer.start()
-        self._threads.append(writer)
 
     def claim(self) -> int | None:
         """The next job for this process; None when every job is claimed."""
