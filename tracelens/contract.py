@@ -33,6 +33,11 @@ class PatternEvidence(msgspec.Struct, kw_only=True):
     op: Optional[str] = None               # the most frequent collective of the step
     comm_on_compute_stream: Optional[float] = None  # share of comm activity time on a stream that also ran
                                                     # compute in the step (GPU only; null without comm)
+    ops: Optional[dict[str, int]] = None   # the step's collectives per operation, most first
+    tail_collectives: Optional[int] = None  # collectives starting at or after the compute phase end
+    issued_during_compute: Optional[int] = None  # ... of which the host issued before compute it issued later
+    queued: Optional[int] = None           # ... of which started late, released by an earlier collective's end
+    backlog_ns: Optional[int] = None       # tail time of collectives issued during compute (comm backlog)
 
 
 class DimensionStep(msgspec.Struct, kw_only=True):
@@ -85,7 +90,7 @@ class StepMetrics(msgspec.Struct, kw_only=True):
     complete: bool = True
     memcpy_ns: int = 0                     # copy_ns split: memory copies (that are not communication) ...
     memset_ns: int = 0                     # ... and memory sets; copy_ns is their union
-    pattern: Optional[str] = None          # sawtooth | two-phase | serialized | partial | no-comm; null: comm
+    pattern: Optional[str] = None          # sawtooth | two-phase | backlog | serialized | partial | no-comm; null: comm
                                            # but no compute (nothing to overlap), or comm not measurable
     pattern_evidence: Optional[PatternEvidence] = None
     # Across ranks (null for a single rank, and for steps without matched collectives): sums over the step's

@@ -213,12 +213,13 @@ def test_world_size_one_nccl_average_is_not_a_warning():
 
 
 def test_small_sync_stalls_in_long_steps_are_info():
-    # Real trace: 0.04 ms blocked + 0.77 ms idle in a 607 ms step (0.17 %) was a WARNING.
+    # Real trace: 0.04 ms blocked + 0.77 ms idle in a 607 ms step (0.17 %) was a WARNING. A sync costs what the
+    # device lost, at most the CPU's wait: step 552's one stall call cost 0.084 ms of a 623 ms step.
     rep = run(corpus_file("hta/trace_filter/sampled_rank-0.json.gz"))
     found = of(rep, "sync-stall")
     assert found and {d.severity for d in found} == {"info"}
-    assert all(d.evidence["mid_step_sites"] > 0 and 0 < d.evidence["impact_ns"] < 0.03 * d.evidence["duration_ns"]
-               for d in found)
+    assert all(d.evidence["impact_ns"] < 0.03 * d.evidence["duration_ns"] for d in found)
+    assert [(d.step, d.evidence["impact_ns"]) for d in found] == [(551, 0), (552, 84_000)]
 
 
 def test_short_launch_delays_are_info(tmp_path):

@@ -214,8 +214,10 @@ def test_sync_stall_sentences(tmp_path):
         ev, top = d.evidence, d.evidence["sites"][0]
         assert d.title == f"sync stall: {top['site']}"
         check_stall_detail(d, ev, top)
-        # The stall's cost is what the stall rule measures: blocked + idle of the mid-step stall calls.
-        assert ev["impact_ns"] == top["blocked_ns"] + top["idle_after_ns"] and ev["material"]
+        # The stall's cost is the device idle it caused (the idle after it, at most the CPU's wait), never the
+        # CPU's blocked time: here the host waited longer than the device then idled.
+        assert ev["impact_ns"] == top["idle_caused_ns"] == min(top["blocked_ns"], top["idle_after_ns"])
+        assert top["idle_caused_ns"] < top["blocked_ns"] and ev["material"]
 
 
 @pytest.mark.parametrize("rel, title", [
@@ -225,8 +227,10 @@ def test_sync_entries_without_a_mid_step_stall(rel, title):
     (d,) = of(run(corpus_file(rel)), "sync-stall")
     top = d.evidence["sites"][0]
     assert d.title == title and d.severity == "info" and d.advice == "" and d.evidence["impact_ns"] == 0
-    m = re.fullmatch(rf"(\d+)×, CPU blocked ({NUM}) ms, device idle ({NUM}) ms after it", d.detail)
-    assert int(m[1]) == top["calls"] and m[2] == ms(top["blocked_ns"]) and m[3] == ms(top["idle_after_ns"])
+    m = re.fullmatch(rf"(\d+)×: the device idled ({NUM}) ms because of it; CPU blocked ({NUM}) ms, device idle "
+                     rf"({NUM}) ms after it", d.detail)
+    assert int(m[1]) == top["calls"] and m[2] == ms(top["idle_caused_ns"]) and m[3] == ms(top["blocked_ns"])
+    assert m[4] == ms(top["idle_after_ns"])
 
 
 @pytest.mark.parametrize("name", ["queued_comm", "late_comm"])

@@ -27,7 +27,7 @@ def reference(compute: iv.IntervalSet, comm: iv.IntervalSet, lo: int, hi: int,
         return PatternEvidence(comm_kernels=int(comm_starts.size), bursts=0, started_during_compute=0,
                                compute_start_ns=compute_start, compute_phase_end_ns=None, first_comm_ns=first_comm,
                                first_comm_offset=None, tail_ns=0, tail_fraction=None, op=op)
-    phase_end = _compute_phase_end(c, k)
+    phase_end = _compute_phase_end(c, k, lo)
     tail = int(iv.length_in(c, [phase_end], [hi])[0])
     offset = None
     if compute_start is not None and phase_end > compute_start:
@@ -44,14 +44,15 @@ def _gaps_with_compute(s: np.ndarray, e: np.ndarray, k: iv.IntervalSet) -> np.nd
     return iv.length_in(k, e[:-1], s[1:]) > 0
 
 
-def _compute_phase_end(c: iv.IntervalSet, k: iv.IntervalSet) -> int:
+def _compute_phase_end(c: iv.IntervalSet, k: iv.IntervalSet, lo: int) -> int:
     """Where the step's exposed communication tail begins (the last comm end when there is none).
 
     Candidates are the starts of exposed pieces; the tail begins at the candidate p with the most
     ``exposed comm after p − compute after p (until the last comm ends)``, when that is positive. Compute
     between p and the end of communication means the compute phase was still going on, so a short exposed
     gap mid-step, or comm interleaved between compute kernels, does not open the tail; compute overlapping
-    only the very end of the tail (an optimizer starting under gloo bookkeeping) does not close it.
+    only the very end of the tail (an optimizer starting under gloo bookkeeping) does not close it. Only
+    candidates before which at least half of the window's compute ran count: the phase is where the compute is.
     """
     exposed = iv.subtract(c, k)
     comm_end = int(c[1][-1])
@@ -61,6 +62,8 @@ def _compute_phase_end(c: iv.IntervalSet, k: iv.IntervalSet) -> int:
     exposed_after = np.cumsum((exposed[1] - exposed[0])[::-1])[::-1]
     compute_after = iv.length_in(k, p, np.full(p.size, comm_end))
     score = exposed_after - compute_after
+    before = iv.length_in(k, np.full(p.size, lo), p)
+    score = np.where(2 * before >= iv.length(k), score, np.iinfo(np.int64).min)
     best = int(np.argmax(score))
     return int(p[best]) if score[best] > 0 else comm_end
 

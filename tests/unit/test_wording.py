@@ -37,7 +37,8 @@ def pattern_ev(**changes) -> dict:
           "impact_ns": 1_668_000, "material": True, "comm_kernels": 12, "bursts": 5, "started_during_compute": 7,
           "compute_start_ns": 1_000, "compute_phase_end_ns": 9_000, "first_comm_ns": 2_000,
           "first_comm_offset": 0.125, "tail_ns": 1_234_000, "tail_fraction": 0.2856, "op": "all_gather",
-          "comm_on_compute_stream": 0.734}
+          "comm_on_compute_stream": 0.734, "program": "pytorch", "ops": {"all_gather": 12}, "tail_collectives": 6,
+          "issued_during_compute": 4, "queued": 3, "backlog_ns": 987_000}
     return {**ev, **changes}
 
 
@@ -47,9 +48,9 @@ def test_the_wording_passes_the_finding_through():
     assert (d.id, d.severity, d.rank, d.step, d.evidence) == ("overlap-pattern", "warning", 2, 9, ev)
     # One sentence function per id and verdict, each tested below.
     assert set(wording.WORDING) == {
-        *(("overlap-pattern", v) for v in ("nothing-to-overlap", "sawtooth", "two-phase",
+        *(("overlap-pattern", v) for v in ("nothing-to-overlap", "sawtooth", "two-phase", "backlog",
                                            "serialized-on-compute-stream", "serialized", "partial")),
-        *(("sync-stall", v) for v in ("stall", "end-of-step", "brief")), ("launch-order", None),
+        *(("sync-stall", v) for v in ("stall", "end-of-step", "host-wait", "brief")), ("launch-order", None),
         ("straggler", "step-time"), ("straggler", "compute-time"),
         *(("straggler", v) for v in ("late-compute", "late-host", "late-launch", "late")),
         ("clock-offset", "corrected"), ("clock-offset", "uncertain"), ("no-gpu-activity", None),
@@ -78,12 +79,14 @@ def test_sawtooth_wording():
                r"time is hidden", d.detail)
     assert (int(f["k"]), int(f["n"]), f["h"]) == (ev["started_during_compute"], ev["comm_kernels"],
                                                   pct(ev["overlap_pct"]))
-    check_exposed(ev, *re.fullmatch(_exposed(ev) + r": a smaller last bucket or earlier launches hide more",
-                                    d.advice).groups())
+    check_exposed(ev, *re.fullmatch(_exposed(ev) + r": earlier launches hide more", d.advice).groups())
+    # Buckets only for DDP's all-reduces in a PyTorch program.
+    ddp = pattern_ev(pattern="sawtooth", op="all_reduce", ops={"all_reduce": 12})
+    assert word("overlap-pattern", "sawtooth", ddp).advice.endswith(": a smaller last bucket or earlier launches hide more")
     # Nothing exposed: nothing to advise. One collective that started "starts"; a CPU step without a known
     # collective counts collectives in the main thread's compute phase.
     assert word("overlap-pattern", "sawtooth", pattern_ev(exposed_comm_ns=0)).advice == ""
-    cpu = pattern_ev(mode="cpu", op=None, started_during_compute=1, comm_kernels=3)
+    cpu = pattern_ev(mode="cpu", op=None, ops=None, started_during_compute=1, comm_kernels=3)
     assert word("overlap-pattern", "sawtooth", cpu).detail == \
         "1 of 3 collectives starts during the main thread's compute phase; 61 % of their time is hidden"
 
@@ -98,16 +101,55 @@ def test_two_phase_wording():
     assert (int(m[4]), int(m[5])) == (ev["started_during_compute"], ev["comm_kernels"])
     check_exposed(ev, m[6], m[7])
     assert m[8] == pct(ev["overlap_pct"])
-    assert "bucket_cap_mb" in d.advice and "no_sync" in d.advice
+    # All-gathers are no DDP buckets: no bucket_cap_mb, the lever for any collective instead.
+    assert "bucket" not in d.advice and d.advice.startswith("start each collective as soon as its input is ready")
+    ddp = word("overlap-pattern", "two-phase", pattern_ev(op="all_reduce", ops={"all_reduce": 12}))
+    assert "bucket_cap_mb" in ddp.advice and "no_sync" in ddp.advice and "a sync before the optimizer" in ddp.advice
+    # A C program's all-reduces, or all-to-alls beside them, get no bucket advice either.
+    for other in (pattern_ev(op="all_reduce", ops={"all_reduce": 12}, program="cuda"),
+                  pattern_ev(op="all_to_all", ops={"all_to_all": 7, "all_reduce": 5})):
+        assert "bucket" not in word("overlap-pattern", "two-phase", other).advice
     # None started before the phase end: the order is proven, so it says so.
     ev = pattern_ev(started_during_compute=0)
     m = re.fullmatch(rf"(\d+) all-gathers all start after the compute phase; {_exposed(ev)}, (\d+) % hidden",
                      word("overlap-pattern", "two-phase", ev).detail)
     assert int(m[1]) == ev["comm_kernels"] and m[4] == pct(ev["overlap_pct"])
     check_exposed(ev, m[2], m[3])
-    cpu = pattern_ev(started_during_compute=0, comm_kernels=1, mode="cpu", op="allreduce")
-    assert word("overlap-pattern", "two-phase", cpu).detail.startswith(
-        "1 all-reduce starts after the main thread's compute phase; ")
+    cpu = pattern_ev(started_during_compute=0, comm_kernels=1, mode="cpu", op="all_reduce", ops={"all_reduce": 1})
+    d = word("overlap-pattern", "two-phase", cpu)
+    assert d.detail.startswith("1 all-reduce starts after the main thread's compute phase; ")
+    assert "bucket_cap_mb" in d.advice and "sync" not in d.advice.replace("no_sync", "")   # no device to sync
+
+
+def test_counts_are_per_operation():
+    # 7 all-to-alls and 5 all-reduces are 12 collectives, never "12 all-to-alls".
+    ev = pattern_ev(op="all_to_all", ops={"all_to_all": 7, "all_reduce": 5})
+    m = re.fullmatch(rf"(\d+) of (\d+) comm kernels \((\d+) all-to-alls, (\d+) all-reduces\) start during it; .*",
+                     word("overlap-pattern", "two-phase", ev).detail.split(", ", 1)[1])
+    assert [int(x) for x in m.groups()] == [ev["started_during_compute"], ev["comm_kernels"], 7, 5]
+    # Activities without a collective record are counted apart.
+    ev = pattern_ev(op="all_to_all", ops={"all_to_all": 10}, comm_kernels=12, started_during_compute=0)
+    assert word("overlap-pattern", "two-phase", ev).detail.startswith(
+        "12 comm kernels (10 all-to-alls, 2 without a collective record) all start after the compute phase")
+
+
+def test_backlog_wording():
+    ev = pattern_ev(pattern="backlog", op="all_reduce", ops={"all_reduce": 12})
+    d = word("overlap-pattern", "backlog", ev)
+    assert d.title == "comm backlog: collectives issued during compute start late, queued behind earlier ones"
+    m = re.fullmatch(rf"(\d+) of the (\d+) collectives that start after the compute phase were issued during it, "
+                     rf"(\d+) of them queued behind earlier communication; ({NUM}) ms of the ({NUM}) ms after it is "
+                     rf"communication issued during it; {_exposed(ev)}, (\d+) % hidden", d.detail)
+    assert [int(x) for x in m.groups()[:3]] == [ev["issued_during_compute"], ev["tail_collectives"], ev["queued"]]
+    assert (m[4], m[5]) == (ms(ev["backlog_ns"]), ms(ev["tail_ns"]))
+    check_exposed(ev, m[6], m[7])
+    assert m[8] == pct(ev["overlap_pct"])
+    # Its lever is bytes and bandwidth, never smaller buckets or earlier launches.
+    assert d.advice.startswith("the communication is throughput-bound") and "compression" in d.advice
+    assert "bf16" in d.advice and "transport" in d.advice and "bucket_cap_mb" not in d.advice
+    a2a = word("overlap-pattern", "backlog", pattern_ev(ops={"all_to_all": 12}, op="all_to_all")).advice
+    assert "DDP" not in a2a and "fewer or larger messages" in a2a
+    assert "processes per core" in word("overlap-pattern", "backlog", pattern_ev(mode="cpu")).advice
 
 
 def test_serialized_wording():
@@ -128,6 +170,8 @@ def test_serialized_wording():
     check_exposed(ev, m[4], m[5])
     assert "CUDA_DEVICE_MAX_CONNECTIONS" in d.advice
     assert "async_op=True" in word("overlap-pattern", "serialized", pattern_ev(mode="cpu")).advice
+    c_program = word("overlap-pattern", "serialized-on-compute-stream", pattern_ev(program="cuda")).advice
+    assert "async_op" not in c_program and "a stream of their own" in c_program
 
 
 def test_partial_wording():
@@ -138,6 +182,9 @@ def test_partial_wording():
                      d.detail)
     assert m[1] == pct(ev["overlap_pct"]) and m[2] == pct(100 * ev["tail_fraction"])
     check_exposed(ev, m[3], m[4])
+    assert d.advice == "launch collectives before the compute they can hide behind"      # all-gathers: no buckets
+    ddp = word("overlap-pattern", "partial", pattern_ev(op="all_reduce", ops={"all_reduce": 12}))
+    assert ddp.advice.startswith("smaller or earlier buckets; ")
     # Nothing hidden is 0 %, not "none" (a ratio is only null without communication, and then no entry).
     assert word("overlap-pattern", "partial", pattern_ev(overlap_pct=0.0)).detail.startswith("0 % of communication")
 
@@ -149,7 +196,7 @@ def test_nothing_to_overlap_wording():
     m = re.fullmatch(rf"({NUM}) ms of communication \((\d+) all-gathers\) and no compute on the device", d.detail)
     assert m[1] == ms(ev["comm_ns"]) and int(m[2]) == ev["comm_kernels"]
     assert d.advice.startswith("a communication-only step")
-    d = word("overlap-pattern", "nothing-to-overlap", {**ev, "mode": "cpu", "op": None})
+    d = word("overlap-pattern", "nothing-to-overlap", {**ev, "mode": "cpu", "op": None, "ops": None})
     assert d.detail == "4.32 ms of communication (12 collectives) and no compute on the main thread"  # 4_321_000 ns
     assert "CPU ops are missing" in d.advice
 
@@ -160,14 +207,15 @@ ITEM = "aten::item → aten::_local_scalar_dense → cudaStreamSynchronize"
 def sync_site(**changes) -> dict:
     """A hand-made call site of the sync-stall evidence (the keys syncs._sites writes), values distinct."""
     site = {"site": ITEM, "call": "cudaStreamSynchronize", "python_frame": None, "calls": 3, "stalls": 2,
-            "blocked_ns": 1_234_000, "max_blocked_ns": 800_000, "idle_after_ns": 567_000,
-            "comm_in_flight_ns": 2_345_000, "end_of_step": False, "first_ns": 10, "stall_ns": 1_801_000}
+            "blocked_ns": 1_234_000, "max_blocked_ns": 800_000, "idle_after_ns": 567_000, "idle_caused_ns": 456_000,
+            "comm_in_flight_ns": 2_345_000, "end_of_step": False, "first_ns": 10, "stall_ns": 456_000, "feeds": None}
     return {**site, **changes}
 
 
-def sync_ev(*sites) -> dict:
-    return {"calls": 8, "stalls": 3, "blocked_ns": 3_456_000, "idle_after_ns": 789_000, "mid_step_sites": 1,
-            "duration_ns": 50_000_000, "impact_ns": 1_801_000, "material": True, "sites": list(sites)}
+def sync_ev(*sites, program="pytorch") -> dict:
+    return {"calls": 8, "stalls": 3, "blocked_ns": 3_456_000, "idle_after_ns": 789_000, "idle_caused_ns": 678_000,
+            "mid_step_sites": 1, "duration_ns": 50_000_000, "impact_ns": 456_000, "material": True,
+            "program": program, "sites": list(sites)}
 
 
 def test_sync_stall_wording():
@@ -181,13 +229,19 @@ def test_sync_stall_wording():
     ev = sync_ev(sync_site(comm_in_flight_ns=0, python_frame="train.py(41): step"))
     d = word("sync-stall", "stall", ev, step=None)
     assert d.title == f"sync stall: {ITEM} in train.py(41): step"
-    m = re.fullmatch(rf"(\d+)×, CPU blocked ({NUM}) ms, device idle ({NUM}) ms after it", d.detail)
+    m = re.fullmatch(rf"(\d+)×: the device idled ({NUM}) ms because of it; CPU blocked ({NUM}) ms, device idle "
+                     rf"({NUM}) ms after it", d.detail)
     top = ev["sites"][0]
-    assert (int(m[1]), m[2], m[3]) == (top["calls"], ms(top["blocked_ns"]), ms(top["idle_after_ns"]))
+    assert (int(m[1]), m[2], m[3], m[4]) == (top["calls"], ms(top["idle_caused_ns"]), ms(top["blocked_ns"]),
+                                             ms(top["idle_after_ns"]))
     # Without a mid-step stall the entry names what it saw and advises nothing.
     for verdict, title in (("end-of-step", "sync at the end of the step: "), ("brief", "brief syncs, no stall: ")):
         d = word("sync-stall", verdict, ev)
         assert d.title == f"{title}{ITEM} in train.py(41): step" and d.advice == ""
+    # A long wait the device worked through: named a wait, and no lever is offered for it.
+    d = word("sync-stall", "host-wait", ev)
+    assert d.title == f"host waits on queued device work, no stall: {ITEM} in train.py(41): step"
+    assert d.advice == "the device kept working while the CPU waited: removing the wait frees the CPU, not the device"
 
 
 @pytest.mark.parametrize("site, call, advice", [
@@ -206,6 +260,27 @@ def test_sync_stall_wording():
 def test_sync_stall_advice_follows_the_call(site, call, advice):
     d = word("sync-stall", "stall", sync_ev(sync_site(site=site, call=call)))
     assert d.advice.startswith(advice)
+
+
+@pytest.mark.parametrize("call, advice", [
+    ("cudaMemcpy", "a synchronous copy holds the host until the device is done: copy with cudaMemcpyAsync"),
+    ("cudaDeviceSynchronize", "cudaDeviceSynchronize in the loop: wait only on the stream or event"),
+    ("cudaEventSynchronize", "an event is waited on from the CPU (timers): query it with cudaEventQuery"),
+    ("cudaStreamSynchronize", "the host waits for the device mid-loop"),
+])
+def test_sync_stall_advice_for_a_cuda_program(call, advice):
+    # A C/MPI CUDA program (no aten ops): CUDA runtime levers, never pin_memory=True or .item().
+    d = word("sync-stall", "stall", sync_ev(sync_site(site=call, call=call), program="cuda"))
+    assert d.advice.startswith(advice) and "pin_memory" not in d.advice and ".item()" not in d.advice
+
+
+def test_sync_stall_advice_when_the_host_needs_the_value():
+    # The value sizes the all-to-all that follows (its split sizes): no "keep it on the GPU".
+    site = sync_site(site="## sparse_data_dist ## → aten::to → aten::copy_ → cudaMemcpyAsync",
+                     call="cudaMemcpyAsync", feeds="all_to_all")
+    d = word("sync-stall", "stall", sync_ev(site))
+    assert d.advice.startswith("the host reads this value to size the all-to-all that follows")
+    assert "pin_memory" not in d.advice and "keep it on the GPU" not in d.advice and "reuse sizes" in d.advice
 
 
 LONG = "void " + "k" * 70 + "(float*)"      # a kernel name over 60 characters
@@ -323,6 +398,19 @@ def test_memcpy_bound_wording():
     ("HtoD", 3_755_999, "host-to-device copies")])
 def test_memcpy_bound_advice_follows_the_direction(top, pageable, start):
     assert word("memcpy-bound", None, copy_ev(top_direction=top, pageable_ns=pageable)).advice.startswith(start)
+
+
+@pytest.mark.parametrize("top, pageable, start", [
+    ("HtoD", 0, "host-to-device copies hold the step up: copy from pinned host buffers (cudaHostAlloc"),
+    ("DtoH", 0, "device-to-host copies hold the step up: copy into pinned host buffers with cudaMemcpyAsync"),
+    ("memset", 0, "memory sets hold the step up: buffers are cleared every iteration"),
+    ("other", 0, "memory copies hold the step up: move them off the critical path (pinned host buffers"),
+    ("HtoD", 3_756_000, "copies from pageable memory are staged through a bounce buffer and block the host: "
+                        "allocate the host buffers pinned (cudaHostAlloc")])
+def test_memcpy_bound_advice_for_a_cuda_program(top, pageable, start):
+    d = word("memcpy-bound", None, copy_ev(top_direction=top, pageable_ns=pageable, program="cuda"))
+    assert d.advice.startswith(start)
+    assert not any(w in d.advice for w in ("pin_memory", "DataLoader", "non_blocking", ".item()", "torch"))
 
 
 def late_ev(**changes) -> dict:

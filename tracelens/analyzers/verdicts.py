@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-PATTERNS = ("sawtooth", "two-phase", "serialized", "partial", "no-comm")
+PATTERNS = ("sawtooth", "two-phase", "backlog", "serialized", "partial", "no-comm")
 MIXED = "mixed"           # a rank (or run) whose steps (or ranks) have no pattern with a strict majority
 
 

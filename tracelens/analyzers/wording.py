@@ -59,11 +59,31 @@ _NOUNS = {"all_reduce": "all-reduce", "allreduce": "all-reduce", "all_gather": "
           "send_recv": "send/recv"}
 
 
+def _noun(op: str | None, n: int, mode: str) -> str:
+    noun = _NOUNS.get(op or "", "comm kernel" if mode == "gpu" else "collective")
+    return f"{noun}{'' if n == 1 else 's'}"
+
+
 def _what(ev: dict) -> str:
-    """``8 all-reduces``: the step's comm activities, named by its most frequent collective."""
-    n = ev["comm_kernels"]
-    noun = _NOUNS.get(ev["op"] or "", "comm kernel" if ev["mode"] == "gpu" else "collective")
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+    """``8 all-reduces``, or per operation ``8 collectives (5 all-to-alls, 3 all-reduces)``: the step's comm
+    activities counted per collective, never all under the most frequent one."""
+    n, ops = ev["comm_kernels"], ev.get("ops") or ({ev["op"]: ev["comm_kernels"]} if ev["op"] else {})
+    parts = [f"{c} {_noun(op, c, ev['mode'])}" for op, c in ops.items()]
+    if len(parts) == 1 and sum(ops.values()) == n:
+        return parts[0]
+    if not parts:
+        return f"{n} {_noun(None, n, ev['mode'])}"
+    rest = n - sum(ops.values())
+    if rest:
+        parts.append(f"{rest} without a collective record")
+    return f"{n} {_noun(None, n, ev['mode'])} ({', '.join(parts)})"
+
+
+def _ddp(ev: dict) -> bool:
+    """Whether bucket advice fits: a PyTorch program whose step communicates by all-reduce only (DDP's
+    gradient buckets), never all-to-all, send/recv or a C program's reductions."""
+    ops = ev.get("ops") or ({ev["op"]: 1} if ev["op"] else {})
+    return ev.get("program", "pytorch") == "pytorch" and set(ops) == {"all_reduce"}
 
 
 def _exposed(ev: dict) -> str:
@@ -88,8 +108,8 @@ def nothing_to_overlap(f: Finding) -> tuple[str, str, str]:
 def sawtooth(f: Finding) -> tuple[str, str, str]:
     ev = f.evidence
     k = ev["started_during_compute"]
-    advice = "" if not ev["exposed_comm_ns"] else \
-        f"{_exposed(ev)}: a smaller last bucket or earlier launches hide more"
+    lever = "a smaller last bucket or earlier launches hide more" if _ddp(ev) else "earlier launches hide more"
+    advice = "" if not ev["exposed_comm_ns"] else f"{_exposed(ev)}: {lever}"
     return ("sawtooth: communication overlaps compute",
             f"{k} of {_what(ev)} {_verb(k)} during {_phase(ev)}; {_pct(ev['overlap_pct'])} of their time is hidden",
             advice)
@@ -104,20 +124,45 @@ def two_phase(f: Finding) -> tuple[str, str, str]:
     else:
         lead = (f"{_pct(100 * (ev['tail_fraction'] or 0))} of communication ({_ms(ev['tail_ns'])} of "
                 f"{_ms(ev['comm_ns'])}) runs after {_phase(ev)}, {k} of {_what(ev)} {_verb(k)} during it")
+    if _ddp(ev):
+        advice = ("check bucket_cap_mb (one bucket larger than the model), no_sync with a final all-reduce"
+                  + (", or a sync before the optimizer" if ev["mode"] == "gpu" else ""))
+    else:
+        advice = ("start each collective as soon as its input is ready (issued earlier, not held behind unrelated "
+                  "compute), and split the work into chunks so that one chunk's communication runs beside the next "
+                  "one's compute")
     return ("two-phase: communication waits for the end of compute",
-            f"{lead}; {_exposed(ev)}, {_pct(ev['overlap_pct'])} hidden",
-            "check bucket_cap_mb (one bucket larger than the model), no_sync with a final all-reduce, "
-            "or a sync before the optimizer")
+            f"{lead}; {_exposed(ev)}, {_pct(ev['overlap_pct'])} hidden", advice)
+
+
+def backlog(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    k, n = ev["issued_during_compute"], ev["tail_collectives"]
+    if _ddp(ev):
+        levers = ("gradient compression (a DDP comm hook: fp16/bf16 compression, PowerSGD), bf16/fp16 gradients, "
+                  "fewer and larger buckets (less per-message overhead), a faster transport")
+    else:
+        levers = "fewer bytes per message (bf16/fp16 payloads, compression), fewer or larger messages, a faster transport"
+    if ev["mode"] == "cpu":
+        levers += "; gloo's threads share the cores with the training processes: fewer processes per core"
+    return ("comm backlog: collectives issued during compute start late, queued behind earlier ones",
+            f"{k} of the {n} collectives that start after {_phase(ev)} were issued during it, {ev['queued']} "
+            f"of them queued behind earlier communication; {_ms(ev['backlog_ns'])} of the {_ms(ev['tail_ns'])} "
+            f"after it is communication issued during it; {_exposed(ev)}, {_pct(ev['overlap_pct'])} hidden",
+            "the communication is throughput-bound, not issued late (smaller buckets or earlier launches will not "
+            f"hide it): send fewer bytes or get more bandwidth: {levers}")
 
 
 def serialized_on_compute_stream(f: Finding) -> tuple[str, str, str]:
     ev = f.evidence
+    how = "NCCL's internal stream, async_op=True" if ev.get("program", "pytorch") == "pytorch" else \
+        "a stream of their own, synchronised with events"
     return ("serialized: communication on the compute stream, taking turns with compute",
             f"{_pct(100 * ev['comm_on_compute_stream'])} of communication time runs on a stream that also runs "
             f"compute; {_what(ev)} in {ev['bursts']} bursts between compute, {_pct(ev['overlap_pct'])} hidden; "
             f"{_exposed(ev)}",
-            "issue collectives on their own stream (NCCL's internal stream, async_op=True), not the compute "
-            "stream: nothing on one stream can overlap")
+            f"issue collectives on their own stream ({how}), not the compute stream: nothing on one stream can "
+            "overlap")
 
 
 def serialized(f: Finding) -> tuple[str, str, str]:
@@ -132,10 +177,11 @@ def serialized(f: Finding) -> tuple[str, str, str]:
 
 def partial(f: Finding) -> tuple[str, str, str]:
     ev = f.evidence
+    lever = "smaller or earlier buckets; " if _ddp(ev) else ""
     return ("partial overlap",
             f"{_pct(ev['overlap_pct'])} of communication is hidden and {_pct(100 * (ev['tail_fraction'] or 0))} "
             f"runs after {_phase(ev)}; {_exposed(ev)}",
-            "smaller or earlier buckets; launch collectives before the compute they can hide behind")
+            f"{lever}launch collectives before the compute they can hide behind")
 
 
 # ------------------------------------------------------------------------------------ sync-stall
@@ -145,11 +191,11 @@ def _sync_detail(f: Finding) -> str:
     top = ev["sites"][0]
     per = " in this step" if f.step is not None else ""
     comm = f"; {_ms(top['comm_in_flight_ns'])} of communication was in flight" if top["comm_in_flight_ns"] else ""
-    detail = (f"{top['calls']}×{per}, CPU blocked {_ms(top['blocked_ns'])}, device idle "
-              f"{_ms(top['idle_after_ns'])} after it{comm}")
+    detail = (f"{top['calls']}×{per}: the device idled {_ms(top['idle_caused_ns'])} because of it; CPU blocked "
+              f"{_ms(top['blocked_ns'])}, device idle {_ms(top['idle_after_ns'])} after it{comm}")
     if len(ev["sites"]) > 1:
-        detail += (f" ({ev['calls']} syncs from {len(ev['sites'])} call sites{per}: {_ms(ev['blocked_ns'])} "
-                   f"blocked, {_ms(ev['idle_after_ns'])} idle)")
+        detail += (f" ({ev['calls']} syncs from {len(ev['sites'])} call sites{per}: "
+                   f"{_ms(ev['idle_caused_ns'])} device idle caused, {_ms(ev['blocked_ns'])} blocked)")
     return detail
 
 
@@ -160,19 +206,31 @@ def _site(ev: dict) -> str:
 
 def sync_stall(f: Finding) -> tuple[str, str, str]:
     top = f.evidence["sites"][0]
-    return f"sync stall: {_site(f.evidence)}", _sync_detail(f), _sync_advice(top["site"], top["call"])
+    return (f"sync stall: {_site(f.evidence)}", _sync_detail(f),
+            _sync_advice(top["site"], top["call"], f.evidence["program"], top["feeds"]))
 
 
 def sync_at_end_of_step(f: Finding) -> tuple[str, str, str]:
     return f"sync at the end of the step: {_site(f.evidence)}", _sync_detail(f), ""
 
 
+def host_wait(f: Finding) -> tuple[str, str, str]:
+    return (f"host waits on queued device work, no stall: {_site(f.evidence)}", _sync_detail(f),
+            "the device kept working while the CPU waited: removing the wait frees the CPU, not the device")
+
+
 def brief_syncs(f: Finding) -> tuple[str, str, str]:
     return f"brief syncs, no stall: {_site(f.evidence)}", _sync_detail(f), ""
 
 
-def _sync_advice(site: str, call: str) -> str:
-    """What to try, from what the costliest call site is."""
+def _sync_advice(site: str, call: str, program: str, feeds: str | None) -> str:
+    """What to try, from what the costliest call site is and what program it is in."""
+    if feeds:
+        return (f"the host reads this value to size the {_NOUNS.get(feeds, feeds)} that follows (its split sizes), "
+                "so the read cannot simply be made asynchronous: reuse sizes known in advance (fixed or padded "
+                "splits), or exchange the sizes earlier, out of the step's critical path")
+    if program != "pytorch":
+        return _cuda_sync_advice(call)
     if re.search(r"aten::(item|_local_scalar_dense|tolist|nonzero|is_nonzero)|aten::(to|_to_copy|copy_)\b", site) \
             and "Synchronize" in call:
         return ("a tensor is read on the CPU mid-step (.item(), .cpu(), .tolist(), printing, boolean "
@@ -189,6 +247,21 @@ def _sync_advice(site: str, call: str) -> str:
     if "Memcpy" in call or "Memset" in call:
         return "a copy blocks the CPU: use pinned memory (pin_memory=True) and non_blocking=True"
     return "find the call site in the chain above and move the host read out of the step"
+
+
+def _cuda_sync_advice(call: str) -> str:
+    """The same levers for a program that is not PyTorch (a C/C++ CUDA or MPI program): CUDA runtime calls."""
+    if "Memcpy" in call or "Memset" in call:
+        return ("a synchronous copy holds the host until the device is done: copy with cudaMemcpyAsync from "
+                "pinned host buffers (cudaHostAlloc / cudaMallocHost) on a non-default stream and synchronize "
+                "only where the host reads the result, so the host prepares the next work while the device runs")
+    if "DeviceSynchronize" in call or call in ("Context Sync",):
+        return ("cudaDeviceSynchronize in the loop: wait only on the stream or event whose result the host "
+                "reads (cudaStreamSynchronize, cudaEventSynchronize), after queueing the next work")
+    if "EventSynchronize" in call or call == "Event Sync":
+        return "an event is waited on from the CPU (timers): query it with cudaEventQuery or read timings later"
+    return ("the host waits for the device mid-loop: queue the next work (asynchronous copies, more streams) "
+            "before waiting, and wait only where the host reads a result")
 
 
 # ---------------------------------------------------------------------------------- launch-order
@@ -340,13 +413,32 @@ _COPY_PAGEABLE = "copies from pageable memory are staged through a bounce buffer
 
 
 
+# The same levers in CUDA runtime terms, for a program that is not PyTorch (a C/C++ CUDA or MPI program).
+_COPY_ADVICE_CUDA = {
+    "HtoD": "host-to-device copies hold the step up: copy from pinned host buffers (cudaHostAlloc / cudaMallocHost) "
+            "with cudaMemcpyAsync on a stream of their own, so the next copy runs while this work computes; keep "
+            "data that does not change on the device",
+    "DtoH": "device-to-host copies hold the step up: copy into pinned host buffers with cudaMemcpyAsync on a stream "
+            "of their own and wait for them only where the host reads them",
+    "DtoD": "device-to-device copies hold the step up: look for whole buffers copied every iteration that could be "
+            "computed in place or shared",
+    "memset": "memory sets hold the step up: buffers are cleared every iteration; clear only what is not "
+              "overwritten, asynchronously (cudaMemsetAsync)",
+}
+_COPY_GENERIC_CUDA = "memory copies hold the step up: move them off the critical path (pinned host buffers, " \
+    "cudaMemcpyAsync on a stream of their own beside the compute)"
+_COPY_PAGEABLE_CUDA = "copies from pageable memory are staged through a bounce buffer and block the host: allocate " \
+    "the host buffers pinned (cudaHostAlloc, or cudaHostRegister on existing ones); "
+
+
 def memcpy_bound(f: Finding) -> tuple[str, str, str]:
     ev = f.evidence
     top, parts = ev["top_direction"], ev["by_direction"]
-    advice = _COPY_ADVICE.get(top, _COPY_GENERIC)
+    torch = ev.get("program", "pytorch") == "pytorch"
+    advice = (_COPY_ADVICE if torch else _COPY_ADVICE_CUDA).get(top, _COPY_GENERIC if torch else _COPY_GENERIC_CUDA)
     memcpy_ns = ev["memcpy_ns"]
     if top != "memset" and memcpy_ns and ev["pageable_ns"] * 2 >= memcpy_ns:
-        advice = _COPY_PAGEABLE + advice
+        advice = (_COPY_PAGEABLE if torch else _COPY_PAGEABLE_CUDA) + advice
     listed = ", ".join(f"{_COPY_WORDS.get(d, d)} {_ms(v)}" for d, v in
                        sorted(parts.items(), key=lambda kv: -kv[1]) if v >= 5_000) or "each under 0.01 ms"
     return (f"memory copies fill {100 * ev['copy_fraction']:.0f} % of the step",
@@ -630,11 +722,13 @@ WORDING: dict[tuple[str, Optional[str]], Callable[[Finding], tuple[str, str, str
     ("overlap-pattern", "nothing-to-overlap"): nothing_to_overlap,
     ("overlap-pattern", "sawtooth"): sawtooth,
     ("overlap-pattern", "two-phase"): two_phase,
+    ("overlap-pattern", "backlog"): backlog,
     ("overlap-pattern", "serialized-on-compute-stream"): serialized_on_compute_stream,
     ("overlap-pattern", "serialized"): serialized,
     ("overlap-pattern", "partial"): partial,
     ("sync-stall", "stall"): sync_stall,
     ("sync-stall", "end-of-step"): sync_at_end_of_step,
+    ("sync-stall", "host-wait"): host_wait,
     ("sync-stall", "brief"): brief_syncs,
     ("launch-order", None): launch_order,
     ("straggler", "step-time"): straggler_step_time,

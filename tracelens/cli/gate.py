@@ -14,7 +14,7 @@ from .terminal import (FILE_WIDTH, color_option, emit, executor_args, executor_o
 
 # Kept here (not imported from tracelens.gate, which loads pandas) so `--help` stays fast; tests check they
 # match tracelens.gate's PATTERNS and AGGREGATES.
-PATTERN_CHOICES = ("sawtooth", "two-phase", "serialized", "partial", "no-comm", "mixed")
+PATTERN_CHOICES = ("sawtooth", "two-phase", "backlog", "serialized", "partial", "no-comm", "mixed")
 AGGREGATE_CHOICES = ("median", "mean", "p90", "worst")
 
 

@@ -15,7 +15,7 @@ from typing import Optional
 from ..errors import UsageError
 
 AGGREGATES = ("median", "mean", "p90", "worst")
-PATTERNS = ("sawtooth", "two-phase", "serialized", "partial", "no-comm", "mixed")
+PATTERNS = ("sawtooth", "two-phase", "backlog", "serialized", "partial", "no-comm", "mixed")
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from ...contract import Collective, InputFile, PreCapture, RankResult, StepMetri
 from ..seam import COMM_COLUMNS, Context, RankAnalysis
 from ..wording import Finding
 from . import copies, dimensions, hidden_comm, launch_order, overlap, pattern, settings, syncs, tax, wfbp, whatif
-from .context import RankContext
+from .context import RankContext, program
 
 
 def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalysis:
@@ -44,11 +44,12 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
     ctx = RankContext(trace=t, thresholds=th, sets=sets, windows=windows, steps=steps, exposure=exp)
     shapes = pattern.step_patterns(t, sets, windows, [s.overlap_pct for s in steps], exp, th)
     blind = sets.mode == "cpu" and _nccl_without_device(t, findings)
+    kind = program(t)
     for st, (verdict, evidence) in zip(steps, shapes):
         if blind and st.comm_ns == 0:
             verdict = None      # NCCL ran, but on a GPU the profiler did not record: not "no-comm"
         st.pattern, st.pattern_evidence = verdict, evidence
-        found = pattern.diagnose(t.meta.rank, st.step, verdict, evidence, st, sets.mode, th)
+        found = pattern.diagnose(t.meta.rank, st.step, verdict, evidence, st, sets.mode, th, kind)
         if found is not None:
             findings.append(found)
     if sets.mode == "gpu":

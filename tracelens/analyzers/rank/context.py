@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
+from ...columns import matches
 from ...model import RankTrace
 from ...table import Table
 from ...contract import StepMetrics
@@ -28,3 +30,19 @@ class RankContext:
     @property
     def durations(self) -> np.ndarray:
         return self.windows.end - self.windows.start
+
+    @property
+    def program(self) -> str:
+        return program(self.trace)
+
+
+_TORCH = re.compile(r"aten::|ProfilerStep#|autograd::|c10d::|record_param_comms|nccl:|gloo:|torch[._:]|"
+                    r"Optimizer\.|DistributedDataParallel")
+
+
+def program(trace: RankTrace) -> str:
+    """``pytorch`` when the trace shows a PyTorch program (aten ops, torch's annotations or collective
+    scopes), else ``cuda`` (a C/C++ CUDA or MPI program): advice that names torch settings fits only the
+    first; the other gets CUDA-level advice."""
+    host = trace.host_ops
+    return "pytorch" if len(host) and bool(matches(host["name"], _TORCH, "search").any()) else "cuda"

@@ -45,7 +45,7 @@ def analyze(ctx) -> list[Finding]:
         return []
     breakdown, pageable = _by_direction(trace, sets.device, lo[fire], hi[fire])
     breakdown["memset"] = iv.length_in(sets.memset, lo[fire], hi[fire])
-    out = []
+    out, program = [], ctx.program
     for j, w in enumerate(fire.tolist()):
         st = steps[w]
         parts = {d: int(v[j]) for d, v in breakdown.items() if v[j] > 0}
@@ -59,7 +59,7 @@ def analyze(ctx) -> list[Finding]:
                       "memcpy_ns": st.memcpy_ns, "memset_ns": st.memset_ns, "duration_ns": st.duration_ns,
                       "compute_ns": st.compute_ns, "comm_ns": st.comm_ns, "by_direction": parts,
                       "pageable_ns": int(pageable[j]), "impact_ns": int(exposed[w]), "material": is_material,
-                      "top_direction": top}))
+                      "top_direction": top, "program": program}))
     return out
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...columns import isin, mask, matches
+from ...columns import isin, matches
 from ...linking import LAUNCH_CATS, launched_before_capture, main_thread, step_of
 from ...model import RankTrace
 from ...table import Table
@@ -100,13 +100,42 @@ def interval_sets(trace: RankTrace, warn) -> Sets:
         warn("no-device-activity", "no GPU activity in the trace: CPU ops of the main thread are analysed as "
              "compute and gloo collectives as communication", 1)
     on_main = (host["pid"] == main[0]) & (host["tid"] == main[1])
-    cpu = on_main & (host["cat"] == "cpu_op") & ~mask(host["name"], lambda n: n.startswith("c10d::"))
+    calls, around = collective_calls(host, on_main)
+    cpu = on_main & (host["cat"] == "cpu_op") & ~calls & ~around
     gloo = host["comm_kind"] == "gloo"
     s, e = host["start_ns"], host["end_ns"]
-    compute = iv.union(s[cpu], e[cpu])
+    # The ops around a call (the autograd node that fired DDP's hook) keep their other children as compute;
+    # their own time beside the call is the call's, never compute that hides the collective it issued.
+    compute = iv.subtract(iv.union(s[cpu], e[cpu]), iv.union(s[calls], e[calls]))
     comm = iv.union(s[gloo], e[gloo])
     return Sets(compute, comm, iv.union(np.concatenate([s[cpu], s[gloo]]), np.concatenate([e[cpu], e[gloo]])),
                 "cpu", None)
+
+
+COLLECTIVE_CALLS = r"c10d::|record_param_comms$|nccl:|gloo:"   # host ops that issue a collective
+
+
+def collective_calls(host: Table, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Among ``rows`` (a mask of host ops): the collective calls with everything inside them, and the ops
+    that enclose a call (its ancestors), as two masks. Neither is compute: a call is the collective's own
+    host work, and an op around it lasts as long as the call does."""
+    parent = host["parent"]
+    calls = rows & matches(host["name"], COLLECTIVE_CALLS)
+    inside = calls.copy()
+    has_parent = parent >= 0
+    while True:                      # descendants, one nesting level per pass (a few levels deep)
+        grown = inside | (has_parent & inside[np.maximum(parent, 0)])
+        if (grown == inside).all():
+            break
+        inside = grown
+    around = np.zeros(calls.size, dtype=bool)
+    up = parent[np.flatnonzero(calls)]
+    while up.size:
+        up = up[up >= 0]
+        up = up[~around[up]]
+        around[up] = True
+        up = parent[up]
+    return inside & rows, around & rows & ~inside
 
 
 def step_windows(trace: RankTrace, sets: Sets, warn) -> Windows:

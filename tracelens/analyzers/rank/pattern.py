@@ -1,22 +1,32 @@
-"""The overlap pattern of each step: sawtooth, two-phase, serialized, partial or no-comm.
+"""The overlap pattern of each step: sawtooth, two-phase, backlog, serialized, partial or no-comm.
 
 Features per step window (docs/metrics.md, "Overlap pattern"), with C and K the rank's comm and compute
 sets clipped to the window:
 
 - the *compute phase* runs from the first compute to where the step's exposed communication tail begins:
   the start of an exposed piece of ``C ∖ K`` after which more communication is exposed than compute runs
-  before the last communication ends (the one where that margin is largest); without such a point it ends
+  before the last communication ends (the one where that margin is largest), among the pieces before which
+  at least half of the step's compute ran (the phase is where the compute is); without such a point it ends
   with the last communication;
 - ``tail_fraction``: the share of ``len(C)`` at or after the compute phase end;
 - ``bursts``: runs of communication separated by compute;
 - ``first_comm_offset``: where the first communication started, as a fraction of the compute phase;
-- ``comm_on_compute_stream``: the share of comm activity time on a stream that also ran compute in the step.
+- ``comm_on_compute_stream``: the share of comm activity time on a stream that also ran compute in the step;
+- ``ops``: the step's collectives per operation;
+- a collective's *issue* is when the host asked for it (its kernel's launch call; on CPU-only runs the
+  ``c10d::*`` call that queued it); one is *issued during compute* when compute issued later ran in the
+  compute phase (a compute kernel launched after it, or on CPU a main-thread op started after it);
+  ``tail_collectives`` start at or after the compute phase end, ``issued_during_compute`` of them were
+  issued during compute and ``queued`` of those started late (more than launch_prompt_ns after their issue)
+  the moment an earlier collective ended; ``backlog_ns``: the tail's time of collectives issued during
+  compute.
 
 Comm and compute *take turns* when overlap ≤ serialized_max_overlap_pct with at least serialized_min_bursts
 bursts. The rule is applied in order: no communication → ``no-comm``; no compute → no pattern (nothing to
 overlap); sharing the compute stream (≥ serialized_min_shared_fraction) and taking turns → ``serialized``;
-tail ≥ two_phase_min_tail → ``two-phase``; overlap ≥ sawtooth_min_overlap_pct → ``sawtooth``; taking turns →
-``serialized``; anything else → ``partial``. A rank's pattern is a strict majority of its steps', else ``mixed``.
+tail ≥ two_phase_min_tail → ``backlog`` when more than half of the tail is backlog and a collective of it
+queued, else ``two-phase``; overlap ≥ sawtooth_min_overlap_pct → ``sawtooth``; taking turns →
+``serialized``; anything else → ``backlog`` on the same condition, else ``partial``. A rank's pattern is a strict majority of its steps', else ``mixed``.
 """
 
 from __future__ import annotations
@@ -26,13 +36,15 @@ from collections import Counter
 import msgspec
 import numpy as np
 
-from ...columns import isin
+from ...columns import isin, matches
+from ...linking import main_thread
 from ...contract import PatternEvidence, ratio
 from .. import intervals as iv
 from ..thresholds import Thresholds, material as _material
 from ..wording import Finding
 
 from ..verdicts import MIXED, PATTERNS, majority  # noqa: F401  (where a rank's pattern is decided too)
+from ...table import Table
 
 
 def classify(ev: PatternEvidence, overlap_pct: float | None, th: Thresholds) -> str | None:
@@ -46,17 +58,20 @@ def classify(ev: PatternEvidence, overlap_pct: float | None, th: Thresholds) -> 
     # serialized whatever its tail looks like (a large last piece would otherwise read as two-phase).
     if takes_turns and (ev.comm_on_compute_stream or 0) >= th.serialized_min_shared_fraction:
         return "serialized"
+    # Collectives issued during compute, queued behind earlier ones, making most of the tail: throughput-
+    # bound, not issued late (a two-phase or partial shape with this cause is a backlog).
+    backlog = bool(ev.queued) and 2 * (ev.backlog_ns or 0) > ev.tail_ns
     if ev.tail_fraction >= th.two_phase_min_tail:
-        return "two-phase"
+        return "backlog" if backlog else "two-phase"
     if overlap_pct >= th.sawtooth_min_overlap_pct:
         return "sawtooth"
     if takes_turns:
         return "serialized"
-    return "partial"
+    return "backlog" if backlog else "partial"
 
 
 def diagnose(rank: int, step: int | None, pattern: str | None, ev: PatternEvidence, m, mode: str,
-             th: Thresholds) -> Finding | None:
+             th: Thresholds, program: str = "pytorch") -> Finding | None:
     """The overlap-pattern finding of one step (``m``: its StepMetrics); None for steps without comm.
 
     Its evidence holds every number its sentences state (analyzers/wording.py words it) and what decided
@@ -71,7 +86,7 @@ def diagnose(rank: int, step: int | None, pattern: str | None, ev: PatternEviden
         severity = "info"
     else:
         severity = "critical" if (m.exposed_comm_fraction or 0) >= th.critical_exposed_fraction else "warning"
-    evidence = {"pattern": pattern, "mode": mode, "overlap_pct": m.overlap_pct, "comm_ns": m.comm_ns,
+    evidence = {"pattern": pattern, "mode": mode, "program": program, "overlap_pct": m.overlap_pct, "comm_ns": m.comm_ns,
                 "exposed_comm_ns": m.exposed_comm_ns, "exposed_comm_fraction": m.exposed_comm_fraction,
                 "duration_ns": m.duration_ns, "impact_ns": m.exposed_comm_ns, "material": material,
                 **msgspec.structs.asdict(ev)}
@@ -82,20 +97,100 @@ def diagnose(rank: int, step: int | None, pattern: str | None, ev: PatternEviden
 def step_patterns(trace, sets, windows, overlap_pct: list, exposure: Table, th: Thresholds):
     """(pattern, evidence) for every window; comm activities come from the collective exposure table."""
     starts = exposure["start_ns"]
+    ends = starts + exposure["duration_ns"]
     ops = np.asarray(exposure["op"], dtype=object)
+    issued = issue_times(trace, sets, exposure)
     order = np.argsort(starts, kind="stable")
-    starts, ops = starts[order], ops[order]
+    starts, ends, ops, issued = starts[order], ends[order], ops[order], issued[order]
     lo, hi = np.asarray(windows.start, dtype=np.int64), np.asarray(windows.end, dtype=np.int64)
     a, b = np.searchsorted(starts, lo), np.searchsorted(starts, hi)
     evidence = step_features(sets.compute, sets.comm, lo, hi, starts, a, b)
     shared = shared_stream_fraction(trace, sets.device, lo, hi) if sets.mode == "gpu" else [None] * lo.size
+    k_start, k_issue = compute_issues(trace, sets)
     out = []
-    for ev, i, j, pct, sh in zip(evidence, a.tolist(), b.tolist(), overlap_pct, shared):
-        top = Counter(o for o in ops[i:j].tolist() if isinstance(o, str)).most_common(1)
-        ev.op = top[0][0] if top else None
+    for ev, i, j, pct, sh, h in zip(evidence, a.tolist(), b.tolist(), overlap_pct, shared, hi.tolist()):
+        counts = Counter(o for o in ops[i:j].tolist() if isinstance(o, str))
+        ev.op = counts.most_common(1)[0][0] if counts else None
+        ev.ops = dict(counts.most_common()) if counts else None
         ev.comm_on_compute_stream = sh
+        if ev.compute_phase_end_ns is not None and ev.compute_start_ns is not None:
+            _backlog(ev, starts[i:j], ends[i:j], issued[i:j], k_start, k_issue, h, th)
         out.append((classify(ev, pct, th), ev))
     return out
+
+
+def issue_times(trace, sets, exposure: Table) -> np.ndarray:
+    """Per exposure row, when the host issued the collective (-1 when unknown): the start of its kernel's
+    launch call; on CPU-only runs the start of the main thread's ``c10d::*`` call that queued it, paired in
+    order (gloo runs a process group's collectives in the order they were queued)."""
+    host = trace.host_ops
+    n = len(exposure["start_ns"])
+    out = np.full(n, -1, dtype=np.int64)
+    if not n or not len(host):
+        return out
+    if sets.mode == "gpu":
+        launch = trace.device_ops["launch_idx"][exposure["device_idx"]]
+        known = launch >= 0
+        out[known] = host["start_ns"][launch[known]]
+        return out
+    main = main_thread(host)
+    if main is None:
+        return out
+    parent = host["parent"]
+    c10d = (host["pid"] == main[0]) & (host["tid"] == main[1]) & matches(host["name"], r"c10d::")
+    outer = c10d & ~np.where(parent >= 0, c10d[np.maximum(parent, 0)], False)
+    calls = np.sort(host["start_ns"][outer])
+    order = np.argsort(exposure["start_ns"], kind="stable")
+    k = 0
+    for row, start in zip(order.tolist(), exposure["start_ns"][order].tolist()):
+        if k < calls.size and calls[k] <= start:
+            out[row] = calls[k]
+            k += 1
+    return out
+
+
+def compute_issues(trace, sets) -> tuple[np.ndarray, np.ndarray]:
+    """The compute, as (start, issue) pairs sorted by start: on a device its kernels and their launch calls'
+    starts (the smallest int64 when the launch is not in the trace: issued before everything), on CPU-only
+    runs the main thread's compute pieces, issued where they start."""
+    if sets.mode != "gpu":
+        return sets.compute[0], sets.compute[0]
+    ops, host = trace.device_ops, trace.host_ops
+    rows = np.flatnonzero((ops["device"] == sets.device) & isin(ops["kind"], ("compute",)))
+    rows = rows[np.argsort(ops["start_ns"][rows], kind="stable")]
+    launch = ops["launch_idx"][rows]
+    issue = np.full(rows.size, np.iinfo(np.int64).min, dtype=np.int64)
+    if len(host):
+        issue[launch >= 0] = host["start_ns"][launch[launch >= 0]]
+    return ops["start_ns"][rows], issue
+
+
+def _backlog(ev: PatternEvidence, starts, ends, issued, k_start, k_issue, hi: int, th: Thresholds) -> None:
+    """Fill the step's issue evidence: its tail collectives, those of them issued during compute and those
+    queued (issued during compute, started late the moment an earlier collective ended), and the tail time
+    of every collective issued during compute (the backlog)."""
+    phase_end = ev.compute_phase_end_ns
+    a, b = np.searchsorted(k_start, [ev.compute_start_ns, phase_end])
+    last_issue = int(k_issue[a:b].max()) if b > a else None      # the latest compute issue of the phase
+    during = (issued >= 0) & (issued < last_issue) if last_issue is not None else np.zeros(starts.size, bool)
+    tail = starts >= phase_end
+    late = tail & during & (starts - issued > th.launch_prompt_ns)
+    # Released by an earlier collective: one that began before it ended within launch_prompt_ns of its start.
+    queued = np.zeros(starts.size, dtype=bool)
+    for i in np.flatnonzero(late).tolist():
+        gap = starts[i] - ends[:i]
+        queued[i] = bool(((gap >= 0) & (gap <= th.launch_prompt_ns)).any())
+    ev.tail_collectives = int(tail.sum())
+    ev.issued_during_compute = int((tail & during).sum())
+    ev.queued = int(queued.sum())
+    ev.backlog_ns = _tail_of(starts, ends, during, phase_end, hi)
+
+
+def _tail_of(starts, ends, rows: np.ndarray, phase_end: int, hi: int) -> int:
+    """The time at or after the compute phase end covered by the selected collectives."""
+    if not rows.any():
+        return 0
+    return int(iv.length_in(iv.union(starts[rows], ends[rows]), [phase_end], [hi])[0])
 
 
 def shared_stream_fraction(trace, device: int | None, lo: np.ndarray, hi: np.ndarray) -> list[float | None]:
@@ -135,8 +230,8 @@ def step_features(compute: iv.IntervalSet, comm: iv.IntervalSet, lo: np.ndarray,
 
     With C and K the comm and compute sets clipped to a window, and ``C ∖ K`` its exposed pieces:
     ``compute_after(p) = |K ∩ [p, end of C)|`` and ``exposed_after(p)`` the exposed length from piece p on;
-    the compute phase ends at the first piece with the largest positive ``exposed_after − compute_after``,
-    else at the end of C. Clipping commutes with the set operations, so they run once on the whole run.
+    the compute phase ends at the first piece with the largest positive ``exposed_after − compute_after``
+    among those before which at least half of the window's compute ran, else at the end of C. Clipping commutes with the set operations, so they run once on the whole run.
     """
     n = lo.size
     cw, cs, ce = iv.clip_many(comm, lo, hi)
@@ -157,6 +252,9 @@ def step_features(compute: iv.IntervalSet, comm: iv.IntervalSet, lo: np.ndarray,
     np.add.at(total, xw, length)
     exposed_after = total[xw] - (cum - length - before[xw])
     score = exposed_after - iv.length_in(compute, xs, comm_end[xw])
+    # Only where at least half of the window's compute ran before: the phase is where the compute is.
+    compute_total = iv.length_in(compute, lo, hi)
+    score = np.where(2 * iv.length_in(compute, lo[xw], xs) >= compute_total[xw], score, np.iinfo(np.int64).min)
     best = np.full(n, -1, dtype=np.int64)
     if score.size:
         top = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)

@@ -10,8 +10,15 @@ waits for the CPU to launch again, and any collective in flight has to finish fi
   the call returned; 0 when the device was still busy on another stream, or already idle when the call
   began (the host was behind: the call waited on nothing). One idle stretch counts once, for the first
   call that waited through its drain;
+- ``idle_caused_ns``: what the call cost the device, ``min(idle_after_ns, blocked_ns)``: the idle after it
+  until the next device work (the launch gap it opened), no more than the host was held. Without the wait the
+  host would have reached its next launch at most ``blocked_ns`` sooner, so idle beyond that is host time the
+  device would have idled through anyway (a C program's host work between iterations). A call during which
+  the device stayed busy costs it nothing, however long the CPU waited: blocked time is context, not cost;
 - ``comm_in_flight_ns``: communication running on the device while the CPU was blocked;
-- ``end_of_step``: nothing was launched after it in its step (a timing or logging sync: info only).
+- ``end_of_step``: nothing was launched after it in its step (a timing or logging sync: info only);
+- ``feeds``: the collective its scope issues after it (``all_to_all``: the host needed the value, such as
+  an all-to-all's split sizes), None otherwise.
 
 Calls are aggregated per call site (the CPU-op ancestry and the nearest Python frame) and step.
 """
@@ -93,10 +100,11 @@ def measure(calls, busy: iv.IntervalSet, comm: iv.IntervalSet, launches: np.ndar
     idle = np.where(first, nxt - drained, 0)
     later = np.searchsorted(launches, e, side="right")
     limit = np.searchsorted(launches, win_end[np.maximum(w, 0)], side="left")
+    idle = np.maximum(idle, 0)
     return {**{c: np.asarray(calls[c]) for c in calls},
             "window": np.where(inside, w, -1), "step": np.where(inside, win_step[np.maximum(w, 0)], -1),
-            "blocked_ns": e - s, "idle_after_ns": np.maximum(idle, 0), "comm_in_flight_ns": iv.length_in(comm, s, e),
-            "end_of_step": later >= limit, "drained_ns": drained}
+            "blocked_ns": e - s, "idle_after_ns": idle, "idle_caused_ns": np.minimum(idle, e - s),
+            "comm_in_flight_ns": iv.length_in(comm, s, e), "end_of_step": later >= limit, "drained_ns": drained}
 
 
 def chains(trace: RankTrace, host_rows: np.ndarray) -> tuple[list[str], list[str | None]]:
@@ -135,6 +143,38 @@ def chains(trace: RankTrace, host_rows: np.ndarray) -> tuple[list[str], list[str
     return out_chain, out_frame
 
 
+_A2A = re.compile(r"all_?to_?all", re.IGNORECASE)
+
+
+def feeds(trace: RankTrace, host_rows: np.ndarray) -> list[str | None]:
+    """For each host row: ``all_to_all`` when the scope it runs in (its outermost enclosing op or annotation
+    below the ProfilerStep) issues an all-to-all on the same thread after it returns: the host read the
+    value to size that collective (its split sizes), so the read cannot simply be made asynchronous."""
+    host = trace.host_ops
+    out: list[str | None] = [None] * host_rows.size
+    if not host_rows.size or not len(host):
+        return out
+    cat = host["cat"]
+    a2a = np.flatnonzero(isin(cat, _CHAIN_CATS) & matches(host["name"], _A2A, "search"))
+    if not a2a.size:
+        return out
+    parent, start, end, pid, tid = (host[c] for c in ("parent", "start_ns", "end_ns", "pid", "tid"))
+    step = matches(host["name"], r"ProfilerStep#")
+    for i, row in enumerate(host_rows.tolist()):
+        if row < 0:
+            continue
+        top, cur = -1, int(parent[row])
+        while cur >= 0 and not step[cur]:
+            top, cur = cur, int(parent[cur])
+        if top < 0:
+            continue
+        hit = a2a[(pid[a2a] == pid[row]) & (tid[a2a] == tid[row]) & (start[a2a] >= end[row])
+                  & (start[a2a] < end[top])]
+        if hit.size:
+            out[i] = "all_to_all"
+    return out
+
+
 def analyze(ctx) -> list[Finding]:
     """Sync-stall findings of one rank (``ctx``: its :class:`~.context.RankContext`)."""
     trace, device, busy, comm = ctx.trace, ctx.sets.device, ctx.sets.busy, ctx.sets.comm
@@ -159,67 +199,78 @@ def analyze(ctx) -> list[Finding]:
     chain, frame = chains(trace, m["host_idx"])
     m["site"] = [c or call for c, call in zip(chain, m["call"].tolist())]
     m["frame"] = frame
-    m["significant"] = (m["blocked_ns"] + m["idle_after_ns"]) >= th.stall_min_ns
+    m["feeds"] = feeds(trace, m["host_idx"])
+    # A stall is a call that cost the device time; one the device worked through is a wait, not a stall.
+    m["significant"] = m["idle_caused_ns"] >= th.stall_min_ns
     # A step holds a handful of syncs: plain lists per window beat a pandas groupby (~1 ms a step).
     window = m["window"]
     rows = np.flatnonzero(window >= 0)
     rows = rows[np.argsort(window[rows], kind="stable")]
     columns = {c: list(m[c]) if isinstance(m[c], list) else m[c].tolist() for c in _SITE_COLUMNS}
+    program = ctx.program
     out = []
     for part in np.split(rows, np.flatnonzero(np.diff(window[rows])) + 1) if rows.size else []:
         w = int(window[part[0]])
         group = {c: [v[i] for i in part.tolist()] for c, v in columns.items()}
-        out.append(_finding(trace.meta.rank, windows.step[w], group, int(durations[w]), th))
+        out.append(_finding(trace.meta.rank, windows.step[w], group, int(durations[w]), program, th))
     return out
 
 
 _SITE_COLUMNS = ("site", "end_of_step", "call", "frame", "significant", "blocked_ns", "idle_after_ns",
-                 "comm_in_flight_ns", "start_ns")
+                 "idle_caused_ns", "comm_in_flight_ns", "start_ns", "feeds")
 
 
 def _sites(group: dict[str, list]) -> list[dict]:
     """Calls aggregated per call site (and end-of-step or not); stalls first, the costliest first."""
     acc: dict[tuple[str, bool], dict] = {}
-    for site, end_of_step, call, frame, significant, blocked, idle, comm, start in zip(
+    for site, end_of_step, call, frame, significant, blocked, idle, caused, comm, start, fed in zip(
             *(group[c] for c in _SITE_COLUMNS)):
         key = (site, bool(end_of_step))
         a = acc.get(key)
         if a is None:
             acc[key] = a = {"site": site, "call": call, "python_frame": None, "calls": 0, "stalls": 0,
                             "blocked_ns": 0, "max_blocked_ns": int(blocked), "idle_after_ns": 0,
-                            "comm_in_flight_ns": 0, "end_of_step": bool(end_of_step), "first_ns": int(start),
-                            "stall_ns": 0}
+                            "idle_caused_ns": 0, "comm_in_flight_ns": 0, "end_of_step": bool(end_of_step),
+                            "first_ns": int(start), "stall_ns": 0, "feeds": None}
         if a["python_frame"] is None and isinstance(frame, str):
             a["python_frame"] = frame                       # the first call that knows its Python line
+        a["feeds"] = a["feeds"] or fed
         a["calls"] += 1
         a["stalls"] += int(bool(significant))
-        a["stall_ns"] += int(blocked) + int(idle) if significant else 0
+        a["stall_ns"] += int(caused) if significant else 0
         a["blocked_ns"] += int(blocked)
         a["max_blocked_ns"] = max(a["max_blocked_ns"], int(blocked))
         a["idle_after_ns"] += int(idle)
+        a["idle_caused_ns"] += int(caused)
         a["comm_in_flight_ns"] += int(comm)
         a["first_ns"] = min(a["first_ns"], int(start))
-    return sorted(acc.values(), key=lambda x: (x["stalls"] == 0, x["end_of_step"],
-                                               -(x["blocked_ns"] + x["idle_after_ns"])))
+    return sorted(acc.values(), key=lambda x: (x["stalls"] == 0, x["end_of_step"], -x["idle_caused_ns"],
+                                               -x["blocked_ns"]))
 
 
-def _finding(rank, step, group, duration, th) -> Finding:
+def _finding(rank, step, group, duration, program, th) -> Finding:
     sites = _sites(group)
     stalls = [x for x in sites if x["stalls"]]
     mid = [x for x in stalls if not x["end_of_step"]]
     idle = sum(x["idle_after_ns"] for x in sites)
     blocked = sum(x["blocked_ns"] for x in sites)
-    # What the mid-step stalls cost, as the stall rule measures a call: CPU blocked + device idle after.
+    # What the mid-step stalls cost: the device idle they caused, never the CPU's blocked time.
     impact = sum(x["stall_ns"] for x in mid)
     important = material(th, impact, duration)
     if not mid or not important:
         severity = "info"
-    elif duration > 0 and sum(x["idle_after_ns"] for x in mid) >= th.stall_critical_fraction * duration:
+    elif duration > 0 and impact >= th.stall_critical_fraction * duration:
         severity = "critical"
     else:
         severity = "warning"
+    # A long wait at the end of the step (timing, logging) is named as such; a long wait mid-step that the
+    # device worked through is the CPU waiting for work already queued: a wait, not a stall.
+    at_end = stalls or any(x["end_of_step"] and x["max_blocked_ns"] >= th.stall_min_ns for x in sites)
+    waited = any(x["max_blocked_ns"] >= th.stall_min_ns for x in sites)
     return Finding(id="sync-stall", severity=severity, rank=rank, step=None if step < 0 else int(step),
-                   verdict="stall" if mid else "end-of-step" if stalls else "brief",
+                   verdict="stall" if mid else "end-of-step" if at_end else "host-wait" if waited else "brief",
                    evidence={"calls": sum(x["calls"] for x in sites), "stalls": sum(x["stalls"] for x in sites),
-                             "blocked_ns": blocked, "idle_after_ns": idle, "mid_step_sites": len(mid),
-                             "duration_ns": duration, "impact_ns": impact, "material": important, "sites": sites})
+                             "blocked_ns": blocked, "idle_after_ns": idle,
+                             "idle_caused_ns": sum(x["idle_caused_ns"] for x in sites), "mid_step_sites": len(mid),
+                             "duration_ns": duration, "impact_ns": impact, "material": important,
+                             "program": program, "sites": sites})
