@@ -67,13 +67,16 @@ def model(comm: dict, dims: np.ndarray, compute: iv.IntervalSet, steps: list) ->
     order = np.lexsort((start, step))
     step, start, end, size = step[order], start[order], end[order], size[order]
     dur = end - start
-    exposed_of = {s.step: s.exposed_comm_ns if s.by_dimension is None else
-                  s.by_dimension.get("dp").exposed_comm_ns if "dp" in s.by_dimension else 0 for s in steps}
+    windows = {s.step: (s.start_ns, s.end_ns) for s in steps}
+    exposed_of = {}
     rows = []
     for st in distinct(step).tolist():
         at = np.flatnonzero(step == st)
-        if at.size < 2 or st not in exposed_of:
+        if at.size < 2 or st not in windows:
             continue
+        # The observed exposed time is the buckets' own (the all-reduces), not the dimension's: a broadcast in
+        # the same group is no bucket, and the sentence compares all-reduce with all-reduce.
+        exposed_of[st] = iv.length(iv.clip(iv.subtract(iv.union(start[at], end[at]), compute), *windows[st]))
         first, last = start[at[0]], start[at[-1]]
         before = iv.clip(compute, first, last)
         if before[0].size == 0:
