@@ -22,8 +22,8 @@ class Thresholds:
                                              # share (taking turns as above) -> serialized before any other rule
     critical_exposed_fraction: float = 0.25  # exposed comm / step time from which a non-sawtooth step is critical
     # Sync stalls.
-    stall_min_ns: int = 50_000               # CPU blocked + device idle below this is a brief sync, not a stall
-    stall_critical_fraction: float = 0.2     # device idle after stalls / step time from which a stall is critical
+    stall_min_ns: int = 50_000               # device idle a sync caused below this: a brief sync, not a stall
+    stall_critical_fraction: float = 0.2     # device idle stalls caused / step time from which a stall is critical
     # Launch order.
     launch_min_delay_ns: int = 50_000        # shorter launch-order delays are not reported
     launch_prompt_ns: int = 50_000           # a comm starting within this of its launch did not wait on the device
