@@ -175,11 +175,12 @@ def _backlog(ev: PatternEvidence, starts, ends, issued, k_start, k_issue, hi: in
     during = (issued >= 0) & (issued < last_issue) if last_issue is not None else np.zeros(starts.size, bool)
     tail = starts >= phase_end
     late = tail & during & (starts - issued > th.launch_prompt_ns)
-    # Released by an earlier collective: one that began before it ended within launch_prompt_ns of its start.
-    queued = np.zeros(starts.size, dtype=bool)
-    for i in np.flatnonzero(late).tolist():
-        gap = starts[i] - ends[:i]
-        queued[i] = bool(((gap >= 0) & (gap <= th.launch_prompt_ns)).any())
+    # Released by an earlier collective: another one ended within launch_prompt_ns before its start (an end
+    # at or before a start belongs to a collective that began earlier).
+    order = np.sort(ends)
+    near = np.searchsorted(order, starts, side="right") - np.searchsorted(order, starts - th.launch_prompt_ns)
+    own = (ends >= starts - th.launch_prompt_ns) & (ends <= starts)          # a zero-length one counts itself
+    queued = late & (near - own > 0)
     ev.tail_collectives = int(tail.sum())
     ev.issued_during_compute = int((tail & during).sum())
     ev.queued = int(queued.sum())
