@@ -97,3 +97,18 @@ def test_step_features_match_the_per_step_reference(comm, compute, steps, starts
     for k in range(lo.size):
         want = reference(K, C, int(lo[k]), int(hi[k]), comm_starts[a[k]:b[k]], [])
         assert got[k] == want, (k, got[k], want)
+
+
+def test_the_compute_phase_is_where_the_compute_is():
+    # A recommender-like step (issue 38): a long exposed all-to-all at 3 ms (it waits for its peers), then
+    # 0.942 ms of the step's 1.246 ms of compute, then a short exposed all-reduce. The tail cannot begin at the
+    # all-to-all, before most of the compute: it begins with the last exposed piece.
+    K = iv.union([0, 5_000_000], [304_000, 5_942_000])            # 0.304 ms before the all-to-all, 0.942 after
+    C = iv.union([3_000_000, 6_000_000], [4_900_000, 6_100_000])
+    lo, hi = np.array([0]), np.array([7_000_000])
+    starts = np.array([3_000_000, 6_000_000])
+    (ev,) = step_features(K, C, lo, hi, starts, np.array([0]), np.array([2]))
+    assert ev.compute_phase_end_ns == 6_000_000 and ev.tail_ns == 100_000
+    assert 2 * iv.length(iv.clip(K, 0, ev.compute_phase_end_ns)) >= iv.length(K)
+    # Before the rule, the all-to-all's start won: exposed after it 2.0 ms against 0.942 ms of compute.
+    assert ev.started_during_compute == 1
