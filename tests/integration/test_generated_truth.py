@@ -111,7 +111,8 @@ def test_a_read_that_sizes_the_next_all_to_all(tmp_path):
     assert len(found) == 3
     for d in found:
         top = d.evidence["sites"][0]
-        assert top["site"] == f"{programs.SPLITS_SCOPE} → aten::to → aten::_to_copy → aten::copy_ → cudaMemcpyAsync"
+        chain = "aten::to → aten::_to_copy → aten::copy_ → cudaMemcpyAsync"
+        assert top["site"] == f"{programs.SPLITS_SCOPE} → {chain}"
         # splits_doc: 1990 µs blocked, 310 µs of device idle after it, all of it the wait's.
         assert (top["blocked_ns"], top["idle_after_ns"], top["idle_caused_ns"]) == (1990 * US, 310 * US, 310 * US)
         assert top["feeds"] == "all_to_all" and d.severity == "warning"

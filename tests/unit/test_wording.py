@@ -82,7 +82,8 @@ def test_sawtooth_wording():
     check_exposed(ev, *re.fullmatch(_exposed(ev) + r": earlier launches hide more", d.advice).groups())
     # Buckets only for DDP's all-reduces in a PyTorch program.
     ddp = pattern_ev(pattern="sawtooth", op="all_reduce", ops={"all_reduce": 12})
-    assert word("overlap-pattern", "sawtooth", ddp).advice.endswith(": a smaller last bucket or earlier launches hide more")
+    assert word("overlap-pattern", "sawtooth", ddp).advice.endswith(
+        ": a smaller last bucket or earlier launches hide more")
     # Nothing exposed: nothing to advise. One collective that started "starts"; a CPU step without a known
     # collective counts collectives in the main thread's compute phase.
     assert word("overlap-pattern", "sawtooth", pattern_ev(exposed_comm_ns=0)).advice == ""

@@ -142,7 +142,8 @@ def backlog(f: Finding) -> tuple[str, str, str]:
         levers = ("gradient compression (a DDP comm hook: fp16/bf16 compression, PowerSGD), bf16/fp16 gradients, "
                   "fewer and larger buckets (less per-message overhead), a faster transport")
     else:
-        levers = "fewer bytes per message (bf16/fp16 payloads, compression), fewer or larger messages, a faster transport"
+        levers = ("fewer bytes per message (bf16/fp16 payloads, compression), fewer or larger messages, a faster "
+                  "transport")
     if ev["mode"] == "cpu":
         levers += "; gloo's threads share the cores with the training processes: fewer processes per core"
     return ("comm backlog: collectives issued during compute start late, queued behind earlier ones",

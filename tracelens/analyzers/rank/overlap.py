@@ -1,9 +1,11 @@
 """Per-step compute/communication overlap for one rank (definitions: docs/metrics.md).
 
 GPU mode (the rank has device activity): on the rank's main device, K = ∪ compute kernels, C = ∪ comm
-activities, M = ∪ memcpy/memset (also kept apart as copies); sync events are never busy time. CPU mode (no device activity, e.g.
-gloo): K = ∪ main-thread cpu_op intervals except the ``c10d::*`` enqueue ops, C = ∪ gloo collectives on
-worker threads. Every metric is a length of a set clipped to the step window.
+activities, M = ∪ memcpy/memset (also kept apart as copies); sync events are never busy time. CPU mode (no
+device activity, e.g. gloo): K = ∪ main-thread cpu_op intervals outside collective calls (the ``c10d::*`` ops
+that issue them, ``record_param_comms``, ``nccl:*`` / ``gloo:*`` scopes, what runs inside them, and the own
+time of the ops that wrap them), C = ∪ gloo collectives on worker threads. Every metric is a length of a set
+clipped to the step window.
 """
 
 from __future__ import annotations

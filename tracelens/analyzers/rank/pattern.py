@@ -26,7 +26,8 @@ bursts. The rule is applied in order: no communication → ``no-comm``; no compu
 overlap); sharing the compute stream (≥ serialized_min_shared_fraction) and taking turns → ``serialized``;
 tail ≥ two_phase_min_tail → ``backlog`` when more than half of the tail is backlog and a collective of it
 queued, else ``two-phase``; overlap ≥ sawtooth_min_overlap_pct → ``sawtooth``; taking turns →
-``serialized``; anything else → ``backlog`` on the same condition, else ``partial``. A rank's pattern is a strict majority of its steps', else ``mixed``.
+``serialized``; anything else → ``backlog`` on the same condition, else ``partial``. A rank's pattern is a
+strict majority of its steps', else ``mixed``.
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ import numpy as np
 from ...columns import isin, matches
 from ...linking import main_thread
 from ...contract import PatternEvidence, ratio
+from ...table import Table
 from .. import intervals as iv
 from ..thresholds import Thresholds, material as _material
 from ..wording import Finding
 
 from ..verdicts import MIXED, PATTERNS, majority  # noqa: F401  (where a rank's pattern is decided too)
-from ...table import Table
 
 
 def classify(ev: PatternEvidence, overlap_pct: float | None, th: Thresholds) -> str | None:
@@ -86,7 +87,8 @@ def diagnose(rank: int, step: int | None, pattern: str | None, ev: PatternEviden
         severity = "info"
     else:
         severity = "critical" if (m.exposed_comm_fraction or 0) >= th.critical_exposed_fraction else "warning"
-    evidence = {"pattern": pattern, "mode": mode, "program": program, "overlap_pct": m.overlap_pct, "comm_ns": m.comm_ns,
+    evidence = {"pattern": pattern, "mode": mode, "program": program, "overlap_pct": m.overlap_pct,
+                "comm_ns": m.comm_ns,
                 "exposed_comm_ns": m.exposed_comm_ns, "exposed_comm_fraction": m.exposed_comm_fraction,
                 "duration_ns": m.duration_ns, "impact_ns": m.exposed_comm_ns, "material": material,
                 **msgspec.structs.asdict(ev)}
@@ -232,7 +234,8 @@ def step_features(compute: iv.IntervalSet, comm: iv.IntervalSet, lo: np.ndarray,
     With C and K the comm and compute sets clipped to a window, and ``C ∖ K`` its exposed pieces:
     ``compute_after(p) = |K ∩ [p, end of C)|`` and ``exposed_after(p)`` the exposed length from piece p on;
     the compute phase ends at the first piece with the largest positive ``exposed_after − compute_after``
-    among those before which at least half of the window's compute ran, else at the end of C. Clipping commutes with the set operations, so they run once on the whole run.
+    among those before which at least half of the window's compute ran, else at the end of C. Clipping
+    commutes with the set operations, so they run once on the whole run.
     """
     n = lo.size
     cw, cs, ce = iv.clip_many(comm, lo, hi)
