@@ -13,12 +13,16 @@ Shapes worth comparing:
   --item-every-step         a host sync (loss.item()) in every step
   --no-sync --reduce-op avg the explicit all_reduce averages (NCCL only): with one rank, NCCL then runs a
                             real kernel, where an in-place sum over one rank does no device work at all
+  --slow-rank 1 --slow-ms 40
+                            rank 1 sleeps 40 ms before every forward (a host gap: a slow data loader, say), so
+                            the other ranks wait for it at the all-reduces
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -42,6 +46,8 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--reduce-op", choices=("sum", "avg"), default="sum",
                    help="the --no-sync all_reduce: sum then divide (default), or ReduceOp.AVG (NCCL only)")
     p.add_argument("--item-every-step", action="store_true", help="call loss.item() after every backward")
+    p.add_argument("--slow-rank", type=int, default=-1, help="this rank sleeps --slow-ms before every forward")
+    p.add_argument("--slow-ms", type=float, default=0.0)
     p.add_argument("--width", type=int, default=448)
     p.add_argument("--depth", type=int, default=8)
     p.add_argument("--batch", type=int, default=256)
@@ -65,8 +71,11 @@ def main(argv=None) -> None:
               device_ids=[device.index] if cuda else None)
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
     x = torch.randn(a.batch, a.width, device=device)
+    slow = a.slow_ms / 1000 if dist.get_rank() == a.slow_rank else 0.0
     for _ in range(a.steps):
         opt.zero_grad(set_to_none=True)
+        if slow:
+            time.sleep(slow)
         if a.no_sync:
             with net.no_sync():
                 loss = net(x).square().mean()

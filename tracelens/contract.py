@@ -95,9 +95,13 @@ class StepMetrics(msgspec.Struct, kw_only=True):
     pattern_evidence: Optional[PatternEvidence] = None
     # Across ranks (null for a single rank, and for steps without matched collectives): sums over the step's
     # collectives matched on other ranks, on the rank's own clock (docs/metrics.md, "Across ranks").
-    wait_ns: Optional[int] = None          # time spent waiting for the other ranks: duration - transfer
-    transfer_ns: Optional[int] = None      # the instances' transfer time T (the shortest member's duration)
-    exposed_wait_ns: Optional[int] = None  # exposed time that cannot have been transfer: max(0, exposed - T)
+    # Wall-clock time: the union over the step's matched collectives of their wait (start to end - T) where
+    # none of the rank's collectives transferred, and of their transfers (the last T of each), so wait +
+    # transfer <= comm_ns even where the rank's collectives overlap in time.
+    wait_ns: Optional[int] = None          # time spent waiting for the other ranks
+    transfer_ns: Optional[int] = None      # time moving data (each instance's T: the shortest member duration)
+    exposed_wait_ns: Optional[int] = None  # exposed time spent waiting for the last rank (the run verdict's
+                                           # peer-wait): exposed communication inside the wait, as wall time
     # The overlap tax (docs/metrics.md, "Overlap tax"): compute slowed by the communication beside it.
     overlap_tax_ns: int = 0                # sum of compared kernels' excess over their baseline
     effective_exposed_ns: int = 0          # exposed_comm_ns + overlap_tax_ns
@@ -106,7 +110,8 @@ class StepMetrics(msgspec.Struct, kw_only=True):
     # Per parallelism dimension (null when the rank's communication is of one dimension: the step's own
     # numbers are that dimension's, named in the rank's ``dimensions``).
     by_dimension: Optional[dict[str, DimensionStep]] = None
-    # The step time with communication perfectly hidden: max(duration - exposed - overlap tax, compute).
+    # The step time with communication perfectly hidden: max(duration - (exposed - exposed wait) - overlap tax,
+    # compute); the exposed wait for other ranks (0 for a single rank) is not overlap's to hide.
     perfect_overlap_step_ns: Optional[int] = None
 
 
@@ -213,13 +218,15 @@ class Summary(msgspec.Struct, kw_only=True):
     steps: int
     overlap_pct: Optional[float]
     exposed_comm_fraction: Optional[float]
-    worst_rank: Optional[int]
+    worst_rank: Optional[int]              # the most exposed rank: the most exposed communication time (lowest
+                                           # on a tie; null without communication)
     comm_ns: int = 0
     exposed_comm_ns: int = 0
     pattern: Optional[str] = None          # the strict majority of the ranks' patterns, else "mixed"
     pattern_counts: dict[str, int] = msgspec.field(default_factory=dict)   # ranks per pattern
     # What perfect overlap would buy: 1 - sum(perfect_overlap_step_ns) / sum(duration_ns) over every rank's
-    # steps (null without steps).
+    # steps (null without steps). Overlap hides transfers, not the wait for a late rank: with ranks matched,
+    # each step's exposed wait stays in its perfect_overlap_step_ns (arrival_gain counts it).
     perfect_overlap_gain: Optional[float] = None
     dimensions: list[DimensionRun] = msgspec.field(default_factory=list)   # most exposed first
     # The ranks' overlap tax summed (compute lost to communication beside it), the kernels it compared, and
@@ -227,6 +234,9 @@ class Summary(msgspec.Struct, kw_only=True):
     overlap_tax_ns: int = 0
     overlap_tax_compared: int = 0
     effective_exposed_ns: int = 0
+    # What the ranks arriving together at their collectives would buy: the exposed wait for the last rank
+    # (steps[*].exposed_wait_ns) over every rank's step time (null for a single rank or nothing matched).
+    arrival_gain: Optional[float] = None
 
 
 class Collective(msgspec.Struct, kw_only=True):
@@ -253,7 +263,7 @@ class RankAcross(msgspec.Struct, kw_only=True):
     clock_spread_ns: Optional[int]         # p90 - p10 of the end-time differences the offset is the median of
     clock_corrected: bool                  # whether cross-rank times used the offset
     matched: int                           # its collectives matched on other ranks
-    wait_ns: int
+    wait_ns: int                           # wall-clock time, as StepMetrics.wait_ns, over the whole capture
     transfer_ns: int
     exposed_wait_ns: int
     late_count: int                        # matched collectives it arrived at last
@@ -398,6 +408,32 @@ class Transport(msgspec.Struct, kw_only=True):
     logs: int = 0                          # NCCL logs read
 
 
+class Culprit(msgspec.Struct, kw_only=True):
+    """The rank the others wait for, and why it arrives late (docs/metrics.md, "The culprit's reason")."""
+
+    rank: int
+    reason: str                            # compute | host-gap | sync-stall | late-launch | unknown
+
+
+class Cause(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One cause of exposed communication in the run verdict (docs/metrics.md, "The run verdict")."""
+
+    cause: str                             # peer-wait | not-overlapped | overlap-tax
+    ns_per_step: int                       # the median over ranks of the rank's mean per step
+    share_of_step: Optional[float]         # ns_per_step / the median over ranks of the mean step time
+    ranks: list[int]                       # the ranks where the cause is material
+    culprit: Optional[Culprit]             # peer-wait: the rank the others wait for (null: none, other causes)
+    lever: str                             # the one thing to try first
+    pattern: Optional[str] = None          # not-overlapped: the overlap pattern of the steps it is material in
+
+
+class Verdict(msgspec.Struct, kw_only=True):
+    """The run's answer: its biggest cause of exposed communication first (docs/metrics.md, "The run verdict")."""
+
+    headline: str
+    causes: list[Cause]                    # most costly first
+
+
 class Tool(msgspec.Struct, kw_only=True):
     name: str = "tracelens"
     version: str = __version__
@@ -414,6 +450,7 @@ class Report(msgspec.Struct, kw_only=True):
     warnings: list[WarningEntry] = msgspec.field(default_factory=list)
     transport: Optional[Transport] = None  # null without NCCL logs and without inter-node bandwidth
     cross_rank: Optional[CrossRank] = None  # null for a single rank
+    verdict: Optional[Verdict] = None      # null only in reports written before it existed
 
     def to_json(self, indent: int = 2) -> bytes:
         raw = msgspec.json.encode(self)

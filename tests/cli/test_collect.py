@@ -418,6 +418,36 @@ def test_gloo_ddp_under_torchrun(tmp_path):
 
 
 @pytest.mark.e2e
+def test_a_late_rank_is_the_culprit_of_a_real_gloo_run(tmp_path):
+    # A real 2-rank gloo job whose rank 1 sleeps 40 ms before every forward (examples/ddp_train.py
+    # --slow-rank): the verdict names rank 1 and host gaps (its main thread idle before it arrives), the
+    # straggler finding is rank 1's alone, and no finding of rank 0 advises buckets for the time it waits.
+    needs_torch()
+    for attempt in (1, 2):
+        out = tmp_path / f"run{attempt}"
+        proc = cli("collect", "--out", str(out), "--steps", "1,1,4", "--", "torchrun", "--nproc-per-node", "2",
+                   TRAIN, "--backend", "gloo", "--bucket-cap-mb", "0.25", "--steps", "8", "--slow-rank", "1",
+                   "--slow-ms", "40")
+        if proc.returncode == 0:
+            break
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rep = json.loads((out / "report.json").read_text())
+    (pw,) = [c for c in rep["verdict"]["causes"] if c["cause"] == "peer-wait"]
+    assert pw["culprit"] == {"rank": 1, "reason": "host-gap"}
+    stragglers = [d for d in rep["diagnoses"] if d["id"] == "straggler"]
+    assert [d["rank"] for d in stragglers] == [1]
+    # Rank 1 came about 40 ms later to each step's first all-reduce: the others waited for it.
+    assert stragglers[0]["evidence"]["lateness_ns"] > 10_000_000
+    waited = {x["rank"]: x["wait_ns"] for x in rep["cross_rank"]["ranks"]}
+    assert waited[0] > 4 * 30_000_000 > waited[1]
+    for d in rep["diagnoses"]:
+        if d["rank"] == 0 and "peer_wait" in d["evidence"]:
+            assert "bucket_cap_mb" not in d["advice"] and "rank 1" in d["advice"]
+    # The printed report opens with the verdict, whose causes name the culprit.
+    assert proc.stdout.lstrip().startswith("verdict: ") and "waiting for rank 1: host gaps" in proc.stdout
+
+
+@pytest.mark.e2e
 def test_single_process_exit_code_and_stacks(tmp_path):
     needs_torch()
     out = tmp_path / "run"

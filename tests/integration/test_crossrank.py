@@ -55,7 +55,7 @@ def test_shared_clock_slow_rank(tmp_path):
     assert [x.clock_offset_ns for x in cr.ranks] == [0, 0, 0, 0] and of(rep, "clock-offset") == []
     # Rank 2 computes 1.2x slower: it is last in all 12 all-reduces and the others wait for it.
     (d,) = of(rep, "straggler")
-    assert d.rank == 2 and d.severity == "warning" and d.title.startswith("straggler (its compute)")
+    assert d.rank == 2 and d.severity == "warning" and d.title.startswith("straggler (slower compute)")
     truth = synth.cross_truth(sc)
     assert d.evidence["late_count"] == 12
     assert d.evidence["caused_wait_ns"] == sum(sum(t["waits"].values()) for t in truth["instances"])
@@ -133,8 +133,9 @@ def test_uncertain_offsets_are_not_applied(tmp_path):
     assert all(c.arrival_skew_ns is None and c.last_rank is None for c in cr.collectives)
     (c,) = of(rep, "clock-offset")
     assert c.severity == "warning" and c.evidence["uncertain_units"][0]["ranks"] == [3]
-    # The step-time rule still names rank 3 (its cause needs no clock).
-    assert [d.rank for d in of(rep, "straggler")] == [3]
+    # No rank waits for another here (each rank's all-reduces end on their own), and step times are not
+    # compared while collectives match: no straggler.
+    assert of(rep, "straggler") == []
 
 
 def test_the_straggler_sample_aligns_every_clock():

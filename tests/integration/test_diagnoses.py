@@ -296,7 +296,8 @@ def test_diagnoses_in_json_text_and_markdown(tmp_path):
     assert tracelens.Report.from_json(rep.to_json()).diagnoses == rep.diagnoses
     assert "NaN" not in rep.to_json().decode()
     text = render(rep, "text")
-    assert "WARNING rank 0 · steps 2–4 · sync stall: aten::item" in text and "try: a tensor is read" in text
+    # Both ranks run the same .item() (generator): one entry names them.
+    assert "WARNING ranks 0–1 (2 of 2) · steps 2–4 · sync stall: aten::item" in text and "try: a tensor is read" in text
     md = render(rep, "markdown")
     assert "## Diagnoses" in md and "aten::\\_local\\_scalar\\_dense" in md and "*Try:*" in md
 

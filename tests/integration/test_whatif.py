@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 import tracelens
-from tracelens.analyzers.rank.whatif import perfect_overlap_ns
+from tracelens.analyzers.whatif import perfect_overlap_ns
 
 from fixtures import synth
 
@@ -41,9 +41,33 @@ def test_wfbp_100_by_hand(tmp_path):
 
 
 def test_the_overlap_tax_counts_and_compute_is_the_floor():
-    step = SimpleNamespace(duration_ns=10_000, exposed_comm_ns=2_000, compute_ns=6_000)
+    step = SimpleNamespace(duration_ns=10_000, exposed_comm_ns=2_000, compute_ns=6_000, overlap_tax_ns=0,
+                           exposed_wait_ns=None)
     assert perfect_overlap_ns(step) == 8_000                 # no tax recorded: 10 - 2
     step.overlap_tax_ns = 1_500
     assert perfect_overlap_ns(step) == 6_500                 # 10 - 2 - 1.5
     step.overlap_tax_ns = 3_000
     assert perfect_overlap_ns(step) == 6_000                 # 10 - 2 - 3 = 5 < compute 6: clipped
+    # 1.2 of the 2 exposed was waiting for a late rank: overlap does not hide it. 10 - 0.8 = 9.2.
+    step.overlap_tax_ns, step.exposed_wait_ns = 0, 1_200
+    assert perfect_overlap_ns(step) == 9_200
+
+
+@pytest.mark.parametrize("name", ["straggler", "culprit_host_gap"])
+def test_perfect_overlap_leaves_the_wait_for_a_late_rank(tmp_path, name):
+    # Coupled scenarios: the ranks that wait for the late one keep their exposed wait (synth.cross_truth) in
+    # the perfect-overlap step time; the ranks arriving together would save it (arrival_gain).
+    sc = synth.SCENARIOS[name]
+    synth.write(sc, tmp_path)
+    rep = tracelens.analyze(tracelens.load(str(tmp_path)))
+    truth, waits = synth.expected(sc), synth.cross_truth(sc)["steps"]
+    waited = duration = 0
+    for r in rep.ranks:
+        for s, t in zip(r.steps, truth[r.rank], strict=True):
+            wait = waits[r.rank][t["step"]]["exposed_wait_ns"]
+            assert s.exposed_wait_ns == wait
+            assert s.perfect_overlap_step_ns == t["duration_ns"] - (t["exposed_comm_ns"] - wait)
+            waited += wait
+            duration += t["duration_ns"]
+    assert waited > 0
+    assert rep.summary.arrival_gain == pytest.approx(waited / duration)

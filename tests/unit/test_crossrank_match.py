@@ -17,7 +17,8 @@ MB = 1 << 20
 def rank(rows: list[dict]):
     """A stand-in RankAnalysis holding only the collective table: defaults for what a row leaves out."""
     base = dict(step=0, op="all_reduce", dtype="Float", bytes=4 * MB, group_size=-1, pg_name=None, pg_desc=None,
-                seq=-1, start_ns=0, end_ns=10, exposed_ns=0, stream=13, launch_ns=-1)
+                seq=-1, start_ns=0, end_ns=10, exposed_ns=0, stream=13, launch_ns=-1, lead_ns=0, lead_compute_ns=0,
+                lead_sync_ns=0, lead_launch_ns=0, lead_host_ns=0)
     full = [{**base, **r} for r in rows]
     comm = {c: np.array([r[c] for r in full], dtype=object if c in ("op", "dtype", "pg_name", "pg_desc") else
                         np.int64) for c in COMM_COLUMNS}
@@ -91,25 +92,33 @@ def test_wait_transfer_skew_and_last_rank():
     # Three members: [0, 10], [4, 10], [7, 10] (one instance). T = 3 (the last to arrive), waits 7, 3, 0,
     # skew 7, last the third; rank 1's clock runs 2 ahead (offset 2): its aligned start is 2, skew unchanged.
     start = np.array([0, 6, 7]); end = np.array([10, 12, 10])
-    w = waits.compute(start, end, np.array([10, 6, 1]), np.array([0, 2, 0]), np.array([True, True, True]),
-                      np.array([0]))
+    w = waits.compute(start, end, np.array([0, 2, 0]), np.array([True, True, True]), np.array([0]))
     assert w.transfer.tolist() == [3] and w.wait.tolist() == [7, 3, 0]
     assert w.skew.tolist() == [7] and w.last.tolist() == [2]
-    # Exposed time beyond T was waiting: max(0, exposed - 3).
-    assert w.exposed_wait.tolist() == [7, 3, 0]
     # A member whose clock is not aligned: no skew, no last rank; waits need no clock.
-    w = waits.compute(start, end, np.zeros(3, np.int64), np.zeros(3, np.int64), np.array([True, False, True]),
-                      np.array([0]))
+    w = waits.compute(start, end, np.zeros(3, np.int64), np.array([True, False, True]), np.array([0]))
     assert w.skew.tolist() == [-1] and w.last.tolist() == [-1] and w.wait.tolist() == [7, 3, 0]
 
 
-# ------------------------------------------------------------------------- the straggler's cause
+def test_waits_per_rank_are_wall_clock_time():
+    # One rank, two collectives overlapping in time (two streams): [0, 10) with T = 4 waits [0, 6) and transfers
+    # [6, 10); [2, 14) with T = 5 waits [2, 9) and transfers [9, 14). Transfers: [6, 14) = 8; wait: [0, 9) less
+    # the transfers = [0, 6) = 6 (the sums would say 6 + 7 = 13 and 9). Exposed [5, 12): inside the wait, [5, 6).
+    totals, steps = waits.per_rank(np.array([0, 0]), np.array([0, 2]), np.array([10, 14]), np.array([4, 5]), 1,
+                                   [([3], np.array([0]), np.array([20]))], [(np.array([5]), np.array([12]))])
+    assert (totals["wait_ns"].tolist(), totals["transfer_ns"].tolist(), totals["exposed_wait_ns"].tolist()) == \
+        ([6], [8], [1])
+    assert steps == {(0, 3): {"wait_ns": 6, "transfer_ns": 8, "exposed_wait_ns": 1}}
+    assert totals["wait_ns"][0] + totals["transfer_ns"][0] <= 14        # the rank's communication time
 
-def _result(rank, compute_ms, idle_ms):
+
+# ------------------------------------------------------------------------- the straggler and its reason
+
+def _result(rank):
     from tracelens.contract import RankResult, StepMetrics, Totals
     ms = 1_000_000
-    steps = [StepMetrics(step=s, start_ns=0, end_ns=20 * ms, duration_ns=20 * ms, compute_ns=compute_ms * ms,
-                         comm_ns=0, overlap_ns=0, exposed_comm_ns=0, idle_ns=idle_ms * ms, overlap_pct=None,
+    steps = [StepMetrics(step=s, start_ns=0, end_ns=20 * ms, duration_ns=20 * ms, compute_ns=10 * ms,
+                         comm_ns=0, overlap_ns=0, exposed_comm_ns=0, idle_ns=1 * ms, overlap_pct=None,
                          exposed_comm_fraction=None) for s in range(3)]
     totals = Totals(duration_ns=0, compute_ns=0, comm_ns=0, overlap_ns=0, exposed_comm_ns=0, idle_ns=0,
                     overlap_pct=None, exposed_comm_fraction=None)
@@ -117,32 +126,65 @@ def _result(rank, compute_ms, idle_ms):
                       totals=totals)
 
 
-@pytest.mark.parametrize("compute, idle, delay, verdict", [
-    (14, 1, 900_000, "late-compute"),     # 14 ms compute against 10 (> 10 % more)
-    (10, 5, 900_000, "late-host"),        # idle 5 ms against 1: 4 ms > 10 % of the 20 ms step, material
-    (10, 1, 20_000, "late-launch"),       # its late collectives started 20 µs after launch (< 50 µs)
-    (10, 1, 900_000, "late"),             # nothing stands out
-])
-def test_the_straggler_cause(compute, idle, delay, verdict):
+def _late(n, lead, late_by=800_000, share=None):
+    """``n`` instances of three members (positions 0, 1, 2); position 2 is last in each, the others waited
+    ``late_by``; ``lead``: the components of position 2's lead (ns per instance) beyond the others' 1 ms of
+    compute each; two instances a step."""
     from tracelens.analyzers.run.crossrank import straggler
     from tracelens.analyzers.thresholds import Thresholds
-    results = [_result(0, 10, 1), _result(1, 10, 1), _result(2, compute, idle)]
-    n = 6                                                   # rank 2 (position 2) last in all 6 instances
-    f = straggler.find(results, np.full(n, 2), np.full(n, 500_000), np.full(n, 800_000), np.repeat([0, 1, 2], 2),
-                       np.full(n, delay), np.full(n, 3), Thresholds())
-    assert (f.rank, f.verdict) == (2, verdict)
-    # 6 instances x 0.8 ms of the others' wait = 4.8 ms; per other rank and step: 4.8 / 2 / 3 = 0.8 ms.
-    assert f.evidence["caused_wait_ns"] == 4_800_000 and f.evidence["impact_ns"] == 800_000
-    assert f.evidence["caused_wait_by_step"] == [[0, 1_600_000], [1, 1_600_000], [2, 1_600_000]]
+    pos = np.tile([0, 1, 2], n)
+    starts = np.arange(0, 3 * n, 3)
+    cols = {c: np.zeros(3 * n, np.int64) for c in ("lead_ns", "lead_compute_ns", "lead_sync_ns", "lead_launch_ns",
+                                                    "lead_host_ns")}
+    cols["lead_ns"][:] = cols["lead_compute_ns"][:] = 1_000_000
+    for k, v in lead.items():
+        cols[k][2::3] += v
+        cols["lead_ns"][2::3] += v
+    wait = np.tile([late_by, late_by, 0], n)
+    rows_late = starts + 2
+    return straggler.find([_result(0), _result(1), _result(2)], pos, rows_late, np.full(n, late_by),
+                          np.full(n, 2 * late_by), np.arange(n) // 2, np.full(n, 900_000),
+                          np.full(n, 3), starts, cols, wait, [0, 0, 0], False, Thresholds())
+
+
+@pytest.mark.parametrize("component, reason", [
+    ("lead_compute_ns", "compute"), ("lead_host_ns", "host-gap"), ("lead_sync_ns", "sync-stall"),
+    ("lead_launch_ns", "late-launch")])
+def test_the_reason_is_the_component_that_explains_the_lateness(component, reason):
+    # Position 2 spends 0.8 ms more in one component before each of its 6 late arrivals: exactly how late it
+    # came (the others waited 0.8 ms each), so that component names the reason.
+    c = _late(6, {component: 800_000})
+    assert (c.pos, c.reason, c.finding.verdict) == (2, reason, reason)
+    ev = c.finding.evidence
+    assert ev["lateness_ns"] == 800_000 and ev["excess_ns"]["lead"] == 800_000        # means per late collective
+    # 6 instances x 2 x 0.8 ms of the others' wait = 9.6 ms; per other rank and step: 9.6 / 2 / 3 = 1.6 ms.
+    assert ev["caused_wait_ns"] == 9_600_000 and ev["impact_ns"] == 1_600_000
+
+
+def test_a_lateness_the_lead_does_not_explain_is_unknown():
+    # The same lateness, but before each late collective position 2 did what the others did, plus 0.1 ms of
+    # host gap: 0.6 ms of excess lead for 4.8 ms of lateness.
+    assert _late(6, {"lead_host_ns": 100_000}).reason == "unknown"
+    # Two components of 0.4 ms: neither is half of the 0.8 ms excess... each is exactly half: the larger
+    # (first in order on a tie) wins.
+    assert _late(6, {"lead_host_ns": 300_000, "lead_compute_ns": 500_000}).reason == "compute"
 
 
 def test_too_few_late_arrivals_name_no_straggler():
+    # Last in all 4 instances, but fewer than straggler_min_late_count (5): could be chance.
+    assert _late(4, {"lead_compute_ns": 800_000}) is None
+
+
+def test_the_rank_waited_for_without_aligned_clocks_is_the_one_that_waited_least():
     from tracelens.analyzers.run.crossrank import straggler
     from tracelens.analyzers.thresholds import Thresholds
-    results = [_result(0, 10, 1), _result(1, 14, 1)]
-    # Last in all 4 skewed instances, but fewer than straggler_min_late_count (5): could be chance.
-    assert straggler.find(results, np.full(4, 1), np.full(4, 500_000), np.full(4, 1), np.zeros(4, np.int64),
-                          np.full(4, -1), np.full(4, 2), Thresholds()) is None
+    # Two instances of three members; clocks not aligned (no last by start). The first: waits 30, 40, 0 µs:
+    # the third came last. The second: waits 5, 0, 40 µs: the least waiting member is not alone in waiting
+    # less than straggler_min_skew_ns (10 µs), so no one is named.
+    wait = np.array([30_000, 40_000, 0, 5_000, 0, 40_000])
+    got = straggler.late_rows(np.array([-1, -1]), np.array([-1, -1]), wait, np.array([0, 3]),
+                              np.array([False, False]), Thresholds())
+    assert got.tolist() == [2, -1]
 
 
 def test_packed_keys_sort_as_lexsort():

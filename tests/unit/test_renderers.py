@@ -51,8 +51,8 @@ def test_straggler_is_labelled_across_ranks():
     texts, mds = finding_lines(rep, "straggler")
     assert len(texts) == 2 and len(mds) == 1
     # Rank 3 arrives last at every all-reduce and computes slower: the title names the cause.
-    assert all(line.startswith("WARNING rank 3 · across ranks · straggler (its compute): ") for line in texts), texts
-    assert mds[0].startswith("- ⚠️ **warning** · rank 3 · across ranks · **straggler (its compute): "), mds
+    assert all(line.startswith("WARNING rank 3 · across ranks · straggler (slower compute): ") for line in texts), texts
+    assert mds[0].startswith("- ⚠️ **warning** · rank 3 · across ranks · **straggler (slower compute): "), mds
     assert "whole trace" not in text(rep) and "whole trace" not in markdown(rep)
 
 

@@ -29,9 +29,11 @@ class Context:
 
 # Columns of the per-instance collective table, in order: what matching collectives across ranks needs.
 # ``stream``: the device stream (-1 for CPU-only gloo collectives); ``launch_ns``: the end of the host call
-# that launched it, -1 when unknown.
+# that launched it, -1 when unknown. ``lead_*``: what the rank did since its previous collective of the same
+# group, until this one started (analyzers/rank/arrival.py): the culprit's reason is read from them.
+LEAD_COLUMNS = ("lead_ns", "lead_compute_ns", "lead_sync_ns", "lead_launch_ns", "lead_host_ns")
 COMM_COLUMNS = ("step", "op", "dtype", "bytes", "group_size", "pg_name", "pg_desc", "seq", "start_ns", "end_ns",
-                "exposed_ns", "stream", "launch_ns")
+                "exposed_ns", "stream", "launch_ns") + LEAD_COLUMNS
 
 
 @dataclass
@@ -42,7 +44,9 @@ class RankAnalysis:
     (int64 with -1 for unknown; object arrays of str/None for op, dtype and the process group); ``findings``
     are still structured (the wording is applied once, in combine). ``host`` is the machine the rank ran on
     (None when the trace does not say); ``groups`` maps a process group's name to its member ranks, where the
-    trace lists them."""
+    trace lists them. ``exposed`` is the set of the rank's exposed communication inside its step windows
+    (communication no compute covered, as intervals on its own clock): combine splits it into the wait for
+    other ranks and the rest."""
 
     rank: int
     source: str
@@ -54,6 +58,7 @@ class RankAnalysis:
     warnings: list[WarningEntry]
     host: str | None = None
     groups: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    exposed: tuple = ()
 
     def sort_key(self) -> tuple:
         """Order of ranks in the Report: by rank, then file; processes of one file claiming the same rank by

@@ -32,8 +32,10 @@ class Thresholds:
     material_min_ns: int = 100_000           # impact in ns
     # Stragglers (across ranks).
     straggler_min_excess: float = 0.1        # a rank's median step or compute time this far above the ranks' median
-    straggler_min_late_share: float = 0.75   # arrives last in at least this share of the skewed collectives
-    straggler_min_late_count: int = 5        # ... and in at least this many (fewer can be chance)
+    straggler_min_late_share: float = 0.66   # causes at least this share of all the waiting for the last rank
+    straggler_min_late_count: int = 5        # ... and is last in at least this many collectives (fewer: chance)
+    straggler_min_reason_share: float = 0.5  # a reason names the late rank's cause when its excess is at least
+                                             # this share of the rank's excess lead before its late collectives
     straggler_min_skew_ns: int = 10_000      # collectives whose arrival skew is below this have no last rank
     # Clock alignment and bandwidth (across ranks).
     clock_max_spread_ns: int = 50_000        # offsets whose end-time differences spread wider are not applied

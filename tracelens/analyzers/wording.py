@@ -36,8 +36,19 @@ class Finding:
 def diagnosis(f: Finding) -> Diagnosis:
     """The report entry of a finding: its sentences from :data:`WORDING`, everything else as found."""
     title, detail, advice = WORDING[f.id, f.verdict](f)
+    if "peer_wait" in f.evidence:
+        advice = _waiting_advice(f.evidence["peer_wait"])
     return Diagnosis(id=f.id, severity=f.severity, rank=f.rank, step=f.step, title=title, detail=detail,
                      advice=advice, evidence=f.evidence)
+
+
+def _waiting_advice(pw: dict) -> str:
+    """For a finding whose exposed time is mostly the wait for a late rank (analyzers/run/verdict.py)."""
+    who = "the last rank to arrive at each collective" if pw["rank"] is None else f"rank {pw['rank']}"
+    where = "exposed here" if pw.get("of", "step") == "step" else "this rank exposes in all"
+    return (f"{_ms(pw['wait_ns'])} of the {_ms(pw['exposed_ns'])} {where} is waiting for {who}: no bucket, "
+            "launch or stream change hides it; "
+            + ("see the run verdict" if pw["rank"] is None else f"see the straggler finding of rank {pw['rank']}"))
 
 
 def _ms(ns: int) -> str:
@@ -305,12 +316,14 @@ def launch_order(f: Finding) -> tuple[str, str, str]:
 
 def _straggler(f: Finding, what: str, excess: float) -> tuple[str, str, str]:
     ev = f.evidence
+    step = f"median step {_ms(ev['step_ns'])} against {_ms(ev['ranks_step_ns'])}"
+    compute = f"median compute {_ms(ev['compute_ns'])} against {_ms(ev['ranks_compute_ns'])}"
+    first, second = (step, compute) if what == "step time" else (compute, step)
     return (f"straggler: {what} {100 * excess:.0f} % above the median of {ev['ranks']} ranks",
-            f"median step {_ms(ev['step_ns'])} against {_ms(ev['ranks_step_ns'])}, median compute "
-            f"{_ms(ev['compute_ns'])} against {_ms(ev['ranks_compute_ns'])} (over its {ev['steps']} complete "
-            f"steps and the {ev['ranks']} ranks)",
-            "the other ranks wait for this one in their collectives: compare its kernels, GPU clocks (power or "
-            "thermal throttling), input pipeline and host load with theirs")
+            f"{first}, {second} (over its {ev['steps']} complete steps and the {ev['ranks']} ranks; no collective "
+            "was matched across ranks, so who waits for whom is not known)",
+            "if the other ranks wait for this one: " + reason_advice("compute", ev.get("cpu", False))
+            + "; and its input pipeline and host load")
 
 
 def straggler_step_time(f: Finding) -> tuple[str, str, str]:
@@ -321,33 +334,57 @@ def straggler_compute_time(f: Finding) -> tuple[str, str, str]:
     return _straggler(f, "compute time", f.evidence["compute_excess"])
 
 
-_LATE_CAUSE = {
-    "late-compute": ("its compute", lambda ev: f"its median compute {_ms(ev['compute_ns'])} against "
-                     f"{_ms(ev['ranks_compute_ns'])} on the other ranks: slower kernels",
-                     "compare its kernels, GPU clocks (power or thermal throttling) and data shapes with the other "
-                     "ranks'; rebalance the work if it gets more"),
-    "late-host": ("its host", lambda ev: f"its device sat idle a median {_ms(ev['idle_ns'])} per step against "
-                  f"{_ms(ev['ranks_idle_ns'])} on the other ranks: host gaps",
-                  "look at that rank's host: data loading (more DataLoader workers, pinned memory), Python work "
-                  "between steps, CPU contention or a slower node"),
-    "late-launch": ("its CPU", lambda ev: f"{ev['launched_promptly']} of its {ev['launch_known']} late "
-                    "collectives started as soon as the CPU launched them: the CPU launched them late",
-                    "look at what that rank's CPU does before the collective (Python overhead, logging, a sync, "
-                    "CPU contention); CUDA graphs or fewer host syncs let the CPU run ahead"),
-    "late": ("", lambda ev: "its compute, idle time and launches look like the other ranks'",
-             "compare its kernels, host and input pipeline with the other ranks'"),
-}
+# The culprit's reason (analyzers/run/crossrank/straggler.py): what it is called, what it did before its late
+# collectives, and what to try.
+_REASON_WORDS = {"compute": "slower compute", "host-gap": "host gaps", "sync-stall": "a sync stall",
+                 "late-launch": "late launches", "unknown": "cause unknown"}
+_REASON_DOING = {"compute": "computing", "host-gap": "with its device idle and its CPU idle or loading data",
+                 "sync-stall": "with its device idle after a blocking sync",
+                 "late-launch": "with its device idle while its CPU ran ops"}
+
+
+def reason_advice(reason: str, cpu: bool) -> str:
+    """What to try on the rank the others wait for, by why it is late (``cpu``: a CPU-backend run)."""
+    if reason == "compute":
+        return ("compare its CPU load and threads (OMP_NUM_THREADS, other processes on its cores) and its data "
+                "shapes with the other ranks'; rebalance the work if it gets more") if cpu else \
+            ("compare its kernels, GPU clocks (power or thermal throttling) and data shapes with the other ranks'; "
+             "rebalance the work if it gets more")
+    if reason == "host-gap":
+        return ("look at that rank's host before its late collectives: data loading (more DataLoader workers, "
+                "pinned memory, prefetching), Python work between steps, CPU contention or a slower node")
+    if reason == "sync-stall":
+        return ("a blocking sync drains its device before these collectives (its sync-stall findings name the "
+                "call site): remove it or move it out of the step")
+    if reason == "late-launch":
+        return ("its CPU launches work more slowly than its GPU runs it (Python and framework overhead, CPU "
+                "contention): CUDA graphs or torch.compile cut the launches; check that rank's CPU affinity and load")
+    return ("compare its timeline just before its late collectives with a waiting rank's: the profiler saw no "
+            "difference in compute, idle or launches")
 
 
 def _straggler_late(f: Finding) -> tuple[str, str, str]:
     ev = f.evidence
-    who, why, advice = _LATE_CAUSE[f.verdict]
-    by = f" ({who})" if who else ""
-    return (f"straggler{by}: arrives last at {ev['late_count']} of {ev['skewed']} skewed collectives, costing the "
-            f"others {_ms(ev['caused_wait_ns'])} of waiting",
-            f"it starts its collectives a mean {_ms(ev['mean_skew_ns'])} after the first rank, over "
-            f"{ev['ranks']} ranks; {why(ev)}",
-            "the other ranks wait for this one in their collectives: " + advice)
+    reason = ev["reason"]
+    n = ev["late_count"]
+    if reason == "unknown":
+        why = (f"it came a mean {_ms(ev['lateness_ns'])} after the other ranks, but since they last met (the "
+               f"previous step's collective, else the step's start) it took a mean {_ms(ev['lead_ns'])} to arrive "
+               f"against {_ms(ev['ranks_lead_ns'])} on the others, and no one activity explains the difference")
+        if ev["late_start_ns"] is not None:
+            why += (f"; it began its first captured step {_ms(ev['late_start_ns'])} after the other ranks: look at "
+                    "what it does between steps and before the capture")
+    else:
+        why = (f"before each it spent a mean {_ms(ev['lead_by_reason_ns'][reason])} {_REASON_DOING[reason]} "
+               f"against {_ms(ev['ranks_lead_by_reason_ns'][reason])} on the other ranks, of "
+               f"{_ms(ev['lead_ns'])} against {_ms(ev['ranks_lead_ns'])} since they last met (the previous step's "
+               "collective, else the step's start)")
+    skew = "" if ev["mean_skew_ns"] is None else f", a mean {_ms(ev['mean_skew_ns'])} after the first rank"
+    return (f"straggler ({_REASON_WORDS[reason]}): the other ranks wait for it at {n} collective"
+            f"{'' if n == 1 else 's'}, {_ms(ev['caused_wait_ns'])} of waiting in all",
+            f"it arrives last at {n} of {ev['instances']} matched collectives{skew}, causing "
+            f"{_pct(100 * ev['wait_share'])} of the waiting over {ev['ranks']} ranks; {why}",
+            reason_advice(reason, ev["cpu"]))
 
 
 def _offsets(units: list) -> str:
@@ -734,10 +771,7 @@ WORDING: dict[tuple[str, Optional[str]], Callable[[Finding], tuple[str, str, str
     ("launch-order", None): launch_order,
     ("straggler", "step-time"): straggler_step_time,
     ("straggler", "compute-time"): straggler_compute_time,
-    ("straggler", "late-compute"): _straggler_late,
-    ("straggler", "late-host"): _straggler_late,
-    ("straggler", "late-launch"): _straggler_late,
-    ("straggler", "late"): _straggler_late,
+    **{("straggler", r): _straggler_late for r in ("compute", "host-gap", "sync-stall", "late-launch", "unknown")},
     ("clock-offset", "corrected"): clock_offset_corrected,
     ("clock-offset", "uncertain"): clock_offset_uncertain,
     ("no-gpu-activity", None): no_gpu_activity,
@@ -760,3 +794,93 @@ WORDING: dict[tuple[str, Optional[str]], Callable[[Finding], tuple[str, str, str
     **{("parallelism", d): parallelism for d in ("dp", "fsdp", "tp", "pp", "ep", "cp", "unknown")},
 }
 """The sentences of every finding, by (id, verdict)."""
+
+
+# ----------------------------------------------------------------------------------- run verdict
+
+def ranks_label(ranks: list[int], total: int | None = None) -> str:
+    """``ranks 0–2, 4–6``, ``rank 3``; past six ranges, ``12 of 16 ranks`` (``total``: of how many)."""
+    if not ranks:
+        return "no rank"
+    spans, lo = [], ranks[0]
+    for a, b in zip(ranks, ranks[1:] + [None]):
+        if b != a + 1:
+            spans.append(str(lo) if lo == a else f"{lo}–{a}")
+            lo = b
+    if len(spans) > 6:
+        return f"{len(ranks)} of {total} ranks" if total else f"{len(ranks)} ranks"
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(spans)
+
+
+_CAUSE_WORDS = {"peer-wait": "waiting for other ranks", "not-overlapped": "transfers no compute hides",
+                "overlap-tax": "the overlap tax"}
+
+
+def _cost(c) -> str:
+    return f"{_ms(c.ns_per_step)} per step ({_pct(None if c.share_of_step is None else 100 * c.share_of_step)} of the step)"
+
+
+def headline(biggest, top, waiting: list[int] | None, tcp: bool = False) -> str:
+    """The run's answer in one sentence: the biggest material cause, its cost per step and the culprit."""
+    if top is None:
+        return "No communication in this run: nothing to overlap."
+    if biggest is None:
+        return (f"Communication is not what holds the steps up: the largest cause, {_CAUSE_WORDS[top.cause]}, "
+                f"costs {_cost(top)}.")
+    c = biggest
+    if c.cause == "peer-wait":
+        if c.culprit is None:
+            return (f"Waiting for the last rank to arrive costs {_cost(c)}, and no single rank is the one waited "
+                    "for.")
+        others = [r for r in (waiting or []) if r != c.culprit.rank]
+        who = (f"{ranks_label(others)} wait for it at their collectives" if len(others) > 1 else
+               f"{ranks_label(others)} waits for it at its collectives" if others else
+               "the other ranks wait for it at their collectives")
+        why = ("for a reason the trace does not show" if c.culprit.reason == "unknown"
+               else f"because of {_REASON_WORDS[c.culprit.reason]}")
+        return f"Waiting for rank {c.culprit.rank} costs {_cost(c)}: {who}, and it arrives last {why}."
+    if c.cause == "not-overlapped":
+        shape = f", pattern {c.pattern}" if c.pattern else ""
+        over = " over TCP sockets between nodes" if tcp else ""
+        return f"Transfers that no compute hides cost {_cost(c)}{over}{shape}."
+    return f"The overlap tax costs {_cost(c)}: compute runs slower beside communication."
+
+
+_DIM_LEVER = {
+    "fsdp": "prefetch the next all-gather (FSDP forward_prefetch / backward_prefetch)",
+    "tp": "overlap the tensor-parallel collectives with their GEMMs (TransformerEngine userbuffers, Megatron "
+          "--tp-comm-overlap)",
+    "pp": "more micro-batches or an interleaved schedule shrink the pipeline bubble",
+    "ep": "overlap the expert all-to-all dispatch and combine with expert compute (micro-batches that alternate)",
+    "emb": "pipeline the embedding all-to-alls with the dense compute (TorchRec's TrainPipelineSparseDist)",
+    "cp": "overlap the ring-attention send/recv with the attention of the previous chunk",
+}
+
+
+def lever(cause: str, culprit, pattern: str | None, dimension: str | None, tcp: bool, cpu: bool) -> str:
+    """The one thing to try first against a cause of the run verdict."""
+    if cause == "peer-wait":
+        if culprit is None:
+            return ("no single rank is last: look for work that is uneven between ranks and moves from step to "
+                    "step (sequence lengths, batch composition, expert routing) or hosts that stall now and then")
+        return f"rank {culprit.rank}: " + reason_advice(culprit.reason, cpu)
+    if cause == "overlap-tax":
+        return ("give the collectives fewer SMs (NCCL_MAX_CTAS) or move them to the copy engines (NCCL 2.28+ "
+                "copy-engine collectives)")
+    if tcp:
+        return ("make NCCL use RDMA between the nodes: it runs over TCP sockets (see the network transport "
+                "verdict for why)")
+    if pattern == "serialized":
+        return ("issue the collectives on their own stream (async_op=True, NCCL's internal stream), not the compute "
+                "stream")
+    if pattern == "backlog":
+        return ("move fewer bytes or get more bandwidth: bf16/fp16 gradients or compression, fewer and larger "
+                "messages, a faster transport")
+    if dimension in _DIM_LEVER:
+        return _DIM_LEVER[dimension]
+    if dimension == "dp":
+        if pattern == "two-phase":
+            return ("start the gradient all-reduces during the backward: check bucket_cap_mb (one bucket larger than "
+                    "the model) and no_sync with a final all-reduce")
+        return "a smaller last DDP bucket (bucket_cap_mb) or earlier launches hide more of the transfers"
+    return "launch the collectives earlier, while compute they do not depend on still runs"

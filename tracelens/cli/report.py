@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .. import api
+from ..errors import UsageError
 from .terminal import (color_option, executor_args, executor_options, input_options, progress, show,
                        threshold_option)
 
@@ -29,12 +30,17 @@ def report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=(), color=Non
 @click.option("--top", type=click.IntRange(0), default=10, show_default=True,
               help="How many of the most exposed collectives to list (text/markdown); identical ones (same "
                    "rank, kernel, op and size) are one row.")
+@click.option("--rank", "one_rank", type=int, metavar="N",
+              help="Text/Markdown: rank N's step table and findings alone, each finding as that rank's own.")
+@click.option("--ranks", "ranks_shown", type=click.Choice(["auto", "all"]), default="auto", show_default=True,
+              help="Text/Markdown: past 16 ranks, auto shows the step columns' distribution over ranks and the 8 "
+                   "most exposed ranks' tables; all shows every rank's.")
 @color_option
 @threshold_option
 @input_options
 @executor_options
-def report(paths, fmt, output, force, top, color, thresholds, comm_patterns, step_nvtx, no_cache, executor, workers,
-           scheduler) -> None:
+def report(paths, fmt, output, force, top, one_rank, ranks_shown, color, thresholds, comm_patterns, step_nvtx,
+           no_cache, executor, workers, scheduler) -> None:
     """Report overlap per rank and step, with diagnoses, for trace files, directories or globs
     (or re-render a saved JSON report).
 
@@ -43,5 +49,9 @@ def report(paths, fmt, output, force, top, color, thresholds, comm_patterns, ste
         tracelens report runs/ddp_bs32/ --format markdown -o summary.md
     """
     run_on = executor_args(executor, workers, scheduler)
-    show(report_for(paths, comm_patterns, step_nvtx, thresholds, color, fmt == "json", run_on, no_cache), fmt, output,
-         force, top, color)
+    rep = report_for(paths, comm_patterns, step_nvtx, thresholds, color, fmt == "json", run_on, no_cache)
+    if one_rank is not None and all(r.rank != one_rank for r in rep.ranks):
+        raise UsageError(f"--rank {one_rank}: no such rank in the report (ranks: "
+                         f"{', '.join(str(r.rank) for r in rep.ranks[:20]) or 'none'}"
+                         + (", ..." if len(rep.ranks) > 20 else "") + ")")
+    show(rep, fmt, output, force, top, color, rank=one_rank, every=ranks_shown == "all")

@@ -11,14 +11,17 @@ if TYPE_CHECKING:  # pragma: no cover
 FORMATS = ("text", "json", "markdown", "html")
 
 
-def render(report: Report, fmt: str, *, color: bool = False, width: int = 120, top: int = 10) -> str:
+def render(report: Report, fmt: str, *, color: bool = False, width: int = 120, top: int = 10,
+           rank: int | None = None, every: bool = False) -> str:
+    """``rank``: the text and Markdown show that rank's tables and findings alone; ``every``: every rank's step
+    table, however many ranks (past 16 they show the distribution over ranks and the most exposed ranks')."""
     if fmt == "json":
         return report.to_json().decode() + "\n"
     # Each format's module only when asked for: JSON needs neither, and text needs rich (~20 ms to import).
     if fmt == "markdown":
         from . import markdown
 
-        return markdown.render(report, top=top)
+        return markdown.render(report, top=top, rank=rank, every=every)
     if fmt == "html":
         from . import html     # plotly: the optional ``dashboard`` extra
 
@@ -26,5 +29,5 @@ def render(report: Report, fmt: str, *, color: bool = False, width: int = 120, t
     if fmt == "text":
         from . import text
 
-        return text.render(report, color=color, width=width, top=top)
+        return text.render(report, color=color, width=width, top=top, rank=rank, every=every)
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..contract import SEVERITIES, RankResult, Report
@@ -182,6 +183,66 @@ def findings(report: Report) -> list[Finding]:
     return out
 
 
+_NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?![\w.])")
+
+
+@dataclass
+class Recurring:
+    """Findings of the same kind, scope and wording on several ranks, shown as one entry (display only: the
+    report keeps every rank's own diagnosis): the ranks, and each number of the sentences as the range of the
+    members' values."""
+
+    ranks: list[int]
+    total: int                 # ranks in the report
+    id: str
+    severity: str
+    where: str
+    title: str
+    detail: str
+    advice: str
+
+    @property
+    def who(self) -> str:
+        if len(self.ranks) == 1:
+            return rank_label(self.ranks[0])
+        return f"ranks {ranges(self.ranks)} ({len(self.ranks)} of {self.total})"
+
+
+def recurring(report: Report, rank: int | None = None) -> list[Recurring]:
+    """The report's findings with those that recur on several ranks merged (``rank``: that rank's alone,
+    unmerged), in the order of their first member."""
+    found = [f for f in findings(report) if rank is None or f.rank == rank]
+    groups: dict[tuple, list] = {}
+    for f in found:
+        groups.setdefault((f.id, f.where, _skeleton(f.title), _skeleton(f.detail), _skeleton(f.advice),
+                           f.rank < 0), []).append(f)
+    total = len({r.rank for r in report.ranks})
+    out = []
+    for members in groups.values():
+        worst = max(members, key=lambda f: SEVERITIES.index(f.severity) if f.severity in SEVERITIES else 0)
+        out.append(Recurring(sorted({f.rank for f in members}), total, worst.id, worst.severity, worst.where,
+                             *(_ranged([getattr(f, k) for f in members]) for k in ("title", "detail", "advice"))))
+    return out
+
+
+def _skeleton(text: str) -> str:
+    return _NUMBER.sub("#", text)
+
+
+def _ranged(texts: list[str]) -> str:
+    """One sentence of the same wording from several: each number the members' lowest–highest."""
+    if len(set(texts)) == 1:
+        return texts[0]
+    numbers = [_NUMBER.findall(t) for t in texts]
+    parts = _NUMBER.split(texts[0])
+    out = [parts[0]]
+    for i, rest in enumerate(parts[1:]):
+        values = sorted({n[i] for n in numbers}, key=lambda v: float(v.replace(",", "")))
+        out.append(values[0] if len(values) == 1 else f"{values[0]}–{values[-1]}")
+        out.append(rest)
+    return "".join(out)
+
+
 def finding_scope(id_: str, steps: list, rank_has_steps: bool) -> str:
     """What a finding covers: its steps; without a step, the run (``across ranks``: a straggler is measured
     against the other ranks), the ``whole trace`` when the rank has no numbered steps (its one window), else
@@ -240,6 +301,67 @@ def across_cells(r, decimals: int = 3) -> list[str]:
             ms(r.exposed_wait_ns, decimals), str(r.late_count), _offset(r, decimals)]
 
 
+def nearest(values: list, q: float):
+    """The nearest-rank quantile ``q`` of sorted values."""
+    return values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))]
+
+
+# Past this many ranks the text and Markdown reports show the step tables' distribution over ranks and the
+# tables of the most exposed ranks (``--ranks all``: every rank's).
+RANKS_ALL_UP_TO = 16
+MOST_EXPOSED_SHOWN = 8
+DISTRIBUTION_HEADERS = ("per step", "min", "median", "p90", "max")
+
+
+def shown_ranks(report: Report, rank: int | None = None, every: bool = False) -> tuple[list, bool]:
+    """The ranks whose step tables are shown, and whether they are the most exposed few of many (then the
+    distribution over all ranks goes first): ``rank`` alone, every rank up to RANKS_ALL_UP_TO (or with
+    ``every``), else the MOST_EXPOSED_SHOWN with the most exposed communication, most exposed first."""
+    if rank is not None:
+        return [r for r in report.ranks if r.rank == rank], False
+    if every or len(report.ranks) <= RANKS_ALL_UP_TO:
+        return list(report.ranks), False
+    worst = sorted(report.ranks, key=lambda r: (-r.totals.exposed_comm_ns, r.rank))
+    return worst[:MOST_EXPOSED_SHOWN], True
+
+
+def distribution_rows(report: Report, decimals: int = 3) -> list[list[str]]:
+    """Each step-table column over the ranks: its mean per step on each rank (overlap % and the exposed
+    fraction from the rank's totals), then the min, median, p90 and max of those."""
+    per_rank = []
+    for r in report.ranks:
+        n = len(r.steps) or 1
+        t = r.totals
+        per_rank.append([t.duration_ns / n, t.compute_ns / n, t.comm_ns / n, t.overlap_ns / n, t.exposed_comm_ns / n,
+                         t.idle_ns / n, t.copy_ns / n, t.overlap_pct, t.exposed_comm_fraction])
+    names = [h for h in STEP_HEADERS[1:-1]]
+    rows = []
+    for k, name in enumerate(names):
+        values = sorted(v[k] for v in per_rank if v[k] is not None)
+        if not values:
+            rows.append([name] + ["n/a"] * 4)
+            continue
+        cells = [values[0], nearest(values, 0.5), nearest(values, 0.9), values[-1]]
+        fmt = pct if name == "overlap %" else frac if name == "exposed frac" else \
+            (lambda v: ms(int(round(v)), decimals))
+        rows.append([name] + [fmt(v) for v in cells])
+    return rows
+
+
+def merged_warnings(report: Report) -> list[tuple[str, str, int, str]]:
+    """The report's warnings with those of the same code and message on several ranks as one: (who, code,
+    count summed, message)."""
+    groups: dict[tuple, list] = {}
+    for w in report.warnings:
+        groups.setdefault((w.code, w.message), []).append(w)
+    out = []
+    for (code, message), ws in groups.items():
+        ranks = sorted({w.rank for w in ws if w.rank is not None})
+        who = "" if not ranks else (f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {ranges(ranks)}")
+        out.append((who, code, sum(w.count for w in ws), message))
+    return out
+
+
 def across_rows(report: Report) -> tuple[list, str]:
     """The rank table's rows (None marks the gap between the most and the least waiting ranks) and, when not
     every rank is shown, the distribution of wait over all ranks in one line (display only)."""
@@ -248,9 +370,9 @@ def across_rows(report: Report) -> tuple[list, str]:
         return list(ranks), ""
     by_wait = sorted(ranks, key=lambda r: (-r.wait_ns, r.rank))
     waits = sorted(r.wait_ns for r in ranks)
-    at = lambda q: waits[min(len(waits) - 1, int(q * (len(waits) - 1) + 0.5))]  # noqa: E731 (nearest rank)
-    line = (f"wait over {len(ranks)} ranks (ms): min {ms(waits[0])}, p10 {ms(at(0.1))}, median {ms(at(0.5))}, "
-            f"p90 {ms(at(0.9))}, max {ms(waits[-1])}; the {ACROSS_EACH_END} ranks that waited most and least shown")
+    line = (f"wait over {len(ranks)} ranks (ms): min {ms(waits[0])}, p10 {ms(nearest(waits, 0.1))}, median "
+            f"{ms(nearest(waits, 0.5))}, p90 {ms(nearest(waits, 0.9))}, max {ms(waits[-1])}; the {ACROSS_EACH_END} "
+            "ranks that waited most and least shown")
     return by_wait[:ACROSS_EACH_END] + [None] + by_wait[-ACROSS_EACH_END:], line
 
 
@@ -338,7 +460,7 @@ def _span(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks[:12])) + (f" and {len(ranks) - 12} more" if len(ranks) > 12 else "")
 
 
-DIMENSION_HEADERS = ("dimension", "ranks", "comm ms", "exposed ms", "overlap %", "worst rank", "rules")
+DIMENSION_HEADERS = ("dimension", "ranks", "comm ms", "exposed ms", "overlap %", "most exposed rank", "rules")
 
 
 def dimension_rows(report: Report) -> list:
@@ -351,15 +473,35 @@ def dimension_rows(report: Report) -> list:
 
 
 def dimension_cells(d, decimals: int = 3) -> list[str]:
-    """A dimension's row; the worst rank with its exposed time: ``3 (1.200)``."""
+    """A dimension's row; its most exposed rank with its exposed time: ``3 (1.200)``."""
     return [d.dimension, str(d.ranks), ms(d.comm_ns, decimals), ms(d.exposed_comm_ns, decimals), pct(d.overlap_pct),
             f"{d.worst_rank} ({ms(d.worst_exposed_ns, decimals)})", ", ".join(d.rules)]
 
 
-def perfect_overlap_clause(s) -> str:
-    """``; perfect overlap would make steps 12.8 % shorter`` (nothing without the number)."""
-    return "" if s.perfect_overlap_gain is None else \
-        f"; perfect overlap would make steps {frac(s.perfect_overlap_gain)} shorter"
+VERDICT_HEADERS = ("cause", "ms per step", "of step", "ranks", "why")
+_WHY = {"compute": "slower compute", "host-gap": "host gaps", "sync-stall": "a sync stall",
+        "late-launch": "late launches", "unknown": "cause unknown"}
+
+
+def verdict_cells(report: Report, c) -> list[str]:
+    """A cause of the run verdict as a table row, its numbers as the headline words them (2 decimals of a ms,
+    the share to the unit)."""
+    total = len({r.rank for r in report.ranks})
+    if c.cause == "peer-wait":
+        why = f"waiting for rank {c.culprit.rank}: {_WHY[c.culprit.reason]}" if c.culprit else \
+            "no single rank waited for" if c.ranks else ""
+    elif c.cause == "not-overlapped":
+        why = f"pattern {c.pattern}" if c.pattern else ""
+    else:
+        why = "compute slowed beside communication"
+    where = "—" if not c.ranks else ranges(c.ranks) + (f" ({len(c.ranks)} of {total})" if total > 1 else "")
+    share = "n/a" if c.share_of_step is None else f"{100 * c.share_of_step:.0f} %"
+    return [c.cause, f"{c.ns_per_step / 1e6:.2f}", share, where, why]
+
+
+def verdict_levers(report: Report) -> list[tuple[str, str]]:
+    """(cause, lever) of every cause with one, most costly first."""
+    return [(c.cause, c.lever) for c in report.verdict.causes if c.lever] if report.verdict else []
 
 
 def settings_line(r: RankResult) -> str:

@@ -246,7 +246,7 @@ def dimensions(report: Report):
     fig = go.Figure()
     labels = [r["dimension"] for r in rows]
     text = [f"{r['dimension']}: {r['ranks']} ranks<br>comm {r['comm_ms']:.6f} ms<br>exposed {r['exposed_ms']:.6f} ms"
-            f"<br>overlap {_pct(r['overlap_pct'])}<br>worst rank {r['worst_rank']} ({r['worst_exposed_ms']:.6f} ms "
+            f"<br>overlap {_pct(r['overlap_pct'])}<br>most exposed rank {r['worst_rank']} ({r['worst_exposed_ms']:.6f} ms "
             f"exposed)<br>attributed by {r['rules']}" for r in rows]
     for key, name, color in (("exposed_ms", "exposed comm", PALETTE["exposed"]),
                              ("overlapped_ms", "overlapped comm", PALETTE["overlapped"])):
@@ -296,7 +296,7 @@ def headline(report: Report) -> list[tuple[str, str]]:
     return [("ranks", str(s.ranks)), ("steps", str(s.steps)), ("overlap", _pct(s.overlap_pct)),
             ("exposed comm fraction", frac), ("comm", f"{s.comm_ns * MS:.3f} ms"),
             ("exposed comm", f"{s.exposed_comm_ns * MS:.3f} ms"),
-            ("worst rank", "n/a" if s.worst_rank is None else str(s.worst_rank)),
+            ("most exposed rank", "n/a" if s.worst_rank is None else str(s.worst_rank)),
             ("pattern", s.pattern or "n/a"),
             # The tax is unknown, not zero, when no kernel under communication had a baseline to compare with.
             ("overlap tax", f"{s.overlap_tax_ns * MS:.3f} ms" if s.overlap_tax_compared else "n/a"),

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from ..contract import Report
-from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, MIXED, STEP_HEADERS, across_cells,
-                     across_rows, bandwidth_cells, bandwidth_line, communicator_line, dimension_cells,
-                     dimension_rows, evidence_where, exposed_groups, findings, perfect_overlap_clause, settings_line,
-                     frac, matching_line, ms, pattern_label, pct, pre_capture_line, rank_label, rank_title, short,
-                     size, step_cells, step_label, tax_line, total_cells, transport_facts)
+from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, DISTRIBUTION_HEADERS, MIXED,
+                     STEP_HEADERS, VERDICT_HEADERS, across_cells, across_rows, bandwidth_cells, bandwidth_line,
+                     communicator_line, dimension_cells, dimension_rows, distribution_rows, evidence_where,
+                     exposed_groups, frac, matching_line, merged_warnings, ms, pattern_label, pct, pre_capture_line,
+                     rank_title, recurring, settings_line, short, shown_ranks, size, step_cells, step_label, tax_line,
+                     total_cells, transport_facts, verdict_cells, verdict_levers)
 
 _ICON = {"info": "ℹ️", "warning": "⚠️", "critical": "🛑"}
 
@@ -18,28 +19,40 @@ def _table(headers, rows) -> list[str]:
     return lines
 
 
-def render(report: Report, top: int = 10) -> str:
+def render(report: Report, top: int = 10, rank: int | None = None, every: bool = False) -> str:
+    """``rank``: that rank's tables and findings alone; ``every``: every rank's step table, however many."""
     s = report.summary
     out = ["# tracelens overlap report", ""]
+    if report.verdict is not None:
+        out += [f"**{_md(report.verdict.headline)}**", ""]
+        if report.verdict.causes:
+            out += _table(VERDICT_HEADERS, [verdict_cells(report, c) for c in report.verdict.causes])
+            out.append("")
+        out += [f"- *Try ({cause}):* {_md(lever)}" for cause, lever in verdict_levers(report)]
+        out.append("")
     if report.ranks:
         out += [f"**{s.ranks} rank(s), {s.steps} step(s)** — overlap {pct(s.overlap_pct)} of communication hidden; "
                 f"exposed communication {frac(s.exposed_comm_fraction)} of step time"
-                + (f"; worst rank {s.worst_rank}" if s.worst_rank is not None else "")
-                + (f"; pattern {_pattern(s.pattern, s.pattern_counts, 'ranks')}" if s.pattern else "")
-                + perfect_overlap_clause(s) + ".", ""]
+                + (f"; most exposed rank {s.worst_rank}" if s.worst_rank is not None else "")
+                + (f"; pattern {_pattern(s.pattern, s.pattern_counts, 'ranks')}" if s.pattern else "") + ".", ""]
     else:
         out += ["**No traces**: the network transport from NCCL logs alone.", ""]
-    found = findings(report)
+    found = recurring(report, rank)
     if found:
         out += ["## Diagnoses", ""]
         for f in found:
-            out.append(f"- {_ICON.get(f.severity, '')} **{f.severity}** · {rank_label(f.rank)} · {f.where} · "
+            out.append(f"- {_ICON.get(f.severity, '')} **{f.severity}** · {f.who} · {f.where} · "
                        f"**{_md(f.title)}**  ")
             out.append(f"  {_md(f.detail)}" + (f"  \n  *Try:* {_md(f.advice)}" if f.advice else ""))
         out.append("")
     if report.transport is not None:
         out += _transport(report.transport)
-    for r in report.ranks:
+    shown, few_of_many = shown_ranks(report, rank, every)
+    if few_of_many:
+        out += [f"## Steps over {len(report.ranks)} ranks", "", "Each rank's mean per step.", ""]
+        out += _table(DISTRIBUTION_HEADERS, distribution_rows(report))
+        out += ["", f"The {len(shown)} most exposed ranks follow (`--ranks all`: every rank; `--rank N`: one).", ""]
+    for r in shown:
         out += [f"## {rank_title(r)}", ""]
         out += _table(STEP_HEADERS, [step_cells(st) for st in r.steps] + [total_cells(r.totals)])
         out.append("")
@@ -75,8 +88,8 @@ def render(report: Report, top: int = 10) -> str:
     if report.warnings:
         out += ["## Warnings", ""]
         out += _table(("rank", "code", "count", "message"),
-                      [(w.rank if w.rank is not None else "", f"`{w.code}`", w.count, w.message)
-                       for w in report.warnings])
+                      [(who.removeprefix("ranks ").removeprefix("rank "), f"`{code}`", count, message)
+                       for who, code, count, message in merged_warnings(report)])
         out.append("")
     return "\n".join(out)
 

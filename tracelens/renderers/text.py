@@ -22,11 +22,12 @@ from rich.table import Table
 from rich.text import Text
 
 from ..contract import Report
-from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, MIXED, STEP_HEADERS, across_cells,
-                     across_rows, bandwidth_cells, bandwidth_line, communicator_line, dimension_cells,
-                     dimension_rows, exposed_groups, findings, perfect_overlap_clause, settings_line,
-                     frac, matching_line, ms, pattern_label, pct, pre_capture_line, rank_label, rank_title, short,
-                     size, step_cells, step_label, steps_label, tax_line, total_cells, transport_facts, two_lines)
+from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, DISTRIBUTION_HEADERS, MIXED,
+                     STEP_HEADERS, VERDICT_HEADERS, across_cells, across_rows, bandwidth_cells, bandwidth_line,
+                     communicator_line, dimension_cells, dimension_rows, distribution_rows, exposed_groups, frac,
+                     matching_line, merged_warnings, ms, pattern_label, pct, pre_capture_line, rank_title, recurring,
+                     settings_line, short, shown_ranks, size, step_cells, step_label, steps_label, tax_line,
+                     total_cells, transport_facts, two_lines, verdict_cells, verdict_levers)
 
 _STYLE = {"info": "cyan", "warning": "yellow", "critical": "bold red"}
 ROOMY_WIDTH = 120          # from this width on, tables may keep their box
@@ -80,12 +81,21 @@ def fit(con: Console, width: int, build: Callable[[Layout], list[Table]]) -> tup
     return layout, tables
 
 
-def render(report: Report, color: bool = False, width: int = 120, top: int = 10) -> str:
+def render(report: Report, color: bool = False, width: int = 120, top: int = 10, rank: int | None = None,
+           every: bool = False) -> str:
+    """``rank``: that rank's tables and findings alone; ``every``: every rank's step table, however many."""
     buf = io.StringIO()
     con = Console(file=buf, width=width, color_system="standard" if color else None, force_terminal=color,
                   no_color=False if color else None, highlight=False, emoji=False)
-    layout, tables = fit(con, width, lambda lay: [_step_table(r, lay) for r in report.ranks])
-    for r, table in zip(report.ranks, tables):
+    _verdict(con, width, report)
+    shown, few_of_many = shown_ranks(report, rank, every)
+    if few_of_many:
+        _, (table,) = fit(con, width, lambda lay: [_distribution_table(report, lay)])
+        con.print(Text(f"steps over {len(report.ranks)} ranks (each rank's mean per step)", style="bold"))
+        con.print(table)
+        con.print(Text(f"the {len(shown)} most exposed ranks (--ranks all: every rank; --rank N: one)"))
+    layout, tables = fit(con, width, lambda lay: [_step_table(r, lay) for r in shown])
+    for r, table in zip(shown, tables):
         con.print(Text(rank_title(r), style="bold"))
         con.print(table)
         for line in (_pattern_line(r, layout.tight), pre_capture_line(r), tax_line(r), settings_line(r)):
@@ -103,12 +113,12 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10)
         con.print(table)
     if report.cross_rank is not None:
         _across(con, width, report)
-    found = findings(report)
+    found = recurring(report, rank)
     if found:
         con.print("[bold]diagnoses[/bold]")
     for f in found:
         style = _STYLE.get(f.severity, "")
-        con.print(Text.assemble((f.severity.upper(), style), f" {rank_label(f.rank)} · {f.where} · {f.title}"))
+        con.print(Text.assemble((f.severity.upper(), style), f" {f.who} · {f.where} · {f.title}"))
         con.print(Padding(Text(f.detail), (0, 0, 0, 4)))
         if f.advice:
             con.print(Padding(Text(f"try: {f.advice}"), (0, 0, 0, 4)))
@@ -121,14 +131,45 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10)
         con.print(Text.assemble(("summary", "bold"),
                                 f": {s.ranks} rank(s), {s.steps} step(s); overlap {pct(s.overlap_pct)} of "
                                 f"communication hidden; exposed communication {frac(s.exposed_comm_fraction)} of "
-                                f"step time" + (f"; worst rank {s.worst_rank}" if s.worst_rank is not None else "")
+                                f"step time" + (f"; most exposed rank {s.worst_rank}" if s.worst_rank is not None
+                                                else "")
                                 + (f"; pattern {pattern_label(s.pattern, s.pattern_counts, 'ranks')}" if s.pattern
-                                   else "") + perfect_overlap_clause(s)))
-    for w in report.warnings:
-        where = f"rank {w.rank}: " if w.rank is not None else ""
-        con.print(Text.assemble(("warning", "yellow"), f" {where}{w.code} ×{w.count}: {w.message}"))
+                                   else "")))
+    for who, code, count, message in merged_warnings(report):
+        con.print(Text.assemble(("warning", "yellow"), f" {who + ': ' if who else ''}{code} ×{count}: {message}"))
     # Padding and titles fill their lines with spaces; a terminal does not need them.
     return "".join(line.rstrip(" ") + "\n" for line in buf.getvalue().splitlines())
+
+
+def _verdict(con: Console, width: int, report: Report) -> None:
+    """The run's answer first: the headline, the causes with their cost, and what to try for each."""
+    v = report.verdict
+    if v is None:
+        return
+    con.print(Text.assemble(("verdict", "bold"), ": ", (v.headline, "bold")))
+    if v.causes:
+        def build(layout: Layout) -> Table:
+            table = new_table(layout)
+            for h in VERDICT_HEADERS:
+                table.add_column(header(h, layout), justify="right" if h in ("ms per step", "of step") else "left",
+                                 no_wrap=h != "why")
+            for c in v.causes:
+                table.add_row(*verdict_cells(report, c))
+            return table
+
+        _, (table,) = fit(con, width, lambda lay: [build(lay)])
+        con.print(table)
+    for cause, lever in verdict_levers(report):
+        con.print(Padding(Text(f"try ({cause}): {lever}"), (0, 0, 0, 2)))
+
+
+def _distribution_table(report: Report, layout: Layout) -> Table:
+    table = new_table(layout)
+    for h in DISTRIBUTION_HEADERS:
+        table.add_column(header(h, layout), justify="left" if h == "per step" else "right", no_wrap=True)
+    for row in distribution_rows(report, layout.decimals):
+        table.add_row(*row)
+    return table
 
 
 def _across(con: Console, width: int, report: Report) -> None:

@@ -3,7 +3,7 @@
 ``overlap`` (interval sets, step windows, step metrics, per-collective exposure), ``pattern`` (the overlap
 pattern of each step), ``syncs`` (sync stalls), ``launch_order``, ``copies`` (copy-bound steps), ``tax`` (the
 overlap tax), ``hidden_comm`` (communication no rule classifies), ``dimensions`` (the parallelism each
-collective serves), ``whatif`` (perfect overlap), ``wfbp`` (the DDP bucket model) and ``settings`` (configured
+collective serves), ``wfbp`` (the DDP bucket model) and ``settings`` (configured
 versus observed). They share
 a :class:`~.context.RankContext` and return structured findings; none opens a file or words a sentence.
 """
@@ -18,7 +18,8 @@ from ...model import RankTrace
 from ...contract import Collective, InputFile, PreCapture, RankResult, StepMetrics, Totals, WarningEntry, ratio
 from ..seam import COMM_COLUMNS, Context, RankAnalysis
 from ..wording import Finding
-from . import copies, dimensions, hidden_comm, launch_order, overlap, pattern, settings, syncs, tax, wfbp, whatif
+from .. import intervals as iv, whatif
+from . import arrival, copies, dimensions, hidden_comm, launch_order, overlap, pattern, settings, syncs, tax, wfbp
 from .context import RankContext, program
 
 
@@ -61,6 +62,7 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
     pre = overlap.pre_capture(t, sets)
     verdict, counts = pattern.majority([s.pattern for s in steps])
     comm = _comm_table(t, exp)
+    comm.update(arrival.leads(t, sets, windows, comm))
     groups = _groups(t.meta.pg_config)
     device_name = _device_name(t, sets.device)
     per_dim, bucket_model, checks = _costs(t, sets, windows, steps, exp, comm, groups, device_name, th, findings)
@@ -90,7 +92,13 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
                  for w in t.meta.input_warnings]
     return RankAnalysis(rank=t.meta.rank, source=t.meta.source, inputs=inputs, result=result,
                         collectives=collectives, comm=comm, findings=findings, warnings=warnings,
-                        host=t.meta.host, groups=groups)
+                        host=t.meta.host, groups=groups, exposed=_exposed_set(sets, windows))
+
+
+def _exposed_set(sets, windows) -> tuple:
+    """The rank's exposed communication inside its step windows (communication no compute covered)."""
+    inside = iv.intersect(iv.subtract(sets.comm, sets.compute), iv.union(windows.start, windows.end))
+    return tuple(np.ascontiguousarray(a, dtype=np.int64) for a in inside)
 
 
 def _costs(t: RankTrace, sets, windows, steps, exp, comm, groups, device_name, th, findings: list):
@@ -100,7 +108,6 @@ def _costs(t: RankTrace, sets, windows, steps, exp, comm, groups, device_name, t
     measured, rules, comm_dims = dimensions.analyze(t, sets, windows, exp, comm, groups)
     for w, st in enumerate(steps):
         st.by_dimension = dimensions.step_rows(measured, w)
-        # Needs the step's overlap_tax_ns (whatif.overlap_tax_ns) to be set before it, once there is one.
         st.perfect_overlap_step_ns = whatif.perfect_overlap_ns(st)
     per_dim = dimensions.totals(measured, rules)
     pipe = dimensions.pipeline(t.meta.rank, comm, comm_dims, groups, per_dim)
@@ -151,7 +158,7 @@ def _comm_table(t: RankTrace, exp) -> dict[str, np.ndarray]:
         out["launch_ns"] = np.full(len(rows), -1, dtype=np.int64)
     for c in ("op", "dtype", "bytes", "group_size", "pg_name", "pg_desc", "seq"):
         out[c] = coll[c][rows]
-    return {c: np.ascontiguousarray(out[c]) for c in COMM_COLUMNS}
+    return {c: np.ascontiguousarray(out[c]) for c in COMM_COLUMNS if c in out}
 
 
 def _steps(frame) -> list[StepMetrics]:

@@ -12,11 +12,12 @@ from typing import Iterable
 
 import msgspec
 
-from ...contract import InputFile, Report, WarningEntry
+from ...contract import Culprit, InputFile, Report, WarningEntry
 from ...nccl_records import NcclInputs
+from .. import whatif
 from ..seam import Context, RankAnalysis
 from ..wording import diagnosis
-from . import crossrank, straggler, summary, transport, transport_bw
+from . import crossrank, straggler, summary, transport, transport_bw, verdict
 
 # Findings of one rank and step are listed in this order.
 _ORDER = {"nccl-transport": -1, "no-gpu-activity": 0, "clock-offset": 1, "straggler": 1, "overlap-pattern": 2,
@@ -33,9 +34,10 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
     across = crossrank.analyze(ordered, th)
     ranks = [_with_waits(p, a.result, across.steps) for p, a in enumerate(ordered)]
     findings = [f for a in ordered for f in a.findings]
-    late = {f.rank for f in across.findings if f.id == "straggler"}
-    # The rank the others wait for has one straggler entry: the cross-rank one, which names the cause.
-    findings += [f for f in straggler.find(ranks, th) if f.rank not in late]
+    # Step times name a straggler only where no collective was matched: with matched collectives the rank the
+    # others wait for is found from its arrivals, and the waiting ranks are the ones with the longest steps.
+    if across.cross is None or not across.cross.matching.matched:
+        findings += straggler.find(ranks, th)
     findings += across.findings
     nccl = nccl or NcclInputs()
     # Bandwidth over transfer times of collectives matched across ranks when there are some, else from each
@@ -53,9 +55,18 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
                for log in nccl.logs if log.path not in listed]
     warnings = [w for a in ordered for w in a.warnings] + across.warnings
     warnings += [WarningEntry(code=code, rank=None, count=n, message=message) for code, n, message in nccl.notes]
-    return Report(inputs=inputs, ranks=ranks, summary=summary.summarize(ranks),
+    total = summary.summarize(ranks)
+    matched = across.cross is not None and across.cross.matching.matched > 0
+    culprit = None if across.culprit is None else \
+        Culprit(rank=ordered[across.culprit.pos].rank, reason=across.culprit.reason)
+    if matched:
+        verdict.point_at_culprit(findings, ranks, None if culprit is None else culprit.rank, th)
+    answer = verdict.verdict(ranks, matched=matched, culprit=culprit, transport=net,
+                             dimension=total.dimensions[0].dimension if total.dimensions else None, th=th)
+    return Report(inputs=inputs, ranks=ranks, summary=total,
                   collectives=[c for a in ordered for c in a.collectives], warnings=warnings,
-                  diagnoses=[diagnosis(f) for f in findings], transport=net, cross_rank=across.cross)
+                  diagnoses=[diagnosis(f) for f in findings], transport=net, cross_rank=across.cross,
+                  verdict=answer)
 
 
 def _cross_rank_rows(cross, min_bytes: int) -> list:
@@ -67,11 +78,20 @@ def _cross_rank_rows(cross, min_bytes: int) -> list:
 
 
 def _with_waits(pos: int, result, sums: dict):
-    """The rank's result with each step's cross-rank sums (a copy: analyses are never changed)."""
+    """The rank's result with each step's cross-rank sums (a copy: analyses are never changed). The exposed
+    wait for other ranks is not overlap's to hide: it stays in the step's perfect-overlap time."""
     if not sums:
         return result
     steps = []
     for s in result.steps:
         got = sums.get((pos, -1 if s.step is None else s.step))
-        steps.append(s if got is None else msgspec.structs.replace(s, **{k: int(v) for k, v in got.items()}))
-    return msgspec.structs.replace(result, steps=steps)
+        if got is not None:
+            s = msgspec.structs.replace(s, **{k: int(v) for k, v in got.items()})
+            if s.perfect_overlap_step_ns is not None:
+                s.perfect_overlap_step_ns = whatif.perfect_overlap_ns(s)
+        steps.append(s)
+    totals = result.totals
+    if totals.perfect_overlap_step_ns is not None:
+        totals = msgspec.structs.replace(totals, perfect_overlap_step_ns=sum(s.perfect_overlap_step_ns or 0
+                                                                             for s in steps))
+    return msgspec.structs.replace(result, steps=steps, totals=totals)

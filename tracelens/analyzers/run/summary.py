@@ -11,20 +11,23 @@ def summarize(ranks: list[RankResult]) -> Summary:
     overlap_ns = sum(r.totals.overlap_ns for r in ranks)
     exposed = sum(r.totals.exposed_comm_ns for r in ranks)
     duration = sum(r.totals.duration_ns for r in ranks)
-    scored = [r for r in ranks if r.totals.exposed_comm_fraction is not None and r.totals.comm_ns > 0]
-    worst = max(scored, key=lambda r: r.totals.exposed_comm_fraction).rank if scored else None
+    # The most exposed rank: the most exposed communication time (the lowest rank on a tie).
+    scored = [r for r in ranks if r.totals.comm_ns > 0]
+    worst = min(scored, key=lambda r: (-r.totals.exposed_comm_ns, r.rank)).rank if scored else None
     step_ids = {s.step for r in ranks for s in r.steps}
     verdict, counts = majority([r.pattern for r in ranks])
     hidden = sum(r.totals.perfect_overlap_step_ns or 0 for r in ranks)
     gain = None if duration <= 0 or any(r.totals.perfect_overlap_step_ns is None for r in ranks) \
         else 1.0 - hidden / duration
+    waits = [s.exposed_wait_ns for r in ranks for s in r.steps if s.exposed_wait_ns is not None]
+    arrival = None if not waits or duration <= 0 else sum(waits) / duration
     return Summary(ranks=len({r.rank for r in ranks}), steps=len(step_ids),
                    overlap_pct=ratio(overlap_ns, comm, 100.0), exposed_comm_fraction=ratio(exposed, duration),
                    worst_rank=worst, comm_ns=comm, exposed_comm_ns=exposed,
                    pattern=verdict, pattern_counts=counts, perfect_overlap_gain=gain,
                    dimensions=_dimensions(ranks), overlap_tax_ns=sum(r.totals.overlap_tax_ns for r in ranks),
                    overlap_tax_compared=sum(r.totals.overlap_tax_compared for r in ranks),
-                   effective_exposed_ns=sum(r.totals.effective_exposed_ns for r in ranks))
+                   effective_exposed_ns=sum(r.totals.effective_exposed_ns for r in ranks), arrival_gain=arrival)
 
 
 def _dimensions(ranks: list[RankResult]) -> list[DimensionRun]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ....contract import CrossRank, Matching, MatchedCollective, RankAcross, WarningEntry
-from ...seam import RankAnalysis
+from ...seam import LEAD_COLUMNS, RankAnalysis
 from ...thresholds import Thresholds
 from ...wording import Finding
 from . import bandwidth, clocks, match, straggler, waits
@@ -25,6 +25,7 @@ class Outcome:
     findings: list[Finding] = field(default_factory=list)
     warnings: list[WarningEntry] = field(default_factory=list)
     steps: dict = field(default_factory=dict)      # (rank position, step) -> {wait, transfer, exposed_wait}
+    culprit: straggler.Culprit | None = None       # the rank the others wait for, and why
 
 
 def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
@@ -48,11 +49,12 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
     group = np.where(recorded > 0, recorded, cnt)
     hosts = [a.host for a in ordered]
     clk = clocks.estimate(pos, inst, c["end_ns"][rows], size >= th.bandwidth_min_bytes, hosts, th)
-    w = waits.compute(c["start_ns"][rows], c["end_ns"][rows], c["exposed_ns"][rows], clk.offset[pos],
-                      clk.applied[pos], m.starts)
+    start, end = c["start_ns"][rows], c["end_ns"][rows]
+    w = waits.compute(start, end, clk.offset[pos], clk.applied[pos], m.starts)
     out = Outcome(warnings=list(m.warnings))
-    out.steps = waits.per_rank_step(pos, c["step"][rows], {
-        "wait_ns": w.wait, "transfer_ns": w.transfer[w.inst], "exposed_wait_ns": w.exposed_wait})
+    windows = [_windows(a) for a in ordered]
+    totals, out.steps = waits.per_rank(pos, start, end, w.transfer[w.inst] if n_inst else np.empty(0, np.int64),
+                                       len(ordered), windows, [a.exposed for a in ordered])
 
     first = rows[m.starts] if n_inst else np.empty(0, np.int64)
     ops = [tab.names["op"][k] if k >= 0 else None for k in c["op"][first].tolist()]
@@ -61,35 +63,45 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
     inst_wait = np.add.reduceat(w.wait, m.starts) if n_inst else np.empty(0, np.int64)
     out.cross = CrossRank(
         reference_rank=int(ranks[clk.reference]),
-        ranks=_ranks(ordered, pos, inst, w, clk, last_pos),
+        ranks=_ranks(ordered, pos, totals, clk, last_pos),
         collectives=_collectives(tab, m, first, ranks, pos, ops, size, group, w, last_pos, inst_wait, algbw, busbw,
-                                 c["start_ns"][rows] - clk.offset[pos], c["end_ns"][rows] - clk.offset[pos]),
+                                 start - clk.offset[pos], end - clk.offset[pos]),
         bandwidth=bandwidth.summary(ops, size, group, algbw, busbw, th.bandwidth_min_bytes),
         matching=Matching(key=m.key, matched=n_inst, unmatched=m.unmatched,
                           missing_ranks=_missing(ordered, ranks, groups)))
     if n_inst:
-        last_row = np.maximum(w.last, 0)
-        delay = np.where((w.last >= 0) & (c["launch_ns"][rows][last_row] >= 0),
-                         c["start_ns"][rows][last_row] - c["launch_ns"][rows][last_row], -1)
-        wait_last = np.where(w.last >= 0, w.wait[last_row], 0)
-        found = straggler.find([a.result for a in ordered], last_pos, w.skew, inst_wait - wait_last,
-                               c["step"][rows][last_row], delay, cnt, th)
-        if found is not None:
-            out.findings.append(found)
+        late = straggler.late_rows(w.last, w.skew, w.wait, m.starts, w.trusted, th)
+        late_row = np.maximum(late, 0)
+        delay = np.where((late >= 0) & (c["launch_ns"][rows][late_row] >= 0),
+                         start[late_row] - c["launch_ns"][rows][late_row], -1)
+        wait_late = np.where(late >= 0, w.wait[late_row], 0)
+        lead = {k: c[k][rows] for k in LEAD_COLUMNS}
+        cpu = all(a.result.mode == "cpu" for a in ordered)
+        first_start = [a.result.steps[0].start_ns - int(clk.offset[p]) if a.result.steps and clk.applied[p] else None
+                       for p, a in enumerate(ordered)]
+        out.culprit = straggler.find([a.result for a in ordered], pos, late, w.skew, inst_wait - wait_late,
+                                     c["step"][rows][late_row], delay, cnt, m.starts, lead, w.wait, first_start, cpu, th)
+        if out.culprit is not None:
+            out.findings.append(out.culprit.finding)
     out.findings += _clock_findings(ordered, clk, pos, th)
     return out
 
 
-def _ranks(ordered, pos, inst, w, clk, last_pos) -> list[RankAcross]:
+def _windows(a: RankAnalysis) -> tuple[list, np.ndarray, np.ndarray]:
+    """The rank's step windows: step numbers (-1 for a whole-trace window), starts and ends."""
+    steps = a.result.steps
+    return ([-1 if s.step is None else s.step for s in steps], np.array([s.start_ns for s in steps], np.int64),
+            np.array([s.end_ns for s in steps], np.int64))
+
+
+def _ranks(ordered, pos, totals, clk, last_pos) -> list[RankAcross]:
     n = len(ordered)
     matched = np.bincount(pos, minlength=n)
-    wait = np.bincount(pos, weights=w.wait, minlength=n)
-    transfer = np.bincount(pos, weights=w.transfer[inst], minlength=n) if len(inst) else np.zeros(n)
-    exposed_wait = np.bincount(pos, weights=w.exposed_wait, minlength=n)
     late = np.bincount(last_pos[last_pos >= 0], minlength=n)
     return [RankAcross(rank=a.rank, host=a.host, clock_offset_ns=clk.estimate[p], clock_spread_ns=clk.spread[p],
-                       clock_corrected=bool(clk.applied[p]), matched=int(matched[p]), wait_ns=int(wait[p]),
-                       transfer_ns=int(transfer[p]), exposed_wait_ns=int(exposed_wait[p]), late_count=int(late[p]))
+                       clock_corrected=bool(clk.applied[p]), matched=int(matched[p]),
+                       wait_ns=int(totals["wait_ns"][p]), transfer_ns=int(totals["transfer_ns"][p]),
+                       exposed_wait_ns=int(totals["exposed_wait_ns"][p]), late_count=int(late[p]))
             for p, a in enumerate(ordered)]
 
 

@@ -26,7 +26,7 @@ import numpy as np
 from ....columns import distinct, factorize
 
 from ....contract import WarningEntry
-from ...seam import RankAnalysis
+from ...seam import LEAD_COLUMNS, RankAnalysis
 
 KEYS = ("pg-seq", "pg-order", "stream-order")
 _BIG = np.iinfo(np.int64).max
@@ -60,8 +60,11 @@ def concat(analyses: list[RankAnalysis]) -> Table:
     sizes = [len(a.comm["start_ns"]) for a in analyses]
     pos = np.repeat(np.arange(len(analyses), dtype=np.int64), sizes)
     cols, names = {}, {}
-    for c in ("step", "bytes", "group_size", "seq", "start_ns", "end_ns", "exposed_ns", "stream", "launch_ns"):
-        cols[c] = np.concatenate([np.asarray(a.comm[c], dtype=np.int64) for a in analyses]) if analyses else \
+    for c in ("step", "bytes", "group_size", "seq", "start_ns", "end_ns", "exposed_ns", "stream", "launch_ns",
+              *LEAD_COLUMNS):
+        # An analysis made before the lead columns existed has none: zeros (the late rank's reason is unknown).
+        cols[c] = np.concatenate([np.asarray(a.comm[c], dtype=np.int64) if c in a.comm else
+                                  np.zeros(n, np.int64) for a, n in zip(analyses, sizes)]) if analyses else \
             np.empty(0, np.int64)
     for c in ("op", "dtype", "pg_name"):
         values = np.concatenate([np.asarray(a.comm[c], dtype=object) for a in analyses]) if analyses else \

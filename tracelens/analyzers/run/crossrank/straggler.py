@@ -1,82 +1,173 @@
-"""The rank the others wait for: the one that arrives last at the most collectives (docs/metrics.md,
-"Stragglers").
+"""The rank the others wait for, and why it is late (docs/metrics.md, "Stragglers" and "The culprit's reason").
 
-Among matched instances whose arrival skew is at least straggler_min_skew_ns (on aligned clocks), the rank
-that starts last in at least straggler_min_late_share of them, and in at least straggler_min_late_count,
-is the straggler. Its cost is the wait of the
-other members of the instances it was last in (per step and in total). The cause is read from what the
-report already holds: its median compute time against the other ranks' (slower kernels), its median device
-idle time against theirs (host gaps: data loading, Python, the CPU not feeding the device), and whether its
-late collectives started within launch_prompt_ns of their launch (the device was waiting for the CPU to
-launch them: CPU launch delay).
+Each matched instance with a last rank (on aligned clocks; where a member's clock could not be aligned, the
+member that waited least, when the others all waited at least straggler_min_skew_ns: a blocking collective
+ends together on every member, so the last to arrive waits least) *causes* the other members' waits. The
+rank that causes the most waiting is the straggler (the culprit of the run verdict's peer-wait) when it
+causes at least straggler_min_late_share of all the waiting and is last at straggler_min_late_count
+instances or more. Step times are never compared while collectives are matched: the ranks that wait have the
+longest steps.
+
+Why it is late is read from what it did before its late collectives: each member's lead since the ranks last
+met (analyzers/rank/arrival.py: compute, sync-stall idle, late-launch idle, host-gap idle) at the same
+instances. Per component, the culprit's sum over its late instances minus the sum of the other members'
+medians is its excess. How late it was is the median of the other members' waits at each instance (clock-free:
+a member waits as long as the last one came after it). The largest positive excess that explains at least
+straggler_min_reason_share of that lateness (and of the excess lead) names the reason, else ``unknown``: then
+the lateness arose before the lead, e.g. before the capture's first collective.
 """
 
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 import numpy as np
 
-from ....contract import RankResult
 from ...thresholds import Thresholds, material
 from ...wording import Finding
 
-
-def _median(values) -> int:
-    # statistics, not numpy: a handful of steps per rank, for every rank (numpy's overhead per call dominates)
-    return int(round(statistics.median(values))) if len(values) else 0
-
-
-def _rank_medians(r: RankResult) -> tuple[int, int, int, int]:
-    done = [s for s in r.steps if s.complete] or r.steps
-    return (len(done), _median([s.duration_ns for s in done]), _median([s.compute_ns for s in done]),
-            _median([s.idle_ns for s in done]))
+REASONS = ("compute", "sync-stall", "late-launch", "host-gap")
+_COMPONENT = {"compute": "lead_compute_ns", "sync-stall": "lead_sync_ns", "late-launch": "lead_launch_ns",
+              "host-gap": "lead_host_ns"}
 
 
-def find(results: list[RankResult], last_pos: np.ndarray, skew: np.ndarray, caused: np.ndarray,
-         last_step: np.ndarray, last_delay: np.ndarray, members: np.ndarray, th: Thresholds) -> Finding | None:
-    """``last_pos``, ``skew``, ``caused`` (the others' summed wait), ``last_step`` and ``last_delay`` (start -
-    launch of the last rank's kernel, -1 unknown) and ``members`` per matched instance."""
-    skewed = (last_pos >= 0) & (skew >= th.straggler_min_skew_ns)
-    if not skewed.any():
+@dataclass
+class Culprit:
+    pos: int                   # position of the rank in the ordered analyses
+    reason: str                # compute | host-gap | sync-stall | late-launch | unknown
+    finding: Finding
+
+
+def late_rows(last: np.ndarray, skew: np.ndarray, wait: np.ndarray, starts: np.ndarray, trusted: np.ndarray,
+              th: Thresholds) -> np.ndarray:
+    """Per instance, the matched row of the rank the others waited for (-1: none): the last to arrive on
+    aligned clocks; where the clocks are not trusted, the member that waited least while every other member
+    waited at least straggler_min_skew_ns."""
+    n = len(starts)
+    out = np.where(skew >= th.straggler_min_skew_ns, last, -1)
+    if not n:
+        return out
+    rows = len(wait)
+    cnt = np.diff(np.append(starts, rows))
+    inst = np.repeat(np.arange(n), cnt)
+    order = np.lexsort((wait, inst))           # by instance, least wait first
+    first = order[starts]                       # the least-waiting member's row
+    second_pos = np.minimum(starts + 1, rows - 1)
+    second = np.where(cnt >= 2, wait[order[second_pos]], -1)
+    by_wait = (cnt >= 2) & (second >= th.straggler_min_skew_ns) & (wait[first] < second)
+    return np.where(trusted, out, np.where(by_wait, first, -1))
+
+
+def find(results, pos: np.ndarray, rows_late: np.ndarray, skew: np.ndarray, caused: np.ndarray,
+         step: np.ndarray, delay: np.ndarray, members: np.ndarray, starts: np.ndarray, lead: dict, wait: np.ndarray,
+         first_start: list, cpu: bool, th: Thresholds) -> Culprit | None:
+    """``rows_late``: per instance the row of the rank the others waited for (-1 none); ``caused``: the other
+    members' summed wait; ``step``: the late rank's step; ``delay``: its kernel's start minus launch (-1
+    unknown); ``members``: per instance its member count; ``starts``: each instance's first matched row;
+    ``lead``: the lead columns per matched row; ``wait``: each matched row's wait; ``first_start``: per rank
+    position, its first step's start on the aligned clock (None where its clock is not aligned); ``cpu``: every
+    rank ran on a CPU backend."""
+    has = rows_late >= 0
+    if not has.any():
         return None
-    counts = np.bincount(last_pos[skewed], minlength=len(results))
-    late = int(np.argmax(counts))
-    share = counts[late] / int(skewed.sum())
-    if share < th.straggler_min_late_share or counts[late] < th.straggler_min_late_count:
+    late_pos = np.where(has, pos[np.maximum(rows_late, 0)], -1)
+    n_ranks = len(results)
+    weight = np.where(has, caused, 0).astype(np.float64)
+    by_rank = np.bincount(late_pos[has], weights=weight[has], minlength=n_ranks)
+    counts = np.bincount(late_pos[has], minlength=n_ranks)
+    total = float(weight.sum())
+    if total <= 0:
         return None
-    mine = skewed & (last_pos == late)
-    steps = np.where(last_step[mine] < 0, -1, last_step[mine])
-    by_step = {}
+    late = int(np.argmax(by_rank))
+    wait_share = by_rank[late] / total
+    if wait_share < th.straggler_min_late_share or counts[late] < th.straggler_min_late_count:
+        return None
+    mine = has & (late_pos == late)
+    steps = step[mine]
+    by_step: dict = {}
     for s, c in zip(steps.tolist(), caused[mine].tolist()):
         by_step[s] = by_step.get(s, 0) + c
-    total = int(caused[mine].sum())
+    caused_total = int(caused[mine].sum())
     others = max(float(np.mean(members[mine])) - 1, 1.0)
-    impact = int(round(total / others / max(len(by_step), 1)))     # one other rank's wait per step, on average
-    medians = [_rank_medians(r) for r in results]
-    rest = [m for i, m in enumerate(medians) if i != late]
-    n_steps, step_ns, compute_ns, idle_ns = medians[late]
-    ranks_step, ranks_compute, ranks_idle = (_median([m[k] for m in rest]) for k in (1, 2, 3))
-    compute_excess = (compute_ns - ranks_compute) / ranks_compute if ranks_compute > 0 else None
-    known = last_delay[mine] >= 0
-    prompt = int((known & (last_delay[mine] <= th.launch_prompt_ns)).sum())
-    if compute_excess is not None and compute_excess > th.straggler_min_excess:
-        verdict = "late-compute"
-    elif idle_ns - ranks_idle > th.straggler_min_excess * ranks_step and material(th, idle_ns - ranks_idle,
-                                                                                    ranks_step):
-        verdict = "late-host"
-    elif known.any() and 2 * prompt >= int(known.sum()):
-        verdict = "late-launch"
-    else:
-        verdict = "late"
-    important = material(th, impact, ranks_step)
-    return Finding(
-        id="straggler", severity="warning" if important else "info", rank=results[late].rank, step=None,
-        verdict=verdict,
-        evidence={"late_count": int(counts[late]), "skewed": int(skewed.sum()), "late_share": float(share),
-                  "mean_skew_ns": int(round(float(skew[mine].mean()))), "caused_wait_ns": total,
-                  "caused_wait_by_step": [[None if s < 0 else s, ns] for s, ns in sorted(by_step.items())],
-                  "compute_ns": compute_ns, "ranks_compute_ns": ranks_compute, "compute_excess": compute_excess,
-                  "idle_ns": idle_ns, "ranks_idle_ns": ranks_idle, "step_ns": step_ns, "ranks_step_ns": ranks_step,
-                  "launched_promptly": prompt, "launch_known": int(known.sum()), "steps": n_steps,
-                  "ranks": len(results), "impact_ns": impact, "material": important})
+    impact = int(round(caused_total / others / max(len(by_step), 1)))     # one other rank's wait per step
+    excess, mine_sum, theirs_sum = _lead_excess(np.flatnonzero(mine), starts, len(pos), rows_late,
+                                                {**lead, "wait": wait})
+    lateness = theirs_sum.pop("wait")
+    excess.pop("wait"), mine_sum.pop("wait")
+    reason = "unknown"
+    ranked = sorted(REASONS, key=lambda k: (-excess[k], REASONS.index(k)))
+    top = excess[ranked[0]]
+    # A reason must explain the lateness: the late rank took longer than the others to arrive since they last
+    # met (its excess lead is a good share of how late it came), and one activity is a good share of that.
+    share = th.straggler_min_reason_share
+    if excess["lead"] >= share * lateness and top > 0 and top >= share * excess["lead"]:
+        reason = ranked[0]
+    others_start = [v for i, v in enumerate(first_start) if i != late and v is not None]
+    late_start = None if first_start[late] is None or not others_start else \
+        int(round(first_start[late] - statistics.median(others_start)))
+    if late_start is not None and late_start <= 0:
+        late_start = None                   # it did not begin later: nothing to say about it
+    known = delay[mine] >= 0
+    prompt = int((known & (delay[mine] <= th.launch_prompt_ns)).sum())
+    ranks_step = statistics.median([_mean_step(r) for i, r in enumerate(results) if i != late] or [0])
+    important = material(th, impact, int(ranks_step))
+    skewed = skew[mine]
+    def mean(v):
+        return int(round(v / counts[late]))
+
+    evidence = {
+        "late_count": int(counts[late]), "instances": int(has.sum()), "late_share": float(counts[late] / has.sum()),
+        "wait_share": float(wait_share), "mean_skew_ns": int(round(float(skewed[skewed >= 0].mean())))
+        if (skewed >= 0).any() else None,
+        "caused_wait_ns": caused_total,
+        "caused_wait_by_step": [[None if s < 0 else s, ns] for s, ns in sorted(by_step.items())],
+        # Means per late collective: leads of later collectives of a step overlap (they run from the same point).
+        "reason": reason, "lateness_ns": mean(lateness), "late_start_ns": late_start, "lead_ns": mean(mine_sum["lead"]),
+        "ranks_lead_ns": mean(theirs_sum["lead"]), "excess_ns": {k: mean(excess[k]) for k in ("lead", *REASONS)},
+        "lead_by_reason_ns": {k: mean(mine_sum[k]) for k in REASONS},
+        "ranks_lead_by_reason_ns": {k: mean(theirs_sum[k]) for k in REASONS},
+        "launched_promptly": prompt, "launch_known": int(known.sum()), "cpu": cpu,
+        "ranks": n_ranks, "impact_ns": impact, "step_ns": int(ranks_step), "material": important}
+    finding = Finding(id="straggler", severity="warning" if important else "info", rank=results[late].rank,
+                      step=None, verdict=reason, evidence=evidence)
+    return Culprit(pos=late, reason=reason, finding=finding)
+
+
+def _lead_excess(instances: np.ndarray, starts: np.ndarray, n_rows: int, rows_late: np.ndarray, lead: dict):
+    """Summed over the given instances: the late rank's lead components, the other members' medians, and the
+    difference (ints, ns)."""
+    keys = {"lead": "lead_ns", **_COMPONENT, **({"wait": "wait"} if "wait" in lead else {})}
+    cnt = np.diff(np.append(starts, n_rows))
+    rows = np.concatenate([np.arange(starts[i], starts[i] + cnt[i]) for i in instances.tolist()]) \
+        if len(instances) else np.empty(0, np.int64)
+    inst = np.repeat(np.arange(len(instances)), cnt[instances])
+    me = rows_late[instances]
+    others = rows != me[inst]
+    mine, theirs = {}, {}
+    for k, col in keys.items():
+        values = np.asarray(lead[col], dtype=np.int64)
+        mine[k] = int(values[me].sum())
+        theirs[k] = int(round(float(_group_median(values[rows[others]], inst[others], len(instances)).sum())))
+    return {k: mine[k] - theirs[k] for k in keys}, mine, theirs
+
+
+def _group_median(values: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
+    """The median of ``values`` within each group 0..n-1 (0 for an empty group), vectorised."""
+    out = np.zeros(n, dtype=np.float64)
+    if not len(values):
+        return out
+    order = np.lexsort((values, group))
+    v, g = values[order].astype(np.float64), group[order]
+    cnt = np.bincount(g, minlength=n)
+    first = np.cumsum(cnt) - cnt
+    has = cnt > 0
+    lo = first + (cnt - 1) // 2
+    hi = first + cnt // 2
+    out[has] = (v[lo[has]] + v[hi[has]]) / 2
+    return out
+
+
+def _mean_step(r) -> float:
+    done = [s for s in r.steps if s.complete] or r.steps
+    return sum(s.duration_ns for s in done) / len(done) if done else 0.0

@@ -5,8 +5,8 @@ For an instance with member intervals ``[s_r, e_r]``: transfer ``T = min_r (e_r 
 arrive waits least: its duration is the transfer alone), ``wait_r = (e_r - s_r) - T``, arrival skew
 ``max s_r - min s_r`` and the last rank ``argmax s_r`` on aligned clocks. Durations do not depend on clocks,
 so waits and transfers never need the offsets; skew and the last rank do, and are left unknown (-1) for an
-instance with a member whose clock could not be aligned. ``exposed_wait_r = max(0, exposed_r - T)``: at most
-``T`` of the instance's time moved data, so exposed time beyond it was spent waiting.
+instance with a member whose clock could not be aligned. Per rank, waits and transfers are also taken as
+wall-clock time, and the exposed part of the wait is found (:func:`per_rank`).
 """
 
 from __future__ import annotations
@@ -15,19 +15,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ... import intervals as iv
+
 
 @dataclass
 class Waits:
     inst: np.ndarray           # per matched row: its instance index
     wait: np.ndarray           # per matched row
-    exposed_wait: np.ndarray   # per matched row
     transfer: np.ndarray       # per instance
     skew: np.ndarray           # per instance, -1 when a member's clock is not aligned
     last: np.ndarray           # per instance: the matched row of the last rank, -1 when none is last alone
     start: np.ndarray          # per instance: the earliest aligned start (for ordering)
+    trusted: np.ndarray        # per instance: every member's clock aligned
 
 
-def compute(start: np.ndarray, end: np.ndarray, exposed: np.ndarray, offset: np.ndarray, aligned: np.ndarray,
+def compute(start: np.ndarray, end: np.ndarray, offset: np.ndarray, aligned: np.ndarray,
             starts: np.ndarray) -> Waits:
     """Rows grouped by instance (``starts``: the first row of each); ``offset`` and ``aligned`` per row."""
     n = len(start)
@@ -36,10 +38,9 @@ def compute(start: np.ndarray, end: np.ndarray, exposed: np.ndarray, offset: np.
     dur = end - start
     if not n:
         z = np.empty(0, np.int64)
-        return Waits(inst=z, wait=z, exposed_wait=z, transfer=z, skew=z, last=z, start=z)
+        return Waits(inst=z, wait=z, transfer=z, skew=z, last=z, start=z, trusted=np.empty(0, bool))
     transfer = np.minimum.reduceat(dur, starts)
     wait = dur - transfer[inst]
-    exposed_wait = np.maximum(exposed - transfer[inst], 0)
     s = start - offset
     smax = np.maximum.reduceat(s, starts)
     smin = np.minimum.reduceat(s, starts)
@@ -51,19 +52,47 @@ def compute(start: np.ndarray, end: np.ndarray, exposed: np.ndarray, offset: np.
     hit = np.flatnonzero(at_max)
     row_of_max[inst[hit][::-1]] = hit[::-1]          # the first row at the max of each instance
     last = np.where(trusted & alone & (skew > 0), row_of_max, -1)
-    return Waits(inst=inst, wait=wait, exposed_wait=exposed_wait, transfer=transfer, skew=skew, last=last,
-                 start=smin)
+    return Waits(inst=inst, wait=wait, transfer=transfer, skew=skew, last=last, start=smin, trusted=trusted)
 
 
-def per_rank_step(pos: np.ndarray, step: np.ndarray, values: dict[str, np.ndarray]) -> dict:
-    """(position, step) -> {name: sum} over matched rows."""
+def per_rank(pos: np.ndarray, start: np.ndarray, end: np.ndarray, transfer: np.ndarray, n: int, windows: list,
+             exposed: list) -> tuple[dict[str, np.ndarray], dict]:
+    """Each rank's wait, transfer and exposed wait as wall-clock time, in total and per step window.
+
+    A matched row waits over ``[start, end - T)`` and transfers over ``[end - T, end)``. Per rank, the
+    transfer time is the union of its rows' transfers, the wait the union of their waits where no transfer
+    of its own ran (a rank whose collectives overlap in time, on several streams or threads, is not waiting
+    while one of them moves data), so wait + transfer never exceed its communication time. The exposed wait
+    is its exposed communication (``exposed``: per rank, the set no compute covered) inside that wait: the
+    run verdict's peer-wait. ``windows``: per rank, (step numbers, starts, ends) of its step windows; a window
+    with no matched row gets no entry. Returns the totals per rank position and {(position, step): sums}.
+    """
+    totals = {k: np.zeros(n, dtype=np.int64) for k in ("wait_ns", "transfer_ns", "exposed_wait_ns")}
+    steps: dict = {}
     if not len(pos):
-        return {}
-    o = np.lexsort((step, pos))
-    ps, ss = pos[o], step[o]
-    change = np.ones(len(o), dtype=bool)
-    change[1:] = (ps[1:] != ps[:-1]) | (ss[1:] != ss[:-1])
-    st = np.flatnonzero(change)
-    sums = {k: np.add.reduceat(v[o], st).tolist() for k, v in values.items()}
-    keys = list(zip(ps[st].tolist(), ss[st].tolist()))
-    return {key: {k: sums[k][i] for k in sums} for i, key in enumerate(keys)}
+        return totals, steps
+    order = np.argsort(pos, kind="stable")
+    bounds = np.searchsorted(pos[order], np.arange(n + 1))
+    cut = end - transfer
+    for p in range(n):
+        rows = order[bounds[p]:bounds[p + 1]]
+        if not rows.size:
+            continue
+        moving = iv.union(cut[rows], end[rows])
+        waiting = iv.subtract(iv.union(start[rows], cut[rows]), moving)
+        lost = iv.intersect(exposed[p], waiting) if len(exposed[p]) == 2 else iv.empty()
+        totals["wait_ns"][p] = iv.length(waiting)
+        totals["transfer_ns"][p] = iv.length(moving)
+        totals["exposed_wait_ns"][p] = iv.length(lost)
+        number, lo, hi = windows[p]
+        if not len(lo):
+            continue
+        w = np.searchsorted(lo, start[rows], side="right") - 1
+        hit = np.zeros(len(lo), dtype=bool)
+        inside = (w >= 0) & (start[rows] < hi[np.maximum(w, 0)])
+        hit[w[inside]] = True
+        got = {k: iv.length_in(sets, lo, hi).tolist() for k, sets in
+               (("wait_ns", waiting), ("transfer_ns", moving), ("exposed_wait_ns", lost))}
+        for k in np.flatnonzero(hit).tolist():
+            steps[p, number[k]] = {name: got[name][k] for name in got}
+    return totals, steps
