@@ -199,7 +199,8 @@ def test_the_call_that_issues_a_collective_is_no_compute(tmp_path):
 
 # --------------------------------------------------------------------------------------- CPU-only runs
 
-_GPU_WORDS = re.compile(r"GPU|CUDA|cuda|kernel|stream|pin_memory|non_blocking")
+# Device levers: the GPU, CUDA calls and settings, kernels, streams to move collectives to, pinned memory.
+_GPU_WORDS = re.compile(r"GPU|CUDA|cuda|kernel|pin_memory|non_blocking|own stream|compute stream|side stream")
 _OWN = {"overlap-pattern", "sync-stall", "memcpy-bound", "launch-order", "bucket-size"}
 
 
