@@ -50,9 +50,11 @@ class GroupRule(msgspec.Struct, kw_only=True):
     pg: Optional[str]                      # process group name
     desc: Optional[str]                    # its description (pg_desc / Process Group Description)
     size: Optional[int]
-    dimension: str                         # dp | fsdp | tp | pp | ep | cp | unknown
-    rule: str                              # name | op | layout-world | layout-contiguous | layout-strided |
-                                           # only-group | none | no-metadata (comm without a collective record)
+    dimension: str                         # dp | fsdp | tp | pp | ep | emb | cp | unknown
+    rule: str                              # name | scope (host ops around it: TorchRec embeddings, MoE) |
+                                           # kernel (DeepEP) | op | layout-world | layout-contiguous |
+                                           # layout-strided | only-group | none | no-metadata (comm without a
+                                           # collective record)
     ops: list[str]
     collectives: int
 

@@ -59,7 +59,7 @@ def test_the_wording_passes_the_finding_through():
                                           "rdma_gdr", "rdma_host_staged", "rdma_init_only", "intra_node_only",
                                           "inconclusive", "unknown")),
         ("bucket-size", None), ("config-mismatch", None),
-        *(("parallelism", v) for v in ("dp", "fsdp", "tp", "pp", "ep", "cp", "unknown"))}
+        *(("parallelism", v) for v in ("dp", "fsdp", "tp", "pp", "ep", "emb", "cp", "unknown"))}
 
 
 def test_the_wording_module_only_formats():
@@ -566,7 +566,8 @@ def dimension_ev(**changes) -> dict:
 
 @pytest.mark.parametrize("dim, name", [("dp", "data parallel"), ("fsdp", r"sharded data parallel \(FSDP\)"),
                                        ("tp", "tensor parallel"), ("pp", "pipeline parallel"),
-                                       ("ep", "expert parallel"), ("cp", "context parallel"),
+                                       ("ep", "expert parallel"), ("emb", "sharded embedding"),
+                                       ("cp", "context parallel"),
                                        ("unknown", "unattributed")])
 def test_parallelism_wording(dim, name):
     ev = dimension_ev(dimension=dim)
@@ -592,11 +593,14 @@ def test_parallelism_wording_of_a_whole_trace_window_and_unnamed_groups():
 
 def test_parallelism_advice_per_dimension():
     advice = {d: word("parallelism", d, dimension_ev(dimension=d), step=None).advice
-              for d in ("dp", "fsdp", "tp", "pp", "ep", "cp", "unknown")}
+              for d in ("dp", "fsdp", "tp", "pp", "ep", "emb", "cp", "unknown")}
     assert "bucket_cap_mb" in advice["dp"] and "no_sync()" in advice["dp"]
     assert all(k in advice["fsdp"] for k in ("backward_prefetch", "limit_all_gathers", "reshard_after_forward"))
     assert "ub_overlap_ag" in advice["tp"] and "--tp-comm-overlap" in advice["tp"]
     assert "all-to-all" in advice["ep"] and "ring-attention" in advice["cp"] and "group_desc" in advice["unknown"]
+    # Sharded embeddings: the pipelined input distribution and smaller all-to-alls, never expert or bucket advice
+    assert "TrainPipelineSparseDist" in advice["emb"] and "qcomm" in advice["emb"]
+    assert not any(w in advice["emb"] for w in ("DeepEP", "expert", "bucket_cap_mb"))
     # The numbers the advice states: the PP group size and the steps' idle time; the recorded
     # CUDA_DEVICE_MAX_CONNECTIONS, or that there is none.
     ev = dimension_ev(dimension="pp")

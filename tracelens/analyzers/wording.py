@@ -559,8 +559,8 @@ def transport_unknown(f: Finding) -> tuple[str, str, str]:
 # ------------------------------------------------------------------------------- parallelism
 
 _DIM_TITLE = {"dp": "data parallel", "fsdp": "sharded data parallel (FSDP)", "tp": "tensor parallel",
-              "pp": "pipeline parallel", "ep": "expert parallel", "cp": "context parallel",
-              "unknown": "unattributed"}
+              "pp": "pipeline parallel", "ep": "expert parallel", "emb": "sharded embedding",
+              "cp": "context parallel", "unknown": "unattributed"}
 
 
 def _connections(ev: dict) -> str:
@@ -601,6 +601,12 @@ def _dim_advice(ev: dict) -> str:
                 "all-to-all overlap, splitting the batch into micro-batches that alternate); "
                 "CUDA_DEVICE_MAX_CONNECTIONS=1 serializes them in launch order, so launch the all-to-all before "
                 f"the expert GEMMs ({_connections(ev)})")
+    if dim == "emb":
+        return ("pipeline the embedding lookups: TorchRec's TrainPipelineSparseDist runs the next batch's input "
+                "distribution (the KJT all-to-alls) during this batch's forward and backward "
+                "(PrefetchTrainPipelineSparseDist also prefetches cached embeddings); shrink the pooled-embedding "
+                "all-to-alls with quantized comms (qcomm codecs, FP16/BF16 forward and backward) or a sharding "
+                "plan that moves fewer embeddings between ranks")
     if dim == "cp":
         return "overlap the ring-attention send/recv with the attention of the previous chunk"
     return ("name the process groups (new_group(group_desc=...), DeviceMesh mesh_dim_names) so their "
@@ -679,6 +685,6 @@ WORDING: dict[tuple[str, Optional[str]], Callable[[Finding], tuple[str, str, str
     ("nccl-transport", "unknown"): transport_unknown,
     ("bucket-size", None): bucket_size,
     ("config-mismatch", None): config_mismatch,
-    **{("parallelism", d): parallelism for d in ("dp", "fsdp", "tp", "pp", "ep", "cp", "unknown")},
+    **{("parallelism", d): parallelism for d in ("dp", "fsdp", "tp", "pp", "ep", "emb", "cp", "unknown")},
 }
 """The sentences of every finding, by (id, verdict)."""
