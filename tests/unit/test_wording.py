@@ -443,6 +443,7 @@ def test_overlap_tax_wording():
         assert lever in d.advice
     # Every overlapped kernel compared: nothing said about the rest.
     assert "left out" not in word("overlap-tax", None, tax_ev(uncompared=0, varying=0, left_out=[]), step=None).detail
+    assert "1 of 1 kernel identity slower" in word("overlap-tax", None, tax_ev(slowed=1, identities=1)).detail
     only_few = word("overlap-tax", None, tax_ev(varying=0, left_out=[u0]), step=None).detail
     assert "too few runs alone" in only_few and "varies" not in only_few
 

@@ -392,7 +392,8 @@ def overlap_tax(f: Finding) -> tuple[str, str, str]:
             f"({_pct(100 * ev['tax_fraction'])} of step time; {_pct(100 * ev['confidence'])} interval "
             f"{_ms(ev['overlap_tax_low_ns'])}-{_ms(ev['overlap_tax_high_ns'])})",
             f"{n} kernel{'s' if n != 1 else ''} under communication compared with their runs alone, "
-            f"{ev['slowed']} of {ev['identities']} kernel identities slower beyond their spread: {kernels}; "
+            f"{ev['slowed']} of {ev['identities']} kernel identit{'y' if ev['identities'] == 1 else 'ies'} "
+            f"slower beyond their spread: {kernels}; "
             f"hiding {_ms(ev['overlap_ns'])} of communication cost {_ms(ev['overlap_tax_ns'])} (at least "
             f"{_ms(ev['overlap_tax_low_ns'])}), so it really costs {_ms(ev['effective_exposed_ns'])} "
             f"({_ms(ev['exposed_comm_ns'])} exposed + tax){out}",
