@@ -217,9 +217,14 @@ def recurring(report: Report, rank: int | None = None) -> list[Recurring]:
     unmerged), in the order of their first member."""
     found = [f for f in findings(report) if rank is None or f.rank == rank]
     groups: dict[tuple, list] = {}
+    skeleton: dict[str, str] = {}           # ranks repeat each other's sentences: each one's skeleton once
     for f in found:
-        groups.setdefault((f.id, f.where, _skeleton(f.title), _skeleton(f.detail), _skeleton(f.advice),
-                           f.rank < 0), []).append(f)
+        key = [f.id, f.where, f.rank < 0]
+        for text in (f.title, f.detail, f.advice):
+            if text not in skeleton:
+                skeleton[text] = _NUMBER.sub("#", text)
+            key.append(skeleton[text])
+        groups.setdefault(tuple(key), []).append(f)
     total = len({r.rank for r in report.ranks})
     out = []
     for members in groups.values():
@@ -227,10 +232,6 @@ def recurring(report: Report, rank: int | None = None) -> list[Recurring]:
         out.append(Recurring(sorted({f.rank for f in members}), total, worst.id, worst.severity, worst.where,
                              *(_ranged([getattr(f, k) for f in members]) for k in ("title", "detail", "advice"))))
     return out
-
-
-def _skeleton(text: str) -> str:
-    return _NUMBER.sub("#", text)
 
 
 def _ranged(texts: list[str]) -> str:
