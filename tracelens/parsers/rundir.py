@@ -43,9 +43,14 @@ def inside(folder: Path, name: str) -> Path | None:
     may come from anyone: what its manifest names is never a way out of it."""
     try:
         target = (folder / name).resolve()
-        return folder / name if target.is_relative_to(folder.resolve()) else None
+        if not target.is_relative_to(folder.resolve()):
+            return None
+        os.lstat(target)
+    except FileNotFoundError:
+        return folder / name        # inside, and missing: said where it is looked for
     except (OSError, ValueError, RuntimeError):     # a NUL byte, a name too long, a symlink loop
         return None
+    return folder / name
 
 
 @dataclass(frozen=True)
