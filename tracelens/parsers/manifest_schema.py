@@ -34,7 +34,6 @@ class RankEntry(msgspec.Struct, gc=False):
 class Manifest(msgspec.Struct, gc=False):
     """The manifest's fields that tracelens reads. ``schema`` tells a tracelens manifest from any other
     ``manifest.json`` (one without it is not ours, and is not read)."""
-    PATHS: ClassVar[tuple[str, ...]] = ()
     schema: Union[str, None] = None
     world_size: Union[WorldSize, None] = None
     env: Union[dict[str, str], None] = None

@@ -100,7 +100,7 @@ def _read_once(folder: Path, size: int, *identity) -> _Read:
         with open(path, "rb") as fh:
             data = fh.read(MANIFEST_MAX_BYTES + 1)
     except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path=str(path)) from None
+        raise InputError(f"not a readable manifest: {exc.strerror or exc}", path=str(path)) from None
     if len(data) > MANIFEST_MAX_BYTES:
         raise InputError(f"not a readable manifest: larger than {MANIFEST_MAX_BYTES >> 20} MiB", path=str(path))
     try:
