@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import ipaddress
+import reprlib
 import socket
 import sys
 import threading
@@ -18,6 +19,17 @@ from tracelens.errors import UsageError
 from tracelens.contract import Report
 
 TIMELINE_CACHE = 8          # timelines kept (a rank's trace is re-read on a miss)
+
+
+class Invalid(ValueError):
+    """A value the page itself never sends (a run, rank or step that is not there, a value of the wrong type):
+    only a crafted request holds one. A callback answers it with no update."""
+
+
+def shown(value, most: int = 40) -> str:
+    """A value from a request, as a message may quote it: its repr, cut short."""
+    text = reprlib.repr(value)
+    return text if len(text) <= most else text[:most] + "..."
 
 
 @dataclass
@@ -36,9 +48,9 @@ class Session:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def run(self, index) -> Run:
-        """The run at ``index`` (an int from the page, never a path); ValueError for anything else."""
+        """The run at ``index`` (an int from the page, never a path); :class:`Invalid` for anything else."""
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.runs):
-            raise ValueError(f"no run {index!r}")
+            raise Invalid(f"no run {shown(index)}")
         return self.runs[index]
 
     def timeline(self, index: int, rank: int, step):
@@ -62,13 +74,14 @@ def create_app(session: Session):
     """The Dash app over ``session``: assets served from the installed packages (no CDN)."""
     from dash import Dash
 
-    from . import callbacks, layout
+    from . import callbacks, guard, layout
 
     # The across-ranks section is redrawn per run: its strip step selector exists only for a run with a strip.
     app = Dash(__name__, title="tracelens", serve_locally=True, update_title=None, suppress_callback_exceptions=True,
                assets_ignore=".*", external_scripts=[], external_stylesheets=[])
     app.layout = layout.page(session)
     callbacks.register(app, session)
+    guard.install(app)
     return app
 
 
@@ -120,3 +133,11 @@ def _quiet_server() -> None:
     flask.cli.show_server_banner = lambda *args, **kwargs: None
     for name in ("werkzeug", "dash", "dash.dash"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    # What the server refuses, one line each (dashboards/guard.py, callbacks.py).
+    log = logging.getLogger("tracelens.dashboard")
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("tracelens dashboard: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False

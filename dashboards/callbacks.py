@@ -1,59 +1,100 @@
 """The interactions, each a plain function of the Session and the page's values (tested as functions), and
 ``register`` wiring them to the app. The page names a run by its index and a rank and step by their numbers;
-no value from the browser is ever used as a path."""
+no value from the browser is ever used as a path.
+
+Every value a callback gets comes from a request, which anyone who can reach the port can write
+(:mod:`.guard` checks the request's shape; the values are checked here): a value the page itself never sends
+(a run, rank or step that is not there, a value of the wrong type) raises :class:`~.app.Invalid`, which the
+registered callback answers with no update; a click on something that is not a cell or a finding shows why
+in the timeline's place. Nothing a callback raises reaches the server (see ``_answer``).
+"""
 
 from __future__ import annotations
 
-from dash import Input, Output, State, ctx, no_update
+import functools
+import logging
 
+from dash import Input, Output, State, ctx, no_update
+from dash.exceptions import PreventUpdate
+
+from tracelens.contract import SEVERITIES
 from tracelens.errors import TracelensError
 from tracelens.renderers import crossrank, figures
 from tracelens.renderers.timeline import timeline as timeline_figure
 
 from . import layout
+from .app import Invalid, shown
 
 PICK = "Click a heatmap cell (or a finding) to see that rank and step."
+log = logging.getLogger("tracelens.dashboard")
 
 
-def _step(value):
-    """The step selector's / heatmap's value as a step number (None: all steps, or a run without steps)."""
-    if value in (None, "all"):
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _step(value, steps):
+    """The step selector's value as a step number (None: all steps, or a run without steps); ``steps``: the
+    steps the selector offers."""
+    if value is None or value == "all":
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"not a step: {value!r}")
-    return int(value)
+    if not _is_int(value) or value not in steps:
+        raise Invalid(f"no step {shown(value)}")
+    return value
 
 
 def budget_figure(session, run, step, sort):
-    return figures.budget(session.run(run).report, _step(step), sort if sort in figures.SORTS else "rank")
+    report = session.run(run).report
+    return figures.budget(report, _step(step, figures.steps_of(report)),
+                          sort if isinstance(sort, str) and sort in figures.SORTS else "rank")
 
 
 def heatmap_figure(session, run, metric):
-    return figures.heatmap(session.run(run).report, metric if metric in figures.HEATMAP_METRICS
-                           else "exposed_comm_fraction")
+    return figures.heatmap(session.run(run).report, metric if isinstance(metric, str) and metric in
+                           figures.HEATMAP_METRICS else "exposed_comm_fraction")
 
 
 def finding_rows(session, run, severities=(), text="") -> list[dict]:
     """The findings grid's rows; each carries ``row_id`` "rank|step|n", which a click hands back."""
-    rows = figures.findings_rows(session.run(run).report, severities or (), text or "")
+    report = session.run(run).report
+    if severities is not None and (not isinstance(severities, (list, tuple))
+                                   or not all(isinstance(s, str) and s in SEVERITIES for s in severities)):
+        raise Invalid(f"not severities: {shown(severities)}")
+    if text is not None and not isinstance(text, str):
+        raise Invalid(f"not a filter text: {shown(text)}")
+    rows = figures.findings_rows(report, severities or (), text or "")
     return [{**r, "row_id": f"{r['rank']}|{r['step']}|{n}"} for n, r in enumerate(rows)]
+
+
+def _number(value) -> int:
+    """A rank or step number as the heatmap or a finding's row id gives it: an integer within int64, or its
+    digits as text (ValueError, TypeError or OverflowError for anything else: a bool, a fraction, NaN,
+    infinity, a list)."""
+    if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"not a number: {shown(value)}")
+    if isinstance(value, str) and not value.strip().lstrip("-").isdigit():
+        raise ValueError(f"not a number: {shown(value)}")
+    number = int(value)
+    if not -2**63 <= number < 2**63:
+        raise ValueError(f"not a rank or step: {shown(value)}")
+    return number
 
 
 def selection_from_heatmap(click) -> tuple[int, int | None] | None:
     """(rank, step) of a clicked heatmap cell, or None for anything that is not one."""
     try:
         point = click["points"][0]
-        return int(point["y"]), None if point["x"] == "all" else int(point["x"])
-    except (KeyError, IndexError, TypeError, ValueError):
+        return _number(point["y"]), None if point["x"] == "all" else _number(point["x"])
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError):
         return None
 
 
 def selection_from_finding(cell) -> tuple[int, int | None] | None:
     """(rank, step) of a clicked finding (its row_id), or None."""
     try:
-        rank, step, _ = str(cell["rowId"]).split("|")
-        return int(rank), None if step == "None" else int(step)
-    except (KeyError, TypeError, ValueError):
+        rank, step, _ = cell["rowId"].split("|")
+        return _number(rank), None if step == "None" else _number(step)
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
         return None
 
 
@@ -78,8 +119,8 @@ def history_point(session, click) -> str:
     """Where a clicked history point's report comes from (its run, label, commit, source), to open it with
     ``tracelens dashboard SOURCE``; the run id is looked up among the rows the server was started with."""
     try:
-        run_id = int(click["points"][0]["customdata"][0])
-    except (KeyError, IndexError, TypeError, ValueError):
+        run_id = _number(click["points"][0]["customdata"][0])
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError):
         return "Click a point for its run."
     row = next((r for r in session.history or () if r["id"] == run_id), None)
     if row is None:
@@ -97,9 +138,11 @@ def across_view(session, run):
 
 def strip_figure(session, run, step):
     """The collective strip of the run in the step chosen ("all", "none": the whole-trace window, a number)."""
-    if step not in ("all", "none"):
-        step = _step(step)
-    fig = crossrank.strip(session.run(run).report, None if step == "none" else step)
+    report = session.run(run).report
+    if not (isinstance(step, str) and step in ("all", "none")):
+        if not _is_int(step) or step not in (crossrank.strip_steps(report) or ()):
+            raise Invalid(f"no step {shown(step)} in the strip")
+    fig = crossrank.strip(report, None if step == "none" else step)
     return fig if fig is not None else figures.placeholder("No matched collectives with member times.")
 
 
@@ -110,44 +153,63 @@ def run_view(session, run):
             figures.collectives_rows(report, layout.MAX_COLLECTIVES), layout.dimensions_children(report))
 
 
+def _answer(fn):
+    """The callback ``fn`` as registered: a value the page never sends (:class:`Invalid`) is answered with
+    no update; anything else it raises is a bug, said in one line of the server's log (no traceback) and
+    answered with no update too, so that no request ends in an HTTP 500."""
+    @functools.wraps(fn)
+    def call(*args):
+        try:
+            return fn(*args)
+        except (Invalid, PreventUpdate):
+            raise PreventUpdate from None
+        except Exception as exc:            # noqa: BLE001 (the server's last line of defence)
+            log.error("callback %s failed: %s: %s", fn.__name__.lstrip("_"), type(exc).__name__, exc)
+            raise PreventUpdate from None
+    return call
+
+
 def register(app, session) -> None:
-    @app.callback(Output("budget", "figure"), Input("run", "value"), Input("step", "value"),
-                  Input("sort", "value"), prevent_initial_call=True)
+    def on(*dependencies, **options):
+        return lambda fn: app.callback(*dependencies, **options)(_answer(fn))
+
+    @on(Output("budget", "figure"), Input("run", "value"), Input("step", "value"),
+        Input("sort", "value"), prevent_initial_call=True)
     def _budget(run, step, sort):
         return budget_figure(session, run, step, sort)
 
-    @app.callback(Output("heatmap", "figure"), Input("run", "value"), Input("metric", "value"),
-                  prevent_initial_call=True)
+    @on(Output("heatmap", "figure"), Input("run", "value"), Input("metric", "value"),
+        prevent_initial_call=True)
     def _heatmap(run, metric):
         return heatmap_figure(session, run, metric)
 
-    @app.callback(Output("findings", "rowData"), Input("run", "value"), Input("severity", "value"),
-                  Input("find-text", "value"), prevent_initial_call=True)
+    @on(Output("findings", "rowData"), Input("run", "value"), Input("severity", "value"),
+        Input("find-text", "value"), prevent_initial_call=True)
     def _findings(run, severities, text):
         return finding_rows(session, run, severities, text)
 
-    @app.callback(Output("headline", "children"), Output("step", "options"), Output("collectives", "rowData"),
-                  Output("dimensions-section", "children"), Input("run", "value"), prevent_initial_call=True)
+    @on(Output("headline", "children"), Output("step", "options"), Output("collectives", "rowData"),
+        Output("dimensions-section", "children"), Input("run", "value"), prevent_initial_call=True)
     def _run(run):
         return run_view(session, run)
 
-    @app.callback(Output("across", "children"), Input("run", "value"), prevent_initial_call=True)
+    @on(Output("across", "children"), Input("run", "value"), prevent_initial_call=True)
     def _across(run):
         return across_view(session, run)
 
-    @app.callback(Output("strip", "figure"), Input("strip-step", "value"), State("run", "value"),
-                  prevent_initial_call=True)
+    @on(Output("strip", "figure"), Input("strip-step", "value"), State("run", "value"),
+        prevent_initial_call=True)
     def _strip(step, run):
         return strip_figure(session, run, step)
 
     if session.history:
-        @app.callback(Output("history-info", "children"), Input("history", "clickData"), prevent_initial_call=True)
+        @on(Output("history-info", "children"), Input("history", "clickData"), prevent_initial_call=True)
         def _history(click):
             return history_point(session, click)
 
-    @app.callback(Output("timeline", "figure"), Output("timeline-info", "children"),
-                  Input("heatmap", "clickData"), Input("findings", "cellClicked"), State("run", "value"),
-                  prevent_initial_call=True)
+    @on(Output("timeline", "figure"), Output("timeline-info", "children"),
+        Input("heatmap", "clickData"), Input("findings", "cellClicked"), State("run", "value"),
+        prevent_initial_call=True)
     def _timeline(click, cell, run):
         picked = selection_from_finding(cell) if ctx.triggered_id == "findings" else selection_from_heatmap(click)
         if picked is None:

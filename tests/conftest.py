@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -117,3 +119,36 @@ def needs_browser():
         if os.environ.get("TRACELENS_REQUIRE_BROWSER"):
             pytest.fail(f"TRACELENS_REQUIRE_BROWSER is set but {why}")
         pytest.skip(why)
+
+
+@contextlib.contextmanager
+def running_dashboard(*args: str, stderr=subprocess.STDOUT):
+    """The real `tracelens dashboard ARGS` on a free port of 127.0.0.1, as a user starts it, once it answers;
+    yields (its process, its URL). Stopped (SIGTERM) on leaving, when still running: its output, (stdout,
+    stderr), is then ``proc.output``."""
+    import socket
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-c", "from tracelens.cli import run; run()", "dashboard", *args,
+                             "--port", str(port)], stdout=subprocess.PIPE, stderr=stderr, text=True)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=1).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"the dashboard did not start: {proc.communicate()}") from None
+                time.sleep(0.3)
+        yield proc, url
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.output = proc.communicate(timeout=10)

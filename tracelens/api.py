@@ -81,7 +81,7 @@ def nccl_inputs(paths, traces: list[RankTrace] = ()) -> NcclInputs:
     from .parsers import discover, nccl_log
 
     files = discover(_paths(paths))
-    return nccl_log.inputs(files.nccl_logs, files.logs_skipped, traces)
+    return nccl_log.inputs(files.nccl_logs, files.logs_skipped, traces, files.outside)
 
 
 def _counting(on_file, total: int):
@@ -157,7 +157,7 @@ def report(paths, *, thresholds: Thresholds | Iterable[str] | None = None, comm_
     if not files:           # NCCL logs alone: nothing to analyse rank by rank
         from .parsers import nccl_log
 
-        return analyze([], limits(), nccl=nccl_log.inputs(files.nccl_logs, files.logs_skipped, []))
+        return analyze([], limits(), nccl=nccl_log.inputs(files.nccl_logs, files.logs_skipped, [], files.outside))
     from . import cache as warm, executors
 
     return executors.report(files, lambda: context(limits()), comm_patterns=comm_patterns, step_pattern=step_nvtx,

@@ -55,9 +55,11 @@ class GroupRule(msgspec.Struct, kw_only=True):
     pg: Optional[str]                      # process group name
     desc: Optional[str]                    # its description (pg_desc / Process Group Description)
     size: Optional[int]
-    dimension: str                         # dp | fsdp | tp | pp | ep | cp | unknown
-    rule: str                              # name | op | layout-world | layout-contiguous | layout-strided |
-                                           # only-group | none | no-metadata (comm without a collective record)
+    dimension: str                         # dp | fsdp | tp | pp | ep | emb | cp | unknown
+    rule: str                              # name | scope (host ops around it: TorchRec embeddings, MoE) |
+                                           # kernel (DeepEP) | op | layout-world | layout-contiguous |
+                                           # layout-strided | only-group | none | no-metadata (comm without a
+                                           # collective record)
     ops: list[str]
     collectives: int
 
@@ -107,6 +109,12 @@ class StepMetrics(msgspec.Struct, kw_only=True):
     effective_exposed_ns: int = 0          # exposed_comm_ns + overlap_tax_ns
     overlap_tax_compared: int = 0          # kernels overlapped by communication and compared with a baseline
     overlap_tax_uncompared: int = 0        # ... and those without enough runs alone to compare
+    # The tax's interval (docs/metrics.md, "Overlap tax"): overlap_tax_low_ns <= overlap_tax_ns <=
+    # overlap_tax_high_ns at the tax_confidence threshold; rank causes by the low end (the part the trace
+    # proves). 0 in older reports.
+    overlap_tax_low_ns: int = 0
+    overlap_tax_high_ns: int = 0
+    overlap_tax_varying: int = 0           # kernels under communication not compared: their work varies
     # Per parallelism dimension (null when the rank's communication is of one dimension: the step's own
     # numbers are that dimension's, named in the rank's ``dimensions``).
     by_dimension: Optional[dict[str, DimensionStep]] = None
@@ -132,6 +140,9 @@ class Totals(msgspec.Struct, kw_only=True):
     overlap_tax_compared: int = 0
     overlap_tax_uncompared: int = 0
     perfect_overlap_step_ns: Optional[int] = None   # sum of the steps' (null in older reports)
+    overlap_tax_low_ns: int = 0            # sums over the steps, as in StepMetrics
+    overlap_tax_high_ns: int = 0
+    overlap_tax_varying: int = 0
 
 
 class PreCapture(msgspec.Struct, kw_only=True):
@@ -234,6 +245,8 @@ class Summary(msgspec.Struct, kw_only=True):
     overlap_tax_ns: int = 0
     overlap_tax_compared: int = 0
     effective_exposed_ns: int = 0
+    overlap_tax_low_ns: int = 0            # the ranks' tax intervals summed (0 in older reports)
+    overlap_tax_high_ns: int = 0
     # What the ranks arriving together at their collectives would buy: the exposed wait for the last rank
     # (steps[*].exposed_wait_ns) over every rank's step time (null for a single rank or nothing matched).
     arrival_gain: Optional[float] = None

@@ -210,7 +210,7 @@ def _report(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, executor,
     else:
         raise UsageError(f"unknown executor {executor!r} (one of: {', '.join(EXECUTORS)})")
     parts = _settle(done, comm_patterns, step_pattern, ctx, getattr(files, "skipped", ()), cache)
-    nccl = nccl_log.inputs(files.nccl_logs, files.logs_skipped, parts)
+    nccl = nccl_log.inputs(files.nccl_logs, files.logs_skipped, parts, getattr(files, "outside", ()))
     from .analyzers import combine
 
     out = combine([p.analysis for p in parts], ctx, nccl=nccl)
@@ -237,7 +237,8 @@ def _report_key(files, comm_patterns, step_pattern, ctx) -> tuple | None:
                  for p in (*getattr(files, "nccl_logs", ()), *named))
     if any(s is None for s in logs):
         return None
-    skipped = tuple((str(p), why) for p, why in (*getattr(files, "skipped", ()), *getattr(files, "logs_skipped", ())))
+    skipped = tuple((str(p), why) for p, why in (*getattr(files, "skipped", ()), *getattr(files, "logs_skipped", ()),
+                                                 *getattr(files, "outside", ())))
     return warm.report_key(keys, (logs, skipped, repr(ctx)))
 
 

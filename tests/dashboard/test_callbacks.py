@@ -4,6 +4,7 @@ make it read a file it was not started with."""
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -12,7 +13,7 @@ pytest.importorskip("dash_ag_grid", reason="the dashboard extra (dash-ag-grid) i
 
 import tracelens  # noqa: E402
 from tracelens import api  # noqa: E402
-from tracelens.dashboards import Run, Session, app as app_module, callbacks, create_app  # noqa: E402
+from tracelens.dashboards import Run, Session, app as app_module, callbacks, create_app, guard  # noqa: E402
 
 from conftest import SAMPLES  # noqa: E402
 
@@ -203,3 +204,123 @@ def test_run_view_draws_that_runs_dimensions(session):
     exposed = next(t for t in graph.figure.data if t.name == "exposed comm")
     # wfbp_100 truth: all its communication is DDP's (dp), 12.6 ms exposed over both ranks
     assert list(exposed.x) == ["dp"] and list(exposed.y) == pytest.approx([12.6])
+
+
+# ------------------------------------------------------------------ values and requests the page never sends
+
+@pytest.mark.parametrize("call", [
+    lambda s: callbacks.budget_figure(s, 1_000_000_000, "all", "rank"),      # no such run
+    lambda s: callbacks.budget_figure(s, "../rank0.json.gz", "all", "rank"),
+    lambda s: callbacks.budget_figure(s, 0, 1_000_000_000, "rank"),          # wfbp_100 has steps 2, 3, 4
+    lambda s: callbacks.budget_figure(s, 0, [3], "rank"),
+    lambda s: callbacks.budget_figure(s, 0, 3.0, "rank"),
+    lambda s: callbacks.budget_figure(s, 0, True, "rank"),
+    lambda s: callbacks.heatmap_figure(s, -1, "overlap_pct"),
+    lambda s: callbacks.finding_rows(s, 0, "critical"),                      # a string, not a list of them
+    lambda s: callbacks.finding_rows(s, 0, [["info"]]),
+    lambda s: callbacks.finding_rows(s, 0, ["../etc"]),
+    lambda s: callbacks.finding_rows(s, 0, None, {"$ne": ""}),
+    lambda s: callbacks.run_view(s, 1),
+    lambda s: callbacks.across_view(s, None),
+    lambda s: callbacks.strip_figure(s, 0, 1_000_000_000),
+    lambda s: callbacks.strip_figure(s, 0, {"step": 3}),
+])
+def test_a_value_the_page_never_sends_is_invalid(session, call):
+    with pytest.raises(app_module.Invalid):
+        call(session)
+
+
+def test_the_values_the_page_sends_are_still_answered(session):
+    # the selectors' own values: wfbp_100's steps 2, 3, 4, "all"; unknown sort and metric names fall back
+    assert callbacks.budget_figure(session, 0, "all", ["rank"]).layout.title.text
+    assert callbacks.heatmap_figure(session, 0, {"a": 1}).data[0].z[0][0] == \
+        session.runs[0].report.ranks[0].steps[0].exposed_comm_fraction
+    assert len(callbacks.finding_rows(session, 0, None, None)) == len(session.runs[0].report.diagnoses)
+    assert callbacks.strip_figure(session, 0, "none").layout.title.text    # wfbp_100 has no whole-trace window
+
+
+@pytest.mark.parametrize("bad", [
+    click(float("inf"), 3), click(1, float("nan")), click(True, 3), click(1.5, 3), click("9" * 30, 3),
+    click([1], 3), click(1, {"x": 3}), {"points": "abc"}, {"points": [None]}, "points", 7])
+def test_a_click_on_nothing_is_no_selection(bad):
+    assert callbacks.selection_from_heatmap(bad) is None
+
+
+@pytest.mark.parametrize("row_id", ["inf|3|0", "1|nan|0", "True|3|0", "1.5|3|0", "9" * 30 + "|3|0", "1|3",
+                                    "../etc|3|0", 7, None, ["1|3|0"], {"rank": 1}])
+def test_a_click_on_no_finding_is_no_selection(row_id):
+    assert callbacks.selection_from_finding({"rowId": row_id}) is None
+
+
+def _update(server, body):
+    return server.post("/_dash-update-component", data=json.dumps(body), content_type="application/json")
+
+
+def _budget_call(run, step="all", sort="rank"):
+    return {"output": "budget.figure", "outputs": {"id": "budget", "property": "figure"},
+            "inputs": [{"id": "run", "property": "value", "value": run}, {"id": "step", "property": "value",
+                                                                         "value": step},
+                       {"id": "sort", "property": "value", "value": sort}], "changedPropIds": ["run.value"]}
+
+
+class _Lines(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def log_lines():
+    handler = _Lines()
+    logging.getLogger("tracelens.dashboard").addHandler(handler)
+    yield handler.lines
+    logging.getLogger("tracelens.dashboard").removeHandler(handler)
+
+
+def test_registered_callbacks_answer_an_invalid_value_with_no_update(session, log_lines):
+    server = create_app(session).server.test_client()
+    assert _update(server, _budget_call(0, 3)).status_code == 200
+    for run, step in ((1_000_000_000, "all"), ("../x", "all"), (0, [3]), (0, 10**30)):
+        answer = _update(server, _budget_call(run, step))
+        assert (answer.status_code, answer.data) == (204, b"")
+    assert log_lines == []          # not refused (a well-formed call), not a failure
+
+
+def test_a_callback_that_fails_is_one_log_line_and_no_update(session, log_lines, monkeypatch):
+    from tracelens.renderers import figures
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    server = create_app(session).server.test_client()
+    monkeypatch.setattr(figures, "budget", broken)
+    answer = _update(server, _budget_call(0, 3))
+    assert answer.status_code == 204
+    assert log_lines == ["callback budget failed: RuntimeError: a bug"]
+
+
+@pytest.mark.parametrize("change, why", [
+    ({"outputs": {"id": "heatmap", "property": "figure"}}, "outputs are not the callback's"),
+    ({"outputs": [{"id": "budget", "property": "figure"}] * 2}, "outputs are not the callback's"),
+    ({"inputs": []}, "inputs are not the callback's"),
+    ({"inputs": "run"}, "inputs are not the callback's"),
+    ({"state": [{"id": "run", "property": "value", "value": 0}]}, "state are not the callback's"),
+    ({"changedPropIds": ["timeline.figure"]}, "changedPropIds are not the callback's inputs"),
+    ({"changedPropIds": "run.value"}, "changedPropIds are not the callback's inputs"),
+    ({"output": ["budget.figure"]}, "no such callback"),
+])
+def test_a_body_that_is_not_a_call_of_a_callback_is_refused(session, log_lines, change, why):
+    answer = _update(create_app(session).server.test_client(), {**_budget_call(0), **change})
+    assert (answer.status_code, answer.data.decode()) == (400, why + "\n")
+    assert len(log_lines) == 1 and log_lines[0].endswith(f": 400 {why}")
+
+
+@pytest.mark.parametrize("text, depth", [
+    (b"0", 0), (b"[]", 1), (b'{"a": [1, {"b": []}]}', 4), (b'["[[[[", "]]"]', 1), (b'"\\"[[["', 0),
+    (b'[["\\\\"], []]', 2), (b"[" * 100_000 + b"]" * 100_000, 100_000)])
+def test_the_depth_of_json_text_without_parsing_it(text, depth):
+    # by hand: strings (with their escaped quotes and backslashes) hold no level
+    assert guard.depth(text) == depth

@@ -19,6 +19,7 @@ import io
 import json
 import os
 import random
+import shutil
 import signal
 import sys
 import tempfile
@@ -33,7 +34,8 @@ SAMPLES = ROOT / "sample_traces"
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from fuzz import check, kineto_mut, nsys_mut  # noqa: E402
+from fuzz import check, kineto_mut, manifest_mut, nsys_mut  # noqa: E402
+from fixtures.opens import opened_files  # noqa: E402
 
 # Real traces small enough to run hundreds of times a minute; corpus first (what CI requires), then the
 # bundled samples (recorded gloo and CUDA runs, generated WFBP ranks).
@@ -60,6 +62,12 @@ NSYS_BASES = [
     "corpus/nsys/nsys-ai/mfu_2gpu_before.sqlite",
     "samples/nsys_wfbp_100/all_ranks.sqlite",
 ]
+# Run folders of tracelens collect (trace, manifest, NCCL log): their manifest is what is mutated.
+MANIFEST_BASES = [
+    "samples/cuda_nccl_ddp",
+    "samples/cuda_nccl_avg",
+    "samples/gloo_one_bucket",
+]
 CASE_SECONDS = 20          # a case still running after this is a hang
 
 
@@ -69,6 +77,8 @@ def resolve(base: str) -> Path:
 
 
 def bases(fmt: str) -> list[str]:
+    if fmt == "manifest":
+        return [b for b in MANIFEST_BASES if (resolve(b) / "manifest.json").is_file()]
     return [b for b in (KINETO_BASES if fmt == "kineto" else NSYS_BASES) if resolve(b).is_file()]
 
 
@@ -86,12 +96,20 @@ def draw(fmt: str, seed: int, index: int) -> dict:
     """The case ``index`` of run ``seed``: its base file and plan."""
     rng = random.Random(f"{fmt}/{seed}/{index}")
     base = rng.choice(bases(fmt))
-    ops = kineto_mut.plan(rng, kineto_doc(base)) if fmt == "kineto" else nsys_mut.plan(rng)
+    if fmt == "manifest":
+        ops = manifest_mut.plan(rng, json.loads((resolve(base) / "manifest.json").read_text()))
+    else:
+        ops = kineto_mut.plan(rng, kineto_doc(base)) if fmt == "kineto" else nsys_mut.plan(rng)
     return {"format": fmt, "base": base, "ops": ops}
 
 
 def materialise(case: dict, folder: Path) -> tuple[Path, tuple[int, int] | None]:
     """Write the case's file into ``folder``; returns it and the trace's span (see :mod:`.check`)."""
+    if case["format"] == "manifest":
+        run = manifest_mut.write(case["ops"], resolve(case["base"]), folder)
+        spans = [check.kineto_span(t.read_bytes()) for t in sorted(run.glob("rank*.pt.trace.json.gz"))]
+        spans = [s for s in spans if s is not None]
+        return run, (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else None
     if case["format"] == "kineto":
         data = kineto_mut.apply(case["ops"], kineto_doc(case["base"]))
         path = folder / ("trace.json.gz" if data[:2] == b"\x1f\x8b" else "trace.json")
@@ -114,12 +132,14 @@ def run_case(case: dict, workdir: Path) -> dict:
 
     folder = Path(tempfile.mkdtemp(dir=workdir))
     path, span = materialise(case, folder)
-    before = _digest(folder)
+    digest = manifest_mut.digest if case["format"] == "manifest" else _digest
+    before = digest(folder)
     out, err = io.StringIO(), io.StringIO()
     t0 = time.perf_counter()
     signal.alarm(CASE_SECONDS)
+    opened: list[str] = []
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), opened_files() as opened:
             code = main(["report", "--format", "json", str(path)])
     except _Hang:
         code, problems = -1, [f"no answer within {CASE_SECONDS} s"]
@@ -130,15 +150,26 @@ def run_case(case: dict, workdir: Path) -> dict:
         problems = check.problems(code, out.getvalue(), err.getvalue(), span)
     finally:
         signal.alarm(0)
-    if _digest(folder) != before:
-        problems.append("the input folder changed: " + ", ".join(sorted(set(_digest(folder)) ^ set(before))
+    if case["format"] == "manifest":
+        problems += [f"opened {p}, outside the run folder" for p in _outside(opened, path)]
+    if digest(folder) != before:
+        problems.append("the input folder changed: " + ", ".join(sorted(set(digest(folder)) ^ set(before))
                                                                  or ["a file's bytes"]))
     seconds = time.perf_counter() - t0
-    for p in folder.iterdir():
-        p.unlink()
-    folder.rmdir()
+    shutil.rmtree(folder)
     return {**case, "code": code, "problems": problems, "seconds": round(seconds, 4),
             "stderr": err.getvalue()[-2000:] if problems else ""}
+
+
+def _outside(opened: list[str], run: Path) -> list[str]:
+    """The files opened that lead outside the run folder and are none of Python's, the project's (imports)
+    or the warm cache's."""
+    from tracelens.cache import root
+
+    allowed = [os.path.realpath(p) for p in (run, sys.prefix, sys.base_prefix, ROOT, root())]
+    return sorted({p for p in opened
+                   if not any(os.path.realpath(p) == a or os.path.realpath(p).startswith(a + os.sep)
+                              for a in allowed)})
 
 
 def _digest(folder: Path) -> dict[str, int]:

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,23 +25,26 @@ def run_batches(fmt: str, seed: int, n: int, jobs: int, batch: int = BATCH, env:
     """Every case's result line; a batch that hangs or dies reports its running case as failed and the rest
     of the batch is run again after it."""
     pending = [(first, min(batch, n - first)) for first in range(0, n, batch)]
-    running: list[tuple[subprocess.Popen, int, int, float]] = []
+    running: list[tuple[subprocess.Popen, int, int, float, tuple]] = []
     results: list[dict] = []
     while pending or running:
         while pending and len(running) < jobs:
             first, count = pending.pop(0)
+            # Output to files, not pipes: a batch writing more than a pipe holds would wait for a reader that
+            # reads only once it has finished.
+            files = (tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+"))
             proc = subprocess.Popen([sys.executable, str(HERE / "driver.py"), fmt, str(seed), str(first), str(count)],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    env={**os.environ, **(env or {})})
-            running.append((proc, first, count, time.monotonic()))
+                                    stdout=files[0], stderr=files[1], text=True, env={**os.environ, **(env or {})})
+            running.append((proc, first, count, time.monotonic(), files))
         time.sleep(0.05)
         for item in list(running):
-            proc, first, count, began = item
+            proc, first, count, began, files = item
             if proc.poll() is None and time.monotonic() - began < BATCH_SECONDS:
                 continue
             if proc.poll() is None:
                 proc.kill()
-            out, err = proc.communicate()
+            proc.wait()
+            out, err = (_read(f) for f in files)
             running.remove(item)
             done, current = _parse(out)
             results += done
@@ -53,10 +57,20 @@ def run_batches(fmt: str, seed: int, n: int, jobs: int, batch: int = BATCH, env:
     return sorted(results, key=lambda r: r["index"])
 
 
+def _read(file) -> str:
+    file.seek(0)
+    text = file.read()
+    file.close()
+    return text
+
+
 def _parse(out: str) -> tuple[list[dict], int | None]:
     done, current = [], None
     for line in out.splitlines():
-        row = json.loads(line)
+        try:
+            row = json.loads(line)
+        except ValueError:          # the last line of a batch killed while writing it
+            continue
         if "start" in row:
             current = row["start"]
         else:
@@ -70,11 +84,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("n", type=int, nargs="?", default=5000, help="cases per format")
     parser.add_argument("--seed", type=int, default=int(time.time()))
     parser.add_argument("--jobs", type=int, default=max(1, len(os.sched_getaffinity(0))))
-    parser.add_argument("--format", choices=["kineto", "nsys"], action="append")
+    parser.add_argument("--format", choices=["kineto", "nsys", "manifest"], action="append")
     args = parser.parse_args(argv)
     n, seed, jobs = args.n, args.seed, args.jobs
     bad = 0
-    for fmt in args.format or ["kineto", "nsys"]:
+    for fmt in args.format or ["kineto", "nsys", "manifest"]:
         t0 = time.monotonic()
         rows = run_batches(fmt, seed, n, jobs)
         seconds = time.monotonic() - t0

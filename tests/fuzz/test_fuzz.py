@@ -1,9 +1,11 @@
 """The fuzzer in CI: a fixed set of seeded cases per format, every committed regression case, and a few
 cases through the real ``tracelens`` console script. Each must exit 0, 2 or 3, print no traceback, answer
-within its time, and report strict JSON whose numbers lie within the trace's span (check.py).
+within its time, and report strict JSON whose numbers lie within the trace's span (check.py); a run folder
+whose manifest is mutated must also open no file outside it (driver.py).
 
-Budget: CI has 2 cores; 320 cases per format run in driver subprocesses (100 in-process cases each, two at
-a time), about 15 s per format here (README.md).
+Budget: CI has 2 cores; 320 cases per trace format and 160 run folders run in driver subprocesses (100
+in-process cases each, two at a time), about 15 s per trace format and 12 s for the run folders here
+(README.md). The dashboard's requests are fuzzed in-process (test_dashboard.py).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from fuzz import check, driver
 from fuzz.run import run_batches
 
 CI_SEED = 17
-CI_CASES = 320
+CI_CASES = {"kineto": 320, "nsys": 320, "manifest": 160}
 HERE = Path(__file__).resolve().parent
 REGRESSIONS = sorted((HERE / "regressions").glob("*.json"))
 
@@ -32,11 +34,12 @@ def _summary(rows: list[dict]) -> str:
                      f"    base {r.get('base')} ops {json.dumps(r.get('ops'))[:300]}" for r in rows)
 
 
-@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+@pytest.mark.parametrize("fmt", ["kineto", "nsys", "manifest"])
 def test_ci_fuzz_set(fmt):
-    corpus_file(driver.KINETO_BASES[0][len("corpus/"):] if fmt == "kineto" else driver.NSYS_BASES[0][len("corpus/"):])
-    rows = run_batches(fmt, CI_SEED, CI_CASES, jobs=2)
-    assert len(rows) == CI_CASES
+    if fmt != "manifest":       # the run folders are bundled samples
+        corpus_file((driver.KINETO_BASES if fmt == "kineto" else driver.NSYS_BASES)[0][len("corpus/"):])
+    rows = run_batches(fmt, CI_SEED, CI_CASES[fmt], jobs=2)
+    assert len(rows) == CI_CASES[fmt]
     failed = [r for r in rows if r["problems"]]
     assert not failed, f"{len(failed)} fuzz finding(s) (replay: python tests/fuzz/driver.py {fmt} {CI_SEED} " \
                        f"INDEX 1):\n{_summary(failed)}"
@@ -49,7 +52,7 @@ def test_every_regression_case_passes():
     proc = subprocess.run([sys.executable, str(HERE / "driver.py"), "replay", *map(str, REGRESSIONS)],
                           capture_output=True, text=True, timeout=300)
     rows = [json.loads(line) for line in proc.stdout.splitlines() if '"code"' in line]
-    assert proc.returncode == 0 and len(rows) == len(REGRESSIONS) >= 4, proc.stderr[-2000:]
+    assert proc.returncode == 0 and len(rows) == len(REGRESSIONS) >= 18, proc.stderr[-2000:]
     failed = [r for r in rows if r["problems"]]
     assert not failed, _summary(failed)
 
@@ -59,9 +62,12 @@ def test_plans_are_reproducible():
     assert [driver.draw("kineto", CI_SEED, i) for i in range(20)] == [driver.draw("kineto", CI_SEED, i) for i in range(20)]
     assert driver.draw("nsys", CI_SEED, 3) == driver.draw("nsys", CI_SEED, 3)
     assert driver.draw("nsys", CI_SEED, 3) != driver.draw("nsys", CI_SEED + 1, 3)
+    assert [driver.draw("manifest", CI_SEED, i) for i in range(20)] == \
+        [driver.draw("manifest", CI_SEED, i) for i in range(20)]
 
 
-@pytest.mark.parametrize("fmt, index", [("kineto", i) for i in range(4)] + [("nsys", i) for i in range(4)])
+@pytest.mark.parametrize("fmt, index", [("kineto", i) for i in range(4)] + [("nsys", i) for i in range(4)]
+                         + [("manifest", i) for i in range(2)])
 def test_cases_through_the_console_script(fmt, index, tmp_path):
     """The real ``tracelens`` process: its exit path (no teardown) and default decode workers included."""
     corpus_file("hta")

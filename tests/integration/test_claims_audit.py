@@ -293,13 +293,18 @@ def audit_bucket(r, rep, d):
 
 
 def audit_dimension(r, rep, d):
-    """A dimension's exposed communication over the rank's steps: all-to-all for ep, the rest unattributed."""
+    """A dimension's exposed communication over the rank's steps: the collectives of the operations it lists
+    (on these traces each operation serves one dimension: checked against the rank's other entries), and
+    how many there are."""
     ev = d.evidence
     rank = rank_of(rep, d)
-    mine = {"ep": lambda w: w["op"] == "all_to_all", "unknown": lambda w: w["op"] != "all_to_all"}[ev["dimension"]]
-    work = [w for w in r.device(rank.device) if w["kind"] != "comm" or mine(w)]
+    ops = set(ev["ops"])
+    others = [x for x in rep.diagnoses if x.id == "parallelism" and x.rank == d.rank and x is not d]
+    assert all(not ops & set(x.evidence["ops"]) for x in others), "an operation in two dimensions: pick by group"
+    work = [w for w in r.device(rank.device) if w["kind"] != "comm" or w["op"] in ops]
     exposed = sum(minus(*sets(work, st.start_ns, st.end_ns)[:2]) for st in rank.steps)
-    assert close(exposed, ev["exposed_comm_ns"]), (exposed, ev["exposed_comm_ns"])
+    count = sum(1 for w in work if w["kind"] == "comm" and any(st.start_ns <= w["s"] < st.end_ns for st in rank.steps))
+    assert close(exposed, ev["exposed_comm_ns"]) and count == ev["collectives"], (exposed, count, ev)
 
 
 def audit_no_gpu(r, rep, d):

@@ -20,10 +20,15 @@ def _report(tmp_path, **kw):
     return tracelens.analyze(tracelens.load(str(tmp_path)))
 
 
-@pytest.mark.parametrize("named, fsdp", [(True, False), (False, False), (False, True)])
-def test_every_rank_and_step_matches_the_generator(tmp_path, named, fsdp):
-    rep = _report(tmp_path, named=named, fsdp=fsdp)
-    truth = layout.truth(fsdp)          # per step, arithmetic on the plan
+MOE_SCOPE = "MoEAlltoAllTokenDispatcher.token_permutation"
+
+
+@pytest.mark.parametrize("named, fsdp, scope", [(True, False, None), (False, False, MOE_SCOPE),
+                                                (False, True, MOE_SCOPE), (False, False, None)])
+def test_every_rank_and_step_matches_the_generator(tmp_path, named, fsdp, scope):
+    rep = _report(tmp_path, named=named, fsdp=fsdp, a2a_scope=scope)
+    # per step, arithmetic on the plan; an all-to-all with no group name and no MoE scope is unattributed
+    truth = layout.truth(fsdp, a2a="ep" if named or scope else "unknown")
     assert len(rep.ranks) == layout.WORLD
     for r in rep.ranks:
         assert len(r.steps) == 2
@@ -37,14 +42,26 @@ def test_every_rank_and_step_matches_the_generator(tmp_path, named, fsdp):
 
 
 def test_rules_and_groups_of_the_unnamed_layout(tmp_path):
-    rep = _report(tmp_path, named=False)
+    rep = _report(tmp_path, named=False, a2a_scope=MOE_SCOPE)
     r5 = rep.ranks[5]                   # pp 1, dp 0, tp 1: tp {4, 5}, dp/ep {5, 7}, pp {1, 5}
     rules = {g.dimension: (g.pg, g.rule, g.ops) for d in r5.dimensions for g in d.groups}
     assert rules == {"tp": ("1", "layout-contiguous", ["all_gather", "all_reduce"]),
                      "dp": ("2", "layout-strided", ["all_reduce"]),
                      "pp": ("3", "op", ["recv", "send"]),
-                     "ep": ("4", "op", ["all_to_all"]),
+                     "ep": ("4", "scope", ["all_to_all"]),
                      "unknown": (None, "none", [])}
+
+
+def test_an_all_to_all_with_no_evidence_is_unknown(tmp_path):
+    # The same all-to-alls with no group name and no MoE scope: group 4 strides like data parallel, but an
+    # all-to-all could be experts, sharded embeddings or sequence parallelism; nothing decides, and there is
+    # no expert-parallel advice for it.
+    rep = _report(tmp_path, named=False)
+    r5 = rep.ranks[5]
+    assert "ep" not in {d.dimension for d in r5.dimensions}
+    unknown = [(g.pg, g.rule, g.ops) for d in r5.dimensions for g in d.groups if g.dimension == "unknown"]
+    assert sorted(unknown, key=str) == sorted([("4", "none", ["all_to_all"]), (None, "none", [])], key=str)
+    assert not [d for d in rep.diagnoses if d.id == "parallelism" and d.evidence["dimension"] == "ep"]
 
 
 def test_a_finding_per_material_dimension_with_its_advice(tmp_path):
@@ -125,3 +142,100 @@ def test_corpus_b200_all_gather_on_the_world_group():
     assert sum(e["dur"] for e in mm) == pytest.approx(2119.547, abs=1e-3)
     assert dims["unknown"].comm_ns == 2_119_548
     assert dims["unknown"].comm_ns + dims["fsdp"].comm_ns == r.totals.comm_ns
+
+
+# ------------------------------------------------------------------------ all-to-all: experts or embeddings
+
+A2A = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
+AR = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def _recsys_doc(steps: int = 3):
+    """A DLRM-like rank of a 2-rank job, per step (µs from the step's device start): four 250 µs GEMMs over
+    [0, 1000); TorchRec's input distribution, a KJT all-to-all 800-1100 under "## sparse_data_dist ## >
+    ## all2all_data:kjt splits ##" (200 µs under compute, 100 exposed); the pooled-embedding all-to-all
+    1100-1500 under "nn.Module: PooledEmbeddingsAllToAll > All2All_Pooled_Req > ## alltoall_fwd_single ##"
+    (400 exposed); an all-to-all with no scope 1500-1600 (100 exposed); DDP's all-reduce 1600-1800 under
+    AccumulateGrad (200 exposed). Truth per step: emb 700 µs of communication, 500 exposed; unknown 100 and
+    100; dp 200 and 200."""
+    from fixtures.synth.families import GEMM, Doc, coll_args, nccl_scope
+    from fixtures.synth.scenarios import COMM_STREAM
+    doc = Doc()
+    kjt = [("## sparse_data_dist ##", {}), ("## all2all_data:kjt splits ##", {})]
+    pooled = [("nn.Module: PooledEmbeddingsAllToAll", {}), ("All2All_Pooled_Req", {}),
+              ("## alltoall_fwd_single ##", {})]
+    ddp = [("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", {})]
+    a2a = [(name, coll_args("alltoall") if name == "record_param_comms" else args)
+           for name, args in nccl_scope("all_to_all")[:2]]
+    ar = nccl_scope("all_reduce")[:2]
+    for k in range(steps):
+        host = k * 3000
+        dev = host + 400
+        doc.step(k, host, host + 300)
+        for i in range(4):
+            doc.launch(host + 20 + 20 * i, GEMM, dev + 250 * i, 250)
+        for j, (scope, s, e, name, inner) in enumerate([(kjt, 800, 1100, A2A, a2a), (pooled, 1100, 1500, A2A, a2a),
+                                                        ([], 1500, 1600, A2A, a2a), (ddp, 1600, 1800, AR, ar)]):
+            doc.launch(host + 120 + 40 * j, name, dev + s, e - s, stream=COMM_STREAM, op=inner[-1][0],
+                       scope=scope + inner[:-1], device_args=inner[-1][1])
+    return doc
+
+
+def test_sharded_embedding_all_to_all_is_its_own_dimension(tmp_path):
+    rep = tracelens.analyze(tracelens.load(str(_recsys_doc().write(tmp_path / "rank0.json"))))
+    r = rep.ranks[0]
+    truth = {"emb": (700, 500), "unknown": (100, 100), "dp": (200, 200)}       # µs per step, from the plan
+    for s in r.steps:
+        got = {d: (v.comm_ns // 1000, v.exposed_comm_ns // 1000) for d, v in s.by_dimension.items()}
+        assert got == truth
+    rules = {g.dimension: (g.rule, g.ops, g.collectives) for d in r.dimensions for g in d.groups}
+    assert rules == {"emb": ("scope", ["all_to_all"], 6), "unknown": ("none", ["all_to_all"], 3),
+                     "dp": ("layout-world", ["all_reduce"], 3)}
+    (emb,) = [d for d in rep.diagnoses if d.id == "parallelism" and d.evidence["dimension"] == "emb"]
+    assert emb.title.startswith("sharded embedding communication exposed: 1.50 ms")      # 3 x 500 µs
+    assert "TrainPipelineSparseDist" in emb.advice and "DeepEP" not in emb.advice
+    assert not [d for d in rep.diagnoses if d.id == "parallelism" and d.evidence["dimension"] == "ep"]
+
+
+def _raw_count(rel, names):
+    doc = json.load(gzip.open(corpus_file(rel)))
+    return sum(1 for e in doc["traceEvents"] if e.get("ph") == "X" and e["name"] in names)
+
+
+def test_corpus_torchrec_collectives_are_embeddings_never_experts():
+    # negative_queue_length_values_check (a 16-rank recommender): its all-to-alls sit under TorchRec's
+    # "## all2all_data:kjt … ##" and "## alltoall_fwd/bwd_single ##" ranges, and its 10 reduce-scatters and
+    # 10 all-gathers under ReduceScatterBase_Req and its backward (row-wise sharded pooled embeddings; the
+    # raw JSON has 10 c10d::_reduce_scatter_base_ and 10 c10d::_allgather_base_). The 10 all-reduces under
+    # AccumulateGrad (DDP's dense gradients, 10 c10d::allreduce_) are not embeddings.
+    rel = "hta/negative_queue_length_values_check/rank0.json.gz"
+    rep = tracelens.analyze(tracelens.load(str(corpus_file(rel))))
+    dims = {d.dimension: d for d in rep.ranks[0].dimensions}
+    assert "ep" not in dims
+    (g,) = dims["emb"].groups
+    assert (g.rule, g.ops) == ("scope", ["all_gather", "all_to_all", "reduce_scatter"])
+    a2a = sum(1 for c in rep.collectives if c.op == "all_to_all")
+    assert a2a == 45 and dims["emb"].collectives == a2a + 10 + 10
+    assert _raw_count(rel, {"c10d::_reduce_scatter_base_"}) == _raw_count(rel, {"c10d::_allgather_base_"}) == 10
+    assert dims["unknown"].groups[0].ops == ["all_reduce"] and dims["unknown"].collectives == \
+        _raw_count(rel, {"c10d::allreduce_"}) == 10
+    # trace_filter (2 ranks of a 128-rank DLRM job): each rank's 4 all-to-alls (its 4 c10d::alltoall_base_)
+    # are embeddings; the Shampoo optimizer's all-gathers and DDP's all-reduces are not.
+    for r in (0, 1):
+        rel = f"hta/trace_filter/sampled_rank-{r}.json.gz"
+        rep = tracelens.analyze(tracelens.load(str(corpus_file(rel))))
+        dims = {d.dimension: d for d in rep.ranks[0].dimensions}
+        assert set(dims) == {"emb", "unknown"}
+        assert dims["emb"].collectives == _raw_count(rel, {"c10d::alltoall_base_"}) == 4
+        assert dims["emb"].groups[0].ops == ["all_to_all"]
+        assert not [d for d in rep.diagnoses if d.id == "parallelism" and d.evidence["dimension"] == "ep"]
+        assert any(d.evidence.get("dimension") == "emb" for d in rep.diagnoses if d.id == "parallelism")
+
+
+def test_corpus_sequence_parallel_all_to_all_is_not_expert_parallel():
+    # nsys-ai mfu_2gpu_before: a 2-GPU sequence-parallel run whose all-to-alls (nccl:all_to_all NVTX ranges)
+    # name no group and sit under no MoE or TorchRec range: unattributed, not expert parallel.
+    rep = tracelens.analyze(tracelens.load(str(corpus_file("nsys/nsys-ai/mfu_2gpu_before.sqlite"))))
+    for r in rep.ranks:
+        dims = {d.dimension: d for d in r.dimensions}
+        assert "ep" not in dims and dims["unknown"].groups[0].ops == ["all_to_all"]

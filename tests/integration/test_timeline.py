@@ -74,3 +74,21 @@ def test_each_activity_keeps_its_name_for_the_hover(rep):
     # wfbp_100: 100 NCCL all-reduce kernels per step, their template arguments escaped for plotly's hover
     assert len(comm["names"]) == len(comm["start_ms"]) == 100
     assert comm["names"][0].startswith("ncclDevKernel_AllReduce") and "&lt;4096ul&gt;" in comm["names"][0]
+
+
+def test_the_wait_for_peers_apart_from_the_transfer():
+    # The straggler sample: rank 0 waits for rank 3 at each of its 6 all-reduces of a step, then moves data for
+    # 1 ms (generator); rank 3, the last to arrive, only transfers. The lane's parts sum to the Report's own
+    # per-step wait and transfer (wall time: one comm stream, so the parts never overlap).
+    from tracelens.renderers.timeline import PEER_LANE, peer_bars
+
+    rep = tracelens.report(str(SAMPLES / "straggler"))
+    for rank, waits in ((0, 6), (3, 0)):
+        tl = api.step_timeline(rep, rank, 3)
+        bars = {b["kind"]: b for b in peer_bars(rep, tl)}
+        assert all(b["lane"] == PEER_LANE for b in bars.values())
+        step = next(s for s in rep.ranks[rank].steps if s.step == 3)
+        assert len(bars.get("wait for peers", {"dur_ms": []})["dur_ms"]) == waits
+        assert sum(bars.get("wait for peers", {"dur_ms": [0]})["dur_ms"]) == pytest.approx(step.wait_ns * 1e-6)
+        assert len(bars["transfer"]["dur_ms"]) == 6
+        assert sum(bars["transfer"]["dur_ms"]) == pytest.approx(step.transfer_ns * 1e-6)

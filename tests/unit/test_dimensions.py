@@ -9,10 +9,11 @@ import pytest
 from tracelens.analyzers.rank.dimensions import attribute
 
 
-def one(op, desc=None, pg="7", size=4, groups=None, world=16, name="ncclDevKernel_Generic"):
-    """The dimension and rule of a single collective."""
+def one(op, desc=None, pg="7", size=4, groups=None, world=16, name="ncclDevKernel_Generic", said=(None, None)):
+    """The dimension and rule of a single collective (``said``: its evidence, dimension and rule)."""
     arr = lambda v: np.array([v], dtype=object)
-    dims, rules = attribute(arr(op), arr(name), arr(pg), arr(desc), np.array([size]), groups or {}, world)
+    dims, rules = attribute(arr(op), arr(name), arr(pg), arr(desc), np.array([size]), groups or {}, world,
+                            (arr(said[0]), arr(said[1])))
     assert len(rules) == 1 and rules[0].collectives == 1
     return dims[0], rules[0].rule
 
@@ -48,11 +49,59 @@ def test_a_group_of_several_dimensions_falls_through_to_the_op_and_layout():
     assert one("all_reduce", "MODEL_PARALLEL_GROUP", size=3) == ("unknown", "none")
 
 
-def test_the_op_decides_all_to_all_and_point_to_point():
-    assert one("all_to_all", "undefined") == ("ep", "op")
+def test_the_op_decides_point_to_point_and_not_all_to_all():
+    # Experts, sharded embeddings and Ulysses sequence parallelism all exchange with all-to-all: without a
+    # name or a scope it is unattributed, even on a group laid out like data parallel (the whole world).
+    assert one("all_to_all", "undefined") == ("unknown", "none")
+    assert one("all_to_all", "default_pg", pg="0", size=16) == ("unknown", "none")
     assert one("send", "undefined") == ("pp", "op")
     assert one("recv", None) == ("pp", "op")
     assert one("send_recv", "default_pg", size=16) == ("pp", "op")
+
+
+def test_the_evidence_around_a_collective_decides_after_its_name():
+    emb, moe, deepep = ("emb", "scope"), ("ep", "scope"), ("ep", "kernel")
+    # TorchRec's embedding distribution: any op it runs (all-to-all, its row-wise reduce-scatter)
+    assert one("all_to_all", "default_pg", pg="0", size=16, said=emb) == ("emb", "scope")
+    assert one("reduce_scatter", "default_pg", pg="0", size=16, said=emb) == ("emb", "scope")
+    # MoE names decide an all-to-all only: a MoE layer's all-reduce is tensor parallel (layout decides)
+    assert one("all_to_all", "undefined", said=moe) == ("ep", "scope")
+    assert one("all_reduce", pg="1", groups={"1": (2, 3)}, size=2, world=8, said=moe) == ("tp", "layout-contiguous")
+    # a DeepEP kernel is expert parallel whatever it records
+    assert one(None, None, pg=None, size=-1, name="void deep_ep::internode::dispatch<8>(int4*)",
+               said=deepep) == ("ep", "kernel")
+    # a group named for a dimension outranks the scope
+    assert one("all_to_all", "EXPERT_MODEL_PARALLEL_GROUP", said=emb) == ("ep", "name")
+
+
+def test_evidence_from_the_scopes_and_kernels_of_a_trace():
+    from tracelens.analyzers.rank.dimensions import evidence
+    from tracelens.table import Labels
+    # host rows: 0 "## sparse_data_dist ##" > 1 "## all2all_data:kjt splits ##" > 2 record_param_comms;
+    # 3 "nn.Module: MoELayer_0" > 4 record_param_comms; 5 "nn.Module: FusedMoE_0" > 6 record_param_comms;
+    # 7 "DistributedDataParallel.forward" > 8 record_param_comms; 9 "homoeomorphic_op" (no "moe" word)
+    names = ["## sparse_data_dist ##", "## all2all_data:kjt splits ##", "record_param_comms",
+             "nn.Module: MoELayer_0", "record_param_comms", "nn.Module: FusedMoE_0", "record_param_comms",
+             "DistributedDataParallel.forward", "record_param_comms", "homoeomorphic_op"]
+    parent = [-1, 0, 1, -1, 3, -1, 5, -1, 7, -1]
+    host = {"name": Labels(*_codes(names)), "parent": np.array(parent)}
+    # device rows 0-4: NCCL kernels, the last two with no collective op around them but the launch's (row 9);
+    # row 5 a DeepEP kernel launched there too
+    dev_names = ["ncclDevKernel_SendRecv"] * 5 + ["void deep_ep::internode::combine<8>(int4*)"]
+    dev = {"name": Labels(*_codes(dev_names)), "op_idx": np.array([-1, -1, -1, -1, 9, 9])}
+    coll = {"host_idx": np.array([2, 4, 6, 8, -1, -1]), "device_idx": np.arange(6)}
+
+    class Trace:
+        host_ops, device_ops, collectives = host, dev, coll
+    dims, rules = evidence(Trace, np.arange(6))
+    # FusedMoE's scope is MoE evidence here; attribute() lets it decide an all-to-all only
+    assert list(zip(dims.tolist(), rules.tolist())) == [("emb", "scope"), ("ep", "scope"), ("ep", "scope"),
+                                                       (None, None), (None, None), ("ep", "kernel")]
+
+
+def _codes(values):
+    cats = sorted(set(values))
+    return np.array([cats.index(v) for v in values]), np.array(cats, dtype=object)
 
 
 def test_the_layout_decides_unnamed_groups():

@@ -272,12 +272,13 @@ def test_the_network_transport_section_shows_the_reports_transport():
 
 # ------------------------------------------------------------------------------------- overlap tax
 
-def _taxed_report(compared: int, uncompared: int) -> Report:
+def _taxed_report(compared: int, uncompared: int, varying: int = 0, low: int = 0, high: int = 0) -> Report:
     rep = mixed_report()
     t = rep.ranks[0].totals
     # Values distinct from everything else in the report, so a line can only have them from these keys.
     t.overlap_tax_ns, t.effective_exposed_ns = 1_234_000, 5_678_000
-    t.overlap_tax_compared, t.overlap_tax_uncompared = compared, uncompared
+    t.overlap_tax_compared, t.overlap_tax_uncompared, t.overlap_tax_varying = compared, uncompared, varying
+    t.overlap_tax_low_ns, t.overlap_tax_high_ns = low, high
     return rep
 
 
@@ -295,3 +296,12 @@ def test_text_and_markdown_show_the_ranks_overlap_tax(width):
     # Kernels under communication but none compared (each ran once alone at most): nothing was measured.
     assert "overlap tax" not in text(_taxed_report(0, 9), width).lower()
     assert "overlap tax" not in markdown(_taxed_report(0, 9)).lower()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_tax_line_gives_the_interval_and_the_kernels_whose_work_varies(width):
+    rep = _taxed_report(17, 9, varying=5, low=1_012_000, high=2_345_000)
+    line = ("overlap tax: 1.234 ms (interval 1.012-2.345 ms; 17 kernels under communication compared with their "
+            "runs alone, 9 without enough of them, 5 whose work varies); effective exposed comm 5.678 ms")
+    assert line in " ".join(text(rep, width).split("\n"))
+    assert "(interval 1.012-2.345 ms; 17 kernels" in markdown(rep)

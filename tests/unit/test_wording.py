@@ -60,7 +60,7 @@ def test_the_wording_passes_the_finding_through():
                                           "rdma_gdr", "rdma_host_staged", "rdma_init_only", "intra_node_only",
                                           "inconclusive", "unknown")),
         ("bucket-size", None), ("config-mismatch", None),
-        *(("parallelism", v) for v in ("dp", "fsdp", "tp", "pp", "ep", "cp", "unknown"))}
+        *(("parallelism", v) for v in ("dp", "fsdp", "tp", "pp", "ep", "emb", "cp", "unknown"))}
 
 
 def test_the_wording_module_only_formats():
@@ -505,13 +505,23 @@ def test_clock_offset_wording():
 
 def tax_ev(**changes) -> dict:
     """Hand-made overlap-tax evidence (the keys tax.finding writes), every value distinct."""
-    ev = {"overlap_tax_ns": 4_810_000, "duration_ns": 61_300_000, "tax_fraction": 0.0785, "steps": 4,
-          "overlap_ns": 22_040_000, "exposed_comm_ns": 1_230_000, "effective_exposed_ns": 6_040_000,
-          "compared": 17, "uncompared": 6, "impact_ns": 1_202_500, "material": True,
-          "kernels": [{"name": "void gemm_kernel<float>(float const*, float*)", "runs": 12, "baseline_ns": 101_000,
-                       "mean_ns": 143_000, "tax_ns": 3_970_000, "collective": "all_reduce"},
-                      {"name": "softmax_kernel", "runs": 5, "baseline_ns": 52_000, "mean_ns": 61_000,
-                       "tax_ns": 840_000, "collective": None}]}
+    ev = {"overlap_tax_ns": 4_810_000, "overlap_tax_low_ns": 3_170_000, "overlap_tax_high_ns": 5_930_000,
+          "confidence": 0.95, "duration_ns": 61_300_000, "tax_fraction": 0.0785, "low_fraction": 0.0517,
+          "steps": 4, "overlap_ns": 22_040_000, "exposed_comm_ns": 1_230_000, "effective_exposed_ns": 6_040_000,
+          "compared": 17, "identities": 3, "slowed": 2, "uncompared": 6, "varying": 9, "max_spread": 0.25,
+          "impact_ns": 1_202_500, "low_impact_ns": 792_500, "material": True,
+          "kernels": [{"name": "void gemm_kernel<float>(float const*, float*)", "runs": 12, "alone": 14,
+                       "baseline_ns": 101_000, "spread": 0.02, "mean_ns": 143_000, "shift_ns": 41_000,
+                       "shift_low_ns": 38_000, "shift_high_ns": 47_000, "tax_ns": 3_970_000,
+                       "tax_low_ns": 2_890_000, "tax_high_ns": 4_430_000, "collective": "all_reduce"},
+                      {"name": "softmax_kernel", "runs": 5, "alone": 8, "baseline_ns": 52_000, "spread": 0.1,
+                       "mean_ns": 61_000, "shift_ns": 9_000, "shift_low_ns": 3_000, "shift_high_ns": 16_000,
+                       "tax_ns": 840_000, "tax_low_ns": 280_000, "tax_high_ns": 1_500_000, "collective": None}],
+          "left_out": [{"name": "void cutlass::device_kernel<grouped_gemm>(Params)", "reason": "varies", "runs": 29,
+                        "time_ns": 13_750_000, "alone": 3, "alone_min_ns": 70_000, "alone_max_ns": 1_517_000,
+                        "spread": 5.32},
+                       {"name": "void rotary_kernel(float*)", "reason": "too-few", "runs": 11, "time_ns": 48_000,
+                        "alone": 1, "alone_min_ns": 2_000, "alone_max_ns": 2_000, "spread": 0.0}]}
     return {**ev, **changes}
 
 
@@ -519,23 +529,43 @@ def test_overlap_tax_wording():
     ev = tax_ev()
     d = word("overlap-tax", None, ev, step=None)
     assert fields(rf"overlap tax: compute ran (?P<t>{NUM}) ms slower beside communication \((?P<p>\d+) % of step "
-                  r"time\)", d.title) == {"t": ms(ev["overlap_tax_ns"]), "p": pct(100 * ev["tax_fraction"])}
+                  rf"time; (?P<c>\d+) % interval (?P<lo>{NUM}) ms-(?P<hi>{NUM}) ms\)", d.title) == \
+        {"t": ms(ev["overlap_tax_ns"]), "p": pct(100 * ev["tax_fraction"]), "c": pct(100 * ev["confidence"]),
+         "lo": ms(ev["overlap_tax_low_ns"]), "hi": ms(ev["overlap_tax_high_ns"])}
     k0, k1 = ev["kernels"]
-    f = fields(rf"(?P<n>\d+) kernels under communication compared with their runs alone: gemm_kernel<float> ran "
-               rf"(?P<m0>{NUM}) ms instead of (?P<b0>{NUM}) ms alone under all-reduce \((?P<r0>\d+)×, (?P<t0>{NUM}) "
-               rf"ms\); softmax_kernel ran (?P<m1>{NUM}) ms instead of (?P<b1>{NUM}) ms alone \((?P<r1>\d+)×, "
-               rf"(?P<t1>{NUM}) ms\); hiding (?P<h>{NUM}) ms of communication cost (?P<t>{NUM}) ms, so it really "
-               rf"costs (?P<eff>{NUM}) ms \((?P<x>{NUM}) ms exposed \+ tax\); (?P<u>\d+) more overlapped kernels "
-               r"had too few runs alone to compare", d.detail)
-    assert f == {"n": str(ev["compared"]), "m0": ms(k0["mean_ns"]), "b0": ms(k0["baseline_ns"]), "r0": str(k0["runs"]),
+    v0, u0 = ev["left_out"]
+    f = fields(rf"(?P<n>\d+) kernels under communication compared with their runs alone, (?P<s>\d+) of (?P<i>\d+) "
+               rf"kernel identities slower beyond their spread: gemm_kernel<float> ran (?P<m0>{NUM}) ms instead of "
+               rf"(?P<b0>{NUM}) ms alone under all-reduce \((?P<r0>\d+)× against (?P<a0>\d+) runs alone: "
+               rf"(?P<s0>{NUM}) ms slower, (?P<sl0>{NUM}) ms-(?P<sh0>{NUM}) ms; (?P<t0>{NUM}) ms\); softmax_kernel "
+               rf"ran (?P<m1>{NUM}) ms instead of (?P<b1>{NUM}) ms alone \((?P<r1>\d+)× against (?P<a1>\d+) runs "
+               rf"alone: (?P<s1>{NUM}) ms slower, (?P<sl1>{NUM}) ms-(?P<sh1>{NUM}) ms; (?P<t1>{NUM}) ms\); hiding "
+               rf"(?P<h>{NUM}) ms of communication cost (?P<t>{NUM}) ms \(at least (?P<lo>{NUM}) ms\), so it really "
+               rf"costs (?P<eff>{NUM}) ms \((?P<x>{NUM}) ms exposed \+ tax\); left out: (?P<u>\d+) with too few "
+               rf"runs alone to compare, (?P<v>\d+) whose work varies \(runs alone spread over more than "
+               rf"(?P<sp>\d+) % of their median, or without input shapes under communication\), e\.g\. "
+               rf"cutlass::device_kernel<grouped_gemm> ran (?P<vmin>{NUM}) ms-(?P<vmax>{NUM}) ms over its "
+               rf"(?P<va>\d+) runs alone \((?P<vr>\d+)× under communication\); rotary_kernel \((?P<ua>\d+) run "
+               rf"alone, (?P<ur>\d+)× under communication\)", d.detail)
+    assert f == {"n": str(ev["compared"]), "s": str(ev["slowed"]), "i": str(ev["identities"]),
+                 "m0": ms(k0["mean_ns"]), "b0": ms(k0["baseline_ns"]), "r0": str(k0["runs"]), "a0": str(k0["alone"]),
+                 "s0": ms(k0["shift_ns"]), "sl0": ms(k0["shift_low_ns"]), "sh0": ms(k0["shift_high_ns"]),
                  "t0": ms(k0["tax_ns"]), "m1": ms(k1["mean_ns"]), "b1": ms(k1["baseline_ns"]), "r1": str(k1["runs"]),
-                 "t1": ms(k1["tax_ns"]), "h": ms(ev["overlap_ns"]), "t": ms(ev["overlap_tax_ns"]),
-                 "eff": ms(ev["effective_exposed_ns"]), "x": ms(ev["exposed_comm_ns"]), "u": str(ev["uncompared"])}
+                 "a1": str(k1["alone"]), "s1": ms(k1["shift_ns"]), "sl1": ms(k1["shift_low_ns"]),
+                 "sh1": ms(k1["shift_high_ns"]), "t1": ms(k1["tax_ns"]), "h": ms(ev["overlap_ns"]),
+                 "t": ms(ev["overlap_tax_ns"]), "lo": ms(ev["overlap_tax_low_ns"]),
+                 "eff": ms(ev["effective_exposed_ns"]), "x": ms(ev["exposed_comm_ns"]), "u": str(ev["uncompared"]),
+                 "v": str(ev["varying"]), "sp": pct(100 * ev["max_spread"]), "vmin": ms(v0["alone_min_ns"]),
+                 "vmax": ms(v0["alone_max_ns"]), "va": str(v0["alone"]), "vr": str(v0["runs"]),
+                 "ua": str(u0["alone"]), "ur": str(u0["runs"])}
     for lever in ("NCCL_MAX_CTAS", "NCCL_NCHANNELS_PER_NET_PEER", "copy-engine collectives", "bucket_cap_mb",
                   "CUDA_DEVICE_MAX_CONNECTIONS", "priority"):
         assert lever in d.advice
     # Every overlapped kernel compared: nothing said about the rest.
-    assert "too few runs" not in word("overlap-tax", None, tax_ev(uncompared=0), step=None).detail
+    assert "left out" not in word("overlap-tax", None, tax_ev(uncompared=0, varying=0, left_out=[]), step=None).detail
+    assert "1 of 1 kernel identity slower" in word("overlap-tax", None, tax_ev(slowed=1, identities=1)).detail
+    only_few = word("overlap-tax", None, tax_ev(varying=0, left_out=[u0]), step=None).detail
+    assert "too few runs alone" in only_few and "varies" not in only_few
 
 
 # ---------------------------------------------------------------------------------------- hidden-comm
@@ -657,7 +687,8 @@ def dimension_ev(**changes) -> dict:
 
 @pytest.mark.parametrize("dim, name", [("dp", "data parallel"), ("fsdp", r"sharded data parallel \(FSDP\)"),
                                        ("tp", "tensor parallel"), ("pp", "pipeline parallel"),
-                                       ("ep", "expert parallel"), ("cp", "context parallel"),
+                                       ("ep", "expert parallel"), ("emb", "sharded embedding"),
+                                       ("cp", "context parallel"),
                                        ("unknown", "unattributed")])
 def test_parallelism_wording(dim, name):
     ev = dimension_ev(dimension=dim)
@@ -683,11 +714,14 @@ def test_parallelism_wording_of_a_whole_trace_window_and_unnamed_groups():
 
 def test_parallelism_advice_per_dimension():
     advice = {d: word("parallelism", d, dimension_ev(dimension=d), step=None).advice
-              for d in ("dp", "fsdp", "tp", "pp", "ep", "cp", "unknown")}
+              for d in ("dp", "fsdp", "tp", "pp", "ep", "emb", "cp", "unknown")}
     assert "bucket_cap_mb" in advice["dp"] and "no_sync()" in advice["dp"]
     assert all(k in advice["fsdp"] for k in ("backward_prefetch", "limit_all_gathers", "reshard_after_forward"))
     assert "ub_overlap_ag" in advice["tp"] and "--tp-comm-overlap" in advice["tp"]
     assert "all-to-all" in advice["ep"] and "ring-attention" in advice["cp"] and "group_desc" in advice["unknown"]
+    # Sharded embeddings: the pipelined input distribution and smaller all-to-alls, never expert or bucket advice
+    assert "TrainPipelineSparseDist" in advice["emb"] and "qcomm" in advice["emb"]
+    assert not any(w in advice["emb"] for w in ("DeepEP", "expert", "bucket_cap_mb"))
     # The numbers the advice states: the PP group size and the steps' idle time; the recorded
     # CUDA_DEVICE_MAX_CONNECTIONS, or that there is none.
     ev = dimension_ev(dimension="pp")

@@ -46,6 +46,9 @@ class Thresholds:
     copy_critical_fraction: float = 0.8      # ... and from which that is critical
     # Overlap tax.
     tax_min_baseline: int = 3                # runs of a kernel with no communication beside it needed for a baseline
+    tax_min_alone_unshaped: int = 8          # ... where the trace records no input shapes (a weaker identity)
+    tax_max_spread: float = 0.25             # IQR / median of those runs above this: its work varies, not compared
+    tax_confidence: float = 0.95             # the tax interval's confidence; slowed only where its low end is > 0
     # Network transport: inter-node bus bandwidth of large collectives (GB/s, 1 GB = 1e9 B).
     transport_tcp_max_busbw_gbps: float = 5.0     # median below this: in the range of TCP sockets
     transport_rdma_min_busbw_gbps: float = 15.0   # median above this: RDMA-class; between the two: ambiguous

@@ -494,21 +494,39 @@ _TAX_LEVERS = ("give the collectives fewer SMs (NCCL_MAX_CTAS, NCCL_NCHANNELS_PE
 
 
 def _taxed(k: dict) -> str:
-    under = f" under {_NOUNS.get(k['collective'], k['collective'])}" if k["collective"] else ""
+    under = f" under {_NOUNS.get(k['collective']) or _short(k['collective'])}" if k["collective"] else ""
     return (f"{_short(k['name'])} ran {_ms(k['mean_ns'])} instead of {_ms(k['baseline_ns'])} alone{under} "
-            f"({k['runs']}×, {_ms(k['tax_ns'])})")
+            f"({k['runs']}× against {k['alone']} runs alone: {_ms(k['shift_ns'])} slower, "
+            f"{_ms(k['shift_low_ns'])}-{_ms(k['shift_high_ns'])}; {_ms(k['tax_ns'])})")
+
+
+def _left(k: dict) -> str:
+    if k["reason"] == "varies":
+        return (f"{_short(k['name'])} ran {_ms(k['alone_min_ns'])}-{_ms(k['alone_max_ns'])} over its "
+                f"{k['alone']} runs alone ({k['runs']}× under communication)")
+    return f"{_short(k['name'])} ({k['alone']} run{'s' if k['alone'] != 1 else ''} alone, {k['runs']}× under communication)"
 
 
 def overlap_tax(f: Finding) -> tuple[str, str, str]:
     ev = f.evidence
     kernels = "; ".join(_taxed(k) for k in ev["kernels"])
-    n, u = ev["compared"], ev["uncompared"]
-    left = f"; {u} more overlapped kernel{'s' if u != 1 else ''} had too few runs alone to compare" if u else ""
+    n, u, v = ev["compared"], ev["uncompared"], ev["varying"]
+    left = []
+    if u:
+        left.append(f"{u} with too few runs alone to compare")
+    if v:
+        left.append(f"{v} whose work varies (runs alone spread over more than {_pct(100 * ev['max_spread'])} "
+                    "of their median, or without input shapes under communication)")
+    out = f"; left out: {', '.join(left)}, e.g. {'; '.join(_left(k) for k in ev['left_out'])}" if left else ""
     return (f"overlap tax: compute ran {_ms(ev['overlap_tax_ns'])} slower beside communication "
-            f"({_pct(100 * ev['tax_fraction'])} of step time)",
-            f"{n} kernel{'s' if n != 1 else ''} under communication compared with their runs alone: {kernels}; "
-            f"hiding {_ms(ev['overlap_ns'])} of communication cost {_ms(ev['overlap_tax_ns'])}, so it really costs "
-            f"{_ms(ev['effective_exposed_ns'])} ({_ms(ev['exposed_comm_ns'])} exposed + tax){left}",
+            f"({_pct(100 * ev['tax_fraction'])} of step time; {_pct(100 * ev['confidence'])} interval "
+            f"{_ms(ev['overlap_tax_low_ns'])}-{_ms(ev['overlap_tax_high_ns'])})",
+            f"{n} kernel{'s' if n != 1 else ''} under communication compared with their runs alone, "
+            f"{ev['slowed']} of {ev['identities']} kernel identit{'y' if ev['identities'] == 1 else 'ies'} "
+            f"slower beyond their spread: {kernels}; "
+            f"hiding {_ms(ev['overlap_ns'])} of communication cost {_ms(ev['overlap_tax_ns'])} (at least "
+            f"{_ms(ev['overlap_tax_low_ns'])}), so it really costs {_ms(ev['effective_exposed_ns'])} "
+            f"({_ms(ev['exposed_comm_ns'])} exposed + tax){out}",
             _TAX_LEVERS)
 
 
@@ -672,8 +690,8 @@ def transport_unknown(f: Finding) -> tuple[str, str, str]:
 # ------------------------------------------------------------------------------- parallelism
 
 _DIM_TITLE = {"dp": "data parallel", "fsdp": "sharded data parallel (FSDP)", "tp": "tensor parallel",
-              "pp": "pipeline parallel", "ep": "expert parallel", "cp": "context parallel",
-              "unknown": "unattributed"}
+              "pp": "pipeline parallel", "ep": "expert parallel", "emb": "sharded embedding",
+              "cp": "context parallel", "unknown": "unattributed"}
 
 
 def _connections(ev: dict) -> str:
@@ -714,6 +732,12 @@ def _dim_advice(ev: dict) -> str:
                 "all-to-all overlap, splitting the batch into micro-batches that alternate); "
                 "CUDA_DEVICE_MAX_CONNECTIONS=1 serializes them in launch order, so launch the all-to-all before "
                 f"the expert GEMMs ({_connections(ev)})")
+    if dim == "emb":
+        return ("pipeline the embedding lookups: TorchRec's TrainPipelineSparseDist runs the next batch's input "
+                "distribution (the KJT all-to-alls) during this batch's forward and backward "
+                "(PrefetchTrainPipelineSparseDist also prefetches cached embeddings); shrink the pooled-embedding "
+                "all-to-alls with quantized comms (qcomm codecs, FP16/BF16 forward and backward) or a sharding "
+                "plan that moves fewer embeddings between ranks")
     if dim == "cp":
         return "overlap the ring-attention send/recv with the attention of the previous chunk"
     return ("name the process groups (new_group(group_desc=...), DeviceMesh mesh_dim_names) so their "
@@ -791,7 +815,7 @@ WORDING: dict[tuple[str, Optional[str]], Callable[[Finding], tuple[str, str, str
     ("nccl-transport", "unknown"): transport_unknown,
     ("bucket-size", None): bucket_size,
     ("config-mismatch", None): config_mismatch,
-    **{("parallelism", d): parallelism for d in ("dp", "fsdp", "tp", "pp", "ep", "cp", "unknown")},
+    **{("parallelism", d): parallelism for d in ("dp", "fsdp", "tp", "pp", "ep", "emb", "cp", "unknown")},
 }
 """The sentences of every finding, by (id, verdict)."""
 

@@ -36,14 +36,16 @@ def detect_format(path: Path) -> str | None:
 class Inputs(list):
     """The trace files to read (a list of paths), and ``skipped``: (path, why) for the files a directory or
     glob held that are not traces; ``nccl_logs``: the NCCL debug logs among the inputs, and ``logs_skipped``:
-    (path, why) for files meant as logs that hold no NCCL line. It passes through callers that only need the
-    paths unchanged."""
+    (path, why) for files meant as logs that hold no NCCL line; ``outside``: (path, link text) for the links
+    in a folder that lead outside it, not read. It passes through callers that only need the paths
+    unchanged."""
 
-    def __init__(self, files=(), skipped=(), nccl_logs=(), logs_skipped=()):
+    def __init__(self, files=(), skipped=(), nccl_logs=(), logs_skipped=(), outside=()):
         super().__init__(files)
         self.skipped: list[tuple[Path, str]] = list(skipped)
         self.nccl_logs: list[Path] = list(nccl_logs)
         self.logs_skipped: list[tuple[Path, str]] = list(logs_skipped)
+        self.outside: list[tuple[Path, str]] = list(outside)
 
 
 _SNIFFED = {"binary": "binary, not a log", "empty": "empty", None: "no NCCL lines"}
@@ -57,12 +59,14 @@ def discover(paths: Iterable[str]) -> Inputs:
     it is a trace (:func:`sniff_json`): the others (``config.json``, ``tokenizer.json``, a saved report) are
     listed in ``skipped``. Any other file whose head has NCCL log lines is an NCCL log (:mod:`.nccl_log`);
     a file named as a log (``*.log``, ``*.txt``, ...) or kept in a run directory's ``nccl/`` folder that has
-    none is listed in ``logs_skipped``. No traces and no logs is a usage error.
+    none is listed in ``logs_skipped``. A link found in a directory that leads outside it (a file or a
+    folder) is not followed: listed in ``outside``. No traces and no logs is a usage error.
     """
     found: list[Path] = []
     named: set[Path] = set()
     logs: list[Path] = []
     logs_skipped: list[tuple[Path, str]] = []
+    outside: list[tuple[Path, str]] = []
 
     def other(f: Path) -> bool:
         """Sort a file that is not a trace by name: an NCCL log, a skipped log, or (False) neither."""
@@ -78,7 +82,7 @@ def discover(paths: Iterable[str]) -> Inputs:
     for arg in paths:
         p = Path(arg)
         if p.is_dir():
-            files = [f for f in walk.files_under(p) if not rundir.is_side_file(f)]
+            files = [f for f in walk.files_under(p, outside) if not rundir.is_side_file(f)]
             hits = [f for f in files if detect_format(f)]
             for f in files:
                 if detect_format(f) or f.parent.name == BOOTSTRAP or not nccl_sniff.maybe_log(f):
@@ -108,15 +112,15 @@ def discover(paths: Iterable[str]) -> Inputs:
             skipped.append((f, why))
     logs = list(dict.fromkeys(logs))
     if not unique and not logs:
-        extra = "; ".join(describe_skipped(s, what=w) for s, w in ((skipped, "traces"), (logs_skipped, "NCCL logs"))
-                          if s)
+        extra = "; ".join([describe_skipped(s, what=w) for s, w in ((skipped, "traces"), (logs_skipped, "NCCL logs"))
+                           if s] + [describe_outside(outside)] * bool(outside))
         raise UsageError("no trace files found (expected *.json, *.json.gz, *.sqlite, *.nsys-rep) and no NCCL "
                          "log (NCCL_DEBUG=INFO output)" + (f"; {extra}" if extra else ""), path=" ".join(paths))
     # rank0.nsys-rep next to its own export rank0.sqlite is one input, read through the report (which
     # reuses the export while it is current).
     reports = {f.with_suffix("") for f in unique if f.suffix.lower() in (".nsys-rep", ".qdrep")}
     return Inputs([f for f in unique if not (f.suffix.lower() == ".sqlite" and f.with_suffix("") in reports)],
-                  skipped, logs, logs_skipped)
+                  skipped, logs, logs_skipped, outside)
 
 
 _TRACE_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -194,6 +198,14 @@ def describe_skipped(skipped: list[tuple[Path, str]], most: int = 6, what: str =
     one = {"traces": "a trace", "NCCL logs": "an NCCL log"}.get(what, what)
     return (f"skipped {len(skipped)} file{'s' if len(skipped) != 1 else ''} that "
             f"{f'are not {what}' if len(skipped) != 1 else f'is not {one}'}: " + "; ".join(parts))
+
+
+def describe_outside(outside: list[tuple[Path, str]], most: int = 6) -> str:
+    """One line naming the links left out because they lead outside the folder given."""
+    shown = ", ".join(f"{p} ({text})" for p, text in outside[:most])
+    more = f" and {len(outside) - most} more" if len(outside) > most else ""
+    return (f"left out {len(outside)} link{'s' if len(outside) != 1 else ''} that lead{'s' if len(outside) == 1 else ''} "
+            f"outside the folder: {shown}{more} (name a file on the command line to read it)")
 
 
 def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: str | None = None,

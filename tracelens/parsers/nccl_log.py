@@ -213,11 +213,12 @@ def _env(rec: Record, msg: str) -> bool:
 _ENV_KEPT = ("WORLD_SIZE", "LOCAL_WORLD_SIZE")      # besides NCCL_*: whether the job spans nodes
 
 
-def inputs(paths: list[Path], skipped: list[tuple[Path, str]], traces=()) -> NcclInputs:
+def inputs(paths: list[Path], skipped: list[tuple[Path, str]], traces=(), outside=()) -> NcclInputs:
     """The run's NCCL logs parsed (``paths``, the logs a collect manifest lists for the traces, the NCCL
     output an nsys export captured), the NCCL settings recorded beside them (each trace's environment: nsys
     export or manifest; for logs alone, the manifest of their run directory), and notes about what could
-    not be read."""
+    not be read: these logs, and the run directories' manifests (:func:`.rundir.notes`; ``outside``: the
+    links found in input folders that lead outside them, not read)."""
     from . import rundir
 
     wanted = {Path(p).resolve(): Path(p) for p in paths}
@@ -229,15 +230,18 @@ def inputs(paths: list[Path], skipped: list[tuple[Path, str]], traces=()) -> Ncc
     for t in traces:
         out.env += [EnvSetting(t.meta.source, k, v) for k, v in t.meta.env.items()
                     if k.startswith("NCCL_") or k in _ENV_KEPT]
+    folders = [Path(t.meta.source).parent for t in traces]
     if not traces:
-        for folder in dict.fromkeys(p.parent.parent for p in wanted.values() if p.parent.name == NCCL_LOGS):
+        folders = list(dict.fromkeys(p.parent.parent for p in wanted.values() if p.parent.name == NCCL_LOGS))
+        for folder in folders:
             m = rundir.read_manifest(folder)
-            for entry in (m or {}).get("ranks", []) + ([m] if m else []):
-                out.env += [EnvSetting(str(folder / MANIFEST), k, str(v)) for k, v in (entry.get("env") or {}).items()
+            for env in [r.env for r in (m.ranks or ())] + [m.env] if m else []:
+                out.env += [EnvSetting(str(folder / MANIFEST), k, v) for k, v in (env or {}).items()
                             if k.startswith("NCCL_") or k in _ENV_KEPT]
     for t in traces:        # NCCL output the trace captured itself (nsys ProcessStreams)
         out.logs += [log for log in (parse_bytes(text.encode(), name) for name, text in t.meta.nccl_text)
                      if log.nccl_lines]
+    out.notes += rundir.notes(folders, outside)
     skipped = list(skipped)
     for path in sorted(wanted.values()):
         log = parse(path)

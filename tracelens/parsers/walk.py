@@ -18,9 +18,12 @@ from pathlib import Path
 from typing import Iterator
 
 
-def _walk(top: Path) -> Iterator[Path]:
-    """Every file under ``top``, following symlinked folders, each real folder entered once."""
+def _walk(top: Path, outside: list | None = None) -> Iterator[Path]:
+    """Every file under ``top``, following symlinked folders, each real folder entered once. ``outside``:
+    also leave out each link (to a file or a folder) that leads outside ``top``, listed there as (path,
+    link text)."""
     seen: set[tuple[int, int]] = set()
+    root = os.path.realpath(top) if outside is not None else ""
     for folder, dirs, files in os.walk(top, followlinks=True):
         try:
             st = os.stat(folder)
@@ -32,8 +35,26 @@ def _walk(top: Path) -> Iterator[Path]:
             continue
         seen.add((st.st_dev, st.st_ino))
         dirs.sort()
+        if outside is not None:
+            dirs[:] = [d for d in dirs if _kept(Path(folder, d), root, outside)]
         for name in sorted(files):
-            yield Path(folder, name)
+            if outside is None or _kept(Path(folder, name), root, outside):
+                yield Path(folder, name)
+
+
+def _kept(path: Path, root: str, outside: list) -> bool:
+    """Whether ``path`` stays inside ``root`` (a real path): anything but a link does (its folder was
+    kept); a link only when what it leads to is inside."""
+    if not path.is_symlink():
+        return True
+    real = os.path.realpath(path)
+    if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+        return True
+    try:
+        outside.append((path, "a link to " + os.readlink(path)))
+    except OSError:
+        outside.append((path, "a link that leads outside the folder"))
+    return False
 
 
 def _once(paths: Iterator[Path]) -> list[Path]:
@@ -49,9 +70,11 @@ def _once(paths: Iterator[Path]) -> list[Path]:
     return list(out.values())
 
 
-def files_under(folder: Path) -> list[Path]:
-    """The files under ``folder`` (recursively, through symlinked folders), sorted, each real file once."""
-    return _once(_walk(folder))
+def files_under(folder: Path, outside: list | None = None) -> list[Path]:
+    """The files under ``folder`` (recursively, through symlinked folders), sorted, each real file once.
+    ``outside``: leave out the links that lead outside ``folder`` (after every link; ``folder`` itself may
+    be one), each added there as (path, link text); see docs/errors.md, "Inputs: folders, globs and links"."""
+    return _once(_walk(folder, outside))
 
 
 def glob_files(pattern: str) -> list[Path]:

@@ -134,17 +134,21 @@ def pre_capture_line(r: RankResult) -> str:
 
 
 def tax_line(r: RankResult) -> str:
-    """The rank's overlap tax in one line: ``overlap tax: 0.480 ms (12 kernels under communication compared
-    with their runs alone, 8 without enough of them); effective exposed comm 0.680 ms``. ``""`` when no
-    kernel under communication could be compared: a line per rank saying the tax is 0 because nothing was
-    measured would read as a measurement (the counts stay in the JSON)."""
+    """The rank's overlap tax in one line: ``overlap tax: 0.480 ms (interval 0.400-0.520 ms; 12 kernels under
+    communication compared with their runs alone, 8 without enough of them, 3 whose work varies); effective
+    exposed comm 0.680 ms``. ``""`` when no kernel under communication could be compared: a line per rank
+    saying the tax is 0 because nothing was measured would read as a measurement (the counts stay in the
+    JSON). A report written before the interval existed has none to show (its high end reads 0)."""
     t = r.totals
-    n, u = t.overlap_tax_compared, t.overlap_tax_uncompared
+    n, u, v = t.overlap_tax_compared, t.overlap_tax_uncompared, t.overlap_tax_varying
     if n == 0:
         return ""
-    rest = f", {u} without enough of them" if u else ""
-    return (f"overlap tax: {ms(t.overlap_tax_ns)} ms ({plural(n, 'kernel', 'kernels')} under communication "
-            f"compared with their runs alone{rest}); effective exposed comm {ms(t.effective_exposed_ns)} ms")
+    interval = f"interval {ms(t.overlap_tax_low_ns)}-{ms(t.overlap_tax_high_ns)} ms; " \
+        if t.overlap_tax_high_ns else ""
+    rest = (f", {u} without enough of them" if u else "") + (f", {v} whose work varies" if v else "")
+    return (f"overlap tax: {ms(t.overlap_tax_ns)} ms ({interval}{plural(n, 'kernel', 'kernels')} under "
+            f"communication compared with their runs alone{rest}); effective exposed comm "
+            f"{ms(t.effective_exposed_ns)} ms")
 
 
 def rank_title(r) -> str:
@@ -213,9 +217,14 @@ def recurring(report: Report, rank: int | None = None) -> list[Recurring]:
     unmerged), in the order of their first member."""
     found = [f for f in findings(report) if rank is None or f.rank == rank]
     groups: dict[tuple, list] = {}
+    skeleton: dict[str, str] = {}           # ranks repeat each other's sentences: each one's skeleton once
     for f in found:
-        groups.setdefault((f.id, f.where, _skeleton(f.title), _skeleton(f.detail), _skeleton(f.advice),
-                           f.rank < 0), []).append(f)
+        key = [f.id, f.where, f.rank < 0]
+        for text in (f.title, f.detail, f.advice):
+            if text not in skeleton:
+                skeleton[text] = _NUMBER.sub("#", text)
+            key.append(skeleton[text])
+        groups.setdefault(tuple(key), []).append(f)
     total = len({r.rank for r in report.ranks})
     out = []
     for members in groups.values():
@@ -223,10 +232,6 @@ def recurring(report: Report, rank: int | None = None) -> list[Recurring]:
         out.append(Recurring(sorted({f.rank for f in members}), total, worst.id, worst.severity, worst.where,
                              *(_ranged([getattr(f, k) for f in members]) for k in ("title", "detail", "advice"))))
     return out
-
-
-def _skeleton(text: str) -> str:
-    return _NUMBER.sub("#", text)
 
 
 def _ranged(texts: list[str]) -> str:

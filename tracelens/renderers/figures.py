@@ -300,9 +300,51 @@ def headline(report: Report) -> list[tuple[str, str]]:
             ("pattern", s.pattern or "n/a"),
             # The tax is unknown, not zero, when no kernel under communication had a baseline to compare with.
             ("overlap tax", f"{s.overlap_tax_ns * MS:.3f} ms" if s.overlap_tax_compared else "n/a"),
-            ("effective exposed", f"{s.effective_exposed_ns * MS:.3f} ms"),
-            ("perfect overlap gain", "n/a" if s.perfect_overlap_gain is None
-             else f"{100 * s.perfect_overlap_gain:.2f} %")]
+            ("effective exposed", f"{s.effective_exposed_ns * MS:.3f} ms")]
+
+
+# ------------------------------------------------------------------------------------------ the run verdict
+
+CAUSE_COLORS = {"peer-wait": PALETTE["wait"], "not-overlapped": PALETTE["exposed"], "overlap-tax": PALETTE["sync"]}
+
+
+def verdict_causes(report: Report) -> list[dict]:
+    """The verdict's causes as rows: cost per step (ms, as the headline rounds it), share, ranks, why, lever."""
+    if report.verdict is None:
+        return []
+    from .common import VERDICT_HEADERS, verdict_cells
+
+    return [dict(zip(VERDICT_HEADERS, verdict_cells(report, c)), lever=c.lever, ns_per_step=c.ns_per_step,
+                 share=c.share_of_step) for c in report.verdict.causes]
+
+
+def culprit(report: Report) -> Optional[int]:
+    """The rank the others wait for, per the verdict (None without one)."""
+    if report.verdict is None:
+        return None
+    return next((c.culprit.rank for c in report.verdict.causes if c.culprit is not None), None)
+
+
+def verdict_bar(report: Report):
+    """The causes as one bar: each cause's cost per step as a share of the step (the rest of the step in grey);
+    None without causes or a step time."""
+    rows = [r for r in verdict_causes(report) if r["share"] is not None]
+    if not rows:
+        return None
+    go = _go()
+    fig = go.Figure()
+    for r in rows:
+        fig.add_trace(go.Bar(y=["step"], x=[100 * r["share"]], orientation="h", name=r["cause"],
+                             marker_color=CAUSE_COLORS[r["cause"]],
+                             hovertext=[f"{r['cause']}: {r['ms per step']} ms per step ({r['of step']})"],
+                             hoverinfo="text"))
+    rest = max(0.0, 100 - sum(100 * r["share"] for r in rows))
+    fig.add_trace(go.Bar(y=["step"], x=[rest], orientation="h", name="rest of the step",
+                         marker_color="#EEEEEE", hoverinfo="skip"))
+    fig.update_layout(barmode="stack", height=140, margin=dict(l=40, r=20, t=10, b=30),
+                      xaxis=dict(title="% of the step (median over ranks)", range=[0, 100]),
+                      legend=dict(orientation="h", y=-0.6), showlegend=True)
+    return fig
 
 
 # -------------------------------------------------------------------------------------------- run A vs B

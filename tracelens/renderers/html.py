@@ -1,5 +1,5 @@
-"""The Report as one self-contained HTML file: plotly.js inlined (no network, opens from disk), the headline
-numbers, the rank budget, the rank × step heatmap, wait vs transfer and busbw across ranks (when the Report
+"""The Report as one self-contained HTML file: plotly.js inlined (no network, opens from disk), the run verdict
+first (its headline, causes and levers, the causes as one bar), the headline numbers, the rank budget, the rank × step heatmap, wait vs transfer and busbw across ranks (when the Report
 has them), the findings and the most exposed collectives. The figures
 are the dashboard's (``figures``)."""
 
@@ -23,6 +23,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .headline div { background: #f3f5f8; padding: 0.5em 0.9em; border-radius: 4px; }
 .headline b { display: block; font-size: 1.3em; }
 .sev-critical { color: #D55E00; font-weight: bold; } .sev-warning { color: #B07000; } .sev-info { color: #444; }
+.verdict { font-size: 1.25em; font-weight: bold; }
 """
 
 
@@ -36,7 +37,8 @@ def plotly_js() -> str:
 
 def render(report: Report, *, top: int = TOP_COLLECTIVES) -> str:
     js = plotly_js()
-    figs = [figures.budget(report), figures.heatmap(report, "exposed_comm_fraction"), figures.dimensions(report)]
+    figs = [figures.verdict_bar(report), figures.budget(report), figures.heatmap(report, "exposed_comm_fraction"),
+            figures.dimensions(report)]
     steps = crossrank.strip_steps(report)       # the strip of the first step: a file has no step selector
     strip = crossrank.strip(report, steps[0]) if steps else None
     figs += [f for f in (crossrank.wait_transfer(report), strip, crossrank.busbw(report)) if f is not None]
@@ -47,12 +49,25 @@ def render(report: Report, *, top: int = TOP_COLLECTIVES) -> str:
         f"<title>tracelens report: {report.summary.ranks} ranks</title><style>{_STYLE}</style>",
         f"<script type=\"text/javascript\">{js}</script></head><body>",
         "<h1>tracelens: is communication hidden behind compute?</h1>",
-        _headline(report), _transport(report), plots,
+        _verdict(report), _headline(report), _transport(report), plots,
         "<h2>Findings</h2>", _findings(report),
         f"<h2>Most exposed collectives (top {top})</h2>", _collectives(report, top),
         f"<p><small>{escape(report.tool.name)} {escape(report.tool.version)}, schema {escape(report.schema)}; "
         f"inputs: {escape(', '.join(i.path for i in report.inputs))}</small></p>",
         "</body></html>\n"])
+
+
+def _verdict(report: Report) -> str:
+    """The run's answer first: the headline, its causes with their cost, and what to try."""
+    if report.verdict is None:
+        return ""
+    rows = figures.verdict_causes(report)
+    table = _table(["cause", "ms per step", "of step", "ranks", "why"],
+                   [[escape(r[k]) for k in ("cause", "ms per step", "of step", "ranks", "why")] for r in rows],
+                   {1, 2}) if rows else ""
+    levers = "".join(f"<li><i>Try ({escape(r['cause'])}):</i> {escape(r['lever'])}</li>" for r in rows if r["lever"])
+    return (f"<p class=\"verdict\" id=\"verdict\">{escape(report.verdict.headline)}</p>{table}"
+            + (f"<ul>{levers}</ul>" if levers else ""))
 
 
 def _headline(report: Report) -> str:

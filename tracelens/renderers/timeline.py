@@ -1,5 +1,6 @@
 """The step timeline drill-down as a plotly figure: one row per lane, bars per activity kind, the exposed
-stretches shaded and the findings of the step pinned where they happen. Times in ms from the step start."""
+stretches shaded, each matched collective's wait for peers apart from its transfer (two shades, from the
+cross-rank match), and the findings of the step pinned where they happen. Times in ms from the step start."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from .figures import MS, PALETTE, SEVERITY_COLORS, _go
 KIND_COLORS = {"compute": PALETTE["compute"], "comm": PALETTE["comm"], "memcpy": PALETTE["copy"],
                "memset": PALETTE["copy"], "sync": PALETTE["sync"]}
 EXPOSED_LANE = "exposed comm"
+PEER_LANE = "wait vs transfer"     # each matched collective's wait for peers apart from its transfer
+PEER_COLORS = {"wait for peers": PALETTE["wait"], "transfer": PALETTE["comm"]}
 MAX_SHADES = 300          # more exposed stretches than this are shown by their lane only
 
 
@@ -30,6 +33,31 @@ def timeline_bars(tl: StepTimeline) -> list[dict]:
     return out
 
 
+def peer_bars(report, tl: StepTimeline) -> list[dict]:
+    """The rank's matched collectives in the window, each split into its wait for the last rank ``[s, e - T)``
+    and its transfer ``[e - T, e)`` (the Report's cross-rank match: member times on the aligned clock, moved back
+    to the rank's own clock by its offset where it was applied); nothing without a cross-rank match."""
+    cross = getattr(report, "cross_rank", None)
+    if cross is None:
+        return []
+    me = next((r for r in cross.ranks if r.rank == tl.rank), None)
+    back = me.clock_offset_ns if me is not None and me.clock_corrected and me.clock_offset_ns else 0
+    parts: dict[str, tuple[list, list]] = {"wait for peers": ([], []), "transfer": ([], [])}
+    for c in cross.collectives:
+        if tl.rank not in c.ranks or c.starts_ns is None or c.ends_ns is None:
+            continue
+        i = c.ranks.index(tl.rank)
+        s, e = c.starts_ns[i] + back, c.ends_ns[i] + back
+        cut = e - c.transfer_ns
+        for kind, a, b in (("wait for peers", s, cut), ("transfer", cut, e)):
+            a, b = max(a, tl.start_ns), min(b, tl.end_ns)
+            if b > a:
+                parts[kind][0].append((a - tl.start_ns) * MS)
+                parts[kind][1].append((b - a) * MS)
+    return [{"lane": PEER_LANE, "kind": kind, "start_ms": starts, "dur_ms": durs, "names": None}
+            for kind, (starts, durs) in parts.items() if starts]
+
+
 def pin_time(d: Diagnosis, tl: StepTimeline) -> int:
     """Where a finding happens in the step: the first timestamp its evidence names inside the window (a sync
     site, the end of the compute phase, the first collective), else the step start."""
@@ -42,12 +70,15 @@ def pin_time(d: Diagnosis, tl: StepTimeline) -> int:
     return tl.start_ns
 
 
-def timeline(tl: StepTimeline, findings: list[Diagnosis] = ()):
+def timeline(tl: StepTimeline, findings: list[Diagnosis] = (), report=None):
+    """``report``: the Report the timeline belongs to, for each matched collective's wait apart from its
+    transfer (a lane of their own)."""
     go = _go()
     fig = go.Figure()
     shown: set[str] = set()
-    for bar in timeline_bars(tl):
-        color = PALETTE["exposed"] if bar["kind"] == "exposed" else KIND_COLORS.get(bar["kind"], "#000000")
+    for bar in timeline_bars(tl) + (peer_bars(report, tl) if report is not None else []):
+        color = PALETTE["exposed"] if bar["kind"] == "exposed" else \
+            PEER_COLORS.get(bar["kind"]) or KIND_COLORS.get(bar["kind"], "#000000")
         fig.add_trace(go.Bar(
             y=[bar["lane"]] * len(bar["start_ms"]), x=bar["dur_ms"], base=bar["start_ms"], orientation="h",
             name=bar["kind"], marker_color=color, legendgroup=bar["kind"], showlegend=bar["kind"] not in shown,

@@ -37,10 +37,12 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
     sets = overlap.interval_sets(t, warn)
     windows = overlap.step_windows(t, sets, warn)
     steps = _steps(overlap.step_metrics(sets, windows))
-    taxed = tax.measure(t, sets, windows, th.tax_min_baseline)
-    for st, paid, k, u in zip(steps, taxed.tax_ns.tolist(), taxed.compared.tolist(), taxed.uncompared.tolist()):
+    taxed = tax.measure(t, sets, windows, th)
+    for st, paid, low, high, k, u, v in zip(steps, *(x.tolist() for x in (
+            taxed.tax_ns, taxed.low_ns, taxed.high_ns, taxed.compared, taxed.uncompared, taxed.varying))):
         st.overlap_tax_ns, st.effective_exposed_ns = paid, st.exposed_comm_ns + paid
-        st.overlap_tax_compared, st.overlap_tax_uncompared = k, u
+        st.overlap_tax_low_ns, st.overlap_tax_high_ns = low, high
+        st.overlap_tax_compared, st.overlap_tax_uncompared, st.overlap_tax_varying = k, u, v
     exp = overlap.collective_exposure(t, sets)
     ctx = RankContext(trace=t, thresholds=th, sets=sets, windows=windows, steps=steps, exposure=exp)
     shapes = pattern.step_patterns(t, sets, windows, [s.overlap_pct for s in steps], exp, th)
@@ -178,7 +180,7 @@ def _totals(steps: list[StepMetrics]) -> Totals:
     """Sums over steps, ratios recomputed from the sums (not averaged)."""
     keys = ("duration_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns", "idle_ns", "copy_ns",
             "memcpy_ns", "memset_ns", "overlap_tax_ns", "effective_exposed_ns", "overlap_tax_compared",
-            "overlap_tax_uncompared")
+            "overlap_tax_uncompared", "overlap_tax_low_ns", "overlap_tax_high_ns", "overlap_tax_varying")
     sums = {k: sum(getattr(s, k) for s in steps) for k in keys}
     return Totals(**sums, overlap_pct=ratio(sums["overlap_ns"], sums["comm_ns"], 100.0),
                   exposed_comm_fraction=ratio(sums["exposed_comm_ns"], sums["duration_ns"]),

@@ -1,12 +1,17 @@
 """Which parallelism each collective serves, and how much of each dimension's communication is exposed.
 
-A collective's dimension (``dp``, ``fsdp``, ``tp``, ``pp``, ``ep``, ``cp`` or ``unknown``) comes from the
-first rule that decides (docs/metrics.md, "Parallelism dimensions"):
+A collective's dimension (``dp``, ``fsdp``, ``tp``, ``pp``, ``ep``, ``emb``, ``cp`` or ``unknown``) comes
+from the first rule that decides (docs/metrics.md, "Parallelism dimensions"):
 
 1. ``name``: its process group's description or name (Megatron ``TENSOR_MODEL_PARALLEL_GROUP``, DeviceMesh
    ``mesh_dp_shard``, ...), table :data:`_NAMES`;
-2. ``op``: all-to-all is expert parallel, send/recv is pipeline parallel;
-3. ``layout``: the group's members against the world: the whole world or a strided subset is data
+2. ``scope``: the host ops around it name what it serves: TorchRec's sharded-embedding distribution
+   (``KJTAllToAll``, ``PooledEmbeddingsAllToAll``, its comm ops; :data:`_EMB`) is ``emb``, an all-to-all
+   inside MoE module or op names (:data:`_MOE`) ``ep``; ``kernel``: a DeepEP kernel (:data:`_DEEPEP`) is
+   ``ep``;
+3. ``op``: send/recv is pipeline parallel; an all-to-all nothing above named stays ``unknown`` (sharded
+   embeddings, Ulysses sequence parallelism and MoE all exchange with all-to-all);
+4. ``layout``: the group's members against the world: the whole world or a strided subset is data
    parallel, a contiguous proper subset tensor parallel. A collective that names no group (gloo) on a
    trace that lists exactly one process group is that group's (``only-group``).
 
@@ -23,13 +28,13 @@ import re
 import numpy as np
 
 from ...classify import kernel_op
-from ...columns import factorize, group_rows
+from ...columns import factorize, group_rows, mask, remembered
 from ...contract import DimensionStep, DimensionTotals, GroupRule, ratio
 from .. import intervals as iv
 from ..thresholds import material
 from ..wording import Finding
 
-DIMENSIONS = ("dp", "fsdp", "tp", "pp", "ep", "cp", "unknown")
+DIMENSIONS = ("dp", "fsdp", "tp", "pp", "ep", "emb", "cp", "unknown")
 _DP = "dp-shaped"          # a data-parallel group: dp or fsdp by operation
 _MIXED = "mixed"           # a group of several dimensions at once (TP x DP): the name does not decide
 
@@ -49,6 +54,27 @@ _NAMES = [
     (r"data|(^|_)dp(_|$)|replicate|ddp", _DP),
 ]
 _NAMES_RE = [(re.compile(p), d) for p, d in _NAMES]
+# Host ops around a collective (its metadata op, else its launch, and their ancestors), case-insensitive.
+# TorchRec's sharded-embedding distribution: dist_data's modules and awaitables (KJTAllToAll,
+# KJTAllToAllSplitsAwaitable, PooledEmbeddingsAllToAll / ReduceScatter / AllGather,
+# SequenceEmbeddingsAllToAll, EmbeddingsAllToOne, "## all2all_data:kjt splits ##"), comm_ops' autograd
+# functions and ranges (All2All_Pooled_Req, All2All_Seq_Req, All2Allv_Req, ReduceScatterBase_Req,
+# AllGatherBase_Req, "## alltoall_fwd_single ##") and its train pipeline's "## sparse_data_dist ##".
+_EMB = re.compile(r"kjt|(pooled|sequence)embeddings|embeddingsalltoone|sharded_?embedding|all2all_(pooled|seq)|"
+                  r"all2allv_|variable_?batch_?(pooled_?)?(embeddings_?)?all2?all|alltoall_(fwd|bwd|seq)|"
+                  r"reduce_?scatter(_?base|_?v)?_(req|wait)|all_?gather_?base_(req|wait)|sparse_data_dist",
+                  re.IGNORECASE)
+# Mixture-of-experts modules and ops (Megatron MoELayer, MoEAlltoAllTokenDispatcher, DeepSpeed MOELayer,
+# experts, token dispatch); "moe" only as a word or in MoE's own capitals (not inside "homoeomorphic").
+_MOE = re.compile(r"MoE|MOE|(?i:(?<![a-z])moe(?![a-z])|expert|deep_?ep|token_?dispatch)")
+# Substrings every match of each pattern contains, lower-cased: most host op names (python frames among
+# them, thousands a rank) are ruled out without running the pattern.
+_EMB_HINTS = ("kjt", "embedding", "all2all", "alltoall", "scatter", "gather", "sparse_data_dist")
+_MOE_HINTS = ("moe", "expert", "ep", "dispatch")
+# DeepEP's dispatch / combine kernels (deep_ep::intranode::, deep_ep::internode::, internode_ll::; DeepSeek's
+# own build names them dpsk::ep::).
+_DEEPEP = re.compile(r"deep_?ep::|dpsk::ep::", re.IGNORECASE)
+_SCOPE_DEPTH = 64           # ancestors looked at above a collective's op
 _SHARDED_OPS = {"all_gather", "reduce_scatter"}
 _P2P_OPS = {"send", "recv", "send_recv"}
 
@@ -81,9 +107,58 @@ def _by_layout(members: tuple[int, ...] | None, size: int, world: int | None) ->
     return None, "none"
 
 
-def attribute(op, name, pg_name, pg_desc, group_size, groups: dict, world: int | None) -> tuple[np.ndarray, list]:
+def _hinted(pattern: re.Pattern, hints: tuple[str, ...]):
+    def test(name: str) -> bool:
+        low = name.lower()
+        return any(h in low for h in hints) and pattern.search(name) is not None
+    return remembered(test)
+
+
+_is_emb, _is_moe = _hinted(_EMB, _EMB_HINTS), _hinted(_MOE, _MOE_HINTS)
+
+
+def evidence(trace, coll_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per collectives row, what the trace says it serves beyond its group: the dimension (``ep``, ``emb``
+    or None) and the rule (``kernel``: a DeepEP kernel; ``scope``: a host op around it, its metadata op else
+    the op that launched its kernel, or one of their ancestors, names TorchRec's embedding distribution or a
+    MoE module or op). A DeepEP kernel decides first; embedding scopes before MoE names (a recommender's
+    scopes do not name experts)."""
+    dims = np.full(len(coll_rows), None, dtype=object)
+    rules = np.full(len(coll_rows), None, dtype=object)
+    if len(coll_rows) == 0:
+        return dims, rules
+    host, ops, coll = trace.host_ops, trace.device_ops, trace.collectives
+    start = coll["host_idx"][coll_rows].copy()
+    dev = coll["device_idx"][coll_rows]
+    has_dev = dev >= 0
+    kernel = np.zeros(len(coll_rows), dtype=bool)
+    if has_dev.any():
+        start[(start < 0) & has_dev] = ops["op_idx"][dev[(start < 0) & has_dev]]
+        kernel[has_dev] = mask(ops["name"][dev[has_dev]], _DEEPEP.search)
+    if len(host["name"]):
+        emb_row, moe_row = mask(host["name"], _is_emb), mask(host["name"], _is_moe)
+        parent = host["parent"]
+        emb = np.zeros(len(coll_rows), dtype=bool)
+        moe = np.zeros(len(coll_rows), dtype=bool)
+        cur = start
+        for _ in range(_SCOPE_DEPTH):
+            live = np.flatnonzero(cur >= 0)
+            if live.size == 0:
+                break
+            emb[live] |= emb_row[cur[live]]
+            moe[live] |= moe_row[cur[live]]
+            cur[live] = parent[cur[live]]
+        dims[moe], rules[moe] = "ep", "scope"
+        dims[emb], rules[emb] = "emb", "scope"
+    dims[kernel], rules[kernel] = "ep", "kernel"
+    return dims, rules
+
+
+def attribute(op, name, pg_name, pg_desc, group_size, groups: dict, world: int | None,
+              said: tuple | None = None) -> tuple[np.ndarray, list]:
     """The dimension of every collective (arrays of one row per collective) and one GroupRule per process
-    group (and operation set) seen, saying which rule decided."""
+    group (and operation set) seen, saying which rule decided. ``said``: :func:`evidence` of each
+    collective (None: none)."""
     n = len(op)
     dims = np.full(n, "unknown", dtype=object)
     # Decided once per distinct (group, description, size, operation), never per collective.
@@ -95,13 +170,21 @@ def attribute(op, name, pg_name, pg_desc, group_size, groups: dict, world: int |
     name_code, name_uniq = factorize(np.asarray(name, dtype=object)[~good])
     from_name = np.array([kernel_op(x if isinstance(x, str) else None) for x in name_uniq] + [None], dtype=object)
     ops[~good] = from_name[name_code]               # -1 (no name) picks the trailing None
+    said_dim, said_rule = said if said is not None else (np.full(n, None, dtype=object),) * 2
     rules: dict[tuple, GroupRule] = {}
-    for (pg, desc, size, o), rows in group_rows(np.asarray(pg_name, dtype=object), np.asarray(pg_desc, dtype=object),
-                                                np.asarray(group_size, dtype=np.int64), ops):
+    for (pg, desc, size, o, ev, how), rows in group_rows(
+            np.asarray(pg_name, dtype=object), np.asarray(pg_desc, dtype=object),
+            np.asarray(group_size, dtype=np.int64), ops, said_dim, said_rule):
         size = int(size)
         dim, rule = _by_name(desc, pg), "name"
-        if dim is None and (o == "all_to_all" or o in _P2P_OPS):
-            dim, rule = ("ep" if o == "all_to_all" else "pp"), "op"
+        # MoE names count for an all-to-all only: a MoE layer's all-reduce is its tensor parallelism
+        # (vLLM's FusedMoE reduces its output over the TP group).
+        if dim is None and ev is not None and (ev == "emb" or how == "kernel" or o == "all_to_all"):
+            dim, rule = ev, how
+        if dim is None and o in _P2P_OPS:
+            dim, rule = "pp", "op"
+        if dim is None and o == "all_to_all":
+            dim, rule = "unknown", "none"      # no evidence of what it exchanges
         if dim is None:
             members = groups.get(pg) if isinstance(pg, str) else None
             only = not isinstance(pg, str) and size <= 0 and len(groups) == 1
@@ -171,7 +254,8 @@ def analyze(trace, sets, windows, exposure, comm: dict, groups: dict) -> tuple[d
     GPU mode: every communication activity on the analysed device, those not in the collective table (no
     metadata, a copy-engine transfer) ``unknown``; CPU mode: the gloo collectives."""
     dims, rules = attribute(comm["op"], exposure["name"], comm["pg_name"], comm["pg_desc"],
-                            comm["group_size"], groups, trace.meta.world_size)
+                            comm["group_size"], groups, trace.meta.world_size,
+                            evidence(trace, exposure["coll_idx"]))
     per_row = dims
     if sets.mode == "gpu":
         ops = trace.device_ops

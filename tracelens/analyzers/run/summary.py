@@ -27,7 +27,9 @@ def summarize(ranks: list[RankResult]) -> Summary:
                    pattern=verdict, pattern_counts=counts, perfect_overlap_gain=gain,
                    dimensions=_dimensions(ranks), overlap_tax_ns=sum(r.totals.overlap_tax_ns for r in ranks),
                    overlap_tax_compared=sum(r.totals.overlap_tax_compared for r in ranks),
-                   effective_exposed_ns=sum(r.totals.effective_exposed_ns for r in ranks), arrival_gain=arrival)
+                   effective_exposed_ns=sum(r.totals.effective_exposed_ns for r in ranks), arrival_gain=arrival,
+                   overlap_tax_low_ns=sum(r.totals.overlap_tax_low_ns for r in ranks),
+                   overlap_tax_high_ns=sum(r.totals.overlap_tax_high_ns for r in ranks))
 
 
 def _dimensions(ranks: list[RankResult]) -> list[DimensionRun]:

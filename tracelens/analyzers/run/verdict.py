@@ -7,7 +7,8 @@ Every rank's exposed communication is split into
   arriving sooner. It carries the culprit (crossrank/straggler.py) where one rank causes most of the waiting;
 - ``not-overlapped``: the rest of the exposed time, where the transfer itself ran with no compute beside it
   (and collectives not matched across ranks), with the overlap pattern of the steps it is material in;
-- ``overlap-tax``: compute slowed by the communication beside it (steps[*].overlap_tax_ns).
+- ``overlap-tax``: compute slowed by the communication beside it, at the low end of its interval
+  (steps[*].overlap_tax_low_ns: a tax the evidence does not support is not ranked).
 
 A cause costs, per step, the median over ranks of each rank's mean per step (in synchronous training every
 rank's step takes as long as the slowest rank's, so the typical rank says what the run loses), and its share
@@ -70,7 +71,7 @@ def _per_step(r: RankResult) -> dict | None:
     wait = sum(s.exposed_wait_ns or 0 for s in steps)
     exposed = sum(s.exposed_comm_ns for s in steps)
     return {"rank": r.rank, "step": sum(s.duration_ns for s in steps) / n, "wait": wait / n,
-            "rest": (exposed - wait) / n, "tax": sum(s.overlap_tax_ns for s in steps) / n,
+            "rest": (exposed - wait) / n, "tax": sum(s.overlap_tax_low_ns for s in steps) / n,
             "comm": sum(s.comm_ns for s in steps)}
 
 

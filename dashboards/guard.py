@@ -1,0 +1,111 @@
+"""What reaches the callbacks: every request to ``/_dash-update-component`` is checked before Dash reads it.
+
+Dash parses the body with ``request.get_json()`` and indexes into it unchecked: a body that is JSON ``null``
+or ``[]``, names no registered callback, or holds other inputs than the callback's raised in Dash itself (an
+HTTP 500 with a traceback in the log), and JSON nested 100,000 deep overflowed the parser's stack. Here a
+body larger than :data:`MAX_BODY`, nested deeper than :data:`MAX_DEPTH`, not JSON, or not the shape of a
+call of a registered callback (its outputs, inputs and state, in order) is answered with a 4xx and one line
+in the server's log. The values themselves are each callback's to check (:mod:`.callbacks`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+MAX_BODY = 1 << 20      # bytes; the page's largest call (a findings filter, a click) is under 2 KB
+MAX_DEPTH = 32          # JSON levels; a call's body nests 8 deep (body, inputs, input, click, points, ...)
+UPDATE = "_dash-update-component"
+
+log = logging.getLogger("tracelens.dashboard")
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def install(app) -> None:
+    """Check every callback request of ``app`` (a Dash app whose callbacks are registered)."""
+    from flask import request
+
+    server = app.server
+    server.config["MAX_CONTENT_LENGTH"] = MAX_BODY
+    path = app.config.routes_pathname_prefix + UPDATE
+
+    @server.before_request
+    def _guard():
+        if request.path != path or request.method != "POST":
+            return None         # anything else is Flask's and Dash's to answer (404, 405)
+        refused = check(request, app.callback_map)
+        if refused is None:
+            return None
+        status, why = refused
+        log.warning("refused %s %s from %s: %d %s", request.method, request.path, request.remote_addr, status, why)
+        return server.response_class(why + "\n", status=status, mimetype="text/plain")
+
+
+def check(request, callbacks: dict) -> tuple[int, str] | None:
+    """(status, why) when the request is refused, else None."""
+    from werkzeug.exceptions import RequestEntityTooLarge
+
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        return 413, f"body of {request.content_length:,} bytes, more than {MAX_BODY >> 20} MiB"
+    if not request.is_json:
+        return 415, "body is not JSON (Content-Type: application/json)"
+    try:
+        data = request.get_data(cache=True)
+    except RequestEntityTooLarge:
+        return 413, f"body of more than {MAX_BODY >> 20} MiB"
+    if depth(data) > MAX_DEPTH:
+        return 400, f"JSON nested deeper than {MAX_DEPTH} levels"
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        return 400, "body is not a JSON object" if body is not None or data.strip() == b"null" else "body is not JSON"
+    return _call(body, callbacks)
+
+
+def depth(data: bytes) -> int:
+    """How deep the arrays and objects of JSON text ``data`` nest (strings left out), read without parsing it:
+    text nested deeper than the parser's stack must never reach the parser."""
+    brackets = _STRING.sub(b'""', data).translate(None, _NOT_BRACKETS)
+    level = most = 0
+    for b in brackets:
+        if b in (0x5B, 0x7B):      # [ {
+            level += 1
+            if level > most:
+                most = level
+        else:
+            level -= 1
+    return most
+
+
+def _call(body: dict, callbacks: dict) -> tuple[int, str] | None:
+    """Whether ``body`` is a call of a registered callback: ``output`` names one, and ``outputs``, ``inputs``,
+    ``state`` and ``changedPropIds`` are those of its declaration."""
+    output = body.get("output")
+    cb = callbacks.get(output) if isinstance(output, str) else None
+    if cb is None:
+        return 400, "no such callback"
+    declared = cb["output"] if isinstance(cb["output"], (list, tuple)) else [cb["output"]]
+    outputs = [(o.component_id, o.component_property) for o in declared]
+    given = body.get("outputs")
+    given = given if isinstance(given, list) else [given]
+    if len(given) != len(outputs) or any(_key(g) != o for g, o in zip(given, outputs)):
+        return 400, "outputs are not the callback's"
+    for part in ("inputs", "state"):
+        want = [(i["id"], i["property"]) for i in cb[part]]
+        items = body.get(part, [] if not want else None)
+        if not isinstance(items, list) or [_key(i) for i in items] != want:
+            return 400, f"{part} are not the callback's"
+    changed = body.get("changedPropIds", [])
+    names = {f"{i}.{p}" for i, p in ((i["id"], i["property"]) for i in cb["inputs"])}
+    if not isinstance(changed, list) or any(not isinstance(c, str) or c not in names for c in changed):
+        return 400, "changedPropIds are not the callback's inputs"
+    return None
+
+
+def _key(item) -> tuple | None:
+    """(id, property) of an output, input or state in a request; None when it is not one."""
+    if not isinstance(item, dict):
+        return None
+    ident, prop = item.get("id"), item.get("property")
+    return (ident, prop) if isinstance(ident, str) and isinstance(prop, str) else None
