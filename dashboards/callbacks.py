@@ -98,6 +98,12 @@ def selection_from_finding(cell) -> tuple[int, int | None] | None:
         return None
 
 
+def selection_of_culprit(session, run) -> tuple[int, int | None] | None:
+    """(rank, step) of the run's culprit where it cost the others most (the verdict card's link), or None."""
+    rank, step = figures.culprit_step(session.run(run).report)
+    return None if rank is None else (rank, step)
+
+
 def timeline_view(session, run, picked):
     """(figure, message) of the picked rank and step of the run; a message alone when it cannot be shown."""
     if picked is None:
@@ -111,7 +117,7 @@ def timeline_view(session, run, picked):
     report = session.run(run).report
     pins = [d for d in report.diagnoses if d.rank == rank and d.step == step]
     where = "all" if step is None else step
-    return timeline_figure(tl, pins), (f"Rank {rank}, step {where} ({tl.source}): {tl.shapes} intervals, "
+    return timeline_figure(tl, pins, report), (f"Rank {rank}, step {where} ({tl.source}): {tl.shapes} intervals, "
                                        f"{len(pins)} finding(s) pinned.")
 
 
@@ -147,9 +153,10 @@ def strip_figure(session, run, step):
 
 
 def run_view(session, run):
-    """What changes with the run selector: headline cards, step choices, collectives rows, dimensions."""
+    """What changes with the run selector: the verdict, headline cards, step choices, collectives rows,
+    dimensions."""
     report = session.run(run).report
-    return (layout.headline(report), layout.step_options(report),
+    return (layout.verdict_children(report), layout.headline(report), layout.step_options(report),
             figures.collectives_rows(report, layout.MAX_COLLECTIVES), layout.dimensions_children(report))
 
 
@@ -188,8 +195,9 @@ def register(app, session) -> None:
     def _findings(run, severities, text):
         return finding_rows(session, run, severities, text)
 
-    @on(Output("headline", "children"), Output("step", "options"), Output("collectives", "rowData"),
-        Output("dimensions-section", "children"), Input("run", "value"), prevent_initial_call=True)
+    @on(Output("verdict", "children"), Output("headline", "children"), Output("step", "options"),
+        Output("collectives", "rowData"), Output("dimensions-section", "children"), Input("run", "value"),
+        prevent_initial_call=True)
     def _run(run):
         return run_view(session, run)
 
@@ -208,10 +216,14 @@ def register(app, session) -> None:
             return history_point(session, click)
 
     @on(Output("timeline", "figure"), Output("timeline-info", "children"),
-        Input("heatmap", "clickData"), Input("findings", "cellClicked"), State("run", "value"),
-        prevent_initial_call=True)
-    def _timeline(click, cell, run):
-        picked = selection_from_finding(cell) if ctx.triggered_id == "findings" else selection_from_heatmap(click)
+        Input("heatmap", "clickData"), Input("findings", "cellClicked"), Input("culprit-link", "n_clicks"),
+        State("run", "value"), prevent_initial_call=True)
+    def _timeline(click, cell, culprit_clicks, run):
+        if ctx.triggered_id == "culprit-link":
+            picked = selection_of_culprit(session, run)
+        else:
+            picked = selection_from_finding(cell) if ctx.triggered_id == "findings" else \
+                selection_from_heatmap(click)
         if picked is None:
             return no_update, no_update
         return timeline_view(session, run, picked)

@@ -28,8 +28,9 @@ def page(session) -> html.Div:
         html.Div([html.Label("run "), dcc.Dropdown(id="run", options=runs, value=0, clearable=False,
                                                    style={"width": "300px"})],
                  style={"display": "flex" if len(runs) > 1 else "none", "gap": "8px", "alignItems": "center"}),
+        html.Div(id="verdict", children=verdict_children(first), style=VERDICT),
         html.Div(id="headline", children=headline(first), style={"display": "flex", "flexWrap": "wrap",
-                                                                   "gap": "12px"}),
+                                                                   "gap": "12px", "marginTop": "12px"}),
         html.Div(style=SECTION, children=[
             html.Div(style={"display": "flex", "gap": "24px", "alignItems": "center"}, children=[
                 html.Label(["step ", dcc.Dropdown(id="step", options=step_options(first), value="all",
@@ -82,6 +83,37 @@ def page(session) -> html.Div:
         compare_section(session),
         history_section(session),
     ])
+
+
+VERDICT = {**CARD, "padding": "12px 16px"}
+
+
+def verdict_children(report) -> list:
+    """The first card: the run's answer (headline), its causes as one bar and as rows with their levers, and a
+    link to the culprit's timeline (the step where it cost the others most)."""
+    v = report.verdict
+    if v is None:
+        return [html.B("No run verdict in this report (written before tracelens had one).")]
+    children: list = [html.B(v.headline, id="verdict-headline", style={"fontSize": "1.15em"})]
+    bar = figures.verdict_bar(report)
+    if bar is not None:
+        children.append(dcc.Graph(id="verdict-bar", figure=bar, style={"height": "140px"},
+                                  config={"displayModeBar": False}))
+    rows = figures.verdict_causes(report)
+    if rows:
+        head = ("cause", "ms per step", "of step", "ranks", "why")
+        children.append(html.Table([html.Thead(html.Tr([html.Th(h, style={"textAlign": "left", "padding": "2px 10px"})
+                                                        for h in head]))] + [
+            html.Tbody([html.Tr([html.Td(r[h], style={"padding": "2px 10px"}) for h in head]) for r in rows])]))
+        children.append(html.Ul([html.Li([html.I(f"Try ({r['cause']}): "), r["lever"]]) for r in rows
+                                 if r["lever"]]))
+    rank, step = figures.culprit_step(report)
+    label = "" if rank is None else \
+        f"Open rank {rank}'s timeline" + ("" if step is None else f" (step {step}, where it cost the others most)")
+    # Always on the page (a callback's input must exist), shown only with a culprit whose step can be opened.
+    children.append(html.Button(label or "no culprit", id="culprit-link", n_clicks=0,
+                                style={"display": "inline-block" if rank is not None else "none"}))
+    return children
 
 
 def headline(report) -> list:

@@ -102,7 +102,8 @@ def budget(run, step="all", sort="rank") -> dict:
 def timeline(click, run=0) -> dict:
     return _call("..timeline.figure...timeline-info.children..",
                  [{"id": "timeline", "property": "figure"}, {"id": "timeline-info", "property": "children"}],
-                 [("heatmap", "clickData", click), ("findings", "cellClicked", None)], [("run", "value", run)],
+                 [("heatmap", "clickData", click), ("findings", "cellClicked", None),
+                  ("culprit-link", "n_clicks", 0)], [("run", "value", run)],
                  ["heatmap.clickData"])
 
 

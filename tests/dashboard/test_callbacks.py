@@ -132,7 +132,8 @@ def test_a_request_reads_only_the_inputs(session, monkeypatch, tmp_path):
         body = {"output": "..timeline.figure...timeline-info.children..",
                 "outputs": [{"id": "timeline", "property": "figure"}, {"id": "timeline-info", "property": "children"}],
                 "inputs": [{"id": "heatmap", "property": "clickData", "value": click(rank, step)},
-                           {"id": "findings", "property": "cellClicked", "value": None}],
+                           {"id": "findings", "property": "cellClicked", "value": None},
+                           {"id": "culprit-link", "property": "n_clicks", "value": 0}],
                 "state": [{"id": "run", "property": "value", "value": 0}],
                 "changedPropIds": ["heatmap.clickData"]}
         resp = server.post("/_dash-update-component", data=json.dumps(body), content_type="application/json")
@@ -200,7 +201,7 @@ def test_cli_reads_the_history(history_db, monkeypatch):
 
 
 def test_run_view_draws_that_runs_dimensions(session):
-    (graph,) = callbacks.run_view(session, 0)[3]
+    (graph,) = callbacks.run_view(session, 0)[4]
     exposed = next(t for t in graph.figure.data if t.name == "exposed comm")
     # wfbp_100 truth: all its communication is DDP's (dp), 12.6 ms exposed over both ranks
     assert list(exposed.x) == ["dp"] and list(exposed.y) == pytest.approx([12.6])

@@ -86,7 +86,9 @@ def call(app, output, inputs, state=(), changed=None) -> dict:
     outs = cb["output"] if isinstance(cb["output"], list) else [cb["output"]]
     outputs = [{"id": o.component_id, "property": o.component_property} for o in outs]
     body = {"output": output, "outputs": outputs if len(outputs) > 1 else outputs[0],
-            "inputs": [{**i, "value": v} for i, v in zip(cb["inputs"], inputs)],
+            # Inputs the test leaves out are sent as the page starts them (None; 0 clicks for a button).
+            "inputs": [{**i, "value": inputs[k] if k < len(inputs) else (0 if i["property"] == "n_clicks" else None)}
+                       for k, i in enumerate(cb["inputs"])],
             "changedPropIds": changed if changed is not None else [f"{i['id']}.{i['property']}" for i in
                                                                    cb["inputs"][:1]]}
     if cb["state"]:

@@ -325,6 +325,21 @@ def culprit(report: Report) -> Optional[int]:
     return next((c.culprit.rank for c in report.verdict.causes if c.culprit is not None), None)
 
 
+def culprit_step(report: Report) -> tuple[Optional[int], Optional[int]]:
+    """The culprit and the step where its lateness cost the others the most wait (its straggler finding's
+    ``caused_wait_by_step``; the step is None for a whole-trace window); (None, None) without a culprit."""
+    rank = culprit(report)
+    if rank is None:
+        return None, None
+    found = next((d for d in report.diagnoses if d.id == "straggler" and d.rank == rank), None)
+    by_step = (found.evidence.get("caused_wait_by_step") if found is not None else None) or []
+    steps = {s.step for r in report.ranks if r.rank == rank for s in r.steps}
+    best = max((pair for pair in by_step if pair[0] in steps), key=lambda pair: pair[1], default=None)
+    if best is None:
+        return rank, next(iter(sorted(steps, key=lambda s: (s is None, s))), None)
+    return rank, best[0]
+
+
 def verdict_bar(report: Report):
     """The causes as one bar: each cause's cost per step as a share of the step (the rest of the step in grey);
     None without causes or a step time."""
