@@ -41,7 +41,8 @@ _INFO = re.compile(rb'"distributedInfo"\s*:\s*\{[^}]*?"rank"\s*:\s*\d+\s*,\s*"wo
 
 
 def copies(name: str, src: Path, n: int) -> Path:
-    """A folder of ``n`` copies of ``src`` with ranks 0..n-1 (links into a pool written once)."""
+    """A folder of ``n`` copies of ``src`` with ranks 0..n-1 (hard links into a pool written once: a folder's
+    symbolic links that lead outside it are not followed, docs/errors.md)."""
     pool = WORK / name / "pool"
     pool.mkdir(parents=True, exist_ok=True)
     have = len(list(pool.glob("*.json.gz")))
@@ -55,10 +56,12 @@ def copies(name: str, src: Path, n: int) -> Path:
                             head, count=1)
             (pool / f"rank{r:04d}.json.gz").write_bytes(gzip.compress(new + tail, compresslevel=1))
     folder = WORK / name / f"n{n}"
+    if folder.is_dir() and any(p.is_symlink() for p in folder.iterdir()):
+        shutil.rmtree(folder)                   # made by an older version of this script, with symbolic links
     if not folder.is_dir():
         folder.mkdir()
         for r in range(n):
-            (folder / f"rank{r:04d}.json.gz").symlink_to(pool / f"rank{r:04d}.json.gz")
+            os.link(pool / f"rank{r:04d}.json.gz", folder / f"rank{r:04d}.json.gz")
     return folder
 
 

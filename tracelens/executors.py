@@ -115,8 +115,11 @@ def analysis_options(path, comm_patterns, step_pattern, ctx: Context, ranks: dic
     stamps = {} if stamps is None else stamps
     if folder not in stamps:
         stamps[folder] = rundir.stamp(folder)
-    return (*cache_options(tuple(comm_patterns), step_pattern), repr(ctx),
-            tuple(sorted(ranks.items())) if ranks else None, stamps[folder])
+    # The same for every file of a report (the thresholds' repr alone is 2 KB): made once.
+    common = ("options", tuple(comm_patterns), step_pattern, id(ctx))
+    if common not in stamps:
+        stamps[common] = (*cache_options(tuple(comm_patterns), step_pattern), repr(ctx))
+    return (*stamps[common], tuple(sorted(ranks.items())) if ranks else None, stamps[folder])
 
 
 def _analyze_file(path, comm_patterns, step_pattern, ctx, pool, ranks, cache) -> list[Part]:

@@ -166,7 +166,8 @@ def sniff_json(path: Path) -> str | None:
 
 def _text_pieces(fh, size: int = 1 << 14):
     """The file's text in pieces of at most 4 * ``size`` bytes, gunzipped when it is gzip (only as far as
-    it is read: a trace's key shows in its first piece). EOFError when a gzip stream ends early."""
+    it is read: a trace's key shows in its first pieces; the first inflated one is ``size`` bytes). EOFError
+    when a gzip stream ends early."""
     data = fh.read(size)
     if data[:2] != b"\x1f\x8b":
         while data:
@@ -174,8 +175,10 @@ def _text_pieces(fh, size: int = 1 << 14):
             data = fh.read(4 * size)
         return
     inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    limit = size            # a small first piece: the key shows in it, and inflating costs by the byte out
     while True:
-        text = inflater.decompress(data, 4 * size)
+        text = inflater.decompress(data, limit)
+        limit = 4 * size
         if text:
             yield text
         if inflater.eof:
