@@ -39,7 +39,10 @@ def rank_analysis(rank: int, n_coll: int, rng: np.random.Generator) -> RankAnaly
             "group_size": np.full(n_coll, -1, dtype=np.int64), "pg_name": np.full(n_coll, "0", dtype=object),
             "pg_desc": np.full(n_coll, "default_pg", dtype=object), "seq": seq, "start_ns": start,
             "end_ns": end, "exposed_ns": (end - start) // 2, "stream": np.full(n_coll, 13, dtype=np.int64),
-            "launch_ns": start - 20_000}
+            "launch_ns": start - 20_000,
+            # what each rank did before it arrived: rank 5's 300 µs late with its host idle
+            "lead_ns": arrive, "lead_compute_ns": np.minimum(arrive, 200_000), "lead_sync_ns": np.zeros_like(seq),
+            "lead_launch_ns": np.zeros_like(seq), "lead_host_ns": arrive - np.minimum(arrive, 200_000)}
     assert set(comm) == set(COMM_COLUMNS)
     steps = [StepMetrics(step=s, start_ns=s * 100 * MS, end_ns=(s + 1) * 100 * MS, duration_ns=100 * MS,
                          compute_ns=60 * MS, comm_ns=30 * MS, overlap_ns=20 * MS, exposed_comm_ns=10 * MS,
@@ -54,7 +57,8 @@ def rank_analysis(rank: int, n_coll: int, rng: np.random.Generator) -> RankAnaly
                    for st, s, e, q in zip(step, start, end, seq)]
     return RankAnalysis(rank=rank, source=f"rank{rank}.json", inputs=[InputFile(path=f"rank{rank}.json",
                         format="kineto", rank=rank, bytes=0)], result=result, collectives=collectives, comm=comm,
-                        findings=[], warnings=[], host=f"node{rank // 8}")
+                        findings=[], warnings=[], host=f"node{rank // 8}",
+                        exposed=(start + (end - start) // 2, end))       # the second half of each collective
 
 
 def main() -> None:

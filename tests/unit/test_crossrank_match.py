@@ -218,3 +218,39 @@ def test_factorize_without_pandas_gives_pandas_codes(seed, monkeypatch):
     without = match._factorize(values)
     assert without[0].tolist() == with_pd[0].tolist() == want_codes.tolist()
     assert without[1] == with_pd[1] == list(want_uniques)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_waits_on_one_axis_equal_rank_by_rank(seed):
+    # per_rank puts every rank's times on one axis; the rank-by-rank path (used for captures too long for
+    # that) is the definition: random ranks of overlapping collectives, windows and exposed sets, each rank on
+    # its own clock (offsets of up to a day), give the same totals and steps both ways.
+    rng = np.random.default_rng(seed)
+    n, rows = 5, 60
+    pos = np.sort(rng.integers(0, n, rows))
+    clock = rng.integers(0, 86_400 * 10**9, n)
+    start = clock[pos] + rng.integers(0, 1_000_000, rows)
+    end = start + rng.integers(1, 50_000, rows)
+    transfer = (end - start) // rng.integers(1, 4, rows)
+    windows, exposed = [], []
+    for p in range(n):
+        edges = np.sort(rng.choice(1_100_000, 6, replace=False)) + clock[p]
+        windows.append(([2, 3, 4], edges[0::2], edges[1::2]))
+        s = np.sort(rng.choice(1_100_000, 10, replace=False)) + clock[p]
+        exposed.append((s[0::2], s[1::2]))
+    got = waits.per_rank(pos, start, end, transfer, n, windows, exposed)
+    want = waits._per_rank_each(pos, start, end, end - transfer, n, windows, exposed)
+    assert {k: v.tolist() for k, v in got[0].items()} == {k: v.tolist() for k, v in want[0].items()}
+    assert got[1] == want[1]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_group_medians_as_statistics_median(seed):
+    import statistics
+    from tracelens.analyzers.run.crossrank.straggler import _group_median
+    rng = np.random.default_rng(seed)
+    for counts in ([4] * 6, [1, 2, 3, 5, 8]):                # equal members (one partition), or not (sorted)
+        group = np.repeat(np.arange(len(counts)), counts)
+        values = rng.integers(0, 1000, len(group))
+        want = [statistics.median(values[group == g].tolist()) for g in range(len(counts))]
+        assert _group_median(values, group, len(counts)).tolist() == want

@@ -46,17 +46,23 @@ def late_rows(last: np.ndarray, skew: np.ndarray, wait: np.ndarray, starts: np.n
     waited at least straggler_min_skew_ns."""
     n = len(starts)
     out = np.where(skew >= th.straggler_min_skew_ns, last, -1)
-    if not n:
+    loose = np.flatnonzero(~trusted)
+    if not loose.size:
         return out
     rows = len(wait)
     cnt = np.diff(np.append(starts, rows))
-    inst = np.repeat(np.arange(n), cnt)
-    order = np.lexsort((wait, inst))           # by instance, least wait first
-    first = order[starts]                       # the least-waiting member's row
-    second_pos = np.minimum(starts + 1, rows - 1)
-    second = np.where(cnt >= 2, wait[order[second_pos]], -1)
-    by_wait = (cnt >= 2) & (second >= th.straggler_min_skew_ns) & (wait[first] < second)
-    return np.where(trusted, out, np.where(by_wait, first, -1))
+    # Only the instances with a member whose clock is not aligned: their rows, grouped by instance.
+    take = np.concatenate([np.arange(starts[i], starts[i] + cnt[i]) for i in loose.tolist()])
+    sub_cnt = cnt[loose]
+    sub_starts = np.cumsum(sub_cnt) - sub_cnt
+    inst = np.repeat(np.arange(loose.size), sub_cnt)
+    w = wait[take]
+    order = np.lexsort((w, inst))               # by instance, least wait first
+    first = order[sub_starts]                   # the least-waiting member's row (in ``take``)
+    second = np.where(sub_cnt >= 2, w[order[np.minimum(sub_starts + 1, take.size - 1)]], -1)
+    by_wait = (sub_cnt >= 2) & (second >= th.straggler_min_skew_ns) & (w[first] < second)
+    out[loose] = np.where(by_wait, take[first], -1)
+    return out
 
 
 def find(results, pos: np.ndarray, rows_late: np.ndarray, skew: np.ndarray, caused: np.ndarray,
@@ -153,13 +159,21 @@ def _lead_excess(instances: np.ndarray, starts: np.ndarray, n_rows: int, rows_la
 
 
 def _group_median(values: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
-    """The median of ``values`` within each group 0..n-1 (0 for an empty group), vectorised."""
+    """The median of ``values`` within each group 0..n-1 (0 for an empty group), vectorised; ``group`` is
+    sorted (rows grouped by instance)."""
     out = np.zeros(n, dtype=np.float64)
     if not len(values):
         return out
+    cnt = np.bincount(group, minlength=n)
+    if cnt.min() == cnt.max():
+        # Every instance has the same members (the usual case): one row each, a partition along it.
+        m = int(cnt[0])
+        table = values.astype(np.float64).reshape(n, m)
+        lo, hi = (m - 1) // 2, m // 2
+        part = np.partition(table, sorted({lo, hi}), axis=1)
+        return (part[:, lo] + part[:, hi]) / 2
     order = np.lexsort((values, group))
-    v, g = values[order].astype(np.float64), group[order]
-    cnt = np.bincount(g, minlength=n)
+    v = values[order].astype(np.float64)
     first = np.cumsum(cnt) - cnt
     has = cnt > 0
     lo = first + (cnt - 1) // 2

@@ -71,16 +71,62 @@ def per_rank(pos: np.ndarray, start: np.ndarray, end: np.ndarray, transfer: np.n
     steps: dict = {}
     if not len(pos):
         return totals, steps
+    cut = end - transfer
+    exposed = [e if len(e) == 2 else (np.empty(0, np.int64), np.empty(0, np.int64)) for e in exposed]
+    # Every rank's times moved onto one axis, each rank in a span of its own (its times less its earliest,
+    # plus its position times the widest rank's extent), so that the interval algebra runs once for all ranks.
+    base = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(base, pos, start)
+    top = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(top, pos, end)
+    for p in range(n):
+        lo, hi = windows[p][1], windows[p][2]
+        es, ee = exposed[p]
+        base[p] = min([base[p], *(a.min() for a in (lo, es) if len(a))])
+        top[p] = max([top[p], *(a.max() for a in (hi, ee) if len(a))])
+    used = top >= base
+    span = int((top - base)[used].max()) + 1 if used.any() else 1
+    if span * n >= 1 << 62:                     # captures too long for one axis: rank by rank
+        return _per_rank_each(pos, start, end, cut, n, windows, exposed)
+    shift = np.where(used, np.arange(n, dtype=np.int64) * span - base, 0)
+    moving = iv.union(cut + shift[pos], end + shift[pos])
+    waiting = iv.subtract(iv.union(start + shift[pos], cut + shift[pos]), moving)
+    lost = iv.intersect(iv.union(np.concatenate([es + shift[p] for p, (es, _) in enumerate(exposed)]),
+                                 np.concatenate([ee + shift[p] for p, (_, ee) in enumerate(exposed)])), waiting)
+    lo_all, hi_all = np.arange(n, dtype=np.int64) * span, np.arange(1, n + 1, dtype=np.int64) * span
+    for k, sets in (("wait_ns", waiting), ("transfer_ns", moving), ("exposed_wait_ns", lost)):
+        totals[k] = iv.length_in(sets, lo_all, hi_all)
+    # Per step window: the windows of every rank on the same axis; a window without a matched row is left out.
+    wpos = np.concatenate([np.full(len(w[1]), p, np.int64) for p, w in enumerate(windows)])
+    if not wpos.size:
+        return totals, steps
+    wlo = np.concatenate([w[1] for w in windows]).astype(np.int64) + shift[wpos]
+    whi = np.concatenate([w[2] for w in windows]).astype(np.int64) + shift[wpos]
+    number = [s for w in windows for s in w[0]]
+    at = np.searchsorted(wlo, start + shift[pos], side="right") - 1
+    inside = (at >= 0) & (start + shift[pos] < whi[np.maximum(at, 0)]) & (wpos[np.maximum(at, 0)] == pos)
+    hit = np.zeros(len(wlo), dtype=bool)
+    hit[at[inside]] = True
+    got = {k: iv.length_in(sets, wlo, whi).tolist() for k, sets in
+           (("wait_ns", waiting), ("transfer_ns", moving), ("exposed_wait_ns", lost))}
+    for k in np.flatnonzero(hit).tolist():
+        steps[int(wpos[k]), number[k]] = {name: got[name][k] for name in got}
+    return totals, steps
+
+
+def _per_rank_each(pos, start, end, cut, n, windows, exposed) -> tuple[dict[str, np.ndarray], dict]:
+    """:func:`per_rank` one rank at a time (for captures too long to put every rank on one axis)."""
+    totals = {k: np.zeros(n, dtype=np.int64) for k in ("wait_ns", "transfer_ns", "exposed_wait_ns")}
+    steps: dict = {}
     order = np.argsort(pos, kind="stable")
     bounds = np.searchsorted(pos[order], np.arange(n + 1))
-    cut = end - transfer
     for p in range(n):
         rows = order[bounds[p]:bounds[p + 1]]
         if not rows.size:
             continue
         moving = iv.union(cut[rows], end[rows])
         waiting = iv.subtract(iv.union(start[rows], cut[rows]), moving)
-        lost = iv.intersect(exposed[p], waiting) if len(exposed[p]) == 2 else iv.empty()
+        lost = iv.intersect(exposed[p], waiting)
         totals["wait_ns"][p] = iv.length(waiting)
         totals["transfer_ns"][p] = iv.length(moving)
         totals["exposed_wait_ns"][p] = iv.length(lost)
