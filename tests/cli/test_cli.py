@@ -118,7 +118,7 @@ def test_unwritable_outputs_are_usage_errors(capsys, tmp_path):
 
 
 def test_markdown_groups_identical_collectives(capsys):
-    # wfbp_100 truth per rank: 100 identical 26.2 MB all-reduces per step over 3 steps; 2.1 ms of each step's
+    # wfbp_100 truth per rank: 100 identical 25 MiB all-reduces per step over 3 steps; 2.1 ms of each step's
     # 12 ms of communication exposed in 0.12 ms kernels -> 17 fully exposed + 1 partly = 18 per step:
     # 54 of the 300 have exposed time, 3 x 2.1 = 6.3 ms in total, the worst one 0.12 ms (first in step 2).
     code, out, _ = run(capsys, "report", SAMPLE, "--format", "markdown")
@@ -126,8 +126,8 @@ def test_markdown_groups_identical_collectives(capsys):
     rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
     assert code == 0 and rows[0] == "| rank | op | size | count | exposed ms | worst ms | worst step | kernel |"
     assert [row.split(" | ")[:7] for row in rows[1:]] == [
-        ["| 0", "all_reduce", "26.2 MB", "54 of 300", "6.300", "0.120", "2"],
-        ["| 1", "all_reduce", "26.2 MB", "54 of 300", "6.300", "0.120", "2"]]
+        ["| 0", "all_reduce", "25.0 MiB", "54 of 300", "6.300", "0.120", "2"],
+        ["| 1", "all_reduce", "25.0 MiB", "54 of 300", "6.300", "0.120", "2"]]
 
 
 def test_step_tables_show_copy_time(capsys):

@@ -174,15 +174,15 @@ def test_report_of_a_corpus_trace_with_long_kernel_names(columns):
 
 
 def test_most_exposed_collectives_are_grouped():
-    # wfbp_100 truth per rank: 100 identical 26.2 MB all-reduces a step, 3 steps; 2.1 ms exposed per step
+    # wfbp_100 truth per rank: 100 identical 25 MiB all-reduces a step, 3 steps; 2.1 ms exposed per step
     # in 0.12 ms kernels -> 17 fully exposed + one 0.06 ms part = 18 exposed a step, 54 of 300, 6.3 ms.
     code, out = in_terminal(["report", SAMPLES / "wfbp_100"], 80)
     lines = assert_fits(code, out, 80)
     head = lines.index("most exposed collectives")
     rows = [line.split() for line in lines[head + 4:head + 6]]
     assert [row[:9] for row in rows] == [
-        ["0", "all_reduce", "26.2", "MB", "54", "of", "300", "6.300", "0.120"],
-        ["1", "all_reduce", "26.2", "MB", "54", "of", "300", "6.300", "0.120"]]
+        ["0", "all_reduce", "25.0", "MiB", "54", "of", "300", "6.300", "0.120"],
+        ["1", "all_reduce", "25.0", "MiB", "54", "of", "300", "6.300", "0.120"]]
     # One row per rank, not ten identical ones; the cross-rank tables follow.
     assert lines[head + 6].startswith("across ranks")
 
@@ -395,9 +395,9 @@ def test_progress_counts_files_ranks_and_bytes_on_a_terminal_only():
     files = sorted(run.glob("*.json*"))
     code, out = in_terminal(["report", run, "--no-cache"], 120)      # read, not served whole from the cache
     lines = assert_fits(code, out, 120)
-    total = sum(f.stat().st_size for f in files) / 1e6
+    total = sum(f.stat().st_size for f in files) / 2**20
     assert any(f"{len(files)}/{len(files)} files" in line and f"{len(files)} ranks" in line
-               and f"/{total:,.1f} MB" in line for line in lines), out[-2000:]
+               and f"/{total:,.1f} MiB" in line for line in lines), out[-2000:]
     # JSON output and a pipe are quiet: nothing but the report.
     code, out = in_terminal(["report", run, "--format", "json"], 120)
     assert code == 0 and " files" not in ESCAPE.sub("", out).split("{", 1)[0]

@@ -3,6 +3,8 @@ Report's own value (the renderers format, they never compute)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import tracelens
@@ -305,3 +307,18 @@ def test_the_tax_line_gives_the_interval_and_the_kernels_whose_work_varies(width
             "runs alone, 9 without enough of them, 5 whose work varies); effective exposed comm 5.678 ms")
     assert line in " ".join(text(rep, width).split("\n"))
     assert "(interval 1.012-2.345 ms; 17 kernels" in markdown(rep)
+
+
+def test_sizes_are_iec_in_every_table():
+    # wfbp_100's generator (tests/fixtures/synth/scenarios.py): every all-reduce moves bucket_bytes = 25 * 2**20
+    # bytes. The exposed-collectives table and the bandwidth table name that size in the same units, IEC
+    # (docs/metrics.md, "Units"): 25.0 MiB, inside the 16 MiB–256 MiB bucket; no decimal MB anywhere.
+    from tracelens.renderers.common import size
+
+    assert [size(n) for n in (None, 0, 1023, 1024, 25 * 2**20, 3 * 2**30 // 2, 2**40)] == \
+        ["?", "0 B", "1023 B", "1.0 KiB", "25.0 MiB", "1.5 GiB", "1.0 TiB"]
+    rep = report(SAMPLES / "wfbp_100")
+    assert {c.bytes for c in rep.collectives} == {25 * 2**20}
+    for out in (text(rep, 160), markdown(rep)):
+        assert "25.0 MiB" in out and "16 MiB–256 MiB" in out
+        assert not re.search(r"\d (kB|MB|GB)\b", out), out

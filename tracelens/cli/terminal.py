@@ -115,15 +115,15 @@ class _Bar:
         if self._start(tally.files):
             self.bar.update(self.task, completed=tally.files_done, description=Path(tally.last).name,
                             ranks=f"{tally.ranks_done} ranks",
-                            size=f"{_mb(tally.bytes_done)}/{_mb(tally.bytes)} MB")
+                            size=f"{_mib(tally.bytes_done)}/{_mib(tally.bytes)} MiB")
 
     def stop(self) -> None:
         if self.bar is not None:
             self.bar.stop()
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:,.0f}" if n >= 10e6 else f"{n / 1e6:,.1f}"
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.0f}" if n >= 10 * 2**20 else f"{n / 2**20:,.1f}"
 
 
 # ------------------------------------------------------------------------------------------------ outputs

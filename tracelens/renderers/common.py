@@ -24,10 +24,14 @@ def frac(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f} %"
 
 
+IEC = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+
+
 def size(n: int | None) -> str:
+    """Bytes in IEC units, as every output gives them (docs/metrics.md, "Units"): ``25.0 MiB``, ``512 B``."""
     if n is None:
         return "?"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+    for unit, scale in IEC:
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n} B"
@@ -394,7 +398,7 @@ def matching_line(report: Report) -> str:
 
 def _binary(n: int) -> str:
     """Bucket edges are powers of two: ``16 MiB``."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+    for unit, scale in IEC:
         if n >= scale and n % scale == 0:
             return f"{n // scale} {unit}"
     return f"{n} B"
