@@ -50,10 +50,10 @@ def test_copy_time_per_step(tmp_path):
     assert d.evidence["exposed_copy_ns"] == 740_000 and d.evidence["copy_fraction"] == pytest.approx(0.74)
     assert d.evidence["by_direction"] == {"HtoD": 700_000, "DtoD": 40_000, "memset": 40_000}
     assert "pin_memory=True" in d.advice and "non_blocking=True" in d.advice
-    assert "74 %" in d.title and "host-to-device 0.70 ms" in d.detail
+    assert "74.0 %" in d.title and "host-to-device 0.700 ms" in d.detail
     crit = tracelens.analyze(tracelens.load(str(tmp_path / "r.json")), Thresholds(copy_critical_fraction=0.7))
     assert [d.severity for d in crit.diagnoses if d.id == "memcpy-bound"] == ["critical"]
-    assert "memory copies fill 74 % of the step" in render(rep, "text")
+    assert "memory copies fill 74.0 % of the step" in render(rep, "text")
 
 
 def test_copies_hidden_under_compute_are_not_a_finding(tmp_path):

@@ -78,10 +78,10 @@ def test_pattern_sentences_name_the_evidence(tmp_path):
     # Every sentence against its evidence, verdict by verdict: tests/integration/test_pattern_verdicts.py.
     saw = of(report(synth.SCENARIOS["wfbp_100"], tmp_path), "overlap-pattern")[0]
     # 100 all-reduces, 83 of which start before the last backward kernel ends (comm-bound queue, model §6).
-    assert saw.detail == "83 of 100 all-reduces start during the compute phase; 82 % of their time is hidden"
+    assert saw.detail == "83 of 100 all-reduces start during the compute phase; 82.5 % of their time is hidden"
     two = of(report(synth.SCENARIOS["one_bucket"], tmp_path), "overlap-pattern")[0]
     # The optimizer kernel runs after the all-reduce: "after the last compute kernel" would be false.
-    assert two.detail.startswith("1 all-reduce starts after the compute phase; 12.00 ms exposed (49 % of the step)")
+    assert two.detail.startswith("1 all-reduce starts after the compute phase; 12.000 ms exposed (49.2 % of the step)")
     assert "bucket_cap_mb" in two.advice and "no_sync" in two.advice
     assert two.severity == "critical"   # 12 ms of a 24.5 ms step exposed, above the 0.25 default
 

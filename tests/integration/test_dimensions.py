@@ -192,7 +192,7 @@ def test_sharded_embedding_all_to_all_is_its_own_dimension(tmp_path):
     assert rules == {"emb": ("scope", ["all_to_all"], 6), "unknown": ("none", ["all_to_all"], 3),
                      "dp": ("layout-world", ["all_reduce"], 3)}
     (emb,) = [d for d in rep.diagnoses if d.id == "parallelism" and d.evidence["dimension"] == "emb"]
-    assert emb.title.startswith("sharded embedding communication exposed: 1.50 ms")      # 3 x 500 µs
+    assert emb.title.startswith("sharded embedding communication exposed: 1.500 ms")      # 3 x 500 µs
     assert "TrainPipelineSparseDist" in emb.advice and "DeepEP" not in emb.advice
     assert not [d for d in rep.diagnoses if d.id == "parallelism" and d.evidence["dimension"] == "ep"]
 

@@ -20,13 +20,9 @@ from tracelens.contract import RankResult, StepMetrics, Totals
 
 from conftest import SAMPLES, corpus_file, host, kernel, write_trace
 from fixtures import synth
-from fixtures.findings import NUM, ms, of, run, write
+from fixtures.findings import NUM, ms, of, pct, run, write
 
 US, MS = 1_000, 1_000_000
-
-
-def pct(x) -> str:
-    return f"{x:.0f}"
 
 
 # ------------------------------------------------------------- nothing to overlap, no GPU recorded
@@ -143,7 +139,7 @@ def test_straggler_sentences_and_generator_truth(tmp_path):
     assert d.rank == 3 and d.step is None and d.severity == "warning"     # the 1.3x slower rank
     assert (ev["step_ns"], ev["compute_ns"]) == (step[3], comp[3])
     assert ev["ranks_step_ns"] == median(list(step.values())) and ev["ranks_compute_ns"] == median(list(comp.values()))
-    m = re.fullmatch(r"straggler: (step|compute) time (\d+) % above the median of (\d+) ranks", d.title)
+    m = re.fullmatch(r"straggler: (step|compute) time (\d+\.\d) % above the median of (\d+) ranks", d.title)
     worst = max(ev["step_excess"], ev["compute_excess"])
     assert m[1] == ("compute" if worst == ev["compute_excess"] else "step") and m[2] == pct(100 * worst)
     assert int(m[3]) == ev["ranks"] == 4
@@ -176,8 +172,8 @@ def test_a_rank_with_longer_steps_but_the_same_compute_is_a_step_time_straggler(
     (f,) = straggler.find(ranks, Thresholds())
     assert (f.rank, f.verdict, f.evidence["step_excess"], f.evidence["compute_excess"]) == (2, "step-time", 0.2, 0.0)
     d = wording.diagnosis(f)
-    assert d.title == "straggler: step time 20 % above the median of 3 ranks" and d.severity == "warning"
-    assert d.detail == ("median step 12.00 ms against 10.00 ms, median compute 6.00 ms against 6.00 ms (over its 2 "
+    assert d.title == "straggler: step time 20.0 % above the median of 3 ranks" and d.severity == "warning"
+    assert d.detail == ("median step 12.000 ms against 10.000 ms, median compute 6.000 ms against 6.000 ms (over its 2 "
                         "complete steps and the 3 ranks; no collective was matched across ranks, so who waits for "
                         "whom is not known)")
 

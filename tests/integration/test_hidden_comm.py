@@ -75,7 +75,7 @@ def test_scopes_without_a_comm_kernel_are_named_with_what_ran(tmp_path):
     assert ev["launched"] == []       # the scopes launched nothing themselves
     d = _hidden(rep)[0]
     assert d.detail == ("3 of 3 collective scopes (c10d::allreduce_ ×3) have no communication kernel or copy; "
-                        "kernels named like communication: custom_ring_allreduce_kernel (compute, 3×, 0.90 ms)")
+                        "kernels named like communication: custom_ring_allreduce_kernel (compute, 3×, 0.900 ms)")
 
 
 def test_a_single_rank_run_has_no_hidden_communication(tmp_path):
@@ -171,5 +171,5 @@ def test_what_a_scope_launched_instead_is_named(tmp_path):
     assert d.evidence["launched"] == [{"name": "Memcpy HtoD (Pinned -> Device)", "kind": "memcpy", "count": 2,
                                        "time_ns": 2 * 40 * US}]
     assert d.evidence["comm_pattern"] is None and d.evidence["look_alike"] == []
-    assert "launched inside them: Memcpy HtoD (Pinned -> Device) (memcpy, 2×, 0.08 ms)" in d.detail
+    assert "launched inside them: Memcpy HtoD (Pinned -> Device) (memcpy, 2×, 0.080 ms)" in d.detail
     assert rep.ranks[0].totals.comm_ns == 0 and rep.ranks[0].totals.memcpy_ns == 2 * 40 * US

@@ -77,7 +77,7 @@ def test_the_tax_finding_names_the_slowed_kernel_its_baseline_and_the_collective
     assert {k["reason"] for k in ev["left_out"]} == {"too-few"}
     assert top["collective"] == "all_reduce"
     assert len(ev["kernels"]) == 1          # the uncompared kernels paid no counted tax
-    assert "0.48 ms" in d.detail and "0.10 ms" in d.detail and "0.14 ms" in d.detail
+    assert "0.480 ms" in d.detail and "0.100 ms" in d.detail and "0.140 ms" in d.detail
 
 
 def test_too_few_runs_alone_leave_a_kernel_uncompared(tmp_path):

@@ -139,7 +139,7 @@ def test_sawtooth_sentences(tmp_path):
     d = of(run(write(synth.SCENARIOS["wfbp_100"], tmp_path)), "overlap-pattern")[0]
     ev = d.evidence
     assert d.title == "sawtooth: communication overlaps compute"
-    f = fields(r"(?P<k>\d+) of (?P<n>\d+) all-reduces start during the compute phase; (?P<h>\d+) % of their "
+    f = fields(r"(?P<k>\d+) of (?P<n>\d+) all-reduces start during the compute phase; (?P<h>\d+\.\d) % of their "
                r"time is hidden", d.detail)
     assert (int(f["k"]), int(f["n"]), f["h"]) == (ev["started_during_compute"], ev["comm_kernels"],
                                                   pct(ev["overlap_pct"]))
@@ -156,7 +156,7 @@ def test_two_phase_sentences(tmp_path):
     assert d.title == "two-phase: communication waits for the end of compute"
     # All of the step's communication starts at or after the compute phase ends: the order is proven.
     assert ev["started_during_compute"] == 0
-    m = re.fullmatch(rf"(\d+) all-reduce starts after the compute phase; {_exposed(ev)}, (\d+) % hidden", d.detail)
+    m = re.fullmatch(rf"(\d+) all-reduce starts after the compute phase; {_exposed(ev)}, (\d+\.\d) % hidden", d.detail)
     assert int(m[1]) == ev["comm_kernels"] == 1
     check_exposed(ev, m[2], m[3])
     assert m[4] == pct(ev["overlap_pct"])
@@ -167,8 +167,8 @@ def test_two_phase_sentences(tmp_path):
     d = of(run(write(sc, tmp_path)), "overlap-pattern")[0]
     ev = d.evidence
     assert d.title.startswith("two-phase") and ev["started_during_compute"] == 1
-    m = re.fullmatch(rf"(\d+) % of communication \(({NUM}) ms of ({NUM}) ms\) runs after the compute phase, "
-                     rf"(\d+) of (\d+) all-reduces starts during it; {_exposed(ev)}, (\d+) % hidden", d.detail)
+    m = re.fullmatch(rf"(\d+\.\d) % of communication \(({NUM}) ms of ({NUM}) ms\) runs after the compute phase, "
+                     rf"(\d+) of (\d+) all-reduces starts during it; {_exposed(ev)}, (\d+\.\d) % hidden", d.detail)
     assert m[1] == pct(100 * ev["tail_fraction"]) and m[2] == ms(ev["tail_ns"]) and m[3] == ms(ev["comm_ns"])
     assert (int(m[4]), int(m[5])) == (ev["started_during_compute"], ev["comm_kernels"])
     check_exposed(ev, m[6], m[7])
@@ -179,8 +179,8 @@ def test_two_phase_sentences(tmp_path):
 def test_serialized_sentences(tmp_path):
     d = of(run(write(synth.SCENARIOS["serialized"], tmp_path)), "overlap-pattern")[0]
     ev = d.evidence
-    m = re.fullmatch(rf"(\d+) % of communication time runs on a stream that also runs compute; (\d+) all-reduces "
-                     rf"in (\d+) bursts between compute, (\d+) % hidden; {_exposed(ev)}", d.detail)
+    m = re.fullmatch(rf"(\d+\.\d) % of communication time runs on a stream that also runs compute; (\d+) all-reduces "
+                     rf"in (\d+) bursts between compute, (\d+\.\d) % hidden; {_exposed(ev)}", d.detail)
     assert m[1] == pct(100 * ev["comm_on_compute_stream"]) and int(m[2]) == ev["comm_kernels"]
     assert int(m[3]) == ev["bursts"] and m[4] == pct(ev["overlap_pct"])
     check_exposed(ev, m[5], m[6])
@@ -191,7 +191,7 @@ def test_serialized_sentences(tmp_path):
     d = of(rep, "overlap-pattern")[0]
     ev = d.evidence
     assert d.title == "serialized: communication between compute, never alongside it"
-    m = re.fullmatch(rf"(\d+) all-reduces run in (\d+) bursts between compute but only (\d+) % of their time is "
+    m = re.fullmatch(rf"(\d+) all-reduces run in (\d+) bursts between compute but only (\d+\.\d) % of their time is "
                      rf"hidden; {_exposed(ev)}", d.detail)
     assert (int(m[1]), int(m[2]), m[3]) == (ev["comm_kernels"], ev["bursts"], pct(ev["overlap_pct"]))
     check_exposed(ev, m[4], m[5])
@@ -202,7 +202,7 @@ def test_partial_sentences(tmp_path):
     d = of(rep, "overlap-pattern")[0]
     ev = d.evidence
     assert d.title == "partial overlap"
-    m = re.fullmatch(rf"(\d+) % of communication is hidden and (\d+) % runs after the compute phase; {_exposed(ev)}",
+    m = re.fullmatch(rf"(\d+\.\d) % of communication is hidden and (\d+\.\d) % runs after the compute phase; {_exposed(ev)}",
                      d.detail)
     assert m[1] == pct(ev["overlap_pct"]) and m[2] == pct(100 * ev["tail_fraction"])
     check_exposed(ev, m[3], m[4])

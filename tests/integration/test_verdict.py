@@ -80,7 +80,7 @@ def test_waiting_ranks_get_no_bucket_or_launch_advice(tmp_path, name):
         # The advice is the pointer at the late rank, nothing about bucket sizes or launches.
         where = "exposed here" if pw["of"] == "step" else "this rank exposes in all"
         assert pw["of"] == ("step" if d.step is not None else "rank")
-        assert d.advice == (f"{pw['wait_ns'] / 1e6:.2f} ms of the {pw['exposed_ns'] / 1e6:.2f} ms {where} is "
+        assert d.advice == (f"{pw['wait_ns'] / 1e6:.3f} ms of the {pw['exposed_ns'] / 1e6:.3f} ms {where} is "
                             f"waiting for rank {culprit}: no bucket, launch or stream change hides it; see the "
                             f"straggler finding of rank {culprit}")
     # Where the wait is not most of a finding's time, the finding keeps its own advice.

@@ -322,3 +322,24 @@ def test_sizes_are_iec_in_every_table():
     for out in (text(rep, 160), markdown(rep)):
         assert "25.0 MiB" in out and "16 MiB–256 MiB" in out
         assert not re.search(r"\d (kB|MB|GB)\b", out), out
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown"])
+def test_a_quantity_reads_the_same_in_the_tables_and_the_sentences(fmt):
+    # wfbp_100 generator truth per step: 12 ms of comm, 9.9 ms of it hidden (82.5 %), 2.1 ms exposed of a
+    # 16.47 ms step (12.8 %). The step table and the sawtooth finding beside it give each with the same digits
+    # and unit; rank 1's clock offset (+0.123 ms, spread 0) is in ms in the table and in the sentence alike.
+    from tracelens.renderers.common import frac, ms, pct
+
+    rep = report(SAMPLES / "wfbp_100")
+    st = rep.ranks[0].steps[0]
+    assert (pct(st.overlap_pct), frac(st.exposed_comm_fraction), ms(st.exposed_comm_ns)) == ("82.5 %", "12.8 %", "2.100")
+    out = text(rep, 160) if fmt == "text" else markdown(rep)
+    assert "82.5 % of their time is hidden" in out and "2.100 ms exposed (12.8 % of the step)" in out
+    assert "rank 1 +0.123 ms ± 0.000 ms" in out and "µs" not in out
+    # No shorter roundings of the same numbers (82 %, 13 % of the step, 2.10 ms) below the run verdict, whose
+    # headline and cause table round a cause's cost per step alike on purpose (2.10 ms, 13 %).
+    below = out.split("rank 0/2")[1]
+    assert not re.search(r"\b82 %|\b13 % of the step|\b2\.10 ms", below), below
+    # The across-ranks count column says what it counts.
+    assert "arrived last" in out and not re.search(r"[|┃] late [|┃]", out)

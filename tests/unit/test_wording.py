@@ -75,7 +75,7 @@ def test_the_wording_module_only_formats():
 def test_sawtooth_wording():
     ev = pattern_ev(pattern="sawtooth")
     d = word("overlap-pattern", "sawtooth", ev)
-    f = fields(r"(?P<k>\d+) of (?P<n>\d+) all-gathers start during the compute phase; (?P<h>\d+) % of their "
+    f = fields(r"(?P<k>\d+) of (?P<n>\d+) all-gathers start during the compute phase; (?P<h>\d+\.\d) % of their "
                r"time is hidden", d.detail)
     assert (int(f["k"]), int(f["n"]), f["h"]) == (ev["started_during_compute"], ev["comm_kernels"],
                                                   pct(ev["overlap_pct"]))
@@ -89,15 +89,15 @@ def test_sawtooth_wording():
     assert word("overlap-pattern", "sawtooth", pattern_ev(exposed_comm_ns=0)).advice == ""
     cpu = pattern_ev(mode="cpu", op=None, ops=None, started_during_compute=1, comm_kernels=3)
     assert word("overlap-pattern", "sawtooth", cpu).detail == \
-        "1 of 3 collectives starts during the main thread's compute phase; 61 % of their time is hidden"
+        "1 of 3 collectives starts during the main thread's compute phase; 61.4 % of their time is hidden"
 
 
 def test_two_phase_wording():
     ev = pattern_ev()          # 7 of 12 started during the compute phase: the tail share, no claim of order
     d = word("overlap-pattern", "two-phase", ev)
     assert d.title == "two-phase: communication waits for the end of compute"
-    m = re.fullmatch(rf"(\d+) % of communication \(({NUM}) ms of ({NUM}) ms\) runs after the compute phase, "
-                     rf"(\d+) of (\d+) all-gathers start during it; {_exposed(ev)}, (\d+) % hidden", d.detail)
+    m = re.fullmatch(rf"(\d+\.\d) % of communication \(({NUM}) ms of ({NUM}) ms\) runs after the compute phase, "
+                     rf"(\d+) of (\d+) all-gathers start during it; {_exposed(ev)}, (\d+\.\d) % hidden", d.detail)
     assert m[1] == pct(100 * ev["tail_fraction"]) and m[2] == ms(ev["tail_ns"]) and m[3] == ms(ev["comm_ns"])
     assert (int(m[4]), int(m[5])) == (ev["started_during_compute"], ev["comm_kernels"])
     check_exposed(ev, m[6], m[7])
@@ -112,7 +112,7 @@ def test_two_phase_wording():
         assert "bucket" not in word("overlap-pattern", "two-phase", other).advice
     # None started before the phase end: the order is proven, so it says so.
     ev = pattern_ev(started_during_compute=0)
-    m = re.fullmatch(rf"(\d+) all-gathers all start after the compute phase; {_exposed(ev)}, (\d+) % hidden",
+    m = re.fullmatch(rf"(\d+) all-gathers all start after the compute phase; {_exposed(ev)}, (\d+\.\d) % hidden",
                      word("overlap-pattern", "two-phase", ev).detail)
     assert int(m[1]) == ev["comm_kernels"] and m[4] == pct(ev["overlap_pct"])
     check_exposed(ev, m[2], m[3])
@@ -140,7 +140,7 @@ def test_backlog_wording():
     assert d.title == "comm backlog: collectives issued during compute start late, queued behind earlier ones"
     m = re.fullmatch(rf"(\d+) of the (\d+) collectives that start after the compute phase were issued during it, "
                      rf"(\d+) of them queued behind earlier communication; ({NUM}) ms of the ({NUM}) ms after it is "
-                     rf"communication issued during it; {_exposed(ev)}, (\d+) % hidden", d.detail)
+                     rf"communication issued during it; {_exposed(ev)}, (\d+\.\d) % hidden", d.detail)
     assert [int(x) for x in m.groups()[:3]] == [ev["issued_during_compute"], ev["tail_collectives"], ev["queued"]]
     assert (m[4], m[5]) == (ms(ev["backlog_ns"]), ms(ev["tail_ns"]))
     check_exposed(ev, m[6], m[7])
@@ -157,15 +157,15 @@ def test_serialized_wording():
     ev = pattern_ev(pattern="serialized")
     d = word("overlap-pattern", "serialized-on-compute-stream", ev)
     assert d.title == "serialized: communication on the compute stream, taking turns with compute"
-    m = re.fullmatch(rf"(\d+) % of communication time runs on a stream that also runs compute; (\d+) all-gathers "
-                     rf"in (\d+) bursts between compute, (\d+) % hidden; {_exposed(ev)}", d.detail)
+    m = re.fullmatch(rf"(\d+\.\d) % of communication time runs on a stream that also runs compute; (\d+) all-gathers "
+                     rf"in (\d+) bursts between compute, (\d+\.\d) % hidden; {_exposed(ev)}", d.detail)
     assert m[1] == pct(100 * ev["comm_on_compute_stream"]) and int(m[2]) == ev["comm_kernels"]
     assert int(m[3]) == ev["bursts"] and m[4] == pct(ev["overlap_pct"])
     check_exposed(ev, m[5], m[6])
     assert "own stream" in d.advice
     d = word("overlap-pattern", "serialized", ev)
     assert d.title == "serialized: communication between compute, never alongside it"
-    m = re.fullmatch(rf"(\d+) all-gathers run in (\d+) bursts between compute but only (\d+) % of their time is "
+    m = re.fullmatch(rf"(\d+) all-gathers run in (\d+) bursts between compute but only (\d+\.\d) % of their time is "
                      rf"hidden; {_exposed(ev)}", d.detail)
     assert (int(m[1]), int(m[2]), m[3]) == (ev["comm_kernels"], ev["bursts"], pct(ev["overlap_pct"]))
     check_exposed(ev, m[4], m[5])
@@ -179,7 +179,7 @@ def test_partial_wording():
     ev = pattern_ev(pattern="partial")
     d = word("overlap-pattern", "partial", ev)
     assert d.title == "partial overlap"
-    m = re.fullmatch(rf"(\d+) % of communication is hidden and (\d+) % runs after the compute phase; {_exposed(ev)}",
+    m = re.fullmatch(rf"(\d+\.\d) % of communication is hidden and (\d+\.\d) % runs after the compute phase; {_exposed(ev)}",
                      d.detail)
     assert m[1] == pct(ev["overlap_pct"]) and m[2] == pct(100 * ev["tail_fraction"])
     check_exposed(ev, m[3], m[4])
@@ -187,7 +187,7 @@ def test_partial_wording():
     ddp = word("overlap-pattern", "partial", pattern_ev(op="all_reduce", ops={"all_reduce": 12}))
     assert ddp.advice.startswith("smaller or earlier buckets; ")
     # Nothing hidden is 0 %, not "none" (a ratio is only null without communication, and then no entry).
-    assert word("overlap-pattern", "partial", pattern_ev(overlap_pct=0.0)).detail.startswith("0 % of communication")
+    assert word("overlap-pattern", "partial", pattern_ev(overlap_pct=0.0)).detail.startswith("0.0 % of communication")
 
 
 def test_nothing_to_overlap_wording():
@@ -198,7 +198,7 @@ def test_nothing_to_overlap_wording():
     assert m[1] == ms(ev["comm_ns"]) and int(m[2]) == ev["comm_kernels"]
     assert d.advice.startswith("a communication-only step")
     d = word("overlap-pattern", "nothing-to-overlap", {**ev, "mode": "cpu", "op": None, "ops": None})
-    assert d.detail == "4.32 ms of communication (12 collectives) and no compute on the main thread"  # 4_321_000 ns
+    assert d.detail == "4.321 ms of communication (12 collectives) and no compute on the main thread"  # 4_321_000 ns
     assert "CPU ops are missing" in d.advice
 
 
@@ -358,7 +358,7 @@ def test_straggler_wording():
     for verdict, what, excess in (("step-time", "step", ev["step_excess"]),
                                   ("compute-time", "compute", ev["compute_excess"])):
         d = word("straggler", verdict, ev, step=None)
-        m = re.fullmatch(r"straggler: (step|compute) time (\d+) % above the median of (\d+) ranks", d.title)
+        m = re.fullmatch(r"straggler: (step|compute) time (\d+\.\d) % above the median of (\d+) ranks", d.title)
         assert (m[1], m[2], int(m[3])) == (what, pct(100 * excess), ev["ranks"])
         m = re.fullmatch(rf"median ({what}) ({NUM}) ms against ({NUM}) ms, median (step|compute) ({NUM}) ms against "
                          rf"({NUM}) ms \(over its (\d+) complete steps and the (\d+) ranks; no collective was matched "
@@ -447,7 +447,7 @@ def test_cross_rank_straggler_wording(reason, words, doing):
                      r"waiting in all", d.title)
     assert m and (int(m[1]), m[2]) == (ev["late_count"], ms(ev["caused_wait_ns"]))
     m = re.fullmatch(rf"it arrives last at (\d+) of (\d+) matched collectives, a mean ({NUM}) ms after the first "
-                     rf"rank, causing (\d+) % of the waiting over (\d+) ranks; before each it spent a mean ({NUM}) ms "
+                     rf"rank, causing (\d+\.\d) % of the waiting over (\d+) ranks; before each it spent a mean ({NUM}) ms "
                      rf"{doing} against ({NUM}) ms on the other ranks, of ({NUM}) ms against ({NUM}) ms since they "
                      r"last met \(the previous step's collective, else the step's start\)", d.detail)
     assert m, d.detail
@@ -461,7 +461,7 @@ def test_cross_rank_straggler_of_unknown_cause():
     ev = late_ev(reason="unknown", mean_skew_ns=None)
     d = word("straggler", "unknown", ev, step=None)
     assert d.title.startswith("straggler (cause unknown): ")
-    m = re.fullmatch(rf"it arrives last at 11 of 13 matched collectives, causing 91 % of the waiting over 8 ranks; "
+    m = re.fullmatch(rf"it arrives last at 11 of 13 matched collectives, causing 91\.3 % of the waiting over 8 ranks; "
                      rf"it came a mean ({NUM}) ms after the other ranks, but since they last met \(the previous "
                      rf"step's collective, else the step's start\) it took a mean ({NUM}) ms to arrive against ({NUM}) ms on "
                      rf"the others, and no one activity explains the difference; it began its first captured step "
@@ -494,13 +494,13 @@ def test_clock_offset_wording():
     ev = clock_ev()
     d = word("clock-offset", "corrected", ev, step=None)
     assert d.title == "clocks aligned: 1 clock offset corrected against rank 0"
-    # The offset in ms with its sign and three decimals, the spread in µs with one.
-    assert d.detail == ("offsets from the end times of matched collectives: host node1 +2.500 ms ± 3.4 µs; "
+    # The offset in ms with its sign and three decimals, its spread in ms too, as the across-ranks table gives it.
+    assert d.detail == ("offsets from the end times of matched collectives: host node1 +2.500 ms ± 0.003 ms; "
                         "cross-rank numbers use the aligned times, each rank's step metrics stay on its own clock")
     d = word("clock-offset", "uncertain", ev, step=None)
     assert d.title == "clocks not aligned: 2 clock offsets too uncertain to correct"
-    assert d.detail.startswith("end times of matched collectives against rank 0 spread more than 50 µs: "
-                               "rank 7 -0.061 ms ± 812.3 µs; rank 9 unknown (no collective shared); ")
+    assert d.detail.startswith("end times of matched collectives against rank 0 spread more than 0.050 ms: "
+                               "rank 7 -0.061 ms ± 0.812 ms; rank 9 unknown (no collective shared); ")
 # ---------------------------------------------------------------------------------------- overlap-tax
 
 def tax_ev(**changes) -> dict:
@@ -528,8 +528,8 @@ def tax_ev(**changes) -> dict:
 def test_overlap_tax_wording():
     ev = tax_ev()
     d = word("overlap-tax", None, ev, step=None)
-    assert fields(rf"overlap tax: compute ran (?P<t>{NUM}) ms slower beside communication \((?P<p>\d+) % of step "
-                  rf"time; (?P<c>\d+) % interval (?P<lo>{NUM}) ms-(?P<hi>{NUM}) ms\)", d.title) == \
+    assert fields(rf"overlap tax: compute ran (?P<t>{NUM}) ms slower beside communication \((?P<p>\d+\.\d) % of step "
+                  rf"time; (?P<c>\d+\.\d) % interval (?P<lo>{NUM}) ms-(?P<hi>{NUM}) ms\)", d.title) == \
         {"t": ms(ev["overlap_tax_ns"]), "p": pct(100 * ev["tax_fraction"]), "c": pct(100 * ev["confidence"]),
          "lo": ms(ev["overlap_tax_low_ns"]), "hi": ms(ev["overlap_tax_high_ns"])}
     k0, k1 = ev["kernels"]
@@ -543,7 +543,7 @@ def test_overlap_tax_wording():
                rf"(?P<h>{NUM}) ms of communication cost (?P<t>{NUM}) ms \(at least (?P<lo>{NUM}) ms\), so it really "
                rf"costs (?P<eff>{NUM}) ms \((?P<x>{NUM}) ms exposed \+ tax\); left out: (?P<u>\d+) with too few "
                rf"runs alone to compare, (?P<v>\d+) whose work varies \(runs alone spread over more than "
-               rf"(?P<sp>\d+) % of their median, or without input shapes under communication\), e\.g\. "
+               rf"(?P<sp>\d+\.\d) % of their median, or without input shapes under communication\), e\.g\. "
                rf"cutlass::device_kernel<grouped_gemm> ran (?P<vmin>{NUM}) ms-(?P<vmax>{NUM}) ms over its "
                rf"(?P<va>\d+) runs alone \((?P<vr>\d+)× under communication\); rotary_kernel \((?P<ua>\d+) run "
                rf"alone, (?P<ur>\d+)× under communication\)", d.detail)
@@ -693,10 +693,10 @@ def dimension_ev(**changes) -> dict:
 def test_parallelism_wording(dim, name):
     ev = dimension_ev(dimension=dim)
     d = word("parallelism", dim, ev, step=None)
-    f = fields(rf"{name} communication exposed: (?P<e>{NUM}) ms \((?P<p>\d+) % of step time\)", d.title)
+    f = fields(rf"{name} communication exposed: (?P<e>{NUM}) ms \((?P<p>\d+\.\d) % of step time\)", d.title)
     assert (f["e"], f["p"]) == (ms(ev["exposed_comm_ns"]), pct(100 * ev["exposed_fraction"]))
     f = fields(rf"(?P<n>\d+) collectives \(all-gather, reduce-scatter\) in TENSOR_MODEL_PARALLEL_GROUP, 5: "
-               rf"(?P<c>{NUM}) ms of communication over (?P<s>\d+) steps, (?P<h>\d+) % hidden; most exposed in "
+               rf"(?P<c>{NUM}) ms of communication over (?P<s>\d+) steps, (?P<h>\d+\.\d) % hidden; most exposed in "
                rf"step (?P<w>\d+)", d.detail)
     assert (int(f["n"]), f["c"], int(f["s"]), f["h"], int(f["w"])) == (
         ev["collectives"], ms(ev["comm_ns"]), ev["steps"], pct(ev["overlap_pct"]), ev["worst_step"])
@@ -708,7 +708,7 @@ def test_parallelism_wording_of_a_whole_trace_window_and_unnamed_groups():
     ev = dimension_ev(dimension="ep", groups=[], steps=1, worst_step=None, collectives=1, ops=["all_to_all"])
     d = word("parallelism", "ep", ev, step=None)
     f = fields(rf"1 collective \(all-to-all\) in no named process group: (?P<c>{NUM}) ms of communication over "
-               rf"1 step, (?P<h>\d+) % hidden", d.detail)
+               rf"1 step, (?P<h>\d+\.\d) % hidden", d.detail)
     assert (f["c"], f["h"]) == (ms(ev["comm_ns"]), pct(ev["overlap_pct"]))
 
 
@@ -731,7 +731,7 @@ def test_parallelism_advice_per_dimension():
     assert "(PP − 1)(F + B)" in word("parallelism", "pp", dimension_ev(dimension="pp", group_size=None)).advice
     # With the micro-batches the trace shows, the plain-1F1B bubble they give
     ev = dimension_ev(dimension="pp", stage=2, micro_batches=6, expected_bubble=0.3333)
-    m = re.search(rf"with m micro-batches \(stage (\d+) sends for (\d+) micro-batches a step: (\d+) % of the "
+    m = re.search(rf"with m micro-batches \(stage (\d+) sends for (\d+) micro-batches a step: (\d+\.\d) % of the "
                   r"step if it is plain 1F1B\):", word("parallelism", "pp", ev).advice)
     assert m and (int(m[1]), int(m[2]), m[3]) == (ev["stage"], ev["micro_batches"], pct(100 * ev["expected_bubble"]))
     assert advice["tp"].endswith("(CUDA_DEVICE_MAX_CONNECTIONS is not recorded)")

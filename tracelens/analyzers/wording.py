@@ -4,8 +4,8 @@ Analyzers decide a finding (its id, severity and, where an id has several senten
 measure its evidence; this module only words it, one function per id and verdict. A function reads the
 finding's evidence (and its step) and formats it: it never measures, sums, picks a maximum or compares
 against a threshold, so every number a sentence states is one of the evidence values as printed (ms with
-two decimals, percentages to the unit; docs/metrics.md, "Sentences"). It lives with the analyzers, not
-beside the renderers: a renderer shows the texts a report already holds (a saved JSON report is re-rendered
+three decimals and percentages with one decimal, as the report's tables print them; docs/metrics.md,
+"Sentences"). It lives with the analyzers, not beside the renderers: a renderer shows the texts a report already holds (a saved JSON report is re-rendered
 without its traces), so only :func:`diagnosis` turns findings into report entries.
 """
 
@@ -52,11 +52,13 @@ def _waiting_advice(pw: dict) -> str:
 
 
 def _ms(ns: int) -> str:
-    return f"{ns / 1e6:.2f} ms"
+    """A time as the report's tables print it: ms with three decimals."""
+    return f"{ns / 1e6:.3f} ms"
 
 
 def _pct(value: float | None) -> str:
-    return "none" if value is None else f"{value:.0f} %"
+    """A share as the report's tables print it: one decimal."""
+    return "none" if value is None else f"{value:.1f} %"
 
 
 def _verb(n: int) -> str:
@@ -319,7 +321,7 @@ def _straggler(f: Finding, what: str, excess: float) -> tuple[str, str, str]:
     step = f"median step {_ms(ev['step_ns'])} against {_ms(ev['ranks_step_ns'])}"
     compute = f"median compute {_ms(ev['compute_ns'])} against {_ms(ev['ranks_compute_ns'])}"
     first, second = (step, compute) if what == "step time" else (compute, step)
-    return (f"straggler: {what} {100 * excess:.0f} % above the median of {ev['ranks']} ranks",
+    return (f"straggler: {what} {_pct(100 * excess)} above the median of {ev['ranks']} ranks",
             f"{first}, {second} (over its {ev['steps']} complete steps and the {ev['ranks']} ranks; no collective "
             "was matched across ranks, so who waits for whom is not known)",
             "if the other ranks wait for this one: " + reason_advice("compute", ev.get("cpu", False))
@@ -391,7 +393,7 @@ def _offsets(units: list) -> str:
     def one(u):
         who = f"host {u['host']}" if u["host"] is not None else "rank " + ", ".join(map(str, u["ranks"]))
         off = "unknown (no collective shared)" if u["offset_ns"] is None else f"{u['offset_ns'] / 1e6:+.3f} ms"
-        spread = "" if u["spread_ns"] is None else f" ± {u['spread_ns'] / 1e3:.1f} µs"
+        spread = "" if u["spread_ns"] is None else f" ± {_ms(u['spread_ns'])}"
         return f"{who} {off}{spread}"
     return "; ".join(one(u) for u in units[:6]) + (f"; and {len(units) - 6} more" if len(units) > 6 else "")
 
@@ -410,7 +412,7 @@ def clock_offset_uncertain(f: Finding) -> tuple[str, str, str]:
     return (f"clocks not aligned: {ev['uncertain']} clock offset{'s' if ev['uncertain'] != 1 else ''} too uncertain "
             "to correct",
             f"end times of matched collectives against rank {ev['reference_rank']} spread more than "
-            f"{ev['max_spread_ns'] / 1e3:.0f} µs: {_offsets(ev['uncertain_units'])}; arrival skew and the last rank are not "
+            f"{_ms(ev['max_spread_ns'])}: {_offsets(ev['uncertain_units'])}; arrival skew and the last rank are not "
             "given for collectives of these ranks (waits and transfers do not need clocks)",
             "record every rank in one capture window, or synchronise the hosts' clocks (NTP, PTP)")
 
@@ -479,7 +481,7 @@ def memcpy_bound(f: Finding) -> tuple[str, str, str]:
         advice = (_COPY_PAGEABLE if torch else _COPY_PAGEABLE_CUDA) + advice
     listed = ", ".join(f"{_COPY_WORDS.get(d, d)} {_ms(v)}" for d, v in
                        sorted(parts.items(), key=lambda kv: -kv[1]) if v >= 5_000) or "each under 0.01 ms"
-    return (f"memory copies fill {100 * ev['copy_fraction']:.0f} % of the step",
+    return (f"memory copies fill {_pct(100 * ev['copy_fraction'])} of the step",
             f"{_ms(ev['exposed_copy_ns'])} of the {_ms(ev['duration_ns'])} step ran nothing but copies and sets "
             f"({listed}); compute {_ms(ev['compute_ns'])}, communication {_ms(ev['comm_ns'])}",
             advice)
@@ -841,7 +843,10 @@ _CAUSE_WORDS = {"peer-wait": "waiting for other ranks", "not-overlapped": "trans
 
 
 def _cost(c) -> str:
-    return f"{_ms(c.ns_per_step)} per step ({_pct(None if c.share_of_step is None else 100 * c.share_of_step)} of the step)"
+    """A cause's cost as the verdict words it, and as its table prints it: ms with two decimals, the share to
+    the unit (renderers/common.verdict_cells)."""
+    share = "none" if c.share_of_step is None else f"{100 * c.share_of_step:.0f} %"
+    return f"{c.ns_per_step / 1e6:.2f} ms per step ({share} of the step)"
 
 
 def headline(biggest, top, waiting: list[int] | None, tcp: bool = False) -> str:

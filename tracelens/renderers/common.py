@@ -277,7 +277,7 @@ def steps_label(steps: list) -> str:
 
 # ------------------------------------------------------------------------------------------ across ranks
 
-ACROSS_HEADERS = ("rank", "host", "wait ms", "transfer ms", "exposed wait ms", "late", "clock offset ms")
+ACROSS_HEADERS = ("rank", "host", "wait ms", "transfer ms", "exposed wait ms", "arrived last", "clock offset ms")
 BANDWIDTH_HEADERS = ("op", "ranks", "size", "count", "algbw GB/s", "busbw p10", "busbw p50", "busbw p90")
 ACROSS_ALL_UP_TO = 16      # more ranks than this: the ones that wait most and least, and the distribution
 ACROSS_EACH_END = 5
