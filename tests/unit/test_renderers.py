@@ -343,3 +343,45 @@ def test_a_quantity_reads_the_same_in_the_tables_and_the_sentences(fmt):
     assert not re.search(r"\b82 %|\b13 % of the step|\b2\.10 ms", below), below
     # The across-ranks count column says what it counts.
     assert "arrived last" in out and not re.search(r"[|┃] late [|┃]", out)
+
+
+def _ms_of(ns: int) -> str:
+    return f"{ns / 1e6:.3f}"
+
+
+def _span(values: list[int]) -> str:
+    lo, hi = _ms_of(min(values)), _ms_of(max(values))
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown"])
+def test_a_finding_over_several_steps_speaks_per_step_and_quotes_their_range(fmt):
+    # cuda_nccl_item (a real H100 recording): one .item() sync stall in each of steps 3-5 (step 6's is brief, an
+    # entry of its own), whose CPU-blocked and device-idle times differ from step to step (the report's
+    # evidence per step). The one entry over steps 3–5 says so, never "in this step", and quotes the three
+    # steps' lowest–highest, not one step's values.
+    rep = report(SAMPLES / "cuda_nccl_item")
+    stalls = [d for d in rep.diagnoses if d.id == "sync-stall" and d.title.startswith("sync stall")]
+    assert [d.step for d in stalls] == [3, 4, 5]
+    blocked = _span([d.evidence["sites"][0]["blocked_ns"] for d in stalls])
+    idle = _span([d.evidence["sites"][0]["idle_after_ns"] for d in stalls])
+    out = " ".join((text(rep, 400) if fmt == "text" else markdown(rep)).split())
+    entry = out.split("steps 3–5 · ")[1].split(" step 6 · ")[0]
+    assert entry.count("in this step") == 0 and "in each of steps 3–5: 1×" in entry
+    assert f"CPU blocked {blocked} ms, device idle {idle} ms after it" in entry, entry
+    assert "–" in blocked        # the steps differ: a range, where one step's value alone was shown
+
+
+def test_findings_whose_wording_differs_are_not_merged_into_one_entry():
+    # gloo_no_sync (a real CPU recording): rank 1's step 2 is mostly a wait for the other rank (its advice
+    # says so), steps 3-4 are not; a range over all three steps would put the wait advice of one step under
+    # the others. Each wording is its own entry, and each entry's numbers are its own steps' range.
+    rep = report(SAMPLES / "gloo_no_sync")
+    mine = [d for d in rep.diagnoses if d.id == "overlap-pattern" and d.rank == 1]
+    out = " ".join(text(rep, 400).split())
+    waits = [d for d in mine if "peer_wait" in d.evidence]
+    rest = [d for d in mine if "peer_wait" not in d.evidence]
+    assert [d.step for d in waits] == [2] and [d.step for d in rest] == [3, 4]
+    assert "rank 1 · step 2 · two-phase" in out and "rank 1 · steps 3–4 · two-phase" in out
+    exposed = _span([d.evidence["exposed_comm_ns"] for d in rest])
+    assert f"in each of steps 3–4: 1 all-reduce starts after the main thread's compute phase; {exposed} ms exposed" in out

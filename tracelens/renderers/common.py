@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..contract import SEVERITIES, RankResult, Report
 
@@ -164,7 +165,9 @@ def rank_title(r) -> str:
 
 @dataclass
 class Finding:
-    """Diagnoses with the same rank, id and verdict, shown once with the steps they cover."""
+    """Diagnoses of one rank with the same id and wording, shown once with the steps they cover: each number
+    of the sentences is the range of the members' values, and a finding over several steps speaks per step
+    (:func:`per_step`)."""
 
     rank: int
     id: str
@@ -174,20 +177,25 @@ class Finding:
     detail: str
     advice: str
     where: str = ""            # what it covers: its steps, or (step null) "across ranks", "whole rank"...
+    texts: list = field(default_factory=list)   # (title, detail, advice) of every member, as the report has them
 
 
 def findings(report: Report) -> list[Finding]:
-    """Group the report's diagnoses for display; the most severe member supplies the detail."""
+    """Group the report's diagnoses for display: a rank's diagnoses of one id whose sentences differ only in
+    their numbers are one entry, in the order of the first; the most severe member gives the severity."""
     groups: dict[tuple, list] = {}
     for d in report.diagnoses:
-        groups.setdefault((d.rank, d.id, d.title), []).append(d)
+        groups.setdefault((d.rank, d.id, d.step is None, _skeleton(d.title), _skeleton(d.detail),
+                           _skeleton(d.advice)), []).append(d)
     stepped = {r.rank for r in report.ranks if has_steps(r)}
     out = []
-    for (rank, id_, title), ds in groups.items():
+    for (rank, id_, *_), ds in groups.items():
         worst = max(ds, key=lambda d: SEVERITIES.index(d.severity) if d.severity in SEVERITIES else 0)
         steps = [d.step for d in ds]
-        out.append(Finding(rank, id_, worst.severity, title, steps, worst.detail, worst.advice,
-                           finding_scope(id_, steps, rank in stepped)))
+        texts = [(d.title, d.detail, d.advice) for d in ds]
+        title, detail, advice = _worded(texts, steps)
+        out.append(Finding(rank, id_, worst.severity, title, steps, detail, advice,
+                           finding_scope(id_, steps, rank in stepped), texts))
     return out
 
 
@@ -221,21 +229,27 @@ def recurring(report: Report, rank: int | None = None) -> list[Recurring]:
     unmerged), in the order of their first member."""
     found = [f for f in findings(report) if rank is None or f.rank == rank]
     groups: dict[tuple, list] = {}
-    skeleton: dict[str, str] = {}           # ranks repeat each other's sentences: each one's skeleton once
     for f in found:
-        key = [f.id, f.where, f.rank < 0]
-        for text in (f.title, f.detail, f.advice):
-            if text not in skeleton:
-                skeleton[text] = _NUMBER.sub("#", text)
-            key.append(skeleton[text])
-        groups.setdefault(tuple(key), []).append(f)
+        groups.setdefault((f.id, f.where, *(_skeleton(t) for t in f.texts[0]), f.rank < 0), []).append(f)
     total = len({r.rank for r in report.ranks})
     out = []
     for members in groups.values():
         worst = max(members, key=lambda f: SEVERITIES.index(f.severity) if f.severity in SEVERITIES else 0)
         out.append(Recurring(sorted({f.rank for f in members}), total, worst.id, worst.severity, worst.where,
-                             *(_ranged([getattr(f, k) for f in members]) for k in ("title", "detail", "advice"))))
+                             *_worded([t for f in members for t in f.texts], members[0].steps)))
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _skeleton(text: str) -> str:
+    """The sentence with its numbers as ``#`` (cached: ranks repeat each other's sentences)."""
+    return _NUMBER.sub("#", text)
+
+
+def _worded(texts: list[tuple], steps: list) -> tuple[str, str, str]:
+    """(title, detail, advice) of the members' sentences of one wording: each number ranged, then said per
+    step when they cover several."""
+    return per_step(*(_ranged([t[k] for t in texts]) for k in range(3)), steps)
 
 
 def _ranged(texts: list[str]) -> str:
@@ -250,6 +264,29 @@ def _ranged(texts: list[str]) -> str:
         out.append(values[0] if len(values) == 1 else f"{values[0]}–{values[-1]}")
         out.append(rest)
     return "".join(out)
+
+
+# What a finding's sentences call its one step (analyzers/wording.py), and what a finding over several steps
+# says instead.
+_THIS_STEP = (" in this step", "this step", "exposed here")
+_EACH_STEP = ("", "each of these steps", "exposed in each step")
+
+
+def per_step(title: str, detail: str, advice: str, steps: list) -> tuple[str, str, str]:
+    """The sentences of one step's finding, said of each of its ``steps`` when there are several: the detail
+    opens with ``in each of steps 3–6:`` (its own "in this step" dropped), and "this step" elsewhere becomes
+    "each of these steps"; every number is then a per-step value (ranged when the steps differ)."""
+    if len({s for s in steps if s is not None}) < 2:
+        return title, detail, advice
+    detail = detail.replace(_THIS_STEP[0], _EACH_STEP[0])
+    title, advice = (_each_step(t) for t in (title, advice))
+    return title, f"in each of {steps_label(steps)}: {detail}", advice
+
+
+def _each_step(text: str) -> str:
+    for one, each in zip(_THIS_STEP[1:], _EACH_STEP[1:]):
+        text = text.replace(one, each)
+    return text
 
 
 def finding_scope(id_: str, steps: list, rank_has_steps: bool) -> str:
