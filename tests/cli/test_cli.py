@@ -242,7 +242,9 @@ def test_report_on_a_folder_of_nccl_logs_in_a_subprocess(tmp_path):
     assert [c["verdict"] for c in rep["transport"]["communicators"]] == ["tcp_silent_fallback"] * 2
     assert [(d["id"], d["severity"], d["rank"]) for d in rep["diagnoses"]] == [("nccl-transport", "critical", 0)]
     text = subprocess.run([*exe, "report", str(tmp_path / "nccl")], capture_output=True, text=True, timeout=120)
-    assert text.returncode == 0 and "network transport: tcp_silent_fallback" in text.stdout
+    # The verdict once, as the finding's heading, its communicators' verdicts under it.
+    assert text.returncode == 0 and "CRITICAL rank 0 · whole run · network transport: TCP sockets" in text.stdout
+    assert text.stdout.count("-> tcp_silent_fallback") == 2
 
 
 def test_nccl_logs_alone_have_nothing_to_export_and_an_empty_log_folder_is_an_error(capsys, tmp_path):

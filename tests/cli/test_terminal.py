@@ -136,11 +136,12 @@ def test_report_fits_the_terminal(name, columns):
 
 @pytest.mark.parametrize("columns", WIDTHS)
 def test_report_of_nccl_logs_alone_fits_the_terminal(columns):
-    # The corpus folder of NCCL logs, no trace: the transport section and its evidence lines wrap at the width.
+    # The corpus folder of NCCL logs, no trace: the transport's finding and its details wrap at the width.
     folder = corpus_file("nccl_logs/issue_nccl952_ib_nodevice_p2pipc_plus_socket.log").parent
     code, out = in_terminal(["report", folder], columns)
     lines = assert_fits(code, out, columns)
-    assert any(line.startswith("network transport: ") for line in lines)
+    joined = " ".join(line.strip() for line in lines)
+    assert " · whole run · network transport: " in joined and " lines quoted from " in joined
     assert "summary: no traces; the network transport from NCCL logs alone" in lines
 
 

@@ -254,9 +254,10 @@ def test_the_network_transport_section_shows_the_reports_transport():
                                            busbw_gbps_p90=3.75, range="tcp", tcp_max_gbps=5.0, rdma_min_gbps=15.0))
     rep = Report(inputs=[], ranks=[], collectives=[], transport=t,
                  summary=Summary(ranks=0, steps=0, overlap_pct=None, exposed_comm_fraction=None, worst_rank=None))
-    section = ["network transport: tcp_silent_fallback (critical · NCCL 2.27.3 · multi-node · 2 NCCL logs)",
+    section = ["network transport: tcp_silent_fallback (critical · NCCL 2.27.3 (from its log) · multi-node · 2 NCCL "
+               "logs)",
                "0x9f3a: ranks 0-3 on 2 hosts, 2 nodes, net Socket, plugin Socket; NET/Socket 6, P2P/IPC 4 -> "
-               "tcp_silent_fallback", "settings: NCCL_IB_HCA=mlx5_0",
+               "tcp_silent_fallback", "recorded settings: NCCL_IB_HCA=mlx5_0",
                "inter-node busbw p50 2.50 GB/s (p10 1.25, p90 3.75) over 7 collectives: TCP range (below 5 GB/s)",
                # each file once, then its lines (line number, text); a recorded setting has no line
                "nccl/h1.100.log", "9  h1:100:101 [0] NCCL INFO Using network Socket",
@@ -265,7 +266,7 @@ def test_the_network_transport_section_shows_the_reports_transport():
     assert all(line in shown for line in section), shown
     assert "summary: no traces; the network transport from NCCL logs alone" in shown
     md = markdown(rep)
-    assert "## Network transport" in md and "**tcp_silent_fallback** (critical · NCCL 2.27.3" in md
+    assert "## Network transport" in md and "**tcp_silent_fallback** (critical · NCCL 2.27.3 (from its log)" in md
     assert "- `nccl/h1.100.log:9`: `h1:100:101 [0] NCCL INFO Using network Socket`" in md
     assert "**No traces**" in md
     # Without a transport (no logs, no inter-node bandwidth) there is no section.
@@ -385,3 +386,20 @@ def test_findings_whose_wording_differs_are_not_merged_into_one_entry():
     assert "rank 1 · step 2 · two-phase" in out and "rank 1 · steps 3–4 · two-phase" in out
     exposed = _span([d.evidence["exposed_comm_ns"] for d in rest])
     assert f"in each of steps 3–4: 1 all-reduce starts after the main thread's compute phase; {exposed} ms exposed" in out
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown"])
+def test_the_network_transport_is_shown_once_with_the_nccl_version_that_ran(fmt):
+    # cuda_nccl_item (a real H100 recording): its NCCL log says "NCCL version 2.28.9+cuda13.0" (nccl/vm.503.log
+    # line 3), the container's environment NCCL_VERSION=2.28.3-1. The transport's verdict, its log lines and
+    # its facts appear once, with its finding; each version says where it comes from.
+    rep = tracelens.report(str(SAMPLES / "cuda_nccl_item"), cache=False)     # with its run directory's NCCL log
+    assert rep.transport.nccl_version == "2.28.9" and rep.transport.env["NCCL_VERSION"] == "2.28.3-1"
+    (finding,) = [d for d in rep.diagnoses if d.id == "nccl-transport"]
+    out = " ".join((text(rep, 400) if fmt == "text" else markdown(rep)).replace("\\", "").split())
+    assert out.count("no connection leaves the node") == 1 and out.count("Using network Socket") == 1
+    assert out.count(finding.title) == 1 and "Network transport" not in out and "network transport:" in out
+    assert out.count("intra_node_only") == 1                 # the communicator's verdict, with the finding
+    assert "NCCL 2.28.9 (from its log)" in out
+    assert "NCCL_VERSION=2.28.3-1 (an environment variable; the NCCL that ran is 2.28.9, from its log)" in out
+    assert "lines quoted from sample_traces/cuda_nccl_item/nccl/vm.503.log" in out.replace(str(SAMPLES.parent) + "/", "")

@@ -461,14 +461,47 @@ def rank_label(rank: int) -> str:
     return "all ranks" if rank < 0 else f"rank {rank}"
 
 
-def transport_facts(t) -> str:
-    """``warning · NCCL 2.27.3 · multi-node · 2 NCCL logs``: what goes with the transport's verdict."""
-    parts = [t.severity]
+def transport_facts(t, severity: bool = True) -> str:
+    """``warning · NCCL 2.27.3 (from its log) · multi-node · 2 NCCL logs``: what goes with the transport's
+    verdict (``severity``: lead with it, as the section without a finding does)."""
+    parts = [t.severity] if severity else []
     if t.nccl_version:
-        parts.append(f"NCCL {t.nccl_version}")
+        parts.append(f"NCCL {t.nccl_version} (from its log)")
     parts.append({True: "multi-node", False: "single node", None: "nodes unknown"}[t.multi_node])
     parts.append(plural(t.logs, "NCCL log", "NCCL logs"))
     return " · ".join(parts)
+
+
+def settings_row(t) -> str:
+    """``recorded settings: NCCL_IB_HCA=mlx5_0, …`` (empty without any). ``NCCL_VERSION`` is an environment
+    variable (NVIDIA's containers set it to the NCCL they ship), not the NCCL that ran: said so, beside the
+    version the NCCL log gives when they differ."""
+    if not t.env:
+        return ""
+    parts = []
+    for k, v in t.env.items():
+        note = ""
+        if k == "NCCL_VERSION":
+            ran = t.nccl_version
+            note = (" (an environment variable, not read from NCCL)" if not ran else "" if v.split("-")[0] == ran
+                    else f" (an environment variable; the NCCL that ran is {ran}, from its log)")
+        parts.append(f"{k}={v}{note}")
+    return "recorded settings: " + ", ".join(parts)
+
+
+def transport_rows(t, with_facts: bool) -> list[str]:
+    """What the network transport adds to its verdict, one line each: (``with_facts``: the NCCL version, nodes
+    and logs,) its communicators, the recorded NCCL settings and the inter-node bandwidth."""
+    rows = [transport_facts(t, severity=False)] if with_facts else []
+    rows += [communicator_line(c) for c in t.communicators]
+    rows += [row for row in (settings_row(t), bandwidth_line(t.bandwidth) if t.bandwidth is not None else "") if row]
+    return rows
+
+
+def quoted_files(t) -> str:
+    """``lines quoted from nccl/h1.100.log, run/manifest.json``: where the finding's quoted lines are."""
+    files = list(dict.fromkeys(e.file for e in t.evidence))
+    return ("lines quoted from " + ", ".join(files)) if files else ""
 
 
 def communicator_line(c) -> str:

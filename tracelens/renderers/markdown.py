@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from ..contract import Report
 from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, DISTRIBUTION_HEADERS, MIXED,
-                     STEP_HEADERS, VERDICT_HEADERS, across_cells, across_rows, bandwidth_cells, bandwidth_line,
-                     communicator_line, dimension_cells, dimension_rows, distribution_rows, evidence_where,
-                     exposed_groups, frac, matching_line, merged_warnings, ms, pattern_label, pct, pre_capture_line,
-                     rank_title, recurring, settings_line, short, shown_ranks, size, step_cells, step_label, tax_line,
-                     total_cells, transport_facts, verdict_cells, verdict_levers)
+                     STEP_HEADERS, VERDICT_HEADERS, across_cells, across_rows, bandwidth_cells, dimension_cells,
+                     dimension_rows, distribution_rows, evidence_where, exposed_groups, frac, matching_line,
+                     merged_warnings, ms, pattern_label, pct, pre_capture_line, quoted_files, rank_title, recurring,
+                     settings_line, short, shown_ranks, size, step_cells, step_label, tax_line, total_cells,
+                     transport_facts, transport_rows, verdict_cells, verdict_levers)
 
 _ICON = {"info": "ℹ️", "warning": "⚠️", "critical": "🛑"}
 
@@ -38,14 +38,21 @@ def render(report: Report, top: int = 10, rank: int | None = None, every: bool =
     else:
         out += ["**No traces**: the network transport from NCCL logs alone.", ""]
     found = recurring(report, rank)
+    transport_shown = False
     if found:
         out += ["## Diagnoses", ""]
         for f in found:
             out.append(f"- {_ICON.get(f.severity, '')} **{f.severity}** · {f.who} · {f.where} · "
                        f"**{_md(f.title)}**  ")
-            out.append(f"  {_md(f.detail)}" + (f"  \n  *Try:* {_md(f.advice)}" if f.advice else ""))
+            detail = [f.detail]
+            if f.id == "nccl-transport" and report.transport is not None:
+                # The transport's details go with its finding: one place for the verdict and its log lines.
+                t = report.transport
+                detail += transport_rows(t, with_facts=True) + ([quoted_files(t)] if quoted_files(t) else [])
+                transport_shown = True
+            out.append("  " + "  \n  ".join(map(_md, detail)) + (f"  \n  *Try:* {_md(f.advice)}" if f.advice else ""))
         out.append("")
-    if report.transport is not None:
+    if report.transport is not None and not transport_shown:
         out += _transport(report.transport)
     shown, few_of_many = shown_ranks(report, rank, every)
     if few_of_many:
@@ -96,12 +103,7 @@ def render(report: Report, top: int = 10, rank: int | None = None, every: bool =
 
 def _transport(t) -> list[str]:
     out = ["## Network transport", "", f"**{t.verdict}** ({_md(transport_facts(t))})", ""]
-    rows = [communicator_line(c) for c in t.communicators]
-    if t.env:
-        rows.append("settings: " + ", ".join(f"{k}={v}" for k, v in t.env.items()))
-    if t.bandwidth is not None:
-        rows.append(bandwidth_line(t.bandwidth))
-    out += [f"- {_md(row)}" for row in rows]
+    out += [f"- {_md(row)}" for row in transport_rows(t, with_facts=False)]
     if t.evidence:
         out += ["", "Evidence:", ""]
         out += [f"- `{evidence_where(e)}`: `{e.text.replace('`', chr(39))}`" for e in t.evidence]

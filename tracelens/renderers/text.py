@@ -23,11 +23,11 @@ from rich.text import Text
 
 from ..contract import Report
 from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, DISTRIBUTION_HEADERS, MIXED,
-                     STEP_HEADERS, VERDICT_HEADERS, across_cells, across_rows, bandwidth_cells, bandwidth_line,
-                     communicator_line, dimension_cells, dimension_rows, distribution_rows, exposed_groups, frac,
-                     matching_line, merged_warnings, ms, pattern_label, pct, pre_capture_line, rank_title, recurring,
-                     settings_line, short, shown_ranks, size, step_cells, step_label, steps_label, tax_line,
-                     total_cells, transport_facts, two_lines, verdict_cells, verdict_levers)
+                     STEP_HEADERS, VERDICT_HEADERS, across_cells, across_rows, bandwidth_cells, dimension_cells,
+                     dimension_rows, distribution_rows, exposed_groups, frac, matching_line, merged_warnings, ms,
+                     pattern_label, pct, pre_capture_line, quoted_files, rank_title, recurring, settings_line, short,
+                     shown_ranks, size, step_cells, step_label, steps_label, tax_line, total_cells, transport_facts,
+                     transport_rows, two_lines, verdict_cells, verdict_levers)
 
 _STYLE = {"info": "cyan", "warning": "yellow", "critical": "bold red"}
 ROOMY_WIDTH = 120          # from this width on, tables may keep their box
@@ -116,13 +116,20 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10,
     found = recurring(report, rank)
     if found:
         con.print("[bold]diagnoses[/bold]")
+    transport_shown = False
     for f in found:
         style = _STYLE.get(f.severity, "")
         con.print(Text.assemble((f.severity.upper(), style), f" {f.who} · {f.where} · {f.title}"))
         con.print(Padding(Text(f.detail), (0, 0, 0, 4)))
+        if f.id == "nccl-transport" and report.transport is not None:
+            # The transport's details go with its finding: one place for the verdict and its log lines.
+            t = report.transport
+            for row in transport_rows(t, with_facts=True) + ([quoted_files(t)] if quoted_files(t) else []):
+                con.print(Padding(Text(row), (0, 0, 0, 4)))
+            transport_shown = True
         if f.advice:
             con.print(Padding(Text(f"try: {f.advice}"), (0, 0, 0, 4)))
-    if report.transport is not None:
+    if report.transport is not None and not transport_shown:
         _transport(con, report.transport)
     s = report.summary
     if not report.ranks:
@@ -208,15 +215,11 @@ def _across(con: Console, width: int, report: Report) -> None:
 
 
 def _transport(con: Console, t) -> None:
-    """The network transport: its verdict, communicators, NCCL settings, bandwidth and evidence lines."""
+    """The network transport without a finding of its own (or with it filtered out): its verdict,
+    communicators, NCCL settings, bandwidth and evidence lines."""
     style = _STYLE.get(t.severity, "")
     con.print(Text.assemble(("network transport", "bold"), ": ", (t.verdict, style), f" ({transport_facts(t)})"))
-    rows = [communicator_line(c) for c in t.communicators]
-    if t.env:
-        rows.append("settings: " + ", ".join(f"{k}={v}" for k, v in t.env.items()))
-    if t.bandwidth is not None:
-        rows.append(bandwidth_line(t.bandwidth))
-    for row in rows:
+    for row in transport_rows(t, with_facts=False):
         con.print(Padding(Text(row), (0, 0, 0, 4)))
     # Each file once, then its lines: a long path wrapped in front of every line cut the path mid-name at
     # 80 columns, and repeated it.
