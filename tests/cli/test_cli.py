@@ -256,3 +256,64 @@ def test_nccl_logs_alone_have_nothing_to_export_and_an_empty_log_folder_is_an_er
     (tmp_path / "other" / "job.log").write_text("epoch 1\n")
     code, _, err = run(capsys, "report", str(tmp_path / "other" / "job.log"))
     assert code == 2 and "no NCCL log" in err and "job.log (no NCCL lines)" in err
+
+
+def test_export_names_the_host_range_and_the_step_window_apart(capsys, tmp_path):
+    # wfbp_100 generator truth: each ProfilerStep range on the CPU lasts 2.08 ms, the step's device window (what
+    # every metric counts) 16.47 ms; the report's step 2 of rank 0 is that window.
+    code, out, _ = run(capsys, "export", SAMPLE, "-o", str(tmp_path / "t"))
+    assert code == 0 and "step_metrics.parquet" in out and "collective_metrics.parquet" in out
+    steps = pd.read_parquet(tmp_path / "t" / "steps.parquet")
+    assert list(steps.columns) == ["rank", "step", "host_start_ns", "host_end_ns", "window_start_ns", "window_end_ns"]
+    first = steps[(steps["rank"] == 0) & (steps["step"] == 2)].iloc[0]
+    assert first["host_end_ns"] - first["host_start_ns"] == 2_080_000
+    assert first["window_end_ns"] - first["window_start_ns"] == 16_470_000
+    data = json.loads(run(capsys, "report", SAMPLE, "--format", "json")[1])
+    step = data["ranks"][0]["steps"][0]
+    assert (step["start_ns"], step["end_ns"]) == (first["window_start_ns"], first["window_end_ns"])
+
+
+def test_exported_metrics_reproduce_the_report(capsys, tmp_path):
+    # gloo_no_sync (a real 2-rank recording whose ranks wait for each other): every number of the report's
+    # steps is a column of step_metrics.parquet, and every collective's exposed time, wait and transfer is a
+    # row of collective_metrics.parquet, so that joining them in a notebook gives the report back.
+    folder = str(SAMPLES / "gloo_no_sync")
+    assert run(capsys, "export", folder, "-o", str(tmp_path / "t"))[0] == 0
+    data = json.loads(run(capsys, "report", folder, "--format", "json")[1])
+    metrics = pd.read_parquet(tmp_path / "t" / "step_metrics.parquet")
+    rows = {(r["rank"], r["step"]): r for r in metrics.to_dict("records")}
+    assert len(rows) == sum(len(r["steps"]) for r in data["ranks"]) == 6
+    for r in data["ranks"]:
+        for s in r["steps"]:
+            got = rows[r["rank"], s["step"]]
+            for key, value in s.items():
+                if isinstance(value, (dict, list)) or value is None and key in ("pattern_evidence", "by_dimension"):
+                    continue
+                name = {"start_ns": "window_start_ns", "end_ns": "window_end_ns"}.get(key, key)
+                assert got[name] == value or value is None and pd.isna(got[name]), (r["rank"], s["step"], key)
+    assert any(s["wait_ns"] for r in data["ranks"] for s in r["steps"])        # the ranks did wait
+    colls = pd.read_parquet(tmp_path / "t" / "collective_metrics.parquet")
+    assert len(colls) == len(data["collectives"])
+    assert colls["exposed_ns"].tolist() == [c["exposed_ns"] for c in data["collectives"]]
+    # Each matched instance's wait is its members' waits summed, its transfer each member's own.
+    matched = data["cross_rank"]["collectives"]
+    assert colls["wait_ns"].notna().sum() == sum(len(m["ranks"]) for m in matched)
+    assert int(colls["wait_ns"].sum()) == sum(m["wait_ns"] for m in matched) > 0
+    assert sorted(colls["transfer_ns"].dropna().astype(int)) == sorted(m["transfer_ns"] for m in matched
+                                                                       for _ in m["ranks"])
+
+
+def test_export_into_an_earlier_export_needs_force_and_never_touches_other_files(capsys, tmp_path):
+    # The rule of report -o: an output that exists is not overwritten without --force.
+    out = tmp_path / "t"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert run(capsys, "export", SAMPLE, "-o", str(out))[0] == 0        # a folder of other files is fine
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    (out / "steps.parquet").write_bytes(b"an older export")
+    code, _, err = run(capsys, "export", SAMPLE, "-o", str(out))
+    assert code == 2 and err.count("\n") == 1 and "use --force" in err and "steps.parquet" in err
+    assert (out / "steps.parquet").read_bytes() == b"an older export"
+    assert run(capsys, "export", SAMPLE, "-o", str(out), "--force")[0] == 0
+    after = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert after == before and after["notes.txt"] == b"mine"
