@@ -110,7 +110,7 @@ def plan(options: CollectOptions, environ: Optional[dict] = None) -> Plan:
     if not options.command:
         raise UsageError("no command to run: give it after --, e.g. tracelens collect -- torchrun ... train.py")
     if shutil.which(options.command[0]) is None:
-        raise UsageError(f"command not found: {options.command[0]}")
+        raise UsageError(not_found(options.command[0]))
     nsys = None
     if options.profiler == "nsys":
         from tracelens.tools.nsys import nsys_executable
@@ -139,6 +139,25 @@ def plan(options: CollectOptions, environ: Optional[dict] = None) -> Plan:
     if options.profiler == "nsys":
         argv = nsys_command(argv, nsys, run_dir.resolve(), options.steps_given)
     return Plan(run_dir=run_dir, argv=argv, env=env, options=options, nsys=nsys)
+
+
+def not_found(name: str, path: Optional[str] = None, python: Optional[str] = None) -> str:
+    """Why the command cannot be run, where it was looked for, and what works instead: a launcher of the
+    virtual environment tracelens runs from is not on PATH until that environment is activated."""
+    if os.sep in name or (os.altsep and os.altsep in name):
+        return f"command not found: {name} (no executable file at that path)"
+    folders = [f for f in (os.environ.get("PATH", "") if path is None else path).split(os.pathsep) if f]
+    shown = ", ".join(folders[:6]) + (f" and {len(folders) - 6} more" if len(folders) > 6 else "")
+    message = f"command not found: {name} (looked in PATH: {shown or 'empty'})"
+    python = python or sys.executable
+    beside = Path(python).parent / name
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return (f"{message}; the environment tracelens runs from has it: give its path ({beside}) or activate "
+                "that environment")
+    if name == "torchrun":
+        return (f"{message}; torchrun with the Python tracelens runs from: {python} -m torch.distributed.run "
+                "(the same arguments), or activate its environment")
+    return message
 
 
 def nccl_logging_notes(env: dict) -> list[str]:

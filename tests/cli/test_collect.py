@@ -120,6 +120,26 @@ def test_nccl_logging_that_hides_the_transport_is_noted(tmp_path):
 # --------------------------------------------------------------------------- errors and exit codes
 
 
+def test_a_launcher_not_on_path_says_where_it_looked_and_what_works(tmp_path, capsys, monkeypatch):
+    # The venv's bin is not on PATH until it is activated: torchrun is then "not found", though the Python
+    # running tracelens could run it (python -m torch.distributed.run) or has it beside itself.
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    code, _, err = run(capsys, "collect", "--out", str(tmp_path / "r"), "--", "torchrun", "--nproc-per-node", "2", "x.py")
+    assert code == 2 and err.count("\n") == 1 and not (tmp_path / "r").exists()
+    assert f"command not found: torchrun (looked in PATH: {empty})" in err
+    assert f"{sys.executable} -m torch.distributed.run" in err
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "torchrun").write_text("#!/bin/sh\n")
+    (venv / "torchrun").chmod(0o755)
+    message = runner.not_found("torchrun", path=str(empty), python=str(venv / "python"))
+    assert message.endswith(f"the environment tracelens runs from has it: give its path ({venv / 'torchrun'}) or "
+                            "activate that environment")
+    assert runner.not_found("./train.sh", path="") == "command not found: ./train.sh (no executable file at that path)"
+
+
 def test_usage_errors_exit_2(tmp_path, capsys, monkeypatch):
     code, _, err = run(capsys, "collect", "--out", str(tmp_path / "r"), "--", "no-such-launcher-xyz")
     assert code == 2 and "command not found: no-such-launcher-xyz" in err
