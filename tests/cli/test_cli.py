@@ -317,3 +317,21 @@ def test_export_into_an_earlier_export_needs_force_and_never_touches_other_files
     assert run(capsys, "export", SAMPLE, "-o", str(out), "--force")[0] == 0
     after = {p.name: p.read_bytes() for p in out.iterdir()}
     assert after == before and after["notes.txt"] == b"mine"
+
+
+@pytest.mark.parametrize("group", [[], ["history"], ["cache"]])
+def test_command_summaries_fit_whole_at_80_columns(capsys, monkeypatch, group):
+    # Each command's line in --help is its whole summary, one sentence, never cut mid-sentence with "...".
+    import click
+
+    from tracelens.cli import cli
+
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run(capsys, *group, "--help")
+    assert code == 0
+    listed = out.split("Commands:\n", 1)[1].splitlines()
+    commands = (cli.get_command(click.Context(cli), group[0]) if group else cli).commands
+    assert len(listed) == len(commands) and all(len(line) <= 80 for line in listed), listed
+    for line in listed:
+        name, summary = line.split(maxsplit=1)
+        assert summary == commands[name].short_help and summary.endswith(".") and "..." not in summary, line

@@ -9,13 +9,13 @@ import click
 from .terminal import echo_fitted
 
 
-@click.group("cache")
+@click.group("cache", short_help="Show or clear the cache of parsed traces.")
 def cache() -> None:
     """The warm cache of parsed and analysed traces (and of .nsys-rep exports): a second report of an
     unchanged file skips parsing and analysing it. Location: $TRACELENS_CACHE, else $XDG_CACHE_HOME/tracelens, else ~/.cache/tracelens."""
 
 
-@cache.command("info")
+@cache.command("info", short_help="Where the cache is, its size and entries.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def cache_info(fmt) -> None:
     """Show the cache's location, size bound, entries and bytes.
@@ -42,7 +42,7 @@ def cache_info(fmt) -> None:
     echo_fitted(f"bound: {_size(got['max_bytes'])} (TRACELENS_CACHE_MAX; least recently used removed first)")
 
 
-@cache.command("clear")
+@cache.command("clear", short_help="Remove every cached entry.")
 def cache_clear() -> None:
     """Remove every cached parse, analysis, report and nsys export (the cache refills as reports run).
 

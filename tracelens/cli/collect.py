@@ -11,7 +11,8 @@ from .report import report_for
 from .terminal import color_option, say, show
 
 
-@click.command("collect", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command("collect", short_help="Run a training job with every rank profiled.",
+               context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--profiler", type=click.Choice(["torch", "nsys"]), default="torch", show_default=True,
               help="torch.profiler in every worker, or Nsight Systems around every worker.")
 @click.option("--out", metavar="DIR", help="Run directory (default runs/<timestamp>/).")

@@ -22,7 +22,7 @@ def check_installed() -> None:
         raise UsageError(f"the dashboard needs {', '.join(missing)}: {INSTALL_HINT}")
 
 
-@click.command("dashboard")
+@click.command("dashboard", short_help="Serve the overlap dashboard in a browser.")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--compare", "compare", multiple=True, metavar="PATH",
               help="A second run (B) to compare with the first (A): per-rank and per-step deltas (repeatable: "

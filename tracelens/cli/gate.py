@@ -18,7 +18,7 @@ PATTERN_CHOICES = ("sawtooth", "two-phase", "backlog", "serialized", "partial", 
 AGGREGATE_CHOICES = ("median", "mean", "p90", "worst")
 
 
-@click.command("gate")
+@click.command("gate", short_help="Pass or fail a run against overlap limits.")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--min-overlap-pct", type=float, metavar="PCT", help="Fail a rank whose overlap % is below PCT.")
 @click.option("--max-exposed-fraction", type=float, metavar="F",

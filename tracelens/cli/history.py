@@ -10,7 +10,7 @@ from .report import report_for
 from .terminal import FILE_WIDTH, echo_fitted, emit, input_options, terminal_width, threshold_option
 
 
-@click.group("history")
+@click.group("history", short_help="Keep past runs for relative gates.")
 def history() -> None:
     """The run history database (SQLite) that relative gates compare with."""
 
@@ -19,7 +19,7 @@ def db_option(fn):
     return click.option("--db", required=True, metavar="DB", help="The history database (created on first add).")(fn)
 
 
-@history.command("add")
+@history.command("add", short_help="Add a run to the history database.")
 @click.argument("paths", nargs=-1, required=True)
 @db_option
 @click.option("--label", required=True, help="A name to compare against later, e.g. main or the branch.")
@@ -44,7 +44,7 @@ def history_add(paths, db, label, commit, thresholds, comm_patterns, step_nvtx, 
                 f"exposed {frac(s.exposed_comm_fraction)} -> {db}")
 
 
-@history.command("list")
+@history.command("list", short_help="List the newest runs.")
 @db_option
 @click.option("--label", help="Only runs with this label.")
 @click.option("--limit", type=click.IntRange(1), default=20, show_default=True)
@@ -65,7 +65,7 @@ def history_list(db, label, limit, fmt) -> None:
     emit(show.runs_json(runs) if fmt == "json" else show.runs_text(runs, width))
 
 
-@history.command("show")
+@history.command("show", short_help="Show one run, per rank and step.")
 @click.argument("run_id", type=int)
 @db_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)

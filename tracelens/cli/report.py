@@ -21,7 +21,7 @@ def report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=(), color=Non
                           cache=False if no_cache else None, **(run_on or {}))
 
 
-@click.command("report")
+@click.command("report", short_help="Report overlap per rank and step, with diagnoses.")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown", "html"]), default="text",
               show_default=True, help="Output format.")
