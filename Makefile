@@ -12,7 +12,7 @@ TORCH_PIN ?= torch==2.13.0
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,dashboard]'
 	touch $(STAMP)
 
 demo: $(STAMP)

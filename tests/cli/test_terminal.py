@@ -448,3 +448,40 @@ def test_ctrl_c_during_a_report_with_decode_workers(tmp_path):
     time.sleep(0.2)
     with pytest.raises(ProcessLookupError):         # nothing of the group is left: workers ended and reaped
         os.killpg(proc.pid, 0)
+
+
+def test_the_readme_says_how_tables_take_the_width():
+    # README, "Usage": from 120 columns a table is boxed, with one-line headers where they fit (the step table
+    # needs N columns for them), headers over two lines otherwise; below 120, no box. Held against the
+    # renderer on wfbp_100 (the step table's header row is the line after the rank's title).
+    import tracelens
+    from tracelens.renderers import render
+
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    claim = re.search(r"From 120 columns a table is boxed, with one-line headers where they fit \(the step table "
+                      r"needs (\d+) columns for them\) and headers over two lines otherwise; narrower, it loses the "
+                      r"box", readme)
+    assert claim, "the README's sentence on table layouts changed: update this test with it"
+    needs = int(claim[1])
+    rep = tracelens.analyze(tracelens.load(str(SAMPLES / "wfbp_100")))
+
+    def step_table(width):
+        lines = render(rep, "text", width=width).splitlines()
+        at = next(k for k, line in enumerate(lines) if line.startswith("rank 0/2"))
+        boxed = lines[at + 1].startswith("┏")
+        return boxed, lines[at + 2].split("┃")[1].strip() if boxed else None    # boxed, first header cell
+
+    assert step_table(119) == (False, None)
+    assert step_table(120) == (True, "") and step_table(needs - 1) == (True, "")   # two-line headers: blank first
+    assert step_table(needs) == (True, "step") and step_table(160) == (True, "step")
+
+
+def test_make_demo_installs_the_dashboard_extra_the_readme_says_it_does():
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "`make demo` installs it, with the test extra" in readme and "Both need the `dashboard` extra" in readme
+    make = (ROOT / "Makefile").read_text()
+    (install,) = [line for line in make.splitlines() if "pip install" in line and " -e " in line]
+    extras = re.search(r"-e '\.\[([\w,]+)\]'", install)[1].split(",")
+    assert {"test", "dashboard"} <= set(extras), install
+    stamp = make.split("$(STAMP): pyproject.toml", 1)[1].split("\n\n", 1)[0]
+    assert install in stamp and "demo: $(STAMP)" in make
