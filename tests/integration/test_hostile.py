@@ -176,6 +176,20 @@ def test_huge_ts_plus_dur_is_a_counted_skip(tmp_path, capsys):
     assert steps(report_of(tmp_path / "bad.json")) == steps(report_of(write(tmp_path / "peer.json", without(doc(), i))))
 
 
+@pytest.mark.parametrize("comm", [False, True])
+def test_a_time_in_the_next_century_is_a_counted_skip_and_its_step_stays_exact(tmp_path, capsys, comm):
+    # A kernel at 2**62 ns (year 2116) fits int64 and was read: its step lasted 4.6e18 ns. Far from every other
+    # time of the trace, it is skipped and counted; the report is the peer's (the file without that kernel).
+    d = doc()
+    i = first_kernel(d, comm=comm)
+    d["traceEvents"][i]["ts"] = (2**62 - d.get("baseTimeNanoseconds", 0)) / 1000
+    code, out, _ = run(capsys, write(tmp_path / "bad.json", d))
+    assert code == 0 and {w["code"]: w["count"] for w in json.loads(out)["warnings"]}["far-times"] == 1
+    got = steps(report_of(tmp_path / "bad.json"))
+    assert got == steps(report_of(write(tmp_path / "peer.json", without(doc(), i))))
+    assert max(end - start for _, start, end, *_ in got) < 10**9       # one-bucket steps last ms, not a century
+
+
 @pytest.mark.parametrize("base", [2**63 - 10, -(2**63)])
 def test_base_time_that_wraps_every_event_is_exit_3(tmp_path, capsys, base):
     d = doc()
@@ -224,6 +238,20 @@ def edit(path: Path, *sql: str, loose: tuple = ()) -> Path:
     con.commit()
     con.close()
     return path
+
+
+def test_an_nsys_time_in_the_next_century_is_a_counted_skip(tmp_path, capsys):
+    path = export(tmp_path)
+    con = sqlite3.connect(path)
+    base = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()[0]
+    kernel = con.execute("SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 1").fetchone()[0]
+    con.close()
+    peer = edit(export(tmp_path, "peer"), f"DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = {kernel}")
+    far = 2**62 - base
+    edit(path, f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = {far}, \"end\" = {far + 1000} WHERE rowid = {kernel}")
+    code, out, _ = run(capsys, path)
+    assert code == 0 and {w["code"]: w["count"] for w in json.loads(out)["warnings"]}["far-times"] == 1
+    assert steps(report_of(path)) == steps(report_of(peer))
 
 
 def test_string_id_that_is_not_an_integer(tmp_path, capsys):

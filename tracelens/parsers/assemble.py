@@ -93,6 +93,45 @@ def steps_from_host(host, pattern: str | None = None, warnings=None) -> Table:
                      "end_ns": np.asarray(end[rows], dtype=np.int64)})
 
 
+# A profiler trace records seconds to hours: a time farther than this from the trace's median event time is a
+# corrupt timestamp (year 2116 at 2**62 ns), not an event, and would stretch its step over a century.
+FAR_NS = 24 * 3600 * 10**9
+
+
+def drop_far_times(device: dict, host: dict, meta: RunMeta, comm_meta: dict | None = None
+                   ) -> tuple[dict, dict, dict | None]:
+    """The rows without those whose start or end lies more than :data:`FAR_NS` from the median start of all
+    the rank's rows, counted in ``far-times``; ``comm_meta`` rows (``table``, ``row``) of the rows
+    dropped go too, the others renumbered."""
+    dev_s, dev_e = np.asarray(device["start_ns"]), np.asarray(device["end_ns"])
+    host_s, host_e = np.asarray(host["start_ns"]), np.asarray(host["end_ns"])
+    starts = np.concatenate([dev_s, host_s])
+    if not starts.size:
+        return device, host, comm_meta
+    center = int(np.partition(starts, starts.size // 2)[starts.size // 2])
+    lo, hi = max(center - FAR_NS, 0), min(center + FAR_NS, np.iinfo(np.int64).max)   # no int64 wraps
+    far_dev = (dev_s < lo) | (dev_e > hi)
+    far_host = (host_s < lo) | (host_e > hi)
+    n = int(far_dev.sum() + far_host.sum())
+    if not n:
+        return device, host, comm_meta
+    meta.warnings.add("far-times", "skipped events whose start or end lies more than a day from the "
+                      "trace's median event time (corrupt timestamps, such as a year past 2100): they would "
+                      "stretch their step", n)
+    if comm_meta is not None and len(comm_meta.get("row", ())):
+        table = np.asarray(comm_meta["table"], dtype=object)
+        rows = np.asarray(comm_meta["row"], dtype=np.int64)
+        keep = np.ones(rows.size, dtype=bool)
+        new = rows.copy()
+        for names, far in ((("device",), far_dev), (("host", "nvtx"), far_host)):
+            pick = np.isin(table, names)
+            keep[pick] &= ~far[rows[pick]]
+            new[pick] = (np.cumsum(~far) - 1)[rows[pick]]
+        comm_meta = {c: (np.asarray(v)[keep] if isinstance(v, np.ndarray) else [x for x, k in zip(v, keep) if k])
+                     for c, v in {**comm_meta, "row": new}.items()}
+    return ({c: v[~far_dev] for c, v in device.items()}, {c: v[~far_host] for c, v in host.items()}, comm_meta)
+
+
 _DEVICE_KEY = ("start_ns", "end_ns", "device", "stream", "correlation", "kind", "name")
 _HOST_KEY = ("start_ns", "-end_ns", "pid", "tid", "correlation", "external_id", "cat", "name")
 

@@ -24,7 +24,8 @@ def parse(path: Path, comm_rules=(), step_pattern: str | None = None,
 def build(cols: KinetoColumns, comm_rules=(), step_pattern: str | None = None) -> RankTrace:
     device = {name: _column(v) for name, v in cols.device.items()}
     host = {name: _column(v) for name, v in cols.host.items()}
-    device, host, comm = assemble.canonical(device, host, cols.comm_meta)
+    device, host, comm = assemble.drop_far_times(device, host, cols.meta, cols.comm_meta)
+    device, host, comm = assemble.canonical(device, host, comm)
     steps = assemble.steps_from_host(host, step_pattern, cols.meta.warnings)
     threads = Table(cols.threads) if len(cols.threads["name"]) else empty_table(THREAD_COLUMNS)
     comm_meta = assemble.comm_meta_columns(comm)

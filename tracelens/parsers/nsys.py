@@ -111,7 +111,8 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
         if not by_pid:
             meta.warnings.add("nsys-no-process-column", "the kernel table has no globalPid column; all GPU rows "
                               "were given to one process", 1)
-        dev, hst, _ = assemble.canonical(_device_columns(dev, base, meta), hst)
+        dev, hst, _ = assemble.drop_far_times(_device_columns(dev, base, meta), hst, meta)
+        dev, hst, _ = assemble.canonical(dev, hst)
         own = threads["proc"] == proc
         thr = Table({c: threads[c][own] for c in ("pid", "tid", "name")})
         steps = assemble.steps_from_host(hst, step_pattern, meta.warnings)
