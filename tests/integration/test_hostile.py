@@ -214,6 +214,20 @@ def test_duplicate_step_numbers_are_warned_and_explained(tmp_path, capsys):
     assert rep["ranks"][0]["steps"][0]["exposed_comm_ns"] == truth[0]["exposed_comm_ns"]
 
 
+def test_a_step_whose_number_is_not_a_number_is_warned_by_name(tmp_path, capsys):
+    # ProfilerStep#abc is no step (its number says nothing), and vanished without a word: now it is named.
+    d = doc()
+    names = [e["name"] for e in d["traceEvents"] if e["name"].startswith("ProfilerStep#")]
+    renamed = next(e for e in d["traceEvents"] if e["name"] == names[1])
+    renamed["name"] = "ProfilerStep#abc"
+    code, out, _ = run(capsys, write(tmp_path / "abc.json", d))
+    rep = json.loads(out)
+    (warned,) = [w for w in rep["warnings"] if w["code"] == "step-name-not-a-number"]
+    assert code == 0 and warned["count"] == 1 and "'ProfilerStep#abc'" in warned["message"]
+    truth = [t["step"] for t in synth.expected(SC)[0]]
+    assert [s["step"] for s in rep["ranks"][0]["steps"]] == truth[:1] + truth[2:]
+
+
 # --------------------------------------------------------------------------------------------- nsys
 
 

@@ -59,6 +59,8 @@ def steps_from_host(host, pattern: str | None = None, warnings=None) -> Table:
     else:
         hits = [(i, m) for i, m in ((i, match(n) if isinstance(n, str) else None)
                                     for i, n in enumerate(np.asarray(col, dtype=object).tolist())) if m]
+    if not pattern and warnings is not None:
+        _unnumbered_steps(col, cat, warnings)
     start, end = np.asarray(host["start_ns"]), np.asarray(host["end_ns"])
     rows = sorted(((int(start[i]), -int(end[i]), i, m) for i, m in hits))
     kept, last_end = [], None
@@ -130,6 +132,22 @@ def drop_far_times(device: dict, host: dict, meta: RunMeta, comm_meta: dict | No
         comm_meta = {c: (np.asarray(v)[keep] if isinstance(v, np.ndarray) else [x for x, k in zip(v, keep) if k])
                      for c, v in {**comm_meta, "row": new}.items()}
     return ({c: v[~far_dev] for c, v in device.items()}, {c: v[~far_host] for c, v in host.items()}, comm_meta)
+
+
+def _unnumbered_steps(col, cat, warnings) -> None:
+    """``ProfilerStep#abc``: a step range whose number is no number is not a step; said, naming it."""
+    names = cat.categories if cat is not None else sorted({n for n in np.asarray(col, dtype=object).tolist()
+                                                           if isinstance(n, str)})
+    bad = [n for n in names if isinstance(n, str) and n.startswith("ProfilerStep#") and not _STEP_NAME.match(n)]
+    if not bad:
+        return
+    if cat is not None:
+        count = int(np.isin(cat.codes, [list(cat.categories).index(n) for n in bad]).sum())
+    else:
+        count = sum(1 for n in np.asarray(col, dtype=object).tolist() if n in bad)
+    shown = ", ".join(repr(n) for n in bad[:3]) + (", …" if len(bad) > 3 else "")
+    warnings.add("step-name-not-a-number", f"ProfilerStep ranges whose step number is not a number were not taken "
+                 f"as steps: {shown}", count)
 
 
 _DEVICE_KEY = ("start_ns", "end_ns", "device", "stream", "correlation", "kind", "name")
