@@ -41,6 +41,22 @@ def _ns(value) -> Decimal | None:
     return None
 
 
+def _whole(value) -> int | None:
+    """An integer as the report reads a document field: an int, a float or number text with no fraction."""
+    if type(value) is int:
+        return value
+    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+        try:
+            number = Decimal(value.strip())
+        except InvalidOperation:
+            return None
+    elif type(value) is float and math.isfinite(value):
+        number = Decimal(value)
+    else:
+        return None
+    return int(number) if number == number.to_integral_value() else None
+
+
 def kineto_span(data: bytes) -> tuple[int, int] | None:
     """(first start, last end) in epoch ns of the complete events, or None when the file is not readable
     JSON here (then the report must not have succeeded with numbers the span would check)."""
@@ -53,8 +69,10 @@ def kineto_span(data: bytes) -> tuple[int, int] | None:
         return None
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     base = doc.get("baseTimeNanoseconds") if isinstance(doc, dict) else None
-    # A base no int64 holds is ignored by the report (its malformed-header warning), as here.
-    base = base if type(base) is int and -2**63 <= base < 2**63 else 0
+    # A whole number written as text or as a float is read (malformed-header says so); a base no int64 holds
+    # is ignored by the report (its malformed-header warning), as here.
+    base = _whole(base)
+    base = base if base is not None and -2**63 <= base < 2**63 else 0
     lo = hi = None
     for e in events if isinstance(events, list) else []:
         if not isinstance(e, dict) or e.get("ph") != "X":

@@ -190,6 +190,38 @@ def test_a_time_in_the_next_century_is_a_counted_skip_and_its_step_stays_exact(t
     assert max(end - start for _, start, end, *_ in got) < 10**9       # one-bucket steps last ms, not a century
 
 
+@pytest.mark.parametrize("value, read, said", [
+    ("TEXT", True, "read as the number"),                                   # the base written as text
+    (2**64, False, "ignored: event times read without a base (0)"),         # no int64 holds it
+    ("abc", False, "ignored: event times read without a base (0)"),
+])
+def test_a_header_value_of_the_wrong_type_has_its_own_warning(tmp_path, capsys, value, read, said):
+    # Not an event: never counted among malformed events; the warning says what was used in its place.
+    d = doc()
+    base = d["baseTimeNanoseconds"]           # the generator's: 2026-01-01 in ns
+    d["baseTimeNanoseconds"] = str(base) if value == "TEXT" else value
+    code, out, _ = run(capsys, write(tmp_path / "h.json", d))
+    rep = json.loads(out)
+    warned = {w["code"]: w for w in rep["warnings"]}
+    assert code == 0 and "malformed-events" not in warned and "coerced-values" not in warned
+    assert warned["malformed-header"]["count"] == 1
+    assert warned["malformed-header"]["message"].startswith("document fields of the wrong type: baseTimeNanoseconds ")
+    assert said in warned["malformed-header"]["message"]
+    clean = steps(report_of(write(tmp_path / "clean.json", doc())))
+    got = [(s["step"], s["start_ns"]) for s in rep["ranks"][0]["steps"]]
+    # Read: the clean file's steps exactly; ignored: the same steps, base less.
+    assert got == [(c[0], c[1] - (0 if read else base)) for c in clean]
+
+
+def test_a_distributed_info_of_the_wrong_type_says_where_the_rank_comes_from(tmp_path, capsys):
+    d = doc()
+    d["distributedInfo"] = "rank three"
+    code, out, _ = run(capsys, write(tmp_path / "rank5.json", d))
+    (w,) = [w for w in json.loads(out)["warnings"] if w["code"] == "malformed-header"]
+    assert code == 0 and "the rank comes from the file name" in w["message"]
+    assert json.loads(out)["ranks"][0]["rank"] == 5
+
+
 @pytest.mark.parametrize("base", [2**63 - 10, -(2**63)])
 def test_base_time_that_wraps_every_event_is_exit_3(tmp_path, capsys, base):
     d = doc()

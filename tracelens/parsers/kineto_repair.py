@@ -26,7 +26,8 @@ class DecodeIssues:
     def __init__(self) -> None:
         self.skipped: dict[str, list[int]] = {}     # field -> [events, first index]
         self.coerced: dict[str, list[int]] = {}     # field -> [values, first index]
-        self.header: list[str] = []                 # document-level fields ignored
+        self.header: list[str] = []                 # document-level fields ignored, each with what it held
+        self.header_read: list[str] = []            # document-level fields read although of another type
         self.bad_utf8 = 0                           # bytes of invalid UTF-8 replaced by U+FFFD
 
     def restart(self) -> "DecodeIssues":
@@ -34,6 +35,7 @@ class DecodeIssues:
         self.skipped.clear()
         self.coerced.clear()
         self.header.clear()
+        self.header_read.clear()
         return self
 
     @staticmethod
@@ -59,9 +61,10 @@ class DecodeIssues:
         if self.bad_utf8:
             log.add("invalid-utf8", "text that is not UTF-8 was read with each invalid byte sequence replaced "
                     "by U+FFFD", self.bad_utf8)
-        if self.header:
-            log.add("malformed-header", "ignored document fields of the wrong type: " + ", ".join(self.header),
-                    len(self.header))
+        if self.header or self.header_read:
+            # Not events: the document's own fields, each said with what was used in its place.
+            log.add("malformed-header", "document fields of the wrong type: " + "; ".join(self.header_read + self.header),
+                    len(self.header) + len(self.header_read))
 
 
 class _RawDocument(msgspec.Struct, gc=False):
@@ -74,6 +77,10 @@ class _RawDocument(msgspec.Struct, gc=False):
     host_name: msgspec.Raw = _NO_RAW
 
 
+# What a report uses in place of a document field it cannot read.
+_INSTEAD = {"baseTimeNanoseconds": "event times read without a base (0)",
+            "distributedInfo": "the rank comes from the file name, else the input order",
+            "deviceProperties": "no device names", "INFO": "left out", "host_name": "no host name"}
 _RAW_DOC = msgspec.json.Decoder(Union[_RawDocument, list[msgspec.Raw]])
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 _EVENTS = msgspec.json.Decoder(list[AnyEvent])
@@ -181,9 +188,20 @@ def _decode_repaired(piece, decoder, prefix: str, index: int, issues: DecodeIssu
         field = ".".join(str(p) for p in ([prefix] if prefix else []) + parts + ([missing] if missing else []))
         holder, key = _locate(obj, parts)
         new = None if missing or holder is None or field in repaired else _recovered(holder[key])
+        if new is None and header and not parts and not missing and not repaired:
+            whole = _recovered(obj)             # the field itself a number of another type: "1767225600000000000"
+            if whole is not None:
+                try:
+                    value = decoder.decode(bytes(whole))
+                except msgspec.ValidationError:
+                    pass
+                else:
+                    issues.header_read.append(f"{prefix} {_shown(piece)} read as the number {value}")
+                    return value
         if new is None:
             if header:
-                issues.header.append(field or prefix)
+                top = (field or prefix).split(".")[0]
+                issues.header.append(f"{field or prefix} {_shown(piece)} ignored: {_INSTEAD.get(top, 'left out')}")
             else:
                 DecodeIssues._note(issues.skipped, field or "event", index)
             return None
@@ -196,8 +214,17 @@ def _decode_repaired(piece, decoder, prefix: str, index: int, issues: DecodeIssu
             error = str(exc)
             continue
         for f in repaired:
-            DecodeIssues._note(issues.coerced, f, index)
+            if header:
+                issues.header_read.append(f"{f} read as a number")
+            else:
+                DecodeIssues._note(issues.coerced, f, index)
         return (value, text) if with_text else value
+
+
+def _shown(piece) -> str:
+    """A document field's JSON text as a warning quotes it: at most 40 characters."""
+    text = bytes(piece).decode("utf-8", "replace")
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def _error_field(message: str) -> tuple[list, str | None]:
