@@ -12,7 +12,7 @@ from typing import Optional
 import msgspec
 
 from ._version import __version__
-from .errors import InputError
+from .errors import InputError, printable
 
 SCHEMA = "tracelens.report/1"
 _FAMILY = SCHEMA.split("/")[0]
@@ -466,13 +466,28 @@ class Report(msgspec.Struct, kw_only=True):
     verdict: Optional[Verdict] = None      # null only in reports written before it existed
 
     def to_json(self, indent: int = 2) -> bytes:
-        raw = msgspec.json.encode(self)
+        try:
+            raw = msgspec.json.encode(self)
+        except UnicodeEncodeError:
+            # A file name that is not UTF-8 (lone surrogates in Python): written escaped, as printed everywhere.
+            raw = msgspec.json.encode(_printable(msgspec.to_builtins(self)))
         return msgspec.json.format(raw, indent=indent) if indent else raw
 
     @classmethod
     def from_json(cls, data: bytes | str) -> "Report":
         """Read a saved report back (unknown keys from newer versions are ignored)."""
         return msgspec.json.decode(data, type=cls)
+
+
+def _printable(obj):
+    """Every string of a JSON-ready value through :func:`.errors.printable`."""
+    if isinstance(obj, str):
+        return printable(obj)
+    if isinstance(obj, dict):
+        return {printable(k) if isinstance(k, str) else k: _printable(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_printable(v) for v in obj]
+    return obj
 
 
 def ratio(num: int, den: int, scale: float = 1.0) -> Optional[float]:

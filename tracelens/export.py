@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .contract import Report
+from .errors import printable
 from .model import RankTrace
 
 TABLES = ("device_ops", "host_ops", "collectives", "steps", "threads")
@@ -43,7 +44,7 @@ def export_parquet(traces: list[RankTrace], out_dir: str | Path, report: Report 
                              report)
     frames["ranks"] = pd.DataFrame([{
         "rank": t.meta.rank, "rank_rule": t.meta.rank_rule, "world_size": t.meta.world_size,
-        "backend": t.meta.backend, "source": t.meta.source, "format": t.meta.format,
+        "backend": t.meta.backend, "source": printable(t.meta.source), "format": t.meta.format,
         "base_ns": t.meta.base_ns, "device_names": list(t.meta.device_names),
     } for t in traces])
     if report is not None:

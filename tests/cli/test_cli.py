@@ -335,3 +335,35 @@ def test_command_summaries_fit_whole_at_80_columns(capsys, monkeypatch, group):
     for line in listed:
         name, summary = line.split(maxsplit=1)
         assert summary == commands[name].short_help and summary.endswith(".") and "..." not in summary, line
+
+
+def test_a_file_name_that_is_not_utf8_is_printed_escaped_everywhere(tmp_path):
+    # Python reads the byte 0xff of a file name as a lone surrogate, which no UTF-8 output can hold: the report
+    # (JSON, text, Markdown), the history, the export, warnings and errors write it as \xff, never a traceback.
+    import shutil
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    shutil.copy(SAMPLES / "one_bucket" / "rank0.json.gz", run_dir / os.fsdecode(b"rank\xff0.json.gz"))
+    (run_dir / os.fsdecode(b"conf\xfe.json")).write_text('{"a": 1}')          # a JSON file that is no trace
+    exe = str(Path(sys.executable).parent / "tracelens")
+    env = {**{k: v for k, v in os.environ.items() if k != "TRACELENS_NO_CACHE"}, "LC_ALL": "C.UTF-8",
+           "TRACELENS_CACHE": str(tmp_path / "cache")}
+
+    def cli(*args, code=0):
+        proc = subprocess.run([exe, *args], capture_output=True, env=env, timeout=120, cwd=tmp_path)
+        assert proc.returncode == code and b"Traceback" not in proc.stderr, proc.stderr.decode("utf-8", "replace")
+        return proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")       # strict: valid UTF-8 throughout
+
+    for _ in range(2):          # the second report is read back from the warm cache
+        data = json.loads(cli("report", "run", "--format", "json")[0])
+        assert data["inputs"][0]["path"] == "run/rank\\xff0.json.gz" and data["ranks"][0]["source"] == data["inputs"][0]["path"]
+        assert any("run/conf\\xfe.json" in w["message"] for w in data["warnings"] if w["code"] == "not-a-trace")
+    for fmt in ("text", "markdown", "html"):
+        assert "run/rank\\xff0.json.gz" in cli("report", "run", "--format", fmt)[0]
+    assert "added run 1" in cli("history", "add", "run", "--db", "h.db", "--label", "x")[0]
+    assert "run" in cli("history", "show", "1", "--db", "h.db")[0]
+    cli("export", "run", "-o", "tables")
+    assert pd.read_parquet(tmp_path / "tables" / "ranks.parquet")["source"].tolist() == ["run/rank\\xff0.json.gz"]
+    _, err = cli("report", os.fsdecode(b"no\xffsuch.json"), code=2)
+    assert err == "tracelens: error: no\\xffsuch.json: no such file or directory\n"

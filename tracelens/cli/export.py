@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from .. import api
-from ..errors import UsageError
+from ..errors import UsageError, printable
 from .terminal import input_options, progress, writing
 
 
@@ -45,4 +45,4 @@ def export(paths, out_dir, force, comm_patterns, step_nvtx, no_cache) -> None:
     with writing(out_dir):
         written = export_parquet(traces, out_dir, report)
     for path in written:
-        click.echo(str(path))
+        click.echo(printable(str(path)))

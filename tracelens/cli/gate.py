@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from .. import api
-from ..errors import EXIT_GATE, EXIT_OK, UsageError
+from ..errors import EXIT_GATE, EXIT_OK, UsageError, printable
 from .terminal import (FILE_WIDTH, color_option, emit, executor_args, executor_options, input_options, progress,
                        terminal_width, threshold_option, use_color, writing)
 
@@ -77,7 +77,7 @@ def gate(paths, config_path, no_config, fmt, junit, html_path, summary_md, color
             Path(junit).write_bytes(show.junit(result))
     if summary_md:
         with writing(summary_md), open(summary_md, "a", encoding="utf-8") as fh:
-            fh.write(show.markdown(result))
+            fh.write(printable(show.markdown(result)))
     if fmt == "json":
         emit(show.json(result))
     else:
@@ -99,5 +99,5 @@ def _html_writer(path: str):
         from ..renderers import render
 
         with writing(path):
-            Path(path).write_text(render(rep, "html"), encoding="utf-8")
+            Path(path).write_text(printable(render(rep, "html")), encoding="utf-8")
     return write

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import UsageError
+from ..errors import UsageError, printable
 
 # Text that goes to a file, or to a pipe without COLUMNS, has no terminal to fit: the roomy layout.
 FILE_WIDTH = 160
@@ -57,6 +57,7 @@ def say(message: str) -> None:
 
 def echo_fitted(message: str, err: bool = False) -> None:
     """One message, wrapped (continuation lines indented) to fit the terminal it goes to."""
+    message = printable(message)
     width = terminal_width(sys.stderr if err else sys.stdout)
     if width and len(message) > width:
         import textwrap
@@ -108,12 +109,12 @@ class _Bar:
 
     def __call__(self, path: Path, n: int, total: int) -> None:
         if self._start(total):
-            self.bar.update(self.task, description=path.name, completed=n - 1)
+            self.bar.update(self.task, description=printable(path.name), completed=n - 1)
 
     def done(self, tally) -> None:
         """After each file: ``tally`` has files, ranks and bytes done (``executors.Tally``)."""
         if self._start(tally.files):
-            self.bar.update(self.task, completed=tally.files_done, description=Path(tally.last).name,
+            self.bar.update(self.task, completed=tally.files_done, description=printable(Path(tally.last).name),
                             ranks=f"{tally.ranks_done} ranks",
                             size=f"{_mib(tally.bytes_done)}/{_mib(tally.bytes)} MiB")
 
@@ -152,14 +153,14 @@ def write(text: str, output: str | None, force: bool, color: bool = False) -> No
     if out.is_file() and not force:
         raise UsageError("output file exists (use --force to overwrite)", path=output)
     with writing(output):
-        out.write_text(text, encoding="utf-8")
+        out.write_text(printable(text), encoding="utf-8")
 
 
 def emit(text: str, color: bool = False) -> None:
     """``text`` to standard output; a full disk or a closed terminal is one line, not a traceback (a reader
     that went away, ``| head``, is not an error: the CLI's BrokenPipeError handling ends quietly)."""
     try:
-        click.echo(text, nl=False, color=color)   # click would strip the escapes going into a pipe
+        click.echo(printable(text), nl=False, color=color)   # click would strip the escapes going into a pipe
     except BrokenPipeError:
         raise
     except OSError as exc:

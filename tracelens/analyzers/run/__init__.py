@@ -13,6 +13,7 @@ from typing import Iterable
 import msgspec
 
 from ...contract import Culprit, InputFile, Report, WarningEntry
+from ...errors import printable
 from ...nccl_records import NcclInputs
 from .. import whatif
 from ..seam import Context, RankAnalysis
@@ -51,10 +52,10 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
     findings.sort(key=lambda f: (f.rank, -1 if f.step is None else f.step, _ORDER.get(f.id, 9)))
     inputs = [i for a in ordered for i in a.inputs]
     listed = {i.path for i in inputs}
-    inputs += [InputFile(path=log.path, format="nccl-log", rank=-1, bytes=log.bytes, rank_rule="none")
-               for log in nccl.logs if log.path not in listed]
+    inputs += [InputFile(path=printable(log.path), format="nccl-log", rank=-1, bytes=log.bytes, rank_rule="none")
+               for log in nccl.logs if printable(log.path) not in listed]
     warnings = [w for a in ordered for w in a.warnings] + across.warnings
-    warnings += [WarningEntry(code=code, rank=None, count=n, message=message) for code, n, message in nccl.notes]
+    warnings += [WarningEntry(code=code, rank=None, count=n, message=printable(message)) for code, n, message in nccl.notes]
     total = summary.summarize(ranks)
     matched = across.cross is not None and across.cross.matching.matched > 0
     culprit = None if across.culprit is None else \

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ... import nccl_records as K
 from ...contract import Communicator, EvidenceLine, Transport
+from ...errors import printable
 from ...nccl_records import EnvSetting, NcclLog, Record
 from ..thresholds import Thresholds
 from ..wording import Finding
@@ -32,11 +33,11 @@ _IPOIB = re.compile(r"^ib[0-9psP]")          # ib0, ibp12s0, ibs85f0, ibP...: so
 
 
 def _line(r: Record) -> EvidenceLine:
-    return EvidenceLine(file=r.file, line=r.line, text=r.text)
+    return EvidenceLine(file=printable(r.file), line=r.line, text=r.text)
 
 
 def _setting(s: EnvSetting) -> EvidenceLine:
-    return EvidenceLine(file=s.source, line=None, text=f"{s.name}={s.value}")
+    return EvidenceLine(file=printable(s.source), line=None, text=f"{s.name}={s.value}")
 
 
 @dataclass
