@@ -147,14 +147,28 @@ def add_run(db: sqlite_utils.Database, report: Report, *, label: str, commit: Op
 def list_runs(db: sqlite_utils.Database, label: Optional[str] = None, limit: int = 20) -> list[dict]:
     """The newest ``limit`` runs (optionally of one label), newest first."""
     where, args = ("label = ?", [label]) if label else (None, [])
-    return list(db["runs"].rows_where(where, args, order_by="id desc", limit=limit))
+    return _numbers_checked(list(db["runs"].rows_where(where, args, order_by="id desc", limit=limit)))
 
 
 def get_run(db: sqlite_utils.Database, run_id: int) -> dict:
-    rows = list(db["runs"].rows_where("id = ?", [run_id]))
+    rows = _numbers_checked(list(db["runs"].rows_where("id = ?", [run_id])))
     if not rows:
         raise UsageError(f"no run with id {run_id} in the history database")
     return rows[0]
+
+
+def _numbers_checked(runs: list[dict]) -> list[dict]:
+    """The runs, or InputError (exit 3) naming the first value that is not a number where one belongs: SQLite
+    keeps text in a REAL or INTEGER column, and a run shown or compared with it would be wrong or fail."""
+    for run in runs:
+        for col, kind in RUN_COLUMNS.items():
+            value = run.get(col)
+            if kind is not str and value is not None and (isinstance(value, bool) or
+                                                          not isinstance(value, (int, float))):
+                bad = sum(1 for r in runs if not isinstance(r.get(col), (int, float, type(None))))
+                raise InputError(f"history run {run.get('id')!r}: runs.{col} holds {value!r} where a number "
+                                 f"belongs ({bad} row(s))")
+    return runs
 
 
 def latest(db: sqlite_utils.Database, label: str) -> Optional[dict]:

@@ -151,3 +151,19 @@ def test_history_with_text_where_numbers_belong(tmp_path):
         code, _, err = cli(*args)
         # Before: show died with ValueError; the gate read 'abc' as NaN and compared with it.
         assert code == 3 and one_line_error(err, "rank_steps.overlap_pct", "'abc'"), err
+
+
+@pytest.mark.parametrize("column, value", [("overlap_pct", "abc"), ("ranks", "x"), ("steps", ""),
+                                           ("exposed_comm_fraction", b"\x00\x01")])
+def test_history_runs_with_text_where_numbers_belong(tmp_path, column, value):
+    # SQLite keeps text (or a blob) in a REAL or INTEGER column: history list and show died with ValueError
+    # ("Unknown format code 'f' for object of type 'str'"). Now one line naming the run and column, exit 3.
+    db = tmp_path / "h.db"
+    assert cli("history", "add", SAMPLE, "--db", str(db), "--label", "main")[0] == 0
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"update runs set {column} = ?", (value,))
+    conn.close()
+    for args in (("history", "list", "--db", str(db)), ("history", "list", "--db", str(db), "--format", "json"),
+                 ("history", "show", "1", "--db", str(db))):
+        code, _, err = cli(*args)
+        assert code == 3 and one_line_error(err, str(db), f"runs.{column}"), err
