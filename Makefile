@@ -42,7 +42,8 @@ bench-scale: $(STAMP)
 	$(BIN)/python bench/bench_scale.py --executors local,warm $(if $(QUICK),--quick) $(SCALE_FLAGS)
 	$(BIN)/python bench/bench_scale.py --executors dask --quick
 
-# The hostile-input fuzzer: N mutated traces, N mutated exports and N mutated run folders (tests/fuzz/README.md); SEED to repeat a
+# The hostile-input fuzzer: N mutated cases of each kind (traces, exports, run folders, history databases,
+# config files; tests/fuzz/README.md); SEED to repeat a
 # run, JOBS driver processes (default: one per core). Failing cases land in tests/fuzz/findings/.
 N ?= 5000
 SEED ?=

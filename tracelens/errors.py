@@ -9,18 +9,16 @@ EXIT_INPUT = 3
 EXIT_NO_TRACE = 4      # collect: the job succeeded but no rank wrote a trace
 
 
-def printable(text: str) -> str:
+def printable(text: str, one_line: bool = False) -> str:
     """``text`` with every byte of a name that is not UTF-8 written as ``\\xNN``: Python reads such bytes of
-    a file name as lone surrogates, which no UTF-8 output (a terminal, a file, JSON) can hold. Other text is
-    returned as it is."""
-    if text.isascii():
+    a file name as lone surrogates, which no UTF-8 output (a terminal, a file, JSON) can hold. ``one_line``:
+    control characters too (a file name may hold a newline; an error or a name in a report stays one line).
+    Other text is returned as it is."""
+    if text.isprintable() if one_line else text.isascii():
         return text
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF
-                       else f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+    return "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF
+                   else f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF
+                   else f"\\x{ord(c):02x}" if one_line and (ord(c) < 0x20 or ord(c) == 0x7F) else c for c in text)
 
 
 class TracelensError(Exception):
@@ -38,7 +36,7 @@ class TracelensError(Exception):
         return _rebuild, (type(self), self.message, self.path)
 
     def __str__(self) -> str:
-        return printable(f"{self.path}: {self.message}" if self.path else self.message)
+        return printable(f"{self.path}: {self.message}" if self.path else self.message, one_line=True)
 
 
 class UsageError(TracelensError):

@@ -44,7 +44,7 @@ def export_parquet(traces: list[RankTrace], out_dir: str | Path, report: Report 
                              report)
     frames["ranks"] = pd.DataFrame([{
         "rank": t.meta.rank, "rank_rule": t.meta.rank_rule, "world_size": t.meta.world_size,
-        "backend": t.meta.backend, "source": printable(t.meta.source), "format": t.meta.format,
+        "backend": t.meta.backend, "source": printable(t.meta.source, one_line=True), "format": t.meta.format,
         "base_ns": t.meta.base_ns, "device_names": list(t.meta.device_names),
     } for t in traces])
     if report is not None:

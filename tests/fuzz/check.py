@@ -73,17 +73,32 @@ def kineto_span(data: bytes) -> tuple[int, int] | None:
     # is ignored by the report (its malformed-header warning), as here.
     base = _whole(base)
     base = base if base is not None and -2**63 <= base < 2**63 else 0
-    lo = hi = None
+    times = []
     for e in events if isinstance(events, list) else []:
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
         ts, dur = _ns(e.get("ts")), _ns(e.get("dur"))
         if ts is None or dur is None:
             continue
-        s, t = int(ts) + base, int(ts + max(dur, Decimal(0))) + base
-        lo = s if lo is None else min(lo, s)
-        hi = t if hi is None else max(hi, t)
-    return None if lo is None else (lo - _SLACK, hi + _SLACK)
+        times.append((int(ts) + base, int(ts + max(dur, Decimal(0))) + base))
+    span = _bulk(times)
+    return None if span is None else (span[0] - _SLACK, span[1] + _SLACK)
+
+
+# The report skips events more than a day from the median start of a rank's events (its far-times warning);
+# the span leaves out those more than two days away, so that a time between the two (where the checker's
+# median, over other events, may differ from the report's) is never counted against a report.
+_FAR_NS = 2 * 24 * 3600 * 10**9
+
+
+def _bulk(times: list[tuple[int, int]]) -> tuple[int, int] | None:
+    """(first start, last end) of the (start, end) pairs within _FAR_NS of the median start."""
+    if not times:
+        return None
+    starts = sorted(s for s, _ in times)
+    center = starts[len(starts) // 2]
+    kept = [(s, t) for s, t in times if s >= center - _FAR_NS and t <= center + _FAR_NS]
+    return (min(s for s, _ in kept), max(t for _, t in kept)) if kept else None
 
 
 def nsys_span(path: Path) -> tuple[int, int] | None:
@@ -95,7 +110,7 @@ def nsys_span(path: Path) -> tuple[int, int] | None:
     except sqlite3.Error:
         return None
     con.text_factory = bytes
-    lo = hi = None
+    times = []
     try:
         base = 0
         try:
@@ -109,20 +124,15 @@ def nsys_span(path: Path) -> tuple[int, int] | None:
                 rows = con.execute(f'SELECT start, "end" FROM {t}').fetchall()
             except Exception:       # no such table or column, a torn page: the report reads what it can
                 continue
-            ok = []
             for a, b in rows:
                 a, b = _nsys_int(a), _nsys_int(b)
                 if a is not None and b is not None:
                     b = max(a, b)                   # an end before the start: clamped, as the report does
                     if 0 <= a + base < 2**63 and 0 <= b + base < 2**63:
-                        ok.append((a + base, b + base))
-            if ok:
-                a, b = min(s for s, _ in ok), max(e for _, e in ok)
-                lo = a if lo is None else min(lo, a)
-                hi = b if hi is None else max(hi, b)
+                        times.append((a + base, b + base))
     finally:
         con.close()
-    return None if lo is None else (lo, hi)
+    return _bulk(times)
 
 
 def _nsys_int(v) -> int | None:
@@ -170,6 +180,41 @@ def problems(code: int, out: str, err: str, span: tuple[int, int] | None) -> lis
         elif value < 0 or _SPANNED.match(path) and value > (hi - lo) * n_ranks:
             found.append(f"{path} = {value} not a length within the trace's span ({hi - lo} ns × {n_ranks} ranks)")
     return found
+
+
+def command_problems(code: int, out: str, err: str, json_out: bool) -> list[str]:
+    """Why a case of another command failed (history, gate, a report reading a config file): exit code 0, 1
+    (a gate that failed), 2 or 3; an error is one line; no traceback; JSON output strict."""
+    found = []
+    if code not in CODES | {1}:
+        found.append(f"exit code {code}")
+    if "Traceback" in err:
+        found.append("traceback on stderr")
+    if code in (2, 3) and err.count("\n") != 1:
+        found.append(f"error is not one line: {err!r}")
+    if code in (0, 1) and json_out:
+        try:
+            json.loads(out, parse_constant=_no_constant)
+        except ValueError as exc:
+            found.append(f"output is not strict JSON ({exc})")
+    return found
+
+
+def expected(expect: dict | None, code: int, out: str) -> list[str]:
+    """What a regression case says its report must hold besides (``expect``: ``warnings`` codes present,
+    ``not_warnings`` codes absent, ``messages``: a code's message holding a text); nothing without it."""
+    if not expect:
+        return []
+    if code != 0:
+        return [f"exit code {code}, where a report was expected"]
+    try:
+        said = {w["code"]: w["message"] for w in json.loads(out).get("warnings", [])}
+    except (ValueError, AttributeError):
+        return ["no JSON report"]
+    return ([f"no {c} warning" for c in expect.get("warnings", []) if c not in said]
+            + [f"a {c} warning" for c in expect.get("not_warnings", []) if c in said]
+            + [f"{c} does not say {text!r}" for c, text in expect.get("messages", {}).items()
+               if text not in said.get(c, "")])
 
 
 def _no_constant(name):

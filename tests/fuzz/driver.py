@@ -34,7 +34,7 @@ SAMPLES = ROOT / "sample_traces"
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from fuzz import check, kineto_mut, manifest_mut, nsys_mut  # noqa: E402
+from fuzz import check, config_mut, history_mut, kineto_mut, manifest_mut, nsys_mut  # noqa: E402
 from fixtures.opens import opened_files  # noqa: E402
 
 # Real traces small enough to run hundreds of times a minute; corpus first (what CI requires), then the
@@ -68,6 +68,9 @@ MANIFEST_BASES = [
     "samples/cuda_nccl_avg",
     "samples/gloo_one_bucket",
 ]
+# A history database made of this run, and a config file read with a report of this run (docs in their modules).
+HISTORY_BASES = [f"samples/{history_mut.SAMPLE}"]
+CONFIG_BASES = [f"samples/{config_mut.SAMPLE}"]
 CASE_SECONDS = 20          # a case still running after this is a hang
 
 
@@ -79,6 +82,8 @@ def resolve(base: str) -> Path:
 def bases(fmt: str) -> list[str]:
     if fmt == "manifest":
         return [b for b in MANIFEST_BASES if (resolve(b) / "manifest.json").is_file()]
+    if fmt in ("history", "config"):
+        return HISTORY_BASES if fmt == "history" else CONFIG_BASES
     return [b for b in (KINETO_BASES if fmt == "kineto" else NSYS_BASES) if resolve(b).is_file()]
 
 
@@ -98,6 +103,8 @@ def draw(fmt: str, seed: int, index: int) -> dict:
     base = rng.choice(bases(fmt))
     if fmt == "manifest":
         ops = manifest_mut.plan(rng, json.loads((resolve(base) / "manifest.json").read_text()))
+    elif fmt in ("history", "config"):
+        ops = (history_mut if fmt == "history" else config_mut).plan(rng)
     else:
         ops = kineto_mut.plan(rng, kineto_doc(base)) if fmt == "kineto" else nsys_mut.plan(rng)
     return {"format": fmt, "base": base, "ops": ops}
@@ -110,9 +117,13 @@ def materialise(case: dict, folder: Path) -> tuple[Path, tuple[int, int] | None]
         spans = [check.kineto_span(t.read_bytes()) for t in sorted(run.glob("rank*.pt.trace.json.gz"))]
         spans = [s for s in spans if s is not None]
         return run, (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else None
+    if case["format"] == "history":
+        return history_mut.write(case["ops"], history_mut.template(folder.parent, SAMPLES), folder), None
+    if case["format"] == "config":
+        return config_mut.write(case["ops"], folder), None
     if case["format"] == "kineto":
         data = kineto_mut.apply(case["ops"], kineto_doc(case["base"]))
-        path = folder / ("trace.json.gz" if data[:2] == b"\x1f\x8b" else "trace.json")
+        path = folder / kineto_mut.file_name(case["ops"], ".json.gz" if data[:2] == b"\x1f\x8b" else ".json")
         path.write_bytes(data)
         return path, check.kineto_span(data)
     path = nsys_mut.apply(case["ops"], resolve(case["base"]), folder / "export.sqlite")
@@ -134,22 +145,31 @@ def run_case(case: dict, workdir: Path) -> dict:
     path, span = materialise(case, folder)
     digest = manifest_mut.digest if case["format"] == "manifest" else _digest
     before = digest(folder)
+    args, env = _command(case, path)
     out, err = io.StringIO(), io.StringIO()
     t0 = time.perf_counter()
     signal.alarm(CASE_SECONDS)
     opened: list[str] = []
+    saved = {k: os.environ.get(k) for k in env}
     try:
+        os.environ.update(env)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), opened_files() as opened:
-            code = main(["report", "--format", "json", str(path)])
+            code = main(args)
     except _Hang:
         code, problems = -1, [f"no answer within {CASE_SECONDS} s"]
     except BaseException:          # a traceback: what the console script would print
         code, problems = -1, ["traceback: " + traceback.format_exc(limit=-3).strip().splitlines()[-1]]
         err.write(traceback.format_exc())
     else:
-        problems = check.problems(code, out.getvalue(), err.getvalue(), span)
+        if case["format"] in ("history", "config"):
+            problems = check.command_problems(code, out.getvalue(), err.getvalue(), "--format" in args)
+        else:
+            problems = check.problems(code, out.getvalue(), err.getvalue(), span)
+        problems += check.expected(case.get("expect"), code, out.getvalue())
     finally:
         signal.alarm(0)
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
     if case["format"] == "manifest":
         problems += [f"opened {p}, outside the run folder" for p in _outside(opened, path)]
     if digest(folder) != before:
@@ -159,6 +179,15 @@ def run_case(case: dict, workdir: Path) -> dict:
     shutil.rmtree(folder)
     return {**case, "code": code, "problems": problems, "seconds": round(seconds, 4),
             "stderr": err.getvalue()[-2000:] if problems else ""}
+
+
+def _command(case: dict, path: Path) -> tuple[list[str], dict[str, str]]:
+    """The command line a case runs on its file, and the environment it adds."""
+    if case["format"] == "history":
+        return history_mut.argv(case["ops"], path, SAMPLES), {}
+    if case["format"] == "config":
+        return config_mut.argv(case["ops"], path, SAMPLES)
+    return ["report", "--format", "json", str(path)], {}
 
 
 def _outside(opened: list[str], run: Path) -> list[str]:
@@ -192,7 +221,7 @@ def main(argv: list[str]) -> int:
     for case in cases:
         print(json.dumps({"start": case.get("index"), "base": case["base"]}), flush=True)
         print(json.dumps(run_case(case, workdir)), flush=True)
-    workdir.rmdir()
+    shutil.rmtree(workdir)
     return 0
 
 

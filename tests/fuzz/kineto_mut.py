@@ -27,6 +27,20 @@ VALUES = ["12", "12.5", "", "abc", "-", None, True, [], [1, 2], {}, {"a": 1}, 0,
           "cpu_op", "cuda_runtime", "user_annotation", "gpu_memcpy", "cuda_sync", "stream 7"]
 
 
+# File names (hex of their bytes) that are not UTF-8, look like options, hold spaces, newlines, markup, or are
+# long: every path tracelens prints must come out whole and escaped (docs/errors.md, "Hostile input").
+FILE_NAMES = ["72616e6bff30", "c328", "eda080", "2d2d666f726d6174", "72616e6b20302028636f707929", "0a72616e6b0a",
+              "5b626f6c645d72616e6b", "1b5b33316d", "61" * 200, "2e2e2e", "72616e6b2d33"]
+
+
+def file_name(ops: list, suffix: str) -> str:
+    """The name the trace is written under: the plan's last ``file_name``, else ``trace``; then ``suffix``."""
+    names = [op[1] for op in ops if op[0] == "file_name"]
+    import os
+
+    return os.fsdecode(bytes.fromhex(names[-1])) + suffix if names else "trace" + suffix
+
+
 def _value(v):
     if isinstance(v, list) and len(v) == 2 and v[0] == "deep":
         return f"\x00DEEP{v[1]}"       # spliced in after encoding: json.dumps itself recurses
@@ -42,8 +56,9 @@ def plan(rng: random.Random, doc: dict) -> list:
     ops = []
     for _ in range(rng.choice([1, 1, 2, 2, 3, 4])):
         kind = rng.choices(["drop_field", "retype", "retype_arg", "drop_event", "dup_event", "reorder", "extreme_time",
-                            "top", "step_name", "zero_len", "cat", "bad_utf8", "truncate", "gzip", "deep"],
-                           weights=[10, 16, 8, 4, 4, 4, 10, 6, 4, 3, 4, 4, 4, 5, 2])[0]
+                            "top", "step_name", "zero_len", "cat", "bad_utf8", "truncate", "gzip", "deep",
+                            "file_name"],
+                           weights=[10, 16, 8, 4, 4, 4, 10, 6, 4, 3, 4, 4, 4, 5, 2, 3])[0]
         at = rng.randrange(n) if n else 0
         if kind == "drop_field":
             ops.append([kind, at, rng.choice(FIELDS)])
@@ -57,11 +72,12 @@ def plan(rng: random.Random, doc: dict) -> list:
             ops.append([kind, rng.randrange(2**31)])
         elif kind == "extreme_time":
             ops.append([kind, at, rng.choice(["ts", "dur"]), rng.choice([2**53, 2**53 - 1, -(2**53), 2**52, 10**17,
-                                                                        -1, 0, 4.5e15, 9007199254740.993])])
+                                                                        -1, 0, 4.5e15, 9007199254740.993,
+                                                                        2844460418377108, 86400 * 10**6 * 3])])
         elif kind == "top":
             ops.append([kind, rng.choice(TOP), _plain(rng.choice(VALUES + [2**63 - 10, -(2**63), 1 << 62]))])
         elif kind == "step_name":
-            ops.append([kind, at, f"ProfilerStep#{rng.choice([0, 1, 2, 2, 3, -1, 2**64])}"])
+            ops.append([kind, at, f"ProfilerStep#{rng.choice([0, 1, 2, 2, 3, -1, 2**64, 'abc', '', ' 2', '2.5'])}"])
         elif kind == "cat":
             ops.append([kind, at, rng.choice(["kernel", "cpu_op", "cuda_runtime", "gpu_memcpy", "cuda_sync",
                                               "user_annotation", "Kernel", "", "python_function"])])
@@ -69,6 +85,8 @@ def plan(rng: random.Random, doc: dict) -> list:
             ops.append([kind, rng.randrange(2**31), rng.choice(["ff", "c3", "eda080", "f4908080", "c0af"])])
         elif kind == "truncate":
             ops.append([kind, rng.random()])
+        elif kind == "file_name":
+            ops.append([kind, rng.choice(FILE_NAMES)])
         elif kind == "gzip":
             ops.append([kind, rng.choice(["flip", "cut", "bomb", "trailer", "plain"]), rng.randrange(2**31)])
         else:
@@ -89,6 +107,8 @@ def apply(ops: list, doc) -> bytes:
         kind = op[0]
         if kind in ("bad_utf8", "truncate", "gzip"):
             byte_ops.append(op)
+            continue
+        if kind == "file_name":         # where the file is written (file_name), not what it holds
             continue
         n = len(events) if events is not None else 0
         if kind == "top":

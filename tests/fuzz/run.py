@@ -19,6 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BATCH = 100                # cases per driver subprocess: a hang costs at most one batch's timeout
 BATCH_SECONDS = 300
+FORMATS = ["kineto", "nsys", "manifest", "history", "config"]
 
 
 def run_batches(fmt: str, seed: int, n: int, jobs: int, batch: int = BATCH, env: dict | None = None) -> list[dict]:
@@ -84,11 +85,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("n", type=int, nargs="?", default=5000, help="cases per format")
     parser.add_argument("--seed", type=int, default=int(time.time()))
     parser.add_argument("--jobs", type=int, default=max(1, len(os.sched_getaffinity(0))))
-    parser.add_argument("--format", choices=["kineto", "nsys", "manifest"], action="append")
+    parser.add_argument("--format", choices=FORMATS, action="append")
     args = parser.parse_args(argv)
     n, seed, jobs = args.n, args.seed, args.jobs
     bad = 0
-    for fmt in args.format or ["kineto", "nsys", "manifest"]:
+    for fmt in args.format or FORMATS:
         t0 = time.monotonic()
         rows = run_batches(fmt, seed, n, jobs)
         seconds = time.monotonic() - t0

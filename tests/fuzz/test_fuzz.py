@@ -1,10 +1,13 @@
 """The fuzzer in CI: a fixed set of seeded cases per format, every committed regression case, and a few
 cases through the real ``tracelens`` console script. Each must exit 0, 2 or 3, print no traceback, answer
 within its time, and report strict JSON whose numbers lie within the trace's span (check.py); a run folder
-whose manifest is mutated must also open no file outside it (driver.py).
+whose manifest is mutated must also open no file outside it (driver.py); history list/show and gates on a
+mutated history database, and reports and gates reading a mutated config file, give strict JSON or a one-line
+error.
 
-Budget: CI has 2 cores; 320 cases per trace format and 160 run folders run in driver subprocesses (100
-in-process cases each, two at a time), about 15 s per trace format and 12 s for the run folders here
+Budget: CI has 2 cores; 280 cases per trace format, 160 run folders, 80 history databases and 80 config
+files run in driver subprocesses (100 in-process cases each, two at a time): 800 cases, as many as before
+the last two formats, about 13 s per trace format, 12 s for the run folders and 3 s each for the other two
 (README.md). The dashboard's requests are fuzzed in-process (test_dashboard.py).
 """
 
@@ -24,7 +27,8 @@ from fuzz import check, driver
 from fuzz.run import run_batches
 
 CI_SEED = 17
-CI_CASES = {"kineto": 320, "nsys": 320, "manifest": 160}
+# 800 cases in all, as before history databases and config files were fuzzed: 40 traces and 40 exports fewer.
+CI_CASES = {"kineto": 280, "nsys": 280, "manifest": 160, "history": 80, "config": 80}
 HERE = Path(__file__).resolve().parent
 REGRESSIONS = sorted((HERE / "regressions").glob("*.json"))
 
@@ -34,17 +38,18 @@ def _summary(rows: list[dict]) -> str:
                      f"    base {r.get('base')} ops {json.dumps(r.get('ops'))[:300]}" for r in rows)
 
 
-@pytest.mark.parametrize("fmt", ["kineto", "nsys", "manifest"])
+@pytest.mark.parametrize("fmt", ["kineto", "nsys", "manifest", "history", "config"])
 def test_ci_fuzz_set(fmt):
-    if fmt != "manifest":       # the run folders are bundled samples
+    if fmt in ("kineto", "nsys"):       # the run folders, history databases and configs are of bundled samples
         corpus_file((driver.KINETO_BASES if fmt == "kineto" else driver.NSYS_BASES)[0][len("corpus/"):])
     rows = run_batches(fmt, CI_SEED, CI_CASES[fmt], jobs=2)
     assert len(rows) == CI_CASES[fmt]
     failed = [r for r in rows if r["problems"]]
     assert not failed, f"{len(failed)} fuzz finding(s) (replay: python tests/fuzz/driver.py {fmt} {CI_SEED} " \
                        f"INDEX 1):\n{_summary(failed)}"
-    # The set reaches both outcomes: reports and one-line refusals.
-    assert {r["code"] for r in rows} == {0, 3}
+    # The set reaches both outcomes: reports and one-line refusals (a config's bad value is a usage error).
+    codes = {r["code"] for r in rows}
+    assert 0 in codes and codes & {2, 3} and codes <= {0, 1, 2, 3}, codes
 
 
 def test_every_regression_case_passes():
@@ -52,7 +57,7 @@ def test_every_regression_case_passes():
     proc = subprocess.run([sys.executable, str(HERE / "driver.py"), "replay", *map(str, REGRESSIONS)],
                           capture_output=True, text=True, timeout=300)
     rows = [json.loads(line) for line in proc.stdout.splitlines() if '"code"' in line]
-    assert proc.returncode == 0 and len(rows) == len(REGRESSIONS) >= 18, proc.stderr[-2000:]
+    assert proc.returncode == 0 and len(rows) == len(REGRESSIONS) >= 28, proc.stderr[-2000:]
     failed = [r for r in rows if r["problems"]]
     assert not failed, _summary(failed)
 

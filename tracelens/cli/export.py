@@ -45,4 +45,4 @@ def export(paths, out_dir, force, comm_patterns, step_nvtx, no_cache) -> None:
     with writing(out_dir):
         written = export_parquet(traces, out_dir, report)
     for path in written:
-        click.echo(printable(str(path)))
+        click.echo(printable(str(path), one_line=True))

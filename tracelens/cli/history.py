@@ -39,7 +39,7 @@ def history_add(paths, db, label, commit, thresholds, comm_patterns, step_nvtx, 
 
     report = report_for(paths, comm_patterns, step_nvtx, thresholds, no_cache=no_cache)
     with open_db(db, create=True) as handle:
-        run_id = add_run(handle, report, label=label, commit=commit, source=printable(" ".join(paths)))
+        run_id = add_run(handle, report, label=label, commit=commit, source=printable(" ".join(paths), one_line=True))
     s = report.summary
     echo_fitted(f"added run {run_id} ({label}): {s.ranks} rank(s), {s.steps} step(s), overlap {pct(s.overlap_pct)}, "
                 f"exposed {frac(s.exposed_comm_fraction)} -> {db}")

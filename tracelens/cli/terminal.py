@@ -109,12 +109,13 @@ class _Bar:
 
     def __call__(self, path: Path, n: int, total: int) -> None:
         if self._start(total):
-            self.bar.update(self.task, description=printable(path.name), completed=n - 1)
+            self.bar.update(self.task, description=printable(path.name, one_line=True), completed=n - 1)
 
     def done(self, tally) -> None:
         """After each file: ``tally`` has files, ranks and bytes done (``executors.Tally``)."""
         if self._start(tally.files):
-            self.bar.update(self.task, completed=tally.files_done, description=printable(Path(tally.last).name),
+            self.bar.update(self.task, completed=tally.files_done,
+                            description=printable(Path(tally.last).name, one_line=True),
                             ranks=f"{tally.ranks_done} ranks",
                             size=f"{_mib(tally.bytes_done)}/{_mib(tally.bytes)} MiB")
 

@@ -193,7 +193,7 @@ def describe_skipped(skipped: list[tuple[Path, str]], most: int = 6, what: str =
     are not (``traces``, ``NCCL logs``)."""
     by_reason: dict[str, list[str]] = {}
     for f, why in skipped:
-        by_reason.setdefault(why, []).append(printable(str(f)))
+        by_reason.setdefault(why, []).append(printable(str(f), one_line=True))
     parts = []
     for why, names in by_reason.items():
         shown = ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
@@ -205,7 +205,7 @@ def describe_skipped(skipped: list[tuple[Path, str]], most: int = 6, what: str =
 
 def describe_outside(outside: list[tuple[Path, str]], most: int = 6) -> str:
     """One line naming the links left out because they lead outside the folder given."""
-    shown = ", ".join(printable(f"{p} ({text})") for p, text in outside[:most])
+    shown = ", ".join(printable(f"{p} ({text})", one_line=True) for p, text in outside[:most])
     more = f" and {len(outside) - most} more" if len(outside) > most else ""
     return (f"left out {len(outside)} link{'s' if len(outside) != 1 else ''} that lead{'s' if len(outside) == 1 else ''} "
             f"outside the folder: {shown}{more} (name a file on the command line to read it)")

@@ -207,7 +207,8 @@ def _dims_nelems(raw: msgspec.Raw) -> int:
         return -1
     try:
         dims = msgspec.json.decode(raw)
-    except (msgspec.DecodeError, RecursionError):     # nested past the decoder's limit: no shape to read
+    # Nested past the decoder's limit, or bytes the typed pass let through that are no UTF-8: no shape to read.
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
         return -1
     if not isinstance(dims, list) or not dims or not isinstance(dims[0], list) or not dims[0]:
         return -1
@@ -226,7 +227,7 @@ def _first_type(raw: msgspec.Raw) -> str | None:
         return None
     try:
         types = msgspec.json.decode(raw)
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
         return None
     return types[0] if isinstance(types, list) and types and isinstance(types[0], str) and types[0] else None
 
@@ -308,7 +309,7 @@ def _pg_members(args: list, meta: RunMeta) -> None:
             value = msgspec.json.decode(raw)
             if isinstance(value, str):
                 value = msgspec.json.decode(value)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
             continue
         if isinstance(value, list) and value and all(type(r) is int for r in value):
             meta.pg_config.append({"pg_name": name, "ranks": value})

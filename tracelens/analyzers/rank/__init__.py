@@ -71,7 +71,7 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
     per_dim, bucket_model, checks = _costs(t, sets, windows, steps, exp, comm, groups, device_name, th, findings)
     result = RankResult(
         rank=t.meta.rank, world_size=t.meta.world_size, device=sets.device,
-        device_name=device_name, mode=sets.mode, source=printable(t.meta.source),
+        device_name=device_name, mode=sets.mode, source=printable(t.meta.source, one_line=True),
         steps=steps, totals=_totals(steps), pattern=verdict, pattern_counts=counts,
         pre_capture=None if pre is None else PreCapture(**pre), dimensions=per_dim,
         bucket_model=bucket_model, settings=checks)
@@ -85,16 +85,17 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
             *(exp[c].tolist() for c in ("step", "name", "op", "bytes", "start_ns", "duration_ns", "exposed_ns")),
             *(comm[c].tolist() for c in ("pg_name", "seq", "group_size", "dtype")))]
     # A file name that is not UTF-8 is written escaped wherever the report shows it (errors.printable).
-    inputs = [InputFile(path=printable(t.meta.source), format=t.meta.format, rank=t.meta.rank, bytes=t.meta.bytes,
-                        rank_rule=t.meta.rank_rule)]
-    inputs += [InputFile(path=printable(f["path"]), format=f["format"], rank=t.meta.rank, bytes=f["bytes"],
-                         rank_rule="manifest") for f in t.meta.side_files]
-    warnings = [WarningEntry(code=w.code, rank=t.meta.rank, count=w.count, message=printable(w.message))
+    inputs = [InputFile(path=printable(t.meta.source, one_line=True), format=t.meta.format, rank=t.meta.rank,
+                        bytes=t.meta.bytes, rank_rule=t.meta.rank_rule)]
+    inputs += [InputFile(path=printable(f["path"], one_line=True), format=f["format"], rank=t.meta.rank,
+                         bytes=f["bytes"], rank_rule="manifest") for f in t.meta.side_files]
+    warnings = [WarningEntry(code=w.code, rank=t.meta.rank, count=w.count, message=printable(w.message, one_line=True))
                 for w in t.meta.warnings]
-    warnings += [WarningEntry(code=c, rank=t.meta.rank, count=n, message=printable(m)) for c, m, n in notes]
-    warnings += [WarningEntry(code=w.code, rank=None, count=w.count, message=printable(w.message))
+    warnings += [WarningEntry(code=c, rank=t.meta.rank, count=n, message=printable(m, one_line=True))
+                 for c, m, n in notes]
+    warnings += [WarningEntry(code=w.code, rank=None, count=w.count, message=printable(w.message, one_line=True))
                  for w in t.meta.input_warnings]
-    return RankAnalysis(rank=t.meta.rank, source=printable(t.meta.source), inputs=inputs, result=result,
+    return RankAnalysis(rank=t.meta.rank, source=printable(t.meta.source, one_line=True), inputs=inputs, result=result,
                         collectives=collectives, comm=comm, findings=findings, warnings=warnings,
                         host=t.meta.host, groups=groups, exposed=_exposed_set(sets, windows))
 

@@ -77,7 +77,8 @@ def check(meta, device_name: str | None, dims: list[str], bucket: BucketModel | 
         shown = ", ".join(d for d in dims if d != "unknown") or "no attributed communication"
         out.append(SettingCheck(name="CUDA_DEVICE_MAX_CONNECTIONS", source="environment", configured=conn,
                                 observed=f"communication: {shown}", contradiction=problem))
-    found = [m.groups() for m in map(_KERNEL.search, comm_names) if m]
+    # A kernel whose name the trace lost (a dropped "name") names no algorithm.
+    found = [m.groups() for m in map(_KERNEL.search, (n for n in comm_names if isinstance(n, str))) if m]
     for name, at in (("NCCL_ALGO", 0), ("NCCL_PROTO", 1)):
         value = meta.env.get(name)
         if value is None:

@@ -52,10 +52,11 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
     findings.sort(key=lambda f: (f.rank, -1 if f.step is None else f.step, _ORDER.get(f.id, 9)))
     inputs = [i for a in ordered for i in a.inputs]
     listed = {i.path for i in inputs}
-    inputs += [InputFile(path=printable(log.path), format="nccl-log", rank=-1, bytes=log.bytes, rank_rule="none")
-               for log in nccl.logs if printable(log.path) not in listed]
+    inputs += [InputFile(path=printable(log.path, one_line=True), format="nccl-log", rank=-1, bytes=log.bytes,
+                         rank_rule="none") for log in nccl.logs if printable(log.path, one_line=True) not in listed]
     warnings = [w for a in ordered for w in a.warnings] + across.warnings
-    warnings += [WarningEntry(code=code, rank=None, count=n, message=printable(message)) for code, n, message in nccl.notes]
+    warnings += [WarningEntry(code=code, rank=None, count=n, message=printable(message, one_line=True))
+                 for code, n, message in nccl.notes]
     total = summary.summarize(ranks)
     matched = across.cross is not None and across.cross.matching.matched > 0
     culprit = None if across.culprit is None else \

@@ -33,11 +33,11 @@ _IPOIB = re.compile(r"^ib[0-9psP]")          # ib0, ibp12s0, ibs85f0, ibP...: so
 
 
 def _line(r: Record) -> EvidenceLine:
-    return EvidenceLine(file=printable(r.file), line=r.line, text=r.text)
+    return EvidenceLine(file=printable(r.file, one_line=True), line=r.line, text=r.text)
 
 
 def _setting(s: EnvSetting) -> EvidenceLine:
-    return EvidenceLine(file=printable(s.source), line=None, text=f"{s.name}={s.value}")
+    return EvidenceLine(file=printable(s.source, one_line=True), line=None, text=f"{s.name}={s.value}")
 
 
 @dataclass
