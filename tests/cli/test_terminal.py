@@ -208,7 +208,7 @@ def test_exposed_communication_by_parallelism(columns, tmp_path):
     at = next(i for i, line in enumerate(lines) if line.startswith("verdict: "))
     assert at < next(i for i, line in enumerate(lines) if line.startswith("rank 0/8"))
     top = " ".join(" ".join(lines[at:at + 2]).split())
-    assert top.startswith("verdict: Transfers that no compute hides cost 2.30 ms per step (22 % of the step)"), top
+    assert top.startswith("verdict: Transfers that no compute hides cost 2.300 ms per step (22.3 % of the step)"), top
 
 
 # --------------------------------------------------------------------------- gate, history, export
@@ -485,3 +485,13 @@ def test_make_demo_installs_the_dashboard_extra_the_readme_says_it_does():
     assert {"test", "dashboard"} <= set(extras), install
     stamp = make.split("$(STAMP): pyproject.toml", 1)[1].split("\n\n", 1)[0]
     assert install in stamp and "demo: $(STAMP)" in make
+
+
+def test_the_readmes_verdict_is_what_a_terminal_shows():
+    # README, "The run verdict": the straggler sample's first lines in a terminal of 112 columns, as quoted.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("its first lines):\n\n```\n", 1)[1].split("```", 1)[0].splitlines()
+    code, out = in_terminal(["report", "sample_traces/straggler", "--no-color"], 112)
+    lines = [line.rstrip() for line in lines_of(out)]
+    at = next(i for i, line in enumerate(lines) if line.startswith("verdict: "))
+    assert code == 0 and lines[at:at + len(block)] == block

@@ -101,9 +101,9 @@ def test_the_verdict_bar_and_rows_are_the_verdicts():
     import tracelens
     rep = tracelens.report(str(SAMPLES / "straggler"))
     rows = figures.verdict_causes(rep)
-    # The straggler sample's verdict (tests/integration/test_verdict.py): peer-wait 3.20 ms (16 %), then 2.00 ms.
+    # The straggler sample's verdict (tests/integration/test_verdict.py): peer-wait 3.2 ms (16.3 %), then 2.0 ms.
     assert [(r["cause"], r["ms per step"], r["of step"]) for r in rows][:2] == [
-        ("peer-wait", "3.20", "16 %"), ("not-overlapped", "2.00", "10 %")]
+        ("peer-wait", "3.200", "16.3 %"), ("not-overlapped", "2.000", "10.2 %")]
     assert figures.culprit(rep) == 3
     fig = figures.verdict_bar(rep)
     shares = {t.name: t.x[0] for t in fig.data}

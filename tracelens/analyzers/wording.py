@@ -843,10 +843,10 @@ _CAUSE_WORDS = {"peer-wait": "waiting for other ranks", "not-overlapped": "trans
 
 
 def _cost(c) -> str:
-    """A cause's cost as the verdict words it, and as its table prints it: ms with two decimals, the share to
-    the unit (renderers/common.verdict_cells)."""
-    share = "none" if c.share_of_step is None else f"{100 * c.share_of_step:.0f} %"
-    return f"{c.ns_per_step / 1e6:.2f} ms per step ({share} of the step)"
+    """A cause's cost as the verdict words it, with the digits of every other time and share of the report
+    (its table prints the same: renderers/common.verdict_cells)."""
+    return (f"{_ms(c.ns_per_step)} per step "
+            f"({_pct(None if c.share_of_step is None else 100 * c.share_of_step)} of the step)")
 
 
 def headline(biggest, top, waiting: list[int] | None, tcp: bool = False) -> str:

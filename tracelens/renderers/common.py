@@ -563,8 +563,8 @@ _WHY = {"compute": "slower compute", "host-gap": "host gaps", "sync-stall": "a s
 
 
 def verdict_cells(report: Report, c) -> list[str]:
-    """A cause of the run verdict as a table row, its numbers as the headline words them (2 decimals of a ms,
-    the share to the unit)."""
+    """A cause of the run verdict as a table row, its numbers as the headline words them (the report's ms with
+    three decimals and shares with one)."""
     total = len({r.rank for r in report.ranks})
     if c.cause == "peer-wait":
         why = f"waiting for rank {c.culprit.rank}: {_WHY[c.culprit.reason]}" if c.culprit else \
@@ -574,8 +574,8 @@ def verdict_cells(report: Report, c) -> list[str]:
     else:
         why = "compute slowed beside communication"
     where = "—" if not c.ranks else ranges(c.ranks) + (f" ({len(c.ranks)} of {total})" if total > 1 else "")
-    share = "n/a" if c.share_of_step is None else f"{100 * c.share_of_step:.0f} %"
-    return [c.cause, f"{c.ns_per_step / 1e6:.2f}", share, where, why]
+    share = "n/a" if c.share_of_step is None else pct(100 * c.share_of_step)
+    return [c.cause, ms(c.ns_per_step), share, where, why]
 
 
 def verdict_levers(report: Report) -> list[tuple[str, str]]:
