@@ -8,7 +8,7 @@ Measured and dropped (2026-11-23): pausing the cyclic GC while a Kineto trace is
 ``pd.Categorical.from_codes(..., validate=False)`` (0.05 ms of a 35 ms report; the argument needs
 pandas 2.1). Gone with what it sped up: building DataFrames through pandas' internal
 ``DataFrame._from_arrays`` (the model's tables are numpy columns now, :mod:`tracelens.table`). Elsewhere,
-not tricks: ISA-L inflate (a faster library, ``parsers/kineto_read.py``), the decode workers
+not tricks: ISA-L inflate (a faster library, ``parsers/kineto/inflate.py``), the decode workers
 (``parsers/workers.py``).
 
 This module imports no numpy at import time: decode workers import it, and they start before the main
@@ -49,6 +49,31 @@ def one_blas_thread() -> None:
 def user_environ() -> dict:
     """This process's environment without what :func:`one_blas_thread` set: the environment for a job."""
     return {k: v for k, v in os.environ.items() if k not in _SET_HERE}
+
+
+def lazy_exports(package: str, names: dict[str, str]):
+    """``__getattr__`` and ``__dir__`` for a package whose public names (``names``: each name -> the module
+    below ``package`` that defines it) are imported on first use, so that importing one of its modules
+    imports none of the others.
+
+    A fresh-interpreter decode worker imports the Kineto decode stages alone: the build stage, the model
+    and the assembly would add ~20 ms to its start (``python -X importtime``, five runs, on the 2-core
+    development machine).
+    Plain way: the package's ``__init__`` imports each name from its module."""
+    import importlib
+    import sys
+
+    def __getattr__(name: str):
+        if name not in names:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{package}.{names[name]}"), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(sys.modules[package])) | set(names))
+
+    return __getattr__, __dir__
 
 
 @contextlib.contextmanager

@@ -137,16 +137,16 @@ def _code_stamp() -> tuple:
     from . import _version
 
     here = Path(__file__).parent
-    files = sorted((here / "parsers").glob("*.py")) + [here / f"{m}.py" for m in
-                                                       ("model", "meta", "columns", "classify", "linking",
-                                                        "envlist", "nccl_records", "_speed")]
+    files = sorted((here / "parsers").rglob("*.py")) + [here / f"{m}.py" for m in
+                                                        ("model", "meta", "columns", "classify", "linking",
+                                                         "envlist", "nccl_records", "_speed")]
     stamp = []
     for f in files:
         try:
             st = f.stat()
         except OSError:
             continue
-        stamp.append((f.name, st.st_size, st.st_mtime_ns))
+        stamp.append((f.relative_to(here).as_posix(), st.st_size, st.st_mtime_ns))
     return (_version.__version__, tuple(stamp))
 
 

@@ -307,7 +307,7 @@ def _worker_imports() -> None:
 
     from . import cache  # noqa: F401
     from .analyzers.rank import analyze_rank  # noqa: F401
-    from .parsers import kineto  # noqa: F401
+    from .parsers.kineto import parse  # noqa: F401
 
 
 def _shared(files, pool, ctx, comm_patterns, step_pattern, on_file, on_done, cache) -> list[Done]:

@@ -539,13 +539,15 @@ def test_no_report_imports_pandas_and_a_warm_one_not_even_numpy(tmp_path, root):
     path = trace_file(tmp_path / "run")
     code = ("import sys; from tracelens import api; from tracelens.renderers import render; "
             "render(api.report(sys.argv[1], jobs=0), sys.argv[2]); print(sorted(m for m in sys.modules "
-            "if m.split('.')[0] in ('pandas', 'pyarrow', 'numpy') or m in ('tracelens.parsers.kineto', "
-            "'tracelens.parsers.nsys', 'tracelens.analyzers.rank', 'tracelens.analyzers.run')))")
+            "if m.split('.')[0] in ('pandas', 'pyarrow', 'numpy') or m in ('tracelens.parsers.kineto.decode', "
+            "'tracelens.parsers.kineto.build', 'tracelens.parsers.nsys', 'tracelens.analyzers.rank', "
+            "'tracelens.analyzers.run')))")
     env = {**os.environ, cache.CACHE_ENV: str(root)}
     first = subprocess.run([sys.executable, "-c", code, str(path), "json"], capture_output=True, text=True,
                            env=env, check=True)
     assert [m for m in eval(first.stdout) if not m.startswith("numpy.")] == [
-        "numpy", "tracelens.analyzers.rank", "tracelens.analyzers.run", "tracelens.parsers.kineto"], first.stdout
+        "numpy", "tracelens.analyzers.rank", "tracelens.analyzers.run", "tracelens.parsers.kineto.build",
+        "tracelens.parsers.kineto.decode"], first.stdout
     for fmt in ("json", "text", "markdown"):
         warm = subprocess.run([sys.executable, "-c", code, str(path), fmt], capture_output=True, text=True,
                               env=env, check=True)

@@ -23,7 +23,7 @@ import random
 
 import pytest
 
-from tracelens.parsers.kineto_decode import Args
+from tracelens.parsers.kineto.schema import Args
 
 from fixtures.findings import placeless_report
 from conftest import corpus_file

@@ -151,7 +151,7 @@ def test_gzip_bomb_stops_at_the_cap(tmp_path, capsys, monkeypatch):
 
 
 def test_default_inflate_cap(monkeypatch):
-    from tracelens.parsers.kineto_read import INFLATE_FLOOR, max_inflate
+    from tracelens.parsers.kineto.inflate import INFLATE_FLOOR, max_inflate
     monkeypatch.delenv("TRACELENS_MAX_INFLATE", raising=False)
     # 1 GiB floor, else 100x the file: the corpus inflates 9.9-30.3x.
     assert max_inflate(4096) == INFLATE_FLOOR == 1 << 30

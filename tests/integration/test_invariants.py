@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracelens.parsers import kineto_decode
+from tracelens.parsers.kineto import decode as kineto_decode
 
 from fixtures.findings import placeless_report
 from conftest import corpus_file, write_trace
@@ -84,7 +84,7 @@ class _Refuse:
 
 def lenient(path, monkeypatch) -> dict:
     with monkeypatch.context() as m:
-        m.setattr(kineto_decode, "_DECODER", _Refuse())
+        m.setattr(kineto_decode, "DECODER", _Refuse())
         return placeless_report(path)
 
 

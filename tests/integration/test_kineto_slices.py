@@ -1,4 +1,4 @@
-"""A big Kineto file decoded a slice at a time (parsers/kineto_slices.py) gives exactly the columns of the
+"""A big Kineto file decoded a slice at a time (parsers/kineto/slices.py) gives exactly the columns of the
 whole-file decode; a file that is not clean goes the whole-file way, with the same result or error."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracelens.errors import InputError
-from tracelens.parsers import kineto_decode, kineto_read, kineto_slices, kineto_split
+from tracelens.parsers.kineto import decode as kineto_decode, event_columns, inflate, slices, split
 from tests.conftest import SAMPLES, corpus_file
 
 FUZZ = Path(__file__).resolve().parents[1] / "fuzz" / "regressions"
@@ -24,7 +24,7 @@ def _same(a, b, where=""):
         assert a.keys() == b.keys(), where
         for k in a:
             _same(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, kineto_decode.Labels):
+    elif isinstance(a, event_columns.Labels):
         assert a.categories == b.categories, where
         assert np.array_equal(a.codes, b.codes), where
     elif isinstance(a, np.ndarray):
@@ -41,13 +41,13 @@ def _both(path, monkeypatch, events=97):
             return kineto_decode.decode_file(path)
         except InputError as exc:
             return str(exc)
-    monkeypatch.setattr(kineto_slices, "SLICE_BYTES", 1 << 62)
+    monkeypatch.setattr(slices, "SLICE_BYTES", 1 << 62)
     whole = run()
-    monkeypatch.setattr(kineto_slices, "SLICE_BYTES", 0)
-    monkeypatch.setattr(kineto_slices, "SLICE_EVENTS", events)
+    monkeypatch.setattr(slices, "SLICE_BYTES", 0)
+    monkeypatch.setattr(slices, "SLICE_EVENTS", events)
     answers = []
-    decode = kineto_slices.decode
-    monkeypatch.setattr(kineto_slices, "decode", lambda *a: answers.append(decode(*a)) or answers[-1])
+    decode = slices.decode
+    monkeypatch.setattr(slices, "decode", lambda *a: answers.append(decode(*a)) or answers[-1])
     sliced = run()
     _both.took_slices = bool(answers) and answers[0] is not None
     return whole, sliced
@@ -170,11 +170,11 @@ def test_a_gzip_trace_is_inflated_in_two_passes_a_slice_at_a_time(monkeypatch, t
     path = tmp_path / "rank0.json.gz"
     path.write_bytes(gzip.compress(raw))
     fills = []
-    fill = kineto_read.Inflating.fill
-    monkeypatch.setattr(kineto_read.Inflating, "CHUNK", 512)
-    monkeypatch.setattr(kineto_read.Inflating, "fill", lambda self, upto: fills.append(self.filled) or fill(self, upto))
-    monkeypatch.setattr(kineto_split, "WINDOW", 4096)
-    monkeypatch.setattr(kineto_split, "_LOOK", 1024)
+    fill = inflate.Inflating.fill
+    monkeypatch.setattr(inflate.Inflating, "CHUNK", 512)
+    monkeypatch.setattr(inflate.Inflating, "fill", lambda self, upto: fills.append(self.filled) or fill(self, upto))
+    monkeypatch.setattr(split, "WINDOW", 4096)
+    monkeypatch.setattr(split, "_LOOK", 1024)
     whole, sliced = _both(path, monkeypatch, events=5)
     assert _both.took_slices
     for part in ("device", "host", "threads", "comm_meta"):

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from tracelens.parsers import workers
-from tracelens.parsers.kineto_decode import Labels, decode_file
+from tracelens.parsers.kineto import decode_file
+from tracelens.parsers.kineto.event_columns import Labels
 
 from conftest import CORPUS, SAMPLES, corpus_file
 

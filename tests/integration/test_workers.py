@@ -11,7 +11,7 @@ import pytest
 import tracelens
 from tracelens.errors import InputError, UsageError
 from tracelens.parsers import workers
-from tracelens.parsers.kineto_decode import decode_file
+from tracelens.parsers.kineto import decode_file
 
 from conftest import SAMPLES
 
@@ -197,16 +197,16 @@ def test_a_bug_in_a_forked_worker_falls_back_to_decoding_here(monkeypatch):
     monkeypatch.delenv(workers.SPAWN_ENV, raising=False)
     assert workers.can_fork()
     good, bad = sorted((SAMPLES / "wfbp_100").glob("rank*.json.gz"))
-    from tracelens.parsers import kineto_decode
+    from tracelens.parsers import kineto
 
-    real = kineto_decode.decode_file
+    real = kineto.decode_file
 
     def buggy(path, keep_alive=None):
         if Path(path) == bad:
             raise RuntimeError("a bug in the decoder")
         return real(path, keep_alive)
 
-    monkeypatch.setattr(kineto_decode, "decode_file", buggy)      # the forked child inherits the patch
+    monkeypatch.setattr(kineto, "decode_file", buggy)      # the forked child inherits the patch
     with workers.DecodePool([bad, good], 1) as pool:
         assert pool.take(bad) is None
         # The worker lived on (a dead one would answer nothing more): the next file still comes from it.

@@ -70,6 +70,56 @@ def test_layer_imports(folder):
     assert _violations(folder, FORBIDDEN[folder]) == []
 
 
+# A parser package is used through the names its __init__ gives (docs/architecture.md): no module outside its
+# folder imports one of its modules.
+PACKAGES = ("tracelens/parsers/kineto",)
+INSTALLED = ("tracelens", "dashboards", "collectors")
+
+
+def _dotted(folder: str) -> str:
+    return folder.replace("/", ".")
+
+
+def _surface_breaches(package: str, root: Path = ROOT) -> list[str]:
+    inside = {p.stem for p in (root / package).glob("*.py")} - {"__init__"}
+    dotted = _dotted(package)
+    bad = []
+    for folder in INSTALLED:
+        for path in _modules(folder, root):
+            if (root / package) in path.parents:
+                continue
+            for line, name in _imports(path, root):
+                if name.startswith(dotted + ".") and name[len(dotted) + 1:].split(".")[0] in inside:
+                    bad.append(f"{path.relative_to(root)}:{line} imports {name}")
+    return bad
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_packages_are_used_through_their_surface(package):
+    assert _surface_breaches(package) == []
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_a_package_surface_is_its_modules_names(package):
+    # Each name resolves, and none is also a module's name: importing that module would replace the name.
+    import importlib
+
+    mod = importlib.import_module(_dotted(package))
+    modules = {p.stem for p in (ROOT / package).glob("*.py")}
+    assert mod.__all__ and not set(mod.__all__) & modules
+    assert all(getattr(mod, name) is not None for name in mod.__all__)
+
+
+def test_the_surface_rule_catches_a_module_reached_into(tmp_path):
+    fake = tmp_path / "tracelens" / "parsers"
+    (fake / "kineto").mkdir(parents=True)
+    (fake / "kineto" / "decode.py").write_text("")
+    (fake / "workers.py").write_text("from .kineto import decode_file\nfrom .kineto.decode import decode_file\n")
+    assert _surface_breaches("tracelens/parsers/kineto", tmp_path) == [
+        "tracelens/parsers/workers.py:2 imports tracelens.parsers.kineto.decode",
+        "tracelens/parsers/workers.py:2 imports tracelens.parsers.kineto.decode.decode_file"]
+
+
 def test_analyzers_never_touch_files():
     bad = []
     for path in _modules("tracelens/analyzers"):

@@ -1,4 +1,4 @@
-"""The byte scan that cuts a Kineto trace's events array into slices (parsers/kineto_split.py), on hostile
+"""The byte scan that cuts a Kineto trace's events array into slices (parsers/kineto/split.py), on hostile
 JSON: every slice decodes, the slices together are the array, the header is the rest of the document."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracelens.parsers import kineto_split
+from tracelens.parsers.kineto import split as kineto_split
 
 # Text that a naive cut would trip on: brackets, braces, commas and quotes inside strings, backslashes
 # (escaped quotes, a backslash right before a closing quote), the key's own name, unicode beyond ASCII.

@@ -253,7 +253,7 @@ def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: st
 def cache_options(comm_patterns: tuple[str, ...], step_pattern: str | None) -> tuple:
     """What besides the file decides what parsing it gives: the patterns, and the inflate limit (a cached
     file must not get past a lower one)."""
-    from .kineto_read import MAX_INFLATE_ENV
+    from .kineto import MAX_INFLATE_ENV
 
     return (tuple(comm_patterns), step_pattern, os.environ.get(MAX_INFLATE_ENV, "").strip())
 

@@ -3,7 +3,7 @@
 
 Only the fields tracelens reads are declared; msgspec skips every other key inside the decoder. A clean
 manifest is decoded in one typed call. One that the typed decoder refuses is read field by field (as the
-trace decoder's per-event path does, :mod:`.kineto_repair`): a field of the wrong type is left out and
+trace decoder's per-event path does, :mod:`.kineto.repair`): a field of the wrong type is left out and
 named (``world_size``, ``ranks[3].nccl_log``), the rest is kept. Nothing here opens a file.
 """
 

@@ -4,7 +4,7 @@ A report (``tracelens report``, ``api.report``) uses these only where it cannot 
 files with forked workers that analyse them whole (:mod:`tracelens.forked`). ``api.load``, which hands back
 whole RankTraces, uses them everywhere.
 
-Decoding a Kineto trace (gunzip, JSON, columns; :mod:`.kineto_decode`) needs numpy and msgspec. With
+Decoding a Kineto trace (gunzip, JSON, columns; :mod:`.kineto.decode`) needs numpy and msgspec. With
 several trace files the workers decode them in parallel while this process assembles and analyses the ones
 already decoded. One file is decoded here: nothing would run beside its worker (a report imported pandas
 once, 0.3-0.5 s, and decoding beside that import paid; the model is numpy now), and sending its columns
@@ -167,7 +167,7 @@ class _Forked:
     it was given, in order, and answers each on a pipe."""
 
     def __init__(self, files: list[Path]) -> None:
-        from . import kineto_decode  # noqa: F401  (loaded before the fork: the child inherits it)
+        from .kineto import decode_file  # noqa: F401  (loaded before the fork: the child inherits it)
 
         self.pending: deque[Path] = deque(files)
         self.broken, self.pid, self.stream = False, None, None
@@ -217,7 +217,7 @@ def _answer(paths: list, out) -> None:
     ("error", InputError) | ("failed", traceback text). The last file's decoded events are parked, not
     freed: the worker exits right after, without freeing them one by one."""
     from ..errors import TracelensError
-    from .kineto_decode import decode_file
+    from .kineto import decode_file
 
     parked: list = []
     for k, path in enumerate(paths):

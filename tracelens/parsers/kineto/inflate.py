@@ -18,7 +18,7 @@ try:  # ISA-L inflate: 33 ms against zlib's 70 ms for the 54 MB trace (2026-11-2
 except ImportError:  # pragma: no cover - platforms without an isal wheel
     _inflate = zlib
 
-from ..errors import InputError, UsageError
+from ...errors import InputError, UsageError
 
 MAX_INFLATE_ENV = "TRACELENS_MAX_INFLATE"
 # Real traces inflate 10-30x (the corpus: 9.9-30.3x); a gzip bomb inflates ~1000x. 100x the file, and at

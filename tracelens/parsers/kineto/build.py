@@ -1,7 +1,7 @@
 """Kineto (PyTorch profiler) Chrome-trace JSON -> RankTrace.
 
-Two stages: :mod:`.kineto_decode` reads the file into plain columns (it may run in a worker process, see
-:mod:`.workers`); :func:`build` makes the tables and hands them to the shared
+Two stages: :mod:`.decode` reads the file into plain columns (it may run in a worker process, see
+:mod:`..workers`); :func:`build` makes the tables and hands them to the shared
 assembly (nesting, links, steps, classification).
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..model import THREAD_COLUMNS, RankTrace, empty_table
-from ..table import Labels as TableLabels, Table
-from . import assemble
-from .kineto_decode import KinetoColumns, Labels, decode_file
+from ...model import THREAD_COLUMNS, RankTrace, empty_table
+from ...table import Labels as TableLabels, Table
+from .. import assemble
+from .decode import KinetoColumns, Labels, decode_file
 
 
 def parse(path: Path, comm_rules=(), step_pattern: str | None = None,

@@ -1,6 +1,6 @@
 """Kineto traces, stage 2 of 4, the exception: a file in which some value has the wrong type.
 
-The whole-file typed decode (:func:`.kineto_decode.decode`) refuses such a file; this path reads it event by
+The whole-file typed decode (:func:`.decode.decode`) refuses such a file; this path reads it event by
 event instead, so that one bad event costs only itself. Values that are numbers of the wrong JSON type (a
 number written as text, a whole number written as a float) are repaired and counted, events that cannot
 be read are skipped and counted (:class:`DecodeIssues`, the report's ``coerced-values``,
@@ -15,8 +15,8 @@ from typing import Union
 
 import msgspec
 
-from ..errors import InputError
-from .kineto_schema import _NO_RAW, KNOWN_PHASES, AnyEvent, DeviceProp, DistInfo, Document, Int64
+from ...errors import InputError
+from .schema import NO_RAW, KNOWN_PHASES, AnyEvent, DeviceProp, DistInfo, Document, Int64
 
 
 class DecodeIssues:
@@ -69,27 +69,27 @@ class DecodeIssues:
 
 class _RawDocument(msgspec.Struct, gc=False):
     """The document with every field we read left undecoded (the per-event path, see :func:`decode`)."""
-    traceEvents: msgspec.Raw = _NO_RAW
-    distributedInfo: msgspec.Raw = _NO_RAW
-    deviceProperties: msgspec.Raw = _NO_RAW
-    baseTimeNanoseconds: msgspec.Raw = _NO_RAW
-    INFO: msgspec.Raw = _NO_RAW
-    host_name: msgspec.Raw = _NO_RAW
+    traceEvents: msgspec.Raw = NO_RAW
+    distributedInfo: msgspec.Raw = NO_RAW
+    deviceProperties: msgspec.Raw = NO_RAW
+    baseTimeNanoseconds: msgspec.Raw = NO_RAW
+    INFO: msgspec.Raw = NO_RAW
+    host_name: msgspec.Raw = NO_RAW
 
 
 # What a report uses in place of a document field it cannot read.
 _INSTEAD = {"baseTimeNanoseconds": "event times read without a base (0)",
             "distributedInfo": "the rank comes from the file name, else the input order",
             "deviceProperties": "no device names", "INFO": "left out", "host_name": "no host name"}
-_RAW_DOC = msgspec.json.Decoder(Union[_RawDocument, list[msgspec.Raw]])
+RAW_DOC = msgspec.json.Decoder(Union[_RawDocument, list[msgspec.Raw]])
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
-_EVENTS = msgspec.json.Decoder(list[AnyEvent])
+EVENTS = msgspec.json.Decoder(list[AnyEvent])
 _EVENT = msgspec.json.Decoder(AnyEvent)
-_HEADER = {"distributedInfo": msgspec.json.Decoder(Union[DistInfo, None]),
-           "deviceProperties": msgspec.json.Decoder(Union[list[DeviceProp], None]),
-           "baseTimeNanoseconds": msgspec.json.Decoder(Union[Int64, None]),
-           "INFO": msgspec.json.Decoder(Union[list, None]),
-           "host_name": msgspec.json.Decoder(Union[str, int, None])}
+HEADER = {"distributedInfo": msgspec.json.Decoder(Union[DistInfo, None]),
+          "deviceProperties": msgspec.json.Decoder(Union[list[DeviceProp], None]),
+          "baseTimeNanoseconds": msgspec.json.Decoder(Union[Int64, None]),
+          "INFO": msgspec.json.Decoder(Union[list, None]),
+          "host_name": msgspec.json.Decoder(Union[str, int, None])}
 # Floats stay their written text (a Raw), so an event re-encoded after a repair keeps every digit.
 _UNTYPED = msgspec.json.Decoder(float_hook=lambda text: msgspec.Raw(text.encode()))
 _CHUNK = 2048            # events decoded per typed call on the per-event path
@@ -100,9 +100,9 @@ _NUMBER_TEXT = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _INT64 = Decimal(2**63)
 
 
-def _decode_per_event(raw: bytes, path: str, issues: DecodeIssues) -> tuple[Document, list]:
+def decode_per_event(raw: bytes, path: str, issues: DecodeIssues) -> tuple[Document, list]:
     try:
-        top = _RAW_DOC.decode(raw)
+        top = RAW_DOC.decode(raw)
     except msgspec.ValidationError:
         raise InputError("not a PyTorch profiler trace (no 'traceEvents' list)", path=path) from None
     except msgspec.DecodeError as exc:
@@ -117,7 +117,7 @@ def _decode_per_event(raw: bytes, path: str, issues: DecodeIssues) -> tuple[Docu
             pieces = _RAW_LIST.decode(top.traceEvents)
         except msgspec.ValidationError:
             raise InputError("not a PyTorch profiler trace (no 'traceEvents' list)", path=path) from None
-        for name, decoder in _HEADER.items():
+        for name, decoder in HEADER.items():
             text = getattr(top, name)
             if text:
                 value = _decode_repaired(text, decoder, name, -1, issues, header=True)
@@ -126,7 +126,7 @@ def _decode_per_event(raw: bytes, path: str, issues: DecodeIssues) -> tuple[Docu
     for at in range(0, len(pieces), _CHUNK):
         chunk = pieces[at:at + _CHUNK]
         try:
-            events += _EVENTS.decode(b"[" + b",".join(chunk) + b"]")
+            events += EVENTS.decode(b"[" + b",".join(chunk) + b"]")
             kept += chunk
             continue
         except msgspec.ValidationError:

@@ -5,17 +5,17 @@ skipped inside the decoder. Every era is accepted (reference: ``kineto-format.md
 names (PyTorch 1.9), string tids (``"stream 7"``), GPU lanes recognised by category, ``distributedInfo``
 in all its shapes, integer-µs epoch timestamps, 3-decimal float µs relative to ``baseTimeNanoseconds``,
 and the 2024 nightlies' absolute 3-decimal float µs (decoded exactly through Decimal, see
-:func:`.kineto_columns._times_ns`). Times become int64 epoch nanoseconds in the decode and nowhere else.
+:func:`.event_columns._times_ns`). Times become int64 epoch nanoseconds in the decode and nowhere else.
 
-The decode is split by stage, so that each part can be read (and timed) alone: :mod:`.kineto_read` reads
-and gunzips the file, :mod:`.kineto_schema` is the typed document, :mod:`.kineto_repair` reads a file with
-values of the wrong type event by event, :mod:`.kineto_columns` turns the events into columns, and this
-module runs them in order (:func:`decode_file`; :func:`decode`, the whole-file decode). :mod:`.kineto`,
-stage 4, builds the RankTrace. Names with a leading underscore are shared by these modules only; every
-name other code uses is importable from here.
+The decode is split by stage, so that each part can be read (and timed) alone: :mod:`.inflate` reads
+and gunzips the file, :mod:`.schema` is the typed document, :mod:`.repair` reads a file with
+values of the wrong type event by event, :mod:`.event_columns` turns the events into columns, and this
+module runs them in order (:func:`decode_file`; :func:`decode`, the whole-file decode). :mod:`.build`,
+stage 4, builds the RankTrace. Names with a leading underscore are private to their module; what other code
+uses is the package's (:mod:`tracelens.parsers.kineto`).
 
 None of these modules imports pandas or the rest of the model: they run in decode worker processes that
-start before the main process has finished importing pandas (:mod:`.workers`), and their product,
+start before the main process has finished importing pandas (:mod:`..workers`), and their product,
 :class:`KinetoColumns`, is numpy arrays and short lists that pickle cheaply.
 """
 
@@ -27,18 +27,14 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from ..errors import InputError
-from ..meta import RunMeta
-from .kineto_columns import (DEVICE_CATS, HOST_CATS, KinetoColumns, Labels, _categories, _comm_columns,
-                             _device_columns, _event_times, _fill_meta, _host_columns, _subset, _thread_names,
-                             labels)
-from . import kineto_slices
-from .kineto_read import read_bytes
-from .kineto_repair import DecodeIssues, _decode_per_event
-from .kineto_schema import _DECODER, KNOWN_PHASES, AnyEvent, Args, Document, Event, MetaEvent
-
-__all__ = ["DEVICE_CATS", "HOST_CATS", "KNOWN_PHASES", "AnyEvent", "Args", "DecodeIssues", "Document", "Event",
-           "KinetoColumns", "Labels", "MetaEvent", "decode", "decode_file", "labels", "read_bytes"]
+from ...errors import InputError
+from ...meta import RunMeta
+from .event_columns import (DEVICE_CATS, KinetoColumns, Labels, comm_columns, device_columns, event_categories,
+                            event_times, fill_meta, host_columns, subset_labels, thread_names)
+from . import slices
+from .inflate import read_bytes
+from .repair import DecodeIssues, decode_per_event
+from .schema import DECODER, Document, Event, MetaEvent
 
 
 def decode(raw: bytes, path: str, issues: DecodeIssues | None = None) -> tuple[Document, list | None]:
@@ -55,20 +51,20 @@ def _decode(raw: bytes, path: str, issues: DecodeIssues | None = None) -> tuple[
     read event by event and the JSON text of every event kept (for the exact re-read of timestamps).
 
     The whole file is decoded typed in one call (the common, clean case). Only when that fails is it
-    split into raw events (:mod:`.kineto_repair`), which are decoded typed again in chunks; a chunk that
+    split into raw events (:mod:`.repair`), which are decoded typed again in chunks; a chunk that
     fails is decoded event by event, and only the failing events are repaired or skipped. So one bad
     event costs only itself: every other event is decoded exactly as in a clean file.
     """
     issues = issues if issues is not None else DecodeIssues()
     try:
-        doc, kept = _DECODER.decode(raw), None
+        doc, kept = DECODER.decode(raw), None
     except msgspec.ValidationError:
         try:
-            doc, kept = _decode_per_event(raw, path, issues)
+            doc, kept = decode_per_event(raw, path, issues)
         except UnicodeDecodeError:      # past the value the typed decode refused
-            doc, kept = _decode_per_event(_valid_utf8(raw, issues), path, issues.restart())
+            doc, kept = decode_per_event(_valid_utf8(raw, issues), path, issues.restart())
     except UnicodeDecodeError:
-        doc, kept = _decode_per_event(_valid_utf8(raw, issues), path, issues)
+        doc, kept = decode_per_event(_valid_utf8(raw, issues), path, issues)
     except msgspec.DecodeError as exc:
         raise InputError(f"not valid JSON ({exc})", path=path) from None
     if isinstance(doc, list):
@@ -93,12 +89,12 @@ def decode_file(path: Path, keep_alive: list | None = None) -> KinetoColumns:
     worker process that ends right after answering passes one: freeing 10^5 objects costs ~30 ms on a
     54 MB trace, and the exit reclaims them at no cost (:func:`tracelens._speed.exit_without_teardown`).
     """
-    raw = kineto_slices.big_source(path) or read_bytes(path)
+    raw = slices.big_source(path) or read_bytes(path)
     meta = RunMeta(source=str(path), format="kineto", bytes=path.stat().st_size)
-    if len(raw) > kineto_slices.SLICE_BYTES:
+    if len(raw) > slices.SLICE_BYTES:
         holder = [raw]
         del raw
-        cols = kineto_slices.decode(holder, path, meta, _epoch_times)
+        cols = slices.decode(holder, path, meta, _epoch_times)
         if cols is not None:
             return cols
         raw = read_bytes(path)          # not clean: the whole-file decode repairs or says what is wrong
@@ -111,14 +107,14 @@ def decode_file(path: Path, keep_alive: list | None = None) -> KinetoColumns:
                          + ", ".join(issues.skipped) + ")", path=str(path))
     if not events:
         raise InputError("the trace has no events ('traceEvents' is empty)", path=str(path))
-    _fill_meta(doc, meta, path)
+    fill_meta(doc, meta, path)
     issues.to_warnings(meta.warnings)
     xs = [e for e in events if e.__class__ is Event]
-    threads = _thread_names([e for e in events if e.__class__ is MetaEvent])
-    codes, cat_names, dev_mask, host_mask = _categories(xs)
+    threads = thread_names([e for e in events if e.__class__ is MetaEvent])
+    codes, cat_names, dev_mask, host_mask = event_categories(xs)
 
     # The file's text is needed only for an exact re-read of the times: freed before the columns.
-    start, dur = _event_times(raw if kept is None else kept, events, xs, meta)
+    start, dur = event_times(raw if kept is None else kept, events, xs, meta)
     del raw, kept
     start, end, outside = _epoch_times(start, dur, doc.baseTimeNanoseconds or 0)
     if outside.any():
@@ -142,12 +138,12 @@ def decode_file(path: Path, keep_alive: list | None = None) -> KinetoColumns:
     if keep_alive is not None:
         keep_alive.append(doc)
     del xs, events, doc
-    dev_cats = _subset(codes[dev_rows], cat_names)
+    dev_cats = subset_labels(codes[dev_rows], cat_names)
     kinds = Labels(dev_cats.codes, [DEVICE_CATS[c] for c in dev_cats.categories])
-    device, dev_args = _device_columns(dev_events, kinds, start[dev_rows], end[dev_rows])
-    host, host_args = _host_columns(host_events, _subset(codes[host_rows], cat_names), start[host_rows],
-                                    end[host_rows])
-    return KinetoColumns(meta, device, host, threads, _comm_columns(dev_args, host, host_args, meta))
+    device, dev_args = device_columns(dev_events, kinds, start[dev_rows], end[dev_rows])
+    host, host_args = host_columns(host_events, subset_labels(codes[host_rows], cat_names), start[host_rows],
+                                   end[host_rows])
+    return KinetoColumns(meta, device, host, threads, comm_columns(dev_args, host, host_args, meta))
 
 
 _I64_MAX, _I64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min

@@ -2,7 +2,7 @@
 
 Only the fields tracelens reads are declared; msgspec skips every other key inside the decoder, and the
 phases tracelens does not read decode to empty structs. The bounds on numbers make a value that no int64
-column could hold fail in the decoder, where the per-event path (:mod:`.kineto_repair`) handles it.
+column could hold fail in the decoder, where the per-event path (:mod:`.repair`) handles it.
 Structs are ``gc=False``: 10^5 decoded events are never tracked by the cyclic garbage collector.
 """
 
@@ -23,7 +23,7 @@ IntOrStr = Union[Int64, str, None]
 Time = Union[Annotated[int, msgspec.Meta(ge=-2**53, le=2**53)], Annotated[float, msgspec.Meta(ge=-2.0**53, le=2.0**53)]]
 
 
-_NO_RAW = msgspec.Raw()
+NO_RAW = msgspec.Raw()
 
 
 class Args(msgspec.Struct, frozen=True, gc=False):
@@ -53,12 +53,12 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     pg_desc: Union[str, None] = msgspec.field(default=None, name="Process Group Description")
     seq: IntOrStr = msgspec.field(default=None, name="Seq")
     # Kept undecoded (Raw cannot be in a Union; an empty Raw means absent) and read only for comm scopes.
-    input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
-    input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
-    pg_ranks: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Process Group Ranks")
+    input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
+    pg_ranks: msgspec.Raw = msgspec.field(default=NO_RAW, name="Process Group Ranks")
     # A kernel's launch configuration, kept undecoded: only compared (the overlap tax's kernel identity).
-    grid: msgspec.Raw = _NO_RAW
-    block: msgspec.Raw = _NO_RAW
+    grid: msgspec.Raw = NO_RAW
+    block: msgspec.Raw = NO_RAW
 
 
 _NO_ARGS = Args()
@@ -118,13 +118,13 @@ class Document(msgspec.Struct, gc=False):
     host_name: Union[str, int, None] = None
 
 
-_DECODER = msgspec.json.Decoder(Union[Document, list[AnyEvent]])
+DECODER = msgspec.json.Decoder(Union[Document, list[AnyEvent]])
 
 
-class _TimesOnly(msgspec.Struct, gc=False):
+class TimesOnly(msgspec.Struct, gc=False):
     ts: Union[Decimal, None] = None
     dur: Union[Decimal, None] = None
 
 
-class _TimesDoc(msgspec.Struct, gc=False):
-    traceEvents: list[_TimesOnly] = []
+class TimesDoc(msgspec.Struct, gc=False):
+    traceEvents: list[TimesOnly] = []

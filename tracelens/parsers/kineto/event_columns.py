@@ -4,7 +4,7 @@ Categories normalised across eras (legacy names, GPU lanes by category), times t
 through Decimal for the 2024 nightlies' absolute float µs), ids to int64 (string tids such as ``"stream
 7"``), names factorised, collective metadata from kernel and CPU-op args, thread names and run metadata.
 Times become int64 nanoseconds here and nowhere else. The product, :class:`KinetoColumns`, is numpy arrays
-and short lists: it pickles cheaply from a decode worker, and :mod:`.kineto` turns it into a RankTrace.
+and short lists: it pickles cheaply from a decode worker, and :mod:`.build` turns it into a RankTrace.
 Column by column, never event by event where a C call can do it: a trace has 10^5 events.
 """
 
@@ -21,8 +21,8 @@ from typing import Union
 import msgspec
 import numpy as np
 
-from ..meta import RunMeta, rank_in_file_name
-from .kineto_schema import Document, Event, _TimesDoc, _TimesOnly
+from ...meta import RunMeta, rank_in_file_name
+from .schema import Document, Event, TimesDoc, TimesOnly
 
 _LEGACY_CAT = {"operator": "cpu_op", "user": "user_annotation", "runtime": "cuda_runtime", "kernel": "kernel",
                "memcpy": "gpu_memcpy", "memset": "gpu_memset", "gpu_user_annotation": "gpu_user_annotation"}
@@ -103,7 +103,7 @@ class Labels:
 
 @dataclass
 class KinetoColumns:
-    """One Kineto file decoded into plain columns, ready for :func:`tracelens.parsers.kineto.build`.
+    """One Kineto file decoded into plain columns, ready for :func:`.build.build`.
 
     ``device`` and ``host`` map column names to int64/bool arrays or :class:`Labels`; ``threads`` holds
     pid, tid and name; ``comm_meta`` is the collective metadata found in kernel and CPU-op args, as
@@ -130,7 +130,7 @@ def labels(values: list) -> Labels:
     return Labels(codes, list(index))
 
 
-def _subset(codes: np.ndarray, categories: list) -> Labels:
+def subset_labels(codes: np.ndarray, categories: list) -> Labels:
     """The rows' codes renumbered over the categories they use (in category order)."""
     used, inverse = np.unique(codes, return_inverse=True)
     return Labels(inverse.astype(np.int64).reshape(-1), [categories[i] for i in used.tolist()])
@@ -138,7 +138,7 @@ def _subset(codes: np.ndarray, categories: list) -> Labels:
 
 
 
-def _categories(xs: list) -> tuple[np.ndarray, list, np.ndarray, np.ndarray]:
+def event_categories(xs: list) -> tuple[np.ndarray, list, np.ndarray, np.ndarray]:
     """Each complete event's normalised category, as codes into category names, and which events are
     device activities and which host events."""
     # Categories are few: normalise the distinct values once, then index by code.
@@ -152,7 +152,7 @@ def _categories(xs: list) -> tuple[np.ndarray, list, np.ndarray, np.ndarray]:
     return codes, cat_names, dev_mask, host_mask
 
 
-def _event_times(source, events: list, xs: list, meta: RunMeta) -> tuple[np.ndarray, np.ndarray]:
+def event_times(source, events: list, xs: list, meta: RunMeta) -> tuple[np.ndarray, np.ndarray]:
     """(ts, dur) of the complete events in int64 ns, before the base time is added. ``source``: the file's
     JSON, or the JSON text of each event kept (files decoded event by event)."""
     ts = list(map(_get_ts, xs))
@@ -174,12 +174,12 @@ def _exact_times(source, n: int) -> list | None:
     if isinstance(source, list):     # the events kept, as their JSON text
         source = b"[" + b",".join(source) + b"]"
     try:
-        doc = msgspec.json.decode(source, type=Union[_TimesDoc, list[_TimesOnly]])
+        doc = msgspec.json.decode(source, type=Union[TimesDoc, list[TimesOnly]])
     except msgspec.ValidationError:
         # A ts or dur of the wrong type on an event whose kind does not read it (a flow or metadata event):
         # read every one as written, and only the complete events' (numbers, or repaired) are used.
         doc = msgspec.json.decode(source, type=Union[_RawTimesDoc, list[_RawTimes]])
-        doc = [_TimesOnly(_decimal_or_none(t.ts), _decimal_or_none(t.dur))
+        doc = [TimesOnly(_decimal_or_none(t.ts), _decimal_or_none(t.dur))
                for t in (doc if isinstance(doc, list) else doc.traceEvents)]
     times = doc if isinstance(doc, list) else doc.traceEvents
     return times if len(times) == n else None
@@ -232,7 +232,7 @@ def _first_type(raw: msgspec.Raw) -> str | None:
     return types[0] if isinstance(types, list) and types and isinstance(types[0], str) and types[0] else None
 
 
-def _comm_meta(args: list, wanted: list, table: str) -> dict:
+def comm_meta_of(args: list, wanted: list, table: str) -> dict:
     """Collective metadata of the ``wanted`` rows of a table (``row`` indexes the table), as columns named
     like ``assemble.COMM_META_COLUMNS``. Built column by column: a long run has 10^5 such rows."""
     sub = [args[i] for i in wanted]
@@ -280,7 +280,7 @@ def _per_distinct(raws: list, fn) -> list:
 
 
 
-def _comm_columns(dev_args: list, host: dict, host_args: list, meta: RunMeta | None = None) -> dict:
+def comm_columns(dev_args: list, host: dict, host_args: list, meta: RunMeta | None = None) -> dict:
     """The collective metadata of the device rows whose args name a collective and of the host rows that
     carry one (``record_param_comms``, ``nccl:*``, ``gloo:*``). The members of the process groups these
     name (``Process Group Ranks``) join ``meta.pg_config`` where ``distributedInfo`` does not list them."""
@@ -290,11 +290,11 @@ def _comm_columns(dev_args: list, host: dict, host_args: list, meta: RunMeta | N
                        + [False], dtype=bool)                     # the extra False is code -1
     host_comm = np.flatnonzero(carries[names.codes]).tolist()
     if meta is not None:
-        _pg_members([dev_args[i] for i in dev_comm] + [host_args[i] for i in host_comm], meta)
-    return _merge_comm_meta([_comm_meta(dev_args, dev_comm, "device"), _comm_meta(host_args, host_comm, "host")])
+        pg_members([dev_args[i] for i in dev_comm] + [host_args[i] for i in host_comm], meta)
+    return merge_comm_meta([comm_meta_of(dev_args, dev_comm, "device"), comm_meta_of(host_args, host_comm, "host")])
 
 
-def _pg_members(args: list, meta: RunMeta) -> None:
+def pg_members(args: list, meta: RunMeta) -> None:
     """``Process Group Ranks`` ("[0, 1]", text in every trace seen; "[]" says nothing) per group name."""
     listed = {str(pg.get("pg_name")) for pg in meta.pg_config}
     seen: dict[str, bytes] = {}
@@ -315,13 +315,13 @@ def _pg_members(args: list, meta: RunMeta) -> None:
             meta.pg_config.append({"pg_name": name, "ranks": value})
 
 
-def _merge_comm_meta(parts: list[dict]) -> dict:
-    """Concatenate comm-metadata column dicts (see :func:`_comm_meta`)."""
+def merge_comm_meta(parts: list[dict]) -> dict:
+    """Concatenate comm-metadata column dicts (see :func:`comm_meta_of`)."""
     return {c: np.concatenate([p[c] for p in parts]) if isinstance(parts[0][c], np.ndarray)
             else [v for p in parts for v in p[c]] for c in parts[0]}
 
 
-def _fill_meta(doc: Document, meta: RunMeta, path: Path) -> None:
+def fill_meta(doc: Document, meta: RunMeta, path: Path) -> None:
     info = doc.distributedInfo
     rank = _to_int([info.rank])[0] if info is not None and info.rank is not None else -1
     if rank >= 0:
@@ -347,7 +347,7 @@ def _fill_meta(doc: Document, meta: RunMeta, path: Path) -> None:
                               dropped)
 
 
-def _device_columns(sub: list, kinds: Labels, start, end, ids: dict | None = None) -> tuple[dict, list]:
+def device_columns(sub: list, kinds: Labels, start, end, ids: dict | None = None) -> tuple[dict, list]:
     args = list(map(_get_args, sub))
     dev = _int_field(args, "device")
     dev = np.where(dev == -1, _int_field(sub, "pid"), dev)
@@ -384,7 +384,7 @@ def _raw_ids(texts: list, index: dict | None = None) -> np.ndarray:
     return np.fromiter(map(index.__getitem__, texts), np.int64, len(texts))
 
 
-def _host_columns(sub: list, cats: Labels, start, end, ids: dict | None = None) -> tuple[dict, list]:
+def host_columns(sub: list, cats: Labels, start, end, ids: dict | None = None) -> tuple[dict, list]:
     args = list(map(_get_args, sub))
     ext = _int_field(args, "external_id")
     legacy = _int_field(args, "external_id_legacy")
@@ -403,7 +403,7 @@ def _host_columns(sub: list, cats: Labels, start, end, ids: dict | None = None) 
     return columns, args
 
 
-def _thread_names(events: list) -> dict:
+def thread_names(events: list) -> dict:
     """pid, tid, name of the named threads; a thread named twice (python, then pt_gloo_runloop) keeps the
     last name."""
     rows = [(e.pid, e.tid, e.args.name) for e in events if e.name == "thread_name" and isinstance(e.args.name, str)]

@@ -1,8 +1,8 @@
 """Kineto traces too big to decode whole: the events decoded and turned into columns a slice at a time.
 
-The whole-file decode (:func:`.kineto_decode.decode_file`) holds the file's JSON, every decoded event
+The whole-file decode (:func:`.decode.decode_file`) holds the file's JSON, every decoded event
 (msgspec structs, ~1.8x the JSON they come from) and then the columns: about 3x the JSON at its peak. Here
-:mod:`.kineto_split` first finds, by a scan of the bytes, where slices of ``SLICE_EVENTS`` whole events begin
+:mod:`.split` first finds, by a scan of the bytes, where slices of ``SLICE_EVENTS`` whole events begin
 and end (a few dozen offsets: nothing per event is kept), and where the document's other keys are (before
 or after the events: ``baseTimeNanoseconds`` is needed before the first slice). Then each slice is decoded,
 turned into columns and let go before the next; the columns are joined at the end exactly as one pass would
@@ -26,14 +26,14 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from ..meta import RunMeta
-from .kineto_columns import (DEVICE_CATS, KinetoColumns, Labels, _categories, _comm_meta, _device_columns,
-                             _event_times, _fill_meta, _host_columns, _merge_comm_meta, _pg_members, _subset,
-                             _thread_names)
-from .kineto_read import InflateError, Inflating, max_inflate
-from .kineto_repair import _EVENTS, _HEADER, _RAW_DOC
-from .kineto_schema import Document, Event, MetaEvent
-from . import kineto_split
+from ...meta import RunMeta
+from .event_columns import (DEVICE_CATS, KinetoColumns, Labels, comm_meta_of, device_columns, event_categories,
+                            event_times, fill_meta, host_columns, merge_comm_meta, pg_members, subset_labels,
+                            thread_names)
+from .inflate import InflateError, Inflating, max_inflate
+from .repair import EVENTS, HEADER, RAW_DOC
+from .schema import Document, Event, MetaEvent
+from . import split
 
 SLICE_BYTES = 64 << 20        # JSON larger than this is decoded in slices
 SLICE_EVENTS = 1 << 16
@@ -41,7 +41,7 @@ SLICE_EVENTS = 1 << 16
 
 def big_source(path) -> mmap.mmap | Inflating | None:
     """A big trace's JSON, mapped rather than read: the file itself, or for gzip an anonymous mapping that
-    is inflated into as it is read (:class:`.kineto_read.Inflating`). The pages a slice was decoded from are
+    is inflated into as it is read (:class:`.inflate.Inflating`). The pages a slice was decoded from are
     handed back after it (:func:`decode`), so the JSON is never resident whole. None for a small trace, or
     for anything the whole-file read must look at (a gzip trailer saying more than the bomb limit)."""
     if not hasattr(mmap, "MADV_DONTNEED"):
@@ -78,7 +78,7 @@ def _decode(raw, inflating: Inflating | None, path, meta: RunMeta, epoch_times) 
     release = _Release(raw if isinstance(raw, mmap.mmap) else None)
     fill = inflating.fill if inflating is not None else None
     try:
-        parts = kineto_split.split(raw, SLICE_EVENTS, release, fill)
+        parts = split.split(raw, SLICE_EVENTS, release, fill)
         if parts is not None and inflating is not None:
             inflating.finish()
             inflating.restart()         # the slices are read in a second pass over the stream
@@ -90,18 +90,18 @@ def _decode(raw, inflating: Inflating | None, path, meta: RunMeta, epoch_times) 
     doc = Document()
     if parts.header is not None:
         try:
-            top = _RAW_DOC.decode(parts.header)
+            top = RAW_DOC.decode(parts.header)
             # The marker where the events were: the array cut is the one the whole-file decode reads.
             if isinstance(top, list) or bytes(top.traceEvents) != parts.marker:
                 return None
-            for name, decoder in _HEADER.items():
+            for name, decoder in HEADER.items():
                 text = getattr(top, name)
                 if text:
                     setattr(doc, name, decoder.decode(text))
             del top
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):   # ValidationError is a DecodeError
             return None
-    _fill_meta(doc, meta, path)
+    fill_meta(doc, meta, path)
     base = doc.baseTimeNanoseconds or 0
     joined = _Joined()
     scratch = RunMeta(source=meta.source, format=meta.format)      # notes counted once per file, below
@@ -111,7 +111,7 @@ def _decode(raw, inflating: Inflating | None, path, meta: RunMeta, epoch_times) 
             if fill is not None:
                 fill(parts.slices[index][1])
             chunk = parts.text(raw, index)
-            events = _EVENTS.decode(chunk)
+            events = EVENTS.decode(chunk)
         except (msgspec.DecodeError, InflateError, UnicodeDecodeError, RecursionError):
             return None
         if not events:
@@ -119,8 +119,8 @@ def _decode(raw, inflating: Inflating | None, path, meta: RunMeta, epoch_times) 
         xs = [e for e in events if e.__class__ is Event]
         joined.metas += [e for e in events if e.__class__ is MetaEvent]
         joined.n_events += len(events)
-        codes, cat_names, dev_mask, host_mask = _categories(xs)
-        start, dur = _event_times(chunk, events, xs, scratch)
+        codes, cat_names, dev_mask, host_mask = event_categories(xs)
+        start, dur = event_times(chunk, events, xs, scratch)
         del chunk, events
         release(parts.slices[index][1])      # the slice's text is back in the page cache only
         start, end, outside = epoch_times(start, dur, base)
@@ -179,10 +179,10 @@ class _Joined:
         dev_events = [xs[i] for i in dev_rows.tolist()]
         host_events = [xs[i] for i in host_rows.tolist()]
         # The kinds stay the sorted category names until joined: DEVICE_CATS maps them at the end.
-        device, dev_args = _device_columns(dev_events, _subset(codes[dev_rows], cat_names), start[dev_rows],
-                                           end[dev_rows], self.ids)
-        host, host_args = _host_columns(host_events, _subset(codes[host_rows], cat_names), start[host_rows],
-                                        end[host_rows], self.ids)
+        device, dev_args = device_columns(dev_events, subset_labels(codes[dev_rows], cat_names), start[dev_rows],
+                                          end[dev_rows], self.ids)
+        host, host_args = host_columns(host_events, subset_labels(codes[host_rows], cat_names), start[host_rows],
+                                       end[host_rows], self.ids)
         dev_comm = [i for i, a in enumerate(dev_args) if a.collective is not None]
         names = host["name"]
         carries = np.array([n == "record_param_comms" or n.startswith(("nccl:", "gloo:")) for n in names.categories]
@@ -192,7 +192,7 @@ class _Joined:
         self.comm_args[1].extend(host_args[i] for i in host_comm)
         for parts, args, wanted, table, k in ((self.comm_device, dev_args, dev_comm, "device", 0),
                                               (self.comm_host, host_args, host_comm, "host", 1)):
-            part = _comm_meta(args, wanted, table)
+            part = comm_meta_of(args, wanted, table)
             part["row"] = part["row"] + self.rows[k]
             parts.append(part)
         self.rows[0] += len(dev_events)
@@ -206,9 +206,9 @@ class _Joined:
         device = _join(self.device, sorted_labels=("kind",))
         device["kind"] = Labels(device["kind"].codes, [DEVICE_CATS[c] for c in device["kind"].categories])
         host = _join(self.host, sorted_labels=("cat",))
-        _pg_members(self.comm_args[0] + self.comm_args[1], meta)
-        comm = _merge_comm_meta(self.comm_device + self.comm_host)
-        return KinetoColumns(meta, device, host, _thread_names(self.metas), comm)
+        pg_members(self.comm_args[0] + self.comm_args[1], meta)
+        comm = merge_comm_meta(self.comm_device + self.comm_host)
+        return KinetoColumns(meta, device, host, thread_names(self.metas), comm)
 
 
 def _join(parts: list[dict], sorted_labels=()) -> dict:
@@ -222,7 +222,7 @@ def _join(parts: list[dict], sorted_labels=()) -> dict:
 
 
 def _join_labels(parts: list[Labels], sort: bool) -> Labels:
-    """One categorical of the slices': categories in first-seen order (or sorted, as :func:`_subset` has
+    """One categorical of the slices': categories in first-seen order (or sorted, as :func:`subset_labels` has
     them), each slice's codes renumbered; -1 stays missing."""
     seen = list(dict.fromkeys(c for p in parts for c in p.categories))
     if sort:

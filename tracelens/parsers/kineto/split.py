@@ -1,6 +1,6 @@
 """A big Kineto trace's ``traceEvents`` array cut into runs of whole events, found by scanning the bytes.
 
-:mod:`.kineto_slices` decodes such a trace a slice at a time; this module says where the slices are, without
+:mod:`.slices` decodes such a trace a slice at a time; this module says where the slices are, without
 decoding anything and without holding more than a window of the file: numpy over ``WINDOW`` bytes at a
 time finds the quotes that open or close strings (a quote after an odd run of backslashes does not) and the
 brackets outside strings, whose running sum is the depth (474 MB in 0.55-0.66 s, bench/RESULTS.md). An

@@ -1,0 +1,22 @@
+"""The Kineto parser: a PyTorch profiler trace (Chrome-trace JSON, gzipped or not) -> one RankTrace.
+
+Its stages, in order: ``inflate`` (the file's bytes, gunzipped), ``schema`` (the typed msgspec document;
+``repair`` reads a file with values of the wrong type event by event), ``event_columns`` (decoded events ->
+plain columns: where a Kineto event becomes a row), ``decode`` (runs those in order; ``split`` and
+``slices`` decode a file over 64 MB a slice at a time) and ``build`` (the columns -> a RankTrace, through
+the shared :mod:`..assemble`). The decode stages import neither pandas nor the model: they run in decode
+workers (:mod:`..workers`), whose product, :class:`.event_columns.KinetoColumns`, pickles cheaply.
+
+The rest of tracelens uses the names below, and only these; each is imported on first use, so that a decode
+worker imports the decode stages without ``build`` and the model.
+"""
+
+from ..._speed import lazy_exports
+
+__all__ = ["parse", "decode_file", "MAX_INFLATE_ENV"]
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "parse": "build",                 # a file -> its RankTrace (decoded here, or by a worker: ``decoded=``)
+    "decode_file": "decode",          # a file -> KinetoColumns: what a decode worker runs
+    "MAX_INFLATE_ENV": "inflate",     # the inflate limit's setting: it changes what parsing gives (cache key)
+})
