@@ -70,11 +70,11 @@ def build(path: Path, calls: int) -> dict:
 
 def decode(path: Path):
     """(the NCCL ranges of the export, seconds to fetch the blobs, seconds to decode them)."""
-    from tracelens.parsers import nsys_payload, nsys_read
+    from tracelens.parsers.nsys import nccl_payloads as nsys_payload, sql as nsys_read
 
-    db = nsys_read._Db(path)
+    db = nsys_read.ExportDb(path)
     try:
-        q = nsys_read._start_queries(db)
+        q = nsys_read.start_queries(db)
         for f in q.values():
             if hasattr(f, "result"):
                 f.result()                          # every read done: only the decoder is timed below

@@ -113,7 +113,7 @@ def plan(options: CollectOptions, environ: Optional[dict] = None) -> Plan:
         raise UsageError(not_found(options.command[0]))
     nsys = None
     if options.profiler == "nsys":
-        from tracelens.tools.nsys import nsys_executable
+        from tracelens.tools.nsys_export import nsys_executable
 
         nsys = nsys_executable()
         if not nsys:
@@ -331,7 +331,7 @@ def _report_progress(run_dir: Path, seen: set[str], on_progress) -> set[str]:
 
 def export_reports(run_dir: Path, on_progress=None) -> list[str]:
     """``nsys export --type sqlite`` each rank's report; returns notes for reports that failed."""
-    from tracelens.tools.nsys import cached_export
+    from tracelens.tools.nsys_export import cached_export
 
     notes = []
     for rep in sorted(run_dir.glob("rank*.nsys-rep")):

@@ -13,7 +13,7 @@ analyses it again, and one per report, so that a second report of unchanged inpu
 
 One root for everything tracelens caches (:func:`root`): ``$TRACELENS_CACHE``, else
 ``$XDG_CACHE_HOME/tracelens``, else ``~/.cache/tracelens``. Besides the three layers, ``nsys/`` holds the SQLite
-exports of ``.nsys-rep`` reports (:mod:`tracelens.tools.nsys`). All count towards one bound
+exports of ``.nsys-rep`` reports (:mod:`tracelens.tools.nsys_export`). All count towards one bound
 (``TRACELENS_CACHE_MAX``, default 2 GiB); the least recently used go first.
 
 An entry is one file, written to a temporary name and renamed into place (a concurrent report or a Ctrl-C

@@ -301,7 +301,7 @@ def test_cache_info_and_clear(tmp_path, root, capsys):
 
 
 def test_one_root_for_both_caches(tmp_path, monkeypatch):
-    from tracelens.tools.nsys import cache_dir
+    from tracelens.tools.nsys_export import cache_dir
 
     monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "mine"))
     assert cache.root() == tmp_path / "mine" and cache_dir() == tmp_path / "mine" / "nsys"

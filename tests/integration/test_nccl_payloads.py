@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from tracelens.cli import main
-from tracelens.parsers import nsys_payload, nsys_read
-from tracelens.parsers.nccl_layouts import CALLS, REF_LAYOUTS
+from tracelens.parsers.nsys import nccl_payloads as nsys_payload, sql as nsys_read
+from tracelens.parsers.nsys.nccl_layouts import CALLS, REF_LAYOUTS
 
 from conftest import ROOT, corpus_file
 from fixtures import synth
@@ -52,9 +52,9 @@ def export(tmp_path, era: str | None, ranges, json_text: bool = False, schemas=N
 
 def decode(path):
     """{range index: its description} and {code: count} of the NCCL ranges of an export."""
-    db = nsys_read._Db(path)
+    db = nsys_read.ExportDb(path)
     try:
-        q = nsys_read._start_queries(db)
+        q = nsys_read.start_queries(db)
         out = nsys_payload.nccl_ranges(db, q)
     finally:
         db.close()
@@ -311,7 +311,7 @@ def test_corpus_schema_rows_match_the_reference(rel):
     # mfu_2gpu_before: 8 schemas (INVENTORY: 16 rows, one set per process); h100_2gpu_1s: 6 (12 rows).
     assert len(found) == (8 if "mfu" in rel else 6)
     # And the decoder reads each of them as the layout it falls back to for that call and payload size.
-    db = nsys_read._Db(corpus_file(rel))
+    db = nsys_read.ExportDb(corpus_file(rel))
     try:
         layouts = nsys_payload._schemas(db)
     finally:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import tracelens
 from tracelens.cli import main
 from tracelens.errors import InputError
-from tracelens.parsers import nsys
+from tracelens.parsers.nsys import rows as nsys_rows, sql as nsys_sql
 
 from fixtures import synth
 
@@ -232,7 +232,7 @@ def _table(tmp_path, rows):
     con.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
     con.commit()
     con.close()
-    return nsys._Db(path)
+    return nsys_sql.ExportDb(path)
 
 
 def test_columns_read_whole_match_row_by_row(tmp_path):
@@ -297,7 +297,7 @@ def test_torch_suffix_cut_equals_the_regex_on_every_text(texts):
     # The NVTX names are cleaned by a split at ", op_id = " and the regex on what is left; the definition is
     # the regex on the whole text (and a text it shortened is a torch op, cpu_op).
     n = len(texts)
-    out = nsys._host_rows({"nvtx": _Done((np.arange(n), np.arange(n) + 1, np.zeros(n, np.int64), texts))}, {})
+    out = nsys_rows.host_rows({"nvtx": _Done((np.arange(n), np.arange(n) + 1, np.zeros(n, np.int64), texts))}, {})
     names = [out["name"].categories[c] for c in out["name"].codes]
     cats = [out["cat"].categories[c] for c in out["cat"].codes]
     want = [re.sub(r"(?s), (?:seq|op_id|sizes|input_op_ids) = .*$", "", t) for t in texts]

@@ -72,7 +72,7 @@ def test_layer_imports(folder):
 
 # A parser package is used through the names its __init__ gives (docs/architecture.md): no module outside its
 # folder imports one of its modules.
-PACKAGES = ("tracelens/parsers/kineto",)
+PACKAGES = ("tracelens/parsers/kineto", "tracelens/parsers/nsys")
 INSTALLED = ("tracelens", "dashboards", "collectors")
 
 

@@ -6,7 +6,7 @@ import struct
 
 import numpy as np
 
-from tracelens.parsers import nvtx_payload as nvp
+from tracelens.parsers.nsys import nvtx_payload as nvp
 
 
 def test_missing_offsets_follow_natural_alignment():

@@ -1,10 +1,10 @@
-"""Nsight Systems exports, stage 2 of 4: the rows read by :mod:`.nsys_read` -> per-process columns.
+"""Nsight Systems exports, stage 2 of 4: the rows read by :mod:`.sql` -> per-process columns.
 
 Kernels, copies, sets and syncs (device rows), runtime/driver calls and NVTX ranges (host rows) and thread
 names become the parser contract's columns: string ids resolved to names once per distinct id, never per
 row; copies, sets and syncs named as Kineto names them; torch's NVTX suffixes cut; the rows of every
 process split by process (``globalPid >> 24``) once. Apart from the reading because it is columnar work
-on what was read (numpy and Arrow; its only SQL is two small lookups through :class:`_Db`, StringIds and
+on what was read (numpy and Arrow; its only SQL is two small lookups through :class:`ExportDb`, StringIds and
 ThreadNames): its cost and its naming rules can be checked on their own.
 """
 
@@ -17,10 +17,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..columns import categorical, distinct, unique_rows
-from ..table import Labels
-from ..meta import RunMeta
-from .nsys_read import NULL_TIME, _Db, arrow_strings, first_items, numpy_of
+from ...columns import categorical, distinct, unique_rows
+from ...table import Labels
+from ...meta import RunMeta
+from .sql import NULL_TIME, ExportDb, arrow_strings, first_items, numpy_of
 
 # Fallback copies of the CUDA enums (2.9.1 and older exports ship no ENUM_* tables); nsys-sqlite.md §7.
 COPY_KIND = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
@@ -45,7 +45,7 @@ _TORCH_SUFFIX_RE2 = r"(?s), (?:seq|op_id|sizes|input_op_ids) = .*$"
 _TORCH_OP_ID = ", op_id = "
 
 
-def _strings(db: _Db, notes: list | None = None) -> dict[int, str]:
+def string_ids(db: ExportDb, notes: list | None = None) -> dict[int, str]:
     """StringIds as a dict; ids that are not integers (no row can refer to them) are left out and counted
     in ``notes`` (``nsys-bad-string-ids``)."""
     if not db.has("StringIds") or not {"id", "value"} <= db.columns("StringIds"):
@@ -80,7 +80,7 @@ def _block(query: Future) -> np.ndarray:
     return np.stack(query.result(), axis=1)
 
 
-def _device_rows(q: dict, strings: dict[int, str]) -> dict:
+def device_rows(q: dict, strings: dict[int, str]) -> dict:
     """Kernels, copies, sets and syncs (columns), with the process key in ``proc``."""
     parts = []
     cols = ["start", "end", "device", "context", "stream", "correlation", "gpid"]
@@ -118,7 +118,7 @@ def _device_rows(q: dict, strings: dict[int, str]) -> dict:
     return out
 
 
-def _untimed(rows: dict, start: str, end: str) -> dict:
+def drop_untimed(rows: dict, start: str, end: str) -> dict:
     """The rows with a start and an end (NULL in the export reads as NULL_TIME): the others cannot be placed
     and are left out. Their count per process is in ``untimed`` (proc -> rows)."""
     bad = (rows[start] == NULL_TIME) | (rows[end] == NULL_TIME)
@@ -132,7 +132,7 @@ def _untimed(rows: dict, start: str, end: str) -> dict:
     return out
 
 
-def _on_epoch(start: np.ndarray, end: np.ndarray, base: int) -> np.ndarray:
+def on_epoch(start: np.ndarray, end: np.ndarray, base: int) -> np.ndarray:
     """Which rows fall outside [0, 2**63) ns once ``base`` (the capture's epoch offset) is added: checked
     before adding, so nothing wraps."""
     top = np.iinfo(np.int64).max - max(base, 0)
@@ -207,9 +207,9 @@ def _sync_rows(rows: np.ndarray, runtime: np.ndarray | None, match: str | None, 
     return frame
 
 
-def _device_columns(rows: dict, base: int, meta: RunMeta) -> dict:
+def device_columns(rows: dict, base: int, meta: RunMeta) -> dict:
     """One process's device rows (columns) in the parser contract; contexts folded into the stream key when needed."""
-    outside = _on_epoch(rows["start"], rows["end"], base)
+    outside = on_epoch(rows["start"], rows["end"], base)
     if outside.any():
         meta.warnings.add("out-of-range-times", "skipped events whose start or end, in ns since the epoch, is "
                           "negative or does not fit int64", int(outside.sum()))
@@ -233,7 +233,7 @@ def _device_columns(rows: dict, base: int, meta: RunMeta) -> dict:
             "bytes": rows["bytes"], "cross_device": rows["cross_device"].astype(bool), "config": rows["config"]}
 
 
-def _host_rows(q: dict, strings: dict[int, str]) -> dict:
+def host_rows(q: dict, strings: dict[int, str]) -> dict:
     """Runtime/driver API calls and NVTX ranges (columns), with the process key in ``proc``."""
     parts = []
     if "runtime" in q:
@@ -276,10 +276,10 @@ def _host_rows(q: dict, strings: dict[int, str]) -> dict:
     return {"proc": gtid >> 24, "pid": (gtid >> 24) & 0xFFFFFF, "tid": gtid & 0xFFFFFF, **cols}
 
 
-def _host_columns(rows: dict, base: int, meta: RunMeta | None = None) -> dict:
+def host_columns(rows: dict, base: int, meta: RunMeta | None = None) -> dict:
     """One process's host rows (columns) in the parser contract, on the epoch clock, and each row's position
     in the NVTX query (``nvtx_row``, -1 for runtime calls) for the NCCL payloads."""
-    outside = _on_epoch(rows["start_ns"], rows["end_ns"], base)
+    outside = on_epoch(rows["start_ns"], rows["end_ns"], base)
     if outside.any():
         if meta is not None:
             meta.warnings.add("out-of-range-times", "skipped events whose start or end, in ns since the epoch, "
@@ -292,7 +292,7 @@ def _host_columns(rows: dict, base: int, meta: RunMeta | None = None) -> dict:
             "nvtx_row": rows["nvtx_row"]}
 
 
-def _thread_rows(db: _Db, strings: dict[int, str]) -> dict[str, np.ndarray]:
+def thread_rows(db: ExportDb, strings: dict[int, str]) -> dict[str, np.ndarray]:
     """Thread names as columns (proc, pid, tid, name), the last name recorded for a thread winning."""
     if not db.has("ThreadNames") or not {"globalTid", "nameId"} <= db.columns("ThreadNames"):
         none = np.empty(0, np.int64)
@@ -307,7 +307,7 @@ def _thread_rows(db: _Db, strings: dict[int, str]) -> dict[str, np.ndarray]:
             "name": np.array([strings.get(i, "") for i in rows[keep, 1].tolist()] + [None], dtype=object)[:-1]}
 
 
-def _by_process(columns: dict):
+def by_process(columns: dict):
     """``proc -> that process's rows``: the columns reordered by process once (stable), then sliced per
     process, instead of a boolean mask over every column for every process."""
     cache: dict = {}

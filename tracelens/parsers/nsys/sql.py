@@ -1,10 +1,10 @@
 """Nsight Systems exports, stage 1 of 4: reading the SQLite tables.
 
-Everything that talks to SQLite: the read-only connection with feature detection (:class:`_Db`; exports
+Everything that talks to SQLite: the read-only connection with feature detection (:class:`ExportDb`; exports
 from 2021 to 2026 differ in tables and columns), each query's columns aggregated inside SQLite and split
 in C instead of handed over row by row, the large tables read side by side on reader threads, pages read
 through mmap, and the SQL of those large queries (what exists in the export decides what they select).
-Kept apart from what the rows mean (:mod:`.nsys_rows`) because nearly all of a report's time is spent
+Kept apart from what the rows mean (:mod:`.rows`) because nearly all of a report's time is spent
 here, and the fallbacks that keep odd exports readable (row-by-row reads, non-UTF-8 text) live in one place.
 
 The export is opened read-only and immutable (``mode=ro&immutable=1`` URI), so a report never modifies a
@@ -28,8 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._speed import ints_from_text, map_sqlite_pages
-from ..errors import InputError
+from ..._speed import ints_from_text, map_sqlite_pages
+from ...errors import InputError
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -47,7 +47,7 @@ _NULL = str(NULL_TIME)
 _READERS = max(1, min(3, os.cpu_count() or 1))
 
 
-class _Db:
+class ExportDb:
     """A read-only connection with feature detection, and reader threads for the large queries."""
 
     def __init__(self, path: Path):
@@ -88,7 +88,7 @@ class _Db:
             con.text_factory = str
 
     def _connect(self) -> sqlite3.Connection:
-        # Reader threads' connections are closed by the thread that closes the _Db, after the pool is done.
+        # Reader threads' connections are closed by the thread that closes the ExportDb, after the pool is done.
         con = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
         map_sqlite_pages(con)
         return con
@@ -298,22 +298,22 @@ def arrow_ints(values) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
 
 
-_PAYLOAD_ENTRIES = "NVTX_PAYLOAD_SCHEMA_ENTRIES"
-_PAYLOAD_SCHEMAS = "NVTX_PAYLOAD_SCHEMAS"
+PAYLOAD_ENTRIES = "NVTX_PAYLOAD_SCHEMA_ENTRIES"
+PAYLOAD_SCHEMAS = "NVTX_PAYLOAD_SCHEMAS"
 _PAYLOAD_COLUMNS = ("binaryData", "jsonText", "jsonTextId")
 NVTX_BLOBS = (f'SELECT rowid, CAST("binaryData" AS BLOB) FROM {NVTX} WHERE "domainId" > 0 AND "eventType" IN (59, 60) '
               f'AND "binaryData" IS NOT NULL')
 
 
-def _payload_capable(db: _Db) -> bool:
+def _payload_capable(db: ExportDb) -> bool:
     """Whether the NVTX query carries each range's domain, payload presence and rowid (for the NCCL payloads,
-    :mod:`.nsys_payload`): here because it shapes that query, while what the payloads mean is not this
+    :mod:`.nccl_payloads`): here because it shapes that query, while what the payloads mean is not this
     module's business."""
     cols = db.columns(NVTX)
-    return "domainId" in cols and (db.has(_PAYLOAD_ENTRIES) or any(c in cols for c in _PAYLOAD_COLUMNS))
+    return "domainId" in cols and (db.has(PAYLOAD_ENTRIES) or any(c in cols for c in _PAYLOAD_COLUMNS))
 
 
-def _start_queries(db: _Db) -> dict:
+def start_queries(db: ExportDb) -> dict:
     """The large queries, started on the reader threads. The NVTX ranges go first: usually the longest read,
     they would otherwise decide when the host rows can be assembled; the device rows are assembled while
     they are read."""
@@ -366,12 +366,12 @@ def _start_queries(db: _Db) -> dict:
     return q
 
 
-def db_short(db: _Db) -> str:
+def db_short(db: ExportDb) -> str:
     """Fallback for exports without ``demangledName``: the short name id, else -1."""
     return '"shortName"' if "shortName" in db.columns(KERNEL) else "-1"
 
 
-def _sync_sql(db: _Db) -> str:
+def _sync_sql(db: ExportDb) -> str:
     y = SYNC
     sel = ", ".join(f'coalesce(y."{c}", {d})' if c in db.columns(y) else d for c, d in (
         ("start", _NULL), ("end", _NULL), ("deviceId", "0"), ("contextId", "0"), ("streamId", "-1"),
@@ -379,7 +379,7 @@ def _sync_sql(db: _Db) -> str:
     return f"SELECT {sel} FROM {y} y"
 
 
-def _sync_match(db: _Db) -> str | None:
+def _sync_match(db: ExportDb) -> str | None:
     """How a sync record finds the runtime call behind it: by correlation id within its process ("process"),
     by correlation id alone where either table lacks the process column ("any"), or not at all."""
     rt = db.columns(RUNTIME)

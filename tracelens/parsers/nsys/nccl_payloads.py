@@ -7,7 +7,7 @@ name, else from the reference's per-version layouts (by call and payload size). 
 the blob header is not documented by NVIDIA, so every report that uses it says so in a warning.
 
 What comes out describes NCCL ranges, not kernels: each decoded call, and each ``ncclGroupEnd`` with the
-calls of its group (kernels of grouped calls are launched there). :mod:`.assemble` links kernels to the
+calls of its group (kernels of grouped calls are launched there). :mod:`..assemble` links kernels to the
 nearest such range. Sizes follow nccl-tests' ``S``: calls whose count is per rank (all-gather,
 reduce-scatter, all-to-all, gather, scatter) are multiplied by the communicator's size, known when the
 export holds a payload with that communicator's "No. of ranks" (its init, destroy or abort).
@@ -22,9 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import nvtx_payload as nvp
-from ..columns import distinct, unique_rows
+from ...columns import distinct, unique_rows
 from .nccl_layouts import CALLS, COMM_CALL, FIELDS, NCCL_API, OPS, P2P, REDOPS, REF_LAYOUTS
-from .nsys_read import NVTX, NVTX_BLOBS, _PAYLOAD_ENTRIES, _PAYLOAD_SCHEMAS, _Db, arrow_ints, arrow_strings, numpy_of
+from .sql import (NVTX, NVTX_BLOBS, PAYLOAD_ENTRIES, PAYLOAD_SCHEMAS, ExportDb, arrow_ints, arrow_strings,
+                  numpy_of)
 
 # Row status of an NCCL range's payload.
 NONE, DECODED, UNDECODABLE, UNKNOWN = 0, 1, 2, 3
@@ -54,7 +55,7 @@ class NcclRanges:
         return out
 
 
-def nccl_ranges(db: _Db, q: dict) -> NcclRanges:
+def nccl_ranges(db: ExportDb, q: dict) -> NcclRanges:
     """Decode the payloads of every NCCL range read by the NVTX query (all processes at once)."""
     if "nvtx" not in q or "nvtx_payload" not in q:
         return NcclRanges()
@@ -110,19 +111,19 @@ class _Rows:
                 self.f[key][rows] = v
 
 
-def _schemas(db: _Db) -> dict[tuple[int, int], nvp.Layout | None]:
+def _schemas(db: ExportDb) -> dict[tuple[int, int], nvp.Layout | None]:
     """(domain, schema id) -> layout from the export's schema rows, deduplicated (they repeat once per
     process); None for a schema whose rows disagree or that a fixed layout cannot hold."""
-    if not db.has(_PAYLOAD_ENTRIES) or not {"domainId", "schemaId", "idx", "type", "name", "offset"} <= \
-            db.columns(_PAYLOAD_ENTRIES):
+    if not db.has(PAYLOAD_ENTRIES) or not {"domainId", "schemaId", "idx", "type", "name", "offset"} <= \
+            db.columns(PAYLOAD_ENTRIES):
         return {}
     sizes: dict[tuple[int, int], set] = {}
-    if db.has(_PAYLOAD_SCHEMAS) and {"domainId", "schemaId", "payloadSize"} <= db.columns(_PAYLOAD_SCHEMAS):
-        for d, s, size in db.rows(f'SELECT DISTINCT "domainId", "schemaId", "payloadSize" FROM {_PAYLOAD_SCHEMAS}'):
+    if db.has(PAYLOAD_SCHEMAS) and {"domainId", "schemaId", "payloadSize"} <= db.columns(PAYLOAD_SCHEMAS):
+        for d, s, size in db.rows(f'SELECT DISTINCT "domainId", "schemaId", "payloadSize" FROM {PAYLOAD_SCHEMAS}'):
             sizes.setdefault((d, s), set()).add(size)
     entries: dict[tuple[int, int], dict[int, set]] = {}
     for d, s, i, t, n, off in db.rows(f'SELECT DISTINCT "domainId", "schemaId", "idx", "type", "name", "offset" '
-                                      f"FROM {_PAYLOAD_ENTRIES}"):
+                                      f"FROM {PAYLOAD_ENTRIES}"):
         entries.setdefault((d, s), {}).setdefault(i, set()).add((t, n, off if off is not None or i else 0))
     out: dict[tuple[int, int], nvp.Layout | None] = {}
     for key, by_idx in entries.items():
@@ -135,7 +136,7 @@ def _schemas(db: _Db) -> dict[tuple[int, int], nvp.Layout | None]:
     return out
 
 
-def _decode(db: _Db, r: _Rows, rowid: np.ndarray, present: np.ndarray, schemas: dict, blobs) -> None:
+def _decode(db: ExportDb, r: _Rows, rowid: np.ndarray, present: np.ndarray, schemas: dict, blobs) -> None:
     """Fetch the payloads of the NCCL ranges that have one and decode them into ``r``: blobs first, then the
     JSON text of the rows without a blob."""
     cols = db.columns(NVTX)
@@ -355,7 +356,7 @@ def _group_desc(r: _Rows, member: np.ndarray, ends: np.ndarray, size: np.ndarray
     return out
 
 
-def _notes(db: _Db, r: _Rows, schemas: dict, any_payload: bool) -> dict[int | None, list[tuple[str, str, int]]]:
+def _notes(db: ExportDb, r: _Rows, schemas: dict, any_payload: bool) -> dict[int | None, list[tuple[str, str, int]]]:
     """Per process (None: no thread recorded, every process), the warnings about its NCCL ranges."""
     sized = any(lay is not None and lay.field("Message size [bytes]") for lay in schemas.values()) or \
         _schema_names_sized(db)
@@ -389,12 +390,12 @@ def _notes(db: _Db, r: _Rows, schemas: dict, any_payload: bool) -> dict[int | No
     return out
 
 
-def _schema_names_sized(db: _Db) -> bool:
-    return db.has(_PAYLOAD_ENTRIES) and "name" in db.columns(_PAYLOAD_ENTRIES) and bool(
-        db.rows(f"SELECT 1 FROM {_PAYLOAD_ENTRIES} WHERE name IN ('Message size [bytes]', 'Bytes') LIMIT 1"))
+def _schema_names_sized(db: ExportDb) -> bool:
+    return db.has(PAYLOAD_ENTRIES) and "name" in db.columns(PAYLOAD_ENTRIES) and bool(
+        db.rows(f"SELECT 1 FROM {PAYLOAD_ENTRIES} WHERE name IN ('Message size [bytes]', 'Bytes') LIMIT 1"))
 
 
-def _unavailable(db: _Db) -> str:
+def _unavailable(db: ExportDb) -> str:
     """Why sizes are missing, with the exact ``nsys export`` command that keeps them."""
     params = dict(db.pairs("META_DATA_EXPORT"))
     source = params.get("EXPORT_PARAM_INPUT_FILE") or "REPORT.nsys-rep"

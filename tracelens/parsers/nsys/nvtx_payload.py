@@ -5,7 +5,7 @@ A payload is a small C struct described by a *schema*: entries with a name, a ty
 32-byte header ``[domainId u64][schemaId u64][payload size u64][u64]`` (not documented by NVIDIA; the one
 public decoder's reading, shared reference ``nccl-nvtx-payloads.md`` §3), or, with ``--include-json``, as a
 JSON object keyed by entry name. This module knows the format only, not what NCCL puts in it
-(:mod:`.nsys_payload`): headers and fields are read for all blobs at once with numpy, one gather per field
+(:mod:`.nccl_payloads`): headers and fields are read for all blobs at once with numpy, one gather per field
 and layout, never a Python loop over blobs.
 """
 

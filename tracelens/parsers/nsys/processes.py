@@ -6,11 +6,13 @@ SQLite, and string ids are resolved once per distinct id, never per row. Times a
 ns on the capture clock; ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` (when present) anchors them to the
 Unix epoch like Kineto's times.
 
-The parser is split by stage, so that each part can be read (and timed) alone: :mod:`.nsys_read` reads the
-SQLite tables, :mod:`.nsys_rows` turns the rows into per-process columns, :mod:`.nsys_payload` decodes the
+The parser is split by stage, so that each part can be read (and timed) alone: :mod:`.sql` reads the
+SQLite tables, :mod:`.rows` turns the rows into per-process columns, :mod:`.nccl_payloads` decodes the
 NCCL ranges' payloads (collective sizes; with :mod:`.nvtx_payload` and :mod:`.nccl_layouts`), and this
 module, stage 4 of 4, assembles: the entry point :func:`parse`, each process's run metadata (rank,
-environment, devices, what the export lacks) and its RankTrace through :mod:`.assemble`. Names with a leading underscore are shared by these four modules only.
+environment, devices, what the export lacks) and its RankTrace through :mod:`..assemble`. Names with a
+leading underscore are private to their module; what other code uses is the package's
+(:mod:`tracelens.parsers.nsys`).
 """
 
 from __future__ import annotations
@@ -20,19 +22,19 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
-from ..envlist import allowed_env
-from ..meta import RunMeta, rank_in_file_name
-from ..columns import distinct
-from .._speed import no_cyclic_gc
-from ..table import Table
-from ..model import RankTrace
-from ..tools.nsys import cached_export
-from . import assemble
-from .nsys_payload import nccl_ranges
-from .nsys_read import KERNEL, MEMCPY, NVTX, RUNTIME, SYNC, _Db, _start_queries
-from .nsys_rows import (_by_process, _device_columns, _device_rows, _host_columns, _host_rows, _on_epoch, _strings,
-                        _thread_rows, _untimed)
+from ...errors import InputError
+from ...envlist import allowed_env
+from ...meta import RunMeta, rank_in_file_name
+from ...columns import distinct
+from ..._speed import no_cyclic_gc
+from ...table import Table
+from ...model import RankTrace
+from ...tools.nsys_export import cached_export
+from .. import assemble
+from .nccl_payloads import nccl_ranges
+from .sql import KERNEL, MEMCPY, NVTX, RUNTIME, SYNC, ExportDb, start_queries
+from .rows import (by_process, device_columns, device_rows, drop_untimed, host_columns, host_rows, on_epoch,
+                   string_ids, thread_rows)
 
 RANK_ENV = ("RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
 
@@ -47,30 +49,30 @@ def _parse(path: Path, comm_rules, step_pattern: str | None) -> list[RankTrace]:
     source = path
     if path.suffix.lower() in (".nsys-rep", ".qdrep"):
         path = cached_export(path)
-    db = _Db(path)
+    db = ExportDb(path)
     try:
         return _parse_db(db, source, comm_rules, step_pattern)
     finally:
         db.close()
 
 
-def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> list[RankTrace]:
+def _parse_db(db: ExportDb, source: Path, comm_rules, step_pattern: str | None) -> list[RankTrace]:
     if not db.has(KERNEL):
         raise InputError(f"no {KERNEL} table: not an Nsight Systems export with CUDA kernels "
                          "(profile with `nsys profile -t cuda,nvtx`)", path=str(source))
     # Every table is read once for all processes, on reader threads, and split by process here: a query per
     # process would scan every table once per process (no index on globalPid), 1.9x the SQL for 8 ranks.
-    queries = _start_queries(db)
+    queries = start_queries(db)
     notes = _export_notes(db)
-    strings = _strings(db, notes)
-    threads = _thread_rows(db, strings)
+    strings = string_ids(db, notes)
+    threads = thread_rows(db, strings)
     base = _base_ns(db)
-    device = _untimed(_device_rows(queries, strings), "start", "end")
+    device = drop_untimed(device_rows(queries, strings), "start", "end")
     untimed = device.pop("untimed")
     by_pid = "globalPid" in db.columns(KERNEL)
     if by_pid:
         procs = distinct(device["proc"]).tolist()      # the processes with rows in any device table
-    host = _untimed(_host_rows(queries, strings), "start_ns", "end_ns")
+    host = drop_untimed(host_rows(queries, strings), "start_ns", "end_ns")
     for proc, n in host.pop("untimed").items():
         untimed[proc] = untimed.get(proc, 0) + n
     host_procs = distinct(host["proc"]).tolist()
@@ -80,7 +82,7 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
     if not procs or not len(device["start"]):
         raise InputError("the export has no GPU activity (the kernel table is empty, or no row has a start "
                          "and an end time)", path=str(source))
-    if _on_epoch(device["start"], device["end"], base).all():
+    if on_epoch(device["start"], device["end"], base).all():
         raise InputError(f"every GPU activity's time is outside the int64 nanosecond range since the epoch "
                          f"(TARGET_INFO_SESSION_START_TIME.utcEpochNs = {base})", path=str(source))
     envs = _process_env(db)
@@ -89,12 +91,12 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
     size, device_names = source.stat().st_size, _device_names(db)
     host_name = next((v for n, v in db.pairs("TARGET_INFO_SYSTEM_ENV") if n == "Hostname" and v), None)
     nccl = nccl_ranges(db, queries)
-    device_of, host_of = _by_process(device), _by_process(host)
+    device_of, host_of = by_process(device), by_process(host)
     traces = []
     for proc in procs:
         dev = device if len(procs) == 1 or not by_pid else device_of(proc)
         meta = RunMeta(source=str(source), format="nsys", bytes=size)
-        hst = _host_columns(host if host_procs == [proc] else host_of(proc), base, meta)
+        hst = host_columns(host if host_procs == [proc] else host_of(proc), base, meta)
         meta.warnings.add("nsys-untimed-rows", "skipped activities and API calls with no start or end time "
                           "(NULL in the export)", untimed.get(proc, 0))
         meta.base_ns = base
@@ -111,7 +113,7 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
         if not by_pid:
             meta.warnings.add("nsys-no-process-column", "the kernel table has no globalPid column; all GPU rows "
                               "were given to one process", 1)
-        dev, hst, _ = assemble.drop_far_times(_device_columns(dev, base, meta), hst, meta)
+        dev, hst, _ = assemble.drop_far_times(device_columns(dev, base, meta), hst, meta)
         dev, hst, _ = assemble.canonical(dev, hst)
         own = threads["proc"] == proc
         thr = Table({c: threads[c][own] for c in ("pid", "tid", "name")})
@@ -121,7 +123,7 @@ def _parse_db(db: _Db, source: Path, comm_rules, step_pattern: str | None) -> li
     return traces
 
 
-def _export_notes(db: _Db) -> list[tuple[str, str, int]]:
+def _export_notes(db: ExportDb) -> list[tuple[str, str, int]]:
     notes = []
     for table, code, why in ((RUNTIME, "nsys-no-runtime", "device work cannot be linked to its launch"),
                              (NVTX, "nsys-no-nvtx", "no step ranges or op names (profile with -t cuda,nvtx)"),
@@ -140,7 +142,7 @@ def _export_notes(db: _Db) -> list[tuple[str, str, int]]:
     return notes
 
 
-def _base_ns(db: _Db) -> int:
+def _base_ns(db: ExportDb) -> int:
     t = "TARGET_INFO_SESSION_START_TIME"
     if db.has(t) and "utcEpochNs" in db.columns(t):
         row = db.rows(f'SELECT "utcEpochNs" FROM {t} LIMIT 1')
@@ -150,14 +152,14 @@ def _base_ns(db: _Db) -> int:
     return 0
 
 
-def _device_names(db: _Db) -> list[str]:
+def _device_names(db: ExportDb) -> list[str]:
     t = "TARGET_INFO_GPU"
     if db.has(t) and "name" in db.columns(t):
         return [str(n) for (n,) in db.rows(f'SELECT DISTINCT "name" FROM {t} WHERE "name" IS NOT NULL')]
     return []
 
 
-def _process_env(db: _Db) -> list[tuple[int, dict[str, str]]]:
+def _process_env(db: ExportDb) -> list[tuple[int, dict[str, str]]]:
     """(pid, environment) of each launched process recorded in META_DATA_CAPTURE (pid 0 = unknown)."""
     procs: dict[str, dict] = {}
     for name, value in db.pairs("META_DATA_CAPTURE"):
@@ -178,7 +180,7 @@ def _process_env(db: _Db) -> list[tuple[int, dict[str, str]]]:
     return out
 
 
-def _nccl_streams(db: _Db, procs: list) -> dict:
+def _nccl_streams(db: ExportDb, procs: list) -> dict:
     """The captured stdout/stderr (``ProcessStreams``) holding NCCL log lines, by process; a stream of a
     process without GPU work (the launcher) goes to the first GPU process. Names are the stream files'."""
     if not (db.has("ProcessStreams") and db.has("StringIds")):

@@ -2,7 +2,7 @@
 
 Tables only: the API ranges and what each call means (canonical op, payload layout family, whether its
 count is per rank), the schema entry names the decoder reads, and the reference's layouts for exports
-that carry no schema rows. Used by :mod:`.nsys_payload`.
+that carry no schema rows. Used by :mod:`.nccl_payloads`.
 """
 
 from __future__ import annotations
