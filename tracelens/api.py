@@ -78,10 +78,10 @@ def _load(files, comm_patterns, step_nvtx, jobs, on_file, prepare, cache=None) -
 def nccl_inputs(paths, traces: list[RankTrace] = ()) -> NcclInputs:
     """The NCCL logs under ``paths`` (and those the traces' run manifests list), parsed, with the NCCL
     settings recorded for the traces: what the network transport verdict reads besides bandwidth."""
-    from .parsers import discover, nccl_log
+    from .parsers import discover, nccl
 
     files = discover(_paths(paths))
-    return nccl_log.inputs(files.nccl_logs, files.logs_skipped, traces, files.outside)
+    return nccl.inputs(files.nccl_logs, files.logs_skipped, traces, files.outside)
 
 
 def _counting(on_file, total: int):
@@ -155,9 +155,9 @@ def report(paths, *, thresholds: Thresholds | Iterable[str] | None = None, comm_
 
     files = discover(paths)
     if not files:           # NCCL logs alone: nothing to analyse rank by rank
-        from .parsers import nccl_log
+        from .parsers import nccl
 
-        return analyze([], limits(), nccl=nccl_log.inputs(files.nccl_logs, files.logs_skipped, [], files.outside))
+        return analyze([], limits(), nccl=nccl.inputs(files.nccl_logs, files.logs_skipped, [], files.outside))
     from . import cache as warm, executors
 
     return executors.report(files, lambda: context(limits()), comm_patterns=comm_patterns, step_pattern=step_nvtx,

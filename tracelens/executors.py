@@ -178,8 +178,6 @@ def report(files, ctx_of: Callable[[], Context], *, comm_patterns=(), step_patte
 
 def _report(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, executor, workers, scheduler, on_done,
             cache, pool) -> Report:
-    from .parsers import nccl_log
-
     whole = None
     if cache and executor in EXECUTORS:
         # The Report layer serves either executor: the Reports are the same, and a repeated report of
@@ -213,7 +211,9 @@ def _report(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, executor,
     else:
         raise UsageError(f"unknown executor {executor!r} (one of: {', '.join(EXECUTORS)})")
     parts = _settle(done, comm_patterns, step_pattern, ctx, getattr(files, "skipped", ()), cache)
-    nccl = nccl_log.inputs(files.nccl_logs, files.logs_skipped, parts, getattr(files, "outside", ()))
+    from .parsers.nccl import inputs as nccl_inputs
+
+    nccl = nccl_inputs(files.nccl_logs, files.logs_skipped, parts, getattr(files, "outside", ()))
     from .analyzers import combine
 
     out = combine([p.analysis for p in parts], ctx, nccl=nccl)
@@ -359,7 +359,7 @@ def _shared(files, pool, ctx, comm_patterns, step_pattern, on_file, on_done, cac
     # Every file is claimed; the workers may still hold the last ones. What only the end needs is imported
     # now, beside them, rather than after them.
     from .analyzers import run  # noqa: F401
-    from .parsers import nccl_log  # noqa: F401
+    from .parsers.nccl import inputs  # noqa: F401
 
     settle(pool.rest())
     first = min(errors, default=len(files))

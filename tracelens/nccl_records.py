@@ -1,4 +1,4 @@
-"""What an NCCL debug log says, as records: the parser (parsers/nccl_log.py) fills them and the transport
+"""What an NCCL debug log says, as records: the parser (parsers/nccl/debug_log.py) fills them and the transport
 analyzer (analyzers/run/transport.py) decides on them. Plain data, no heavy imports.
 
 A record is one recognised line: its ``kind``, where it is (file, 1-based line number, text), the process

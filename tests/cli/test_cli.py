@@ -198,7 +198,7 @@ def test_workers_start_before_heavy_imports(tmp_path):
     this process does the same (tracelens/forked.py). An import moved in front of the fork delays every
     cold report by its cost (pandas, once: 50 ms on the 54 MB bench trace)."""
     heavy = ("pandas", "rich", "numpy", "msgspec", "subprocess", "tracelens.contract", "tracelens.analyzers",
-             "tracelens.parsers.nccl_log", "tracelens.parsers.kineto.decode")
+             "tracelens.parsers.nccl.debug_log", "tracelens.parsers.kineto.decode")
     code = (
         "import os, sys\n"
         "real = os.fork\n"

@@ -14,7 +14,7 @@ import pytest
 
 from tracelens import api
 from tracelens.errors import UsageError
-from tracelens.parsers import discover, nccl_log
+from tracelens.parsers import discover, nccl
 from tests.conftest import ROOT, SAMPLES, kernel, write_trace
 
 
@@ -22,7 +22,7 @@ def _reference(paths) -> bytes:
     """The Report the way it was made before file-by-file analysis: every trace loaded, then analysed."""
     files = discover([str(p) for p in paths])
     traces = api.load(paths, jobs=0)
-    return api.analyze(traces, nccl=nccl_log.inputs(files.nccl_logs, files.logs_skipped, traces)).to_json()
+    return api.analyze(traces, nccl=nccl.inputs(files.nccl_logs, files.logs_skipped, traces)).to_json()
 
 
 def _steps(rank: int | None):

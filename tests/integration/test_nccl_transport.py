@@ -15,7 +15,7 @@ from tracelens.analyzers import Thresholds
 from tracelens.analyzers.run import transport
 from tracelens.analyzers.wording import diagnosis
 from tracelens.nccl_records import EnvSetting
-from tracelens.parsers import nccl_log
+from tracelens.parsers.nccl import debug_log as nccl_log
 
 from conftest import corpus_file
 

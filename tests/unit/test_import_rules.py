@@ -72,7 +72,7 @@ def test_layer_imports(folder):
 
 # A parser package is used through the names its __init__ gives (docs/architecture.md): no module outside its
 # folder imports one of its modules.
-PACKAGES = ("tracelens/parsers/kineto", "tracelens/parsers/nsys")
+PACKAGES = ("tracelens/parsers/kineto", "tracelens/parsers/nsys", "tracelens/parsers/nccl")
 INSTALLED = ("tracelens", "dashboards", "collectors")
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tracelens import nccl_records as K
-from tracelens.parsers import discover, nccl_log
+from tracelens.parsers import discover
+from tracelens.parsers.nccl import debug_log as nccl_log, detect
 from tracelens.errors import UsageError
 
 P = "gpu-a:4242:4250 [3] NCCL INFO "
@@ -116,7 +117,7 @@ def test_binary_and_empty_files_have_no_nccl_lines(tmp_path):
     (tmp_path / "core.log").write_bytes(b"\x7fELF\x00\x00NCCL INFO Using network IB\n")
     (tmp_path / "empty.log").write_bytes(b"")
     assert nccl_log.parse(tmp_path / "core.log").nccl_lines == 0
-    assert [nccl_log.sniff(tmp_path / n) for n in ("core.log", "empty.log")] == ["binary", "empty"]
+    assert [detect.sniff(tmp_path / n) for n in ("core.log", "empty.log")] == ["binary", "empty"]
 
 
 def test_discover_finds_logs_by_content(tmp_path):

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..errors import InputError, UsageError, printable
 from ..rundir_layout import BOOTSTRAP, NCCL_LOGS
-from . import nccl_sniff, rundir, walk
+from . import rundir, walk
+from .nccl import LOG_SUFFIXES, maybe_log, sniff
 
 if TYPE_CHECKING:
     from ..model import RankTrace
@@ -57,7 +58,7 @@ def discover(paths: Iterable[str]) -> Inputs:
     A file named explicitly is always read (and is an input error if it is not a trace), unless its content
     says it is an NCCL log. A JSON file found in a directory or by a glob is read only when its content says
     it is a trace (:func:`sniff_json`): the others (``config.json``, ``tokenizer.json``, a saved report) are
-    listed in ``skipped``. Any other file whose head has NCCL log lines is an NCCL log (:mod:`.nccl_log`);
+    listed in ``skipped``. Any other file whose head has NCCL log lines is an NCCL log (:mod:`.nccl`);
     a file named as a log (``*.log``, ``*.txt``, ...) or kept in a run directory's ``nccl/`` folder that has
     none is listed in ``logs_skipped``. A link found in a directory that leads outside it (a file or a
     folder) is not followed: listed in ``outside``. No traces and no logs is a usage error.
@@ -70,11 +71,11 @@ def discover(paths: Iterable[str]) -> Inputs:
 
     def other(f: Path) -> bool:
         """Sort a file that is not a trace by name: an NCCL log, a skipped log, or (False) neither."""
-        kind = nccl_sniff.sniff(f)
+        kind = sniff(f)
         if kind == "nccl":
             logs.append(f)
             return True
-        if f.name.lower().endswith(nccl_sniff.LOG_SUFFIXES) or f.parent.name == NCCL_LOGS:
+        if f.name.lower().endswith(LOG_SUFFIXES) or f.parent.name == NCCL_LOGS:
             logs_skipped.append((f, _SNIFFED.get(kind, "no NCCL lines")))
             return True
         return False
@@ -85,9 +86,9 @@ def discover(paths: Iterable[str]) -> Inputs:
             files = [f for f in walk.files_under(p, outside) if not rundir.is_side_file(f)]
             hits = [f for f in files if detect_format(f)]
             for f in files:
-                if detect_format(f) or f.parent.name == BOOTSTRAP or not nccl_sniff.maybe_log(f):
+                if detect_format(f) or f.parent.name == BOOTSTRAP or not maybe_log(f):
                     continue
-                kind = nccl_sniff.sniff(f)
+                kind = sniff(f)
                 if kind == "nccl":
                     logs.append(f)
                 elif f.parent.name == NCCL_LOGS:      # a run directory's log folder holds nothing else

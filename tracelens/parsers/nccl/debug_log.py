@@ -13,12 +13,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .. import nccl_records as K
-from ..nccl_records import EnvSetting, NcclInputs, NcclLog, Record
-from ..rundir_layout import MANIFEST, NCCL_LOGS
-from .nccl_sniff import LOG_SUFFIXES, SNIFF_BYTES, maybe_log, sniff  # noqa: F401  (part of this module's API)
+from ... import nccl_records as K
+from ...nccl_records import EnvSetting, NcclInputs, NcclLog, Record
+from ...rundir_layout import MANIFEST, NCCL_LOGS
+from .detect import SNIFF_BYTES
 
-# The marker as nccl_sniff finds it in a file's head (see there), on one line.
+# The marker as detect.py finds it in a file's head (see there), on one line.
 _MARK = re.compile(r"(?:^|\] |:\d+ )NCCL (INFO|WARN)(?: |$)")
 _PREFIX = re.compile(r"([^\s:]+):(\d+):(\d+) \[(\d+)\]")
 _VERSION = re.compile(r"NCCL version (\d+)\.(\d+)\.(\d+)")
@@ -217,9 +217,9 @@ def inputs(paths: list[Path], skipped: list[tuple[Path, str]], traces=(), outsid
     """The run's NCCL logs parsed (``paths``, the logs a collect manifest lists for the traces, the NCCL
     output an nsys export captured), the NCCL settings recorded beside them (each trace's environment: nsys
     export or manifest; for logs alone, the manifest of their run directory), and notes about what could
-    not be read: these logs, and the run directories' manifests (:func:`.rundir.notes`; ``outside``: the
+    not be read: these logs, and the run directories' manifests (:func:`..rundir.notes`; ``outside``: the
     links found in input folders that lead outside them, not read)."""
-    from . import rundir
+    from .. import rundir
 
     wanted = {Path(p).resolve(): Path(p) for p in paths}
     for t in traces:
@@ -250,7 +250,7 @@ def inputs(paths: list[Path], skipped: list[tuple[Path, str]], traces=(), outsid
         else:
             skipped.append((path, "no NCCL lines"))
     if skipped:
-        from . import describe_skipped
+        from .. import describe_skipped
 
         out.notes.append(("nccl-log-skipped", len(skipped), describe_skipped(skipped, what="NCCL logs")))
     bad = [log for log in out.logs if log.replaced]

@@ -1,4 +1,4 @@
-"""Which files are NCCL debug logs, from their head: what finding the inputs needs of :mod:`.nccl_log`,
+"""Which files are NCCL debug logs, from their head: what finding the inputs needs of :mod:`.debug_log`,
 without its line patterns (they are compiled on import, and a report compiles them after its workers start)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..rundir_layout import NCCL_LOGS
+from ...rundir_layout import NCCL_LOGS
 
 SNIFF_BYTES = 1 << 16                   # how much of a file's head decides whether it is an NCCL log
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")   # named files that are meant as logs, NCCL or not
