@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 import tracelens  # noqa: E402
 from tracelens import cache  # noqa: E402
-from tracelens.table import Labels, Table  # noqa: E402
+from tracelens.model.table import Labels, Table  # noqa: E402
 from tracelens.parsers import cache_options  # noqa: E402
 
 DEFAULT = ROOT.parent / "shared/corpus/hta/df_index_resolver/df_index_resolver.json.gz"

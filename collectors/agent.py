@@ -22,7 +22,7 @@ import socket
 import sys
 import time
 
-from tracelens.rundir_layout import TORCH_TRACE, WORKERS
+from tracelens.model.rundir_layout import TORCH_TRACE, WORKERS
 
 RUN_DIR = "TRACELENS_RUN_DIR"
 STEPS = "TRACELENS_STEPS"            # "wait,warmup,active"
@@ -264,7 +264,7 @@ class _Agent:
         return out if out["backend"] or self.known_ranks is None else self.known_ranks
 
     def _record(self, status: str) -> str:
-        from tracelens.envlist import allowed_env
+        from tracelens.model.envlist import allowed_env
 
         torch = self.torch
         cuda = torch.cuda.is_available()

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from tracelens._version import __version__
-from tracelens.envlist import allowed_env
+from tracelens.model.envlist import allowed_env
 from tracelens.errors import UsageError
-from tracelens.rundir_layout import MANIFEST, MANIFEST_SCHEMA, NCCL_LOGS, TRACE_SUFFIXES, WORKERS, rank_of
+from tracelens.model.rundir_layout import MANIFEST, MANIFEST_SCHEMA, NCCL_LOGS, TRACE_SUFFIXES, WORKERS, rank_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from .runner import CollectOptions, Plan

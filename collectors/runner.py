@@ -22,7 +22,7 @@ from typing import Callable, Optional
 
 from tracelens._speed import user_environ
 from tracelens.errors import InputError, UsageError
-from tracelens.rundir_layout import BOOTSTRAP, MANIFEST, NCCL_LOGS, REPORT, WORKERS
+from tracelens.model.rundir_layout import BOOTSTRAP, MANIFEST, NCCL_LOGS, REPORT, WORKERS
 
 from . import agent
 from .manifest import read_workers as _workers, write_manifest, written_traces as _traces

@@ -7,7 +7,7 @@ Measured and dropped (2026-11-23): pausing the cyclic GC while a Kineto trace is
 (decoded events are ``gc=False`` msgspec structs, so no collection runs there either way), and
 ``pd.Categorical.from_codes(..., validate=False)`` (0.05 ms of a 35 ms report; the argument needs
 pandas 2.1). Gone with what it sped up: building DataFrames through pandas' internal
-``DataFrame._from_arrays`` (the model's tables are numpy columns now, :mod:`tracelens.table`). Elsewhere,
+``DataFrame._from_arrays`` (the model's tables are numpy columns now, :mod:`tracelens.model.table`). Elsewhere,
 not tricks: ISA-L inflate (a faster library, ``parsers/kineto/inflate.py``), the decode workers
 (``parsers/workers.py``).
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .gate import GateConfig, GateResult
     from .model import RankTrace
     from .contract import Report
-    from .nccl_records import NcclInputs
+    from .model.nccl_records import NcclInputs
 
 THRESHOLDS_ENV = "TRACELENS_THRESHOLDS"   # "name=value,name=value": between the config file and the flags
 CONFIG_ENV = "TRACELENS_CONFIG"           # the config file to read when no --config is given
@@ -293,7 +293,7 @@ def gate(paths, *, rules: Mapping[str, object] | None = None, config: str | Path
 
 def step_timeline(rep: Report, rank: int, step: int | None, *, comm_patterns: Iterable[str] = (),
                   step_nvtx: str | None = None, max_shapes: int | None = None):
-    """The timeline of one rank and step of ``rep`` (a :class:`~tracelens.timeline.StepTimeline`): only the
+    """The timeline of one rank and step of ``rep`` (a :class:`~tracelens.model.step_timeline.StepTimeline`): only the
     rank's own input file is read, and only files the Report names as its inputs. UsageError when the rank or
     step is not in the Report or its trace cannot be found."""
     from .analyzers.rank.timeline import MAX_SHAPES, step_timeline as _timeline

@@ -137,9 +137,7 @@ def _code_stamp() -> tuple:
     from . import _version
 
     here = Path(__file__).parent
-    files = sorted((here / "parsers").rglob("*.py")) + [here / f"{m}.py" for m in
-                                                        ("model", "meta", "columns", "classify", "linking",
-                                                         "envlist", "nccl_records", "_speed")]
+    files = sorted((here / "parsers").rglob("*.py")) + sorted((here / "model").rglob("*.py")) + [here / "_speed.py"]
     stamp = []
     for f in files:
         try:
@@ -335,8 +333,8 @@ def _encode(k: tuple, traces) -> list | None:
     """The entry's pieces (bytes-like), or None when a table holds something this layout does not keep."""
     import numpy as np
 
-    from .columns import factorize
-    from .table import Labels
+    from .model.columns import factorize
+    from .model.table import Labels
 
     chunks: list = []
     offset = 0
@@ -421,7 +419,7 @@ def _traces(data: memoryview, described) -> list:
     import numpy as np
 
     from .model import RankTrace
-    from .table import Labels, Table
+    from .model.table import Labels, Table
 
     def array(spec) -> np.ndarray:
         dtype, offset, nbytes = spec

@@ -31,7 +31,7 @@ from .errors import UsageError
 if TYPE_CHECKING:  # pragma: no cover
     from .analyzers import Context, RankAnalysis
     from .contract import Report
-    from .meta import RunMeta
+    from .model.meta import RunMeta
 
 EXECUTORS = ("local", "dask")
 STAND_IN = -1          # the rank an unnumbered trace is analysed under until every file's ranks are known

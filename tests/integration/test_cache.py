@@ -17,7 +17,7 @@ from tracelens import api, cache
 from tracelens.cli import main
 from tracelens.parsers import kineto, nsys
 from tracelens.renderers import render
-from tracelens.table import Labels
+from tracelens.model.table import Labels
 
 from conftest import SAMPLES, host, kernel, write_trace
 

@@ -14,7 +14,7 @@ from tracelens import api
 from tracelens.analyzers import Thresholds
 from tracelens.analyzers.run import transport
 from tracelens.analyzers.wording import diagnosis
-from tracelens.nccl_records import EnvSetting
+from tracelens.model.nccl_records import EnvSetting
 from tracelens.parsers.nccl import debug_log as nccl_log
 
 from conftest import corpus_file

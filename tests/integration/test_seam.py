@@ -14,7 +14,7 @@ import pytest
 import tracelens
 from tracelens.analyzers import Context, RankAnalysis, Thresholds, analyze, analyze_rank, combine
 from tracelens.analyzers.seam import COMM_COLUMNS
-from tracelens.table import Labels, Table
+from tracelens.model.table import Labels, Table
 
 from conftest import SAMPLES, corpus_file
 

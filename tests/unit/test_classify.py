@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from tracelens.classify import DEFAULT_RULES, match_names, user_rules
+from tracelens.model.classify import DEFAULT_RULES, match_names, user_rules
 
 
 def test_a_user_pattern_changes_the_answer_for_a_name_already_matched():

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tracelens.columns import distinct, group_rows, mask, matches, median, percentile, remembered, unique_rows
+from tracelens.model.columns import distinct, group_rows, mask, matches, median, percentile, remembered, unique_rows
 
 small = st.integers(-3, 40)
 wide = st.sampled_from([-(2**62), -5, 0, 7, 2**40, 2**62 - 1])   # spans that cannot be packed into one int64

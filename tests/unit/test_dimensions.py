@@ -76,7 +76,7 @@ def test_the_evidence_around_a_collective_decides_after_its_name():
 
 def test_evidence_from_the_scopes_and_kernels_of_a_trace():
     from tracelens.analyzers.rank.dimensions import evidence
-    from tracelens.table import Labels
+    from tracelens.model.table import Labels
     # host rows: 0 "## sparse_data_dist ##" > 1 "## all2all_data:kjt splits ##" > 2 record_param_comms;
     # 3 "nn.Module: MoELayer_0" > 4 record_param_comms; 5 "nn.Module: FusedMoE_0" > 6 record_param_comms;
     # 7 "DistributedDataParallel.forward" > 8 record_param_comms; 9 "homoeomorphic_op" (no "moe" word)

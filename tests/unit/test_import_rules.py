@@ -15,8 +15,9 @@ PACKAGE = ROOT / "tracelens"
 FORBIDDEN = {
     "tracelens/parsers": ("analyzers", "renderers", "contract", "gate", "history", "cli", "collectors", "api"),
     "tracelens/analyzers": ("parsers", "renderers", "gate", "history", "cli", "collectors", "tools", "api"),
-    # combine sees RankAnalyses only: no trace model, no per-rank analyzer that reads tables.
-    "tracelens/analyzers/run": ("parsers", "model", "analyzers.rank.overlap", "analyzers.rank.syncs",
+    # combine sees RankAnalyses only: no trace model (of the model, only the column helpers and the NCCL
+    # records: test_combine_sees_no_trace), no per-rank analyzer that reads tables.
+    "tracelens/analyzers/run": ("parsers", "analyzers.rank.overlap", "analyzers.rank.syncs",
                                 "analyzers.rank.launch_order", "analyzers.rank.copies", "renderers", "cli"),
     "tracelens/renderers": ("analyzers", "parsers", "cli", "collectors", "tools", "api"),
     "collectors": ("parsers", "analyzers", "renderers", "contract", "cli", "api"),
@@ -158,6 +159,38 @@ def test_the_cli_rule_catches_a_command_reading_traces(tmp_path):
         "tracelens/cli/report.py:2 imports tracelens.parsers.load_files",
         "tracelens/cli/report.py:3 imports tracelens.analyzers",
         "tracelens/cli/report.py:3 imports tracelens.analyzers.combine"]
+
+
+def _outside(folder: str, allowed: set[str], root: Path = ROOT) -> list[str]:
+    """Imports from ``folder`` of tracelens modules that are not ``allowed`` (dotted prefixes)."""
+    return [f"{path.relative_to(root)}:{line} imports {name}" for path in _modules(folder, root)
+            for line, name in _imports(path, root) if name.split(".")[0] == "tracelens"
+            and not any(name == a or name.startswith(a + ".") for a in allowed)]
+
+
+def test_the_model_imports_nothing_above_it():
+    # The model is the floor every layer stands on (docs/architecture.md): the parsers, the analyzers and the
+    # collector import it, it imports none of them (the lazy names of its __init__ come from _speed).
+    assert _outside("tracelens/model", {"tracelens.model", "tracelens._speed"}) == []
+
+
+def test_combine_sees_no_trace():
+    # Of the model, run/ reads the column helpers (percentiles, distinct values) and the NCCL records only
+    # (``from ...model import nccl_records`` names tracelens.model, then what it takes from it).
+    allowed = ("tracelens.model.columns", "tracelens.model.nccl_records")
+    model = [(path, line, name) for path in _modules("tracelens/analyzers/run") for line, name in _imports(path)
+             if name.startswith("tracelens.model.")]
+    assert model and [f"{p.relative_to(ROOT)}:{line} imports {name}" for p, line, name in model
+                      if not any(name == a or name.startswith(a + ".") for a in allowed)] == []
+
+
+def test_the_model_rule_catches_an_import_from_above(tmp_path):
+    fake = tmp_path / "tracelens" / "model"
+    fake.mkdir(parents=True)
+    (fake / "table.py").write_text("from .meta import RunMeta\nfrom ..parsers import discover\n")
+    assert _outside("tracelens/model", {"tracelens.model", "tracelens._speed"}, tmp_path) == [
+        "tracelens/model/table.py:2 imports tracelens.parsers",
+        "tracelens/model/table.py:2 imports tracelens.parsers.discover"]
 
 
 def test_forked_workers_know_jobs_by_number_only():

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracelens import linking
+from tracelens.model import linking
 
 
 def stack_walk(thread, start, end, slack):

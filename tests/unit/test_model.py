@@ -13,7 +13,7 @@ def test_validate_raises_real_errors_not_asserts():
     code = ("import tracelens\n"
             "from tracelens.model import ModelError\n"
             f"t = tracelens.load({str(SAMPLES / 'wfbp_100')!r})[0]\n"
-            "from tracelens.table import Table\n"
+            "from tracelens.model.table import Table\n"
             "end = t.device_ops['end_ns'].copy()\n"
             "end[0] = t.device_ops['start_ns'][0] - 1\n"
             "t.device_ops = Table({**dict(t.device_ops.items()), 'end_ns': end})\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracelens import nccl_records as K
+from tracelens.model import nccl_records as K
 from tracelens.parsers import discover
 from tracelens.parsers.nccl import debug_log as nccl_log, detect
 from tracelens.errors import UsageError

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracelens.columns import categorical, factorize, isin, mask
+from tracelens.model.columns import categorical, factorize, isin, mask
 from tracelens.parsers.assemble import _int64, _present
-from tracelens.table import Labels, Table, objects
+from tracelens.model.table import Labels, Table, objects
 
 _names = st.sampled_from(["gemm", "nccl:all_reduce", "ncclDevKernel", "", "Memcpy HtoD", None])
 _any = st.one_of(_names, st.just(float("nan")), st.integers(-3, 3))

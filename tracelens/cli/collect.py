@@ -39,7 +39,7 @@ def collect(profiler, out, steps, with_stack, force, no_report, color, command) 
     """
     from ..collectors import runner
     from ..renderers.common import size
-    from ..rundir_layout import MANIFEST, REPORT
+    from ..model.rundir_layout import MANIFEST, REPORT
 
     options = runner.CollectOptions(
         command=list(command), out=Path(out) if out else None, profiler=profiler, with_stack=with_stack,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..errors import InputError, UsageError, printable
-from ..rundir_layout import BOOTSTRAP, NCCL_LOGS
+from ..model.rundir_layout import BOOTSTRAP, NCCL_LOGS
 from . import rundir, walk
 from .nccl import LOG_SUFFIXES, maybe_log, sniff
 
@@ -219,7 +219,7 @@ def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: st
     ``pool``: decode workers that may already hold this file's columns; ``cache``: read and fill the warm
     cache (:mod:`tracelens.cache`).
     """
-    from ..classify import user_rules
+    from ..model.classify import user_rules
 
     fmt = detect_format(path) or _sniff(path)
     try:

@@ -12,9 +12,10 @@ import re
 
 import numpy as np
 
-from .. import classify, linking
-from ..columns import Lookup, categorical, categorical_of, distinct, factorize, isin, mask, sorted_labels, unique_rows
-from ..table import Labels, Table, objects
+from ..model import classify, linking
+from ..model.columns import (Lookup, categorical, categorical_of, distinct, factorize, isin, mask, sorted_labels,
+                             unique_rows)
+from ..model.table import Labels, Table, objects
 from ..model import (COLLECTIVE_COLUMNS, DEVICE_COLUMNS, HOST_COLUMNS, STEP_COLUMNS, THREAD_COLUMNS,
                      RankTrace, RunMeta)
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..envlist import allowed_env
+from ..model.envlist import allowed_env
 from ..errors import InputError
-from ..rundir_layout import MANIFEST, MANIFEST_SCHEMA, REPORT, WORKERS
+from ..model.rundir_layout import MANIFEST, MANIFEST_SCHEMA, REPORT, WORKERS
 
 if TYPE_CHECKING:
     from ..model import RankTrace

@@ -5,7 +5,7 @@ view only when there is something in it."""
 
 from __future__ import annotations
 
-from ..columns import distinct
+from ..model.columns import distinct
 from .figures import MAX_BARS, MS, PALETTE, WORST, _go, _title
 
 OP_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from html import escape
 
 from ..contract import Diagnosis
-from ..timeline import StepTimeline
+from ..model.step_timeline import StepTimeline
 from .figures import MS, PALETTE, SEVERITY_COLORS, _go
 
 KIND_COLORS = {"compute": PALETTE["compute"], "comm": PALETTE["comm"], "memcpy": PALETTE["copy"],

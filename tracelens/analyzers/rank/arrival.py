@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...columns import isin, matches
-from ...linking import main_thread
+from ...model.columns import isin, matches
+from ...model.linking import main_thread
 from ...model import RankTrace
 from .. import intervals as iv
 from ..seam import LEAD_COLUMNS

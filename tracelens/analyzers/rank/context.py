@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...columns import matches
+from ...model.columns import matches
 from ...model import RankTrace
-from ...table import Table
+from ...model.table import Table
 from ...contract import StepMetrics
 from ..thresholds import Thresholds
 from .overlap import Sets, Windows

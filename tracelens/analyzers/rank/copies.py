@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 
-from ...columns import categorical_of, distinct, isin
+from ...model.columns import categorical_of, distinct, isin
 from ...model import RankTrace
 from .. import intervals as iv
 from ..thresholds import material

@@ -27,8 +27,8 @@ import re
 
 import numpy as np
 
-from ...classify import kernel_op
-from ...columns import factorize, group_rows, mask, remembered
+from ...model.classify import kernel_op
+from ...model.columns import factorize, group_rows, mask, remembered
 from ...contract import DimensionStep, DimensionTotals, GroupRule, ratio
 from .. import intervals as iv
 from ..thresholds import material

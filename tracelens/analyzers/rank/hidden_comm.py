@@ -22,8 +22,8 @@ import re
 
 import numpy as np
 
-from ...columns import Lookup, categorical_of, distinct, isin, mask, remembered
-from ...linking import nearest_ancestor
+from ...model.columns import Lookup, categorical_of, distinct, isin, mask, remembered
+from ...model.linking import nearest_ancestor
 from ..thresholds import material
 from ..wording import Finding
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...columns import distinct, isin
+from ...model.columns import distinct, isin
 from ...model import RankTrace
-from ...table import Labels, Table
+from ...model.table import Labels, Table
 from .. import intervals as iv
 from ..thresholds import Thresholds, material
 from ..wording import Finding

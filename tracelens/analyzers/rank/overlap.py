@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...columns import isin, matches
-from ...linking import LAUNCH_CATS, launched_before_capture, main_thread, step_of
+from ...model.columns import isin, matches
+from ...model.linking import LAUNCH_CATS, launched_before_capture, main_thread, step_of
 from ...model import RankTrace
-from ...table import Table
+from ...model.table import Table
 from .. import intervals as iv
 
 LAUNCH_NAMES = r"Launch|Memcpy|Memset"   # runtime/driver calls that put work on a stream

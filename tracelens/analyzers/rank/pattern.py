@@ -37,10 +37,10 @@ from collections import Counter
 import msgspec
 import numpy as np
 
-from ...columns import isin, matches
-from ...linking import main_thread
+from ...model.columns import isin, matches
+from ...model.linking import main_thread
 from ...contract import PatternEvidence, ratio
-from ...table import Table
+from ...model.table import Table
 from .. import intervals as iv
 from ..thresholds import Thresholds, material as _material
 from ..wording import Finding

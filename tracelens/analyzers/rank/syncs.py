@@ -29,8 +29,8 @@ import re
 
 import numpy as np
 
-from ...columns import Lookup, isin, matches
-from ...linking import take
+from ...model.columns import Lookup, isin, matches
+from ...model.linking import take
 from ...model import RankTrace
 from .. import intervals as iv
 from .overlap import LAUNCH_NAMES

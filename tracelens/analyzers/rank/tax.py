@@ -35,8 +35,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ...columns import Lookup, categorical_of, isin, unique_rows
-from ...linking import take
+from ...model.columns import Lookup, categorical_of, isin, unique_rows
+from ...model.linking import take
 from .. import intervals as iv
 from ..thresholds import material
 from ..wording import Finding

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...columns import distinct, isin
+from ...model.columns import distinct, isin
 from ...model import RankTrace
-from ...timeline import Lane, StepTimeline
+from ...model.step_timeline import Lane, StepTimeline
 from .. import intervals as iv
 from . import overlap
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...columns import distinct
+from ...model.columns import distinct
 from ...contract import BucketModel, BucketPrediction
 from .. import intervals as iv
 from ..thresholds import material

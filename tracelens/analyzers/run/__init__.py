@@ -14,7 +14,7 @@ import msgspec
 
 from ...contract import Culprit, InputFile, Report, WarningEntry
 from ...errors import printable
-from ...nccl_records import NcclInputs
+from ...model.nccl_records import NcclInputs
 from .. import whatif
 from ..seam import Context, RankAnalysis
 from ..wording import diagnosis

@@ -1,6 +1,6 @@
 """The network transport verdict: which transport NCCL used between nodes, and whether TCP was deliberate.
 
-It reads the records of the NCCL logs (tracelens/nccl_records.py), the NCCL settings recorded beside them
+It reads the records of the NCCL logs (tracelens/model/nccl_records.py), the NCCL settings recorded beside them
 (collect manifest, nsys export) and the inter-node bandwidth (transport_bw.py); never a file. Each
 communicator gets a verdict from its connection lines, and from the run's initialisation lines where it has
 none; the run's verdict is the most serious of its communicators'. The rules, in plain words, are in
@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ... import nccl_records as K
+from ...model import nccl_records as K
 from ...contract import Communicator, EvidenceLine, Transport
 from ...errors import printable
-from ...nccl_records import EnvSetting, NcclLog, Record
+from ...model.nccl_records import EnvSetting, NcclLog, Record
 from ..thresholds import Thresholds
 from ..wording import Finding
 from . import transport_bw

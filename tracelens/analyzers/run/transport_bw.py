@@ -12,7 +12,7 @@ from typing import Iterable, NamedTuple
 
 import numpy as np
 
-from ...columns import percentile
+from ...model.columns import percentile
 from ...contract import BandwidthCheck
 from ..seam import RankAnalysis
 from ..thresholds import Thresholds

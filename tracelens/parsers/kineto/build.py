@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...model import THREAD_COLUMNS, RankTrace, empty_table
-from ...table import Labels as TableLabels, Table
+from ...model.table import Labels as TableLabels, Table
 from .. import assemble
 from .decode import KinetoColumns, Labels, decode_file
 

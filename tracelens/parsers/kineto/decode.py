@@ -28,7 +28,7 @@ import msgspec
 import numpy as np
 
 from ...errors import InputError
-from ...meta import RunMeta
+from ...model.meta import RunMeta
 from .event_columns import (DEVICE_CATS, KinetoColumns, Labels, comm_columns, device_columns, event_categories,
                             event_times, fill_meta, host_columns, subset_labels, thread_names)
 from . import slices

@@ -21,7 +21,7 @@ from typing import Union
 import msgspec
 import numpy as np
 
-from ...meta import RunMeta, rank_in_file_name
+from ...model.meta import RunMeta, rank_in_file_name
 from .schema import Document, Event, TimesDoc, TimesOnly
 
 _LEGACY_CAT = {"operator": "cpu_op", "user": "user_annotation", "runtime": "cuda_runtime", "kernel": "kernel",

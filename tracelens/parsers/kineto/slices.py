@@ -26,7 +26,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from ...meta import RunMeta
+from ...model.meta import RunMeta
 from .event_columns import (DEVICE_CATS, KinetoColumns, Labels, comm_meta_of, device_columns, event_categories,
                             event_times, fill_meta, host_columns, merge_comm_meta, pg_members, subset_labels,
                             thread_names)

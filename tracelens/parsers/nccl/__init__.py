@@ -1,5 +1,5 @@
 """The NCCL debug log parser (``NCCL_DEBUG=INFO`` output): which files are NCCL logs, and what their lines
-say about the network transport, as records (:mod:`tracelens.nccl_records`).
+say about the network transport, as records (:mod:`tracelens.model.nccl_records`).
 
 Its modules: ``detect`` (whether a file is an NCCL log, from its head: what finding the inputs needs) and
 ``debug_log`` (the lines -> records; the run's logs and the NCCL settings recorded beside them, as

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ... import nccl_records as K
-from ...nccl_records import EnvSetting, NcclInputs, NcclLog, Record
-from ...rundir_layout import MANIFEST, NCCL_LOGS
+from ...model import nccl_records as K
+from ...model.nccl_records import EnvSetting, NcclInputs, NcclLog, Record
+from ...model.rundir_layout import MANIFEST, NCCL_LOGS
 from .detect import SNIFF_BYTES
 
 # The marker as detect.py finds it in a file's head (see there), on one line.

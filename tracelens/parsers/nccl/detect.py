@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ...rundir_layout import NCCL_LOGS
+from ...model.rundir_layout import NCCL_LOGS
 
 SNIFF_BYTES = 1 << 16                   # how much of a file's head decides whether it is an NCCL log
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")   # named files that are meant as logs, NCCL or not

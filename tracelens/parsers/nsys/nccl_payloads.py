@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import nvtx_payload as nvp
-from ...columns import distinct, unique_rows
+from ...model.columns import distinct, unique_rows
 from .nccl_layouts import CALLS, COMM_CALL, FIELDS, NCCL_API, OPS, P2P, REDOPS, REF_LAYOUTS
 from .sql import (NVTX, NVTX_BLOBS, PAYLOAD_ENTRIES, PAYLOAD_SCHEMAS, ExportDb, arrow_ints, arrow_strings,
                   numpy_of)

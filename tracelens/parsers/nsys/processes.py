@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import InputError
-from ...envlist import allowed_env
-from ...meta import RunMeta, rank_in_file_name
-from ...columns import distinct
+from ...model.envlist import allowed_env
+from ...model.meta import RunMeta, rank_in_file_name
+from ...model.columns import distinct
 from ..._speed import no_cyclic_gc
-from ...table import Table
+from ...model.table import Table
 from ...model import RankTrace
 from ...tools.nsys_export import cached_export
 from .. import assemble

@@ -17,9 +17,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...columns import categorical, distinct, unique_rows
-from ...table import Labels
-from ...meta import RunMeta
+from ...model.columns import categorical, distinct, unique_rows
+from ...model.table import Labels
+from ...model.meta import RunMeta
 from .sql import NULL_TIME, ExportDb, arrow_strings, first_items, numpy_of
 
 # Fallback copies of the CUDA enums (2.9.1 and older exports ship no ENUM_* tables); nsys-sqlite.md §7.

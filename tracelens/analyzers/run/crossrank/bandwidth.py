@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....columns import median, percentile
+from ....model.columns import median, percentile
 from ....contract import BandwidthRow
 
 # busbw factor per canonical op, as a function of the group size n (nccl-tests src/<coll>.cu, *GetBw).

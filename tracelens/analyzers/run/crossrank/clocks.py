@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ....columns import percentile
+from ....model.columns import percentile
 from ...thresholds import Thresholds
 
 _MIN_LARGE = 3

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ....columns import distinct, factorize
+from ....model.columns import distinct, factorize
 
 from ....contract import WarningEntry
 from ...seam import LEAD_COLUMNS, RankAnalysis

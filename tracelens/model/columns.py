@@ -1,6 +1,6 @@
 """Reading the model's string columns without converting them row by row.
 
-Name columns are :class:`~tracelens.table.Labels`: 10^5 rows over a few thousand distinct names. A string
+Name columns are :class:`~tracelens.model.table.Labels`: 10^5 rows over a few thousand distinct names. A string
 test is evaluated once per distinct name and spread to the rows through the codes; a row's string is looked
 up through its code only for the rows that need one (a string test per row costs tens of milliseconds on a
 large trace). A test the analyzers run on every rank (:func:`matches`, or wrapped in :func:`remembered`) is

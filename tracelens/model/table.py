@@ -43,7 +43,7 @@ def objects(values) -> np.ndarray:
 class Labels:
     """A categorical column: ``codes`` (an integer array) index ``categories`` (an object array of str);
     code -1 is a missing value. A trace repeats a few thousand names over 10^5 rows, so a test of the names
-    runs once per category (see :mod:`tracelens.columns`) and rows carry only their code."""
+    runs once per category (see :mod:`tracelens.model.columns`) and rows carry only their code."""
 
     __slots__ = ("codes", "categories")
     dtype = "category"

@@ -1,10 +1,10 @@
 """The columnar trace model every parser produces and every analyzer reads.
 
-One :class:`RankTrace` per rank. Tables are :class:`~tracelens.table.Table` objects (numpy columns;
-``kind``, ``name`` and ``cat`` are :class:`~tracelens.table.Labels`, ``.to_pandas()`` gives a DataFrame); times are int64 nanoseconds since the
-Unix epoch (``start_ns``/``end_ns``), link columns are int64 row numbers into another table, and ``-1``
-means "none" or "unknown" in every int64 link or size column. Parsers fill the tables; analyzers only
-read them (never in place).
+One :class:`RankTrace` per rank. Tables are :class:`~tracelens.model.table.Table` objects (numpy columns;
+``kind``, ``name`` and ``cat`` are :class:`~tracelens.model.table.Labels`, ``.to_pandas()`` gives a
+DataFrame); times are int64 nanoseconds since the Unix epoch (``start_ns``/``end_ns``), link columns are
+int64 row numbers into another table, and ``-1`` means "none" or "unknown" in every int64 link or size
+column. Parsers fill the tables; analyzers only read them (never in place).
 
 Tables
   device_ops   one row per device activity (kernel, memcpy, memset, sync) — see DEVICE_COLUMNS
