@@ -53,7 +53,7 @@ fuzz: $(STAMP)
 
 # Rewrite the generated samples (the test fixture tests/fixtures/synth); git shows no diff unless it changed.
 samples: $(STAMP)
-	$(BIN)/python tools/make_samples.py
+	$(BIN)/python scripts/make_samples.py
 
 # Re-record the real CPU gloo samples with `tracelens collect` (needs `make test-deps`).
 record-gloo: $(STAMP)

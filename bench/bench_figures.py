@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fixtures.reports import synthetic  # noqa: E402
 
 from tracelens.contract import CrossRank, Matching, MatchedCollective, RankAcross  # noqa: E402
-from tracelens.renderers import crossrank, figures  # noqa: E402
+from tracelens.renderers import across_ranks, figures  # noqa: E402
 
 
 def with_cross_rank(rep):
@@ -54,8 +54,8 @@ def views(rep, collectives_top: int):
         "heatmap, exposed fraction": lambda: figures.heatmap(rep, "exposed_comm_fraction").to_json(),
         "heatmap, step time": lambda: figures.heatmap(rep, "duration_ns").to_json(),
         "findings rows": lambda: json.dumps(figures.findings_rows(rep)),
-        "collective strip, one step": lambda: crossrank.strip(rep, mid).to_json(),
-        "collective strip, all steps (merged)": lambda: crossrank.strip(rep, "all").to_json(),
+        "collective strip, one step": lambda: across_ranks.strip(rep, mid).to_json(),
+        "collective strip, all steps (merged)": lambda: across_ranks.strip(rep, "all").to_json(),
         f"collectives rows (top {collectives_top:,})":
             lambda: json.dumps(figures.collectives_rows(rep, collectives_top)),
         "dashboard page (first load, /_dash-layout)": lambda: _client(rep).get("/_dash-layout").data,

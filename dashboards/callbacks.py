@@ -19,8 +19,8 @@ from dash.exceptions import PreventUpdate
 
 from tracelens.contract import SEVERITIES
 from tracelens.errors import TracelensError
-from tracelens.renderers import crossrank, figures
-from tracelens.renderers.timeline import timeline as timeline_figure
+from tracelens.renderers import across_ranks, figures
+from tracelens.renderers.timeline_figure import timeline as timeline_figure
 
 from . import layout
 from .app import Invalid, shown
@@ -146,9 +146,9 @@ def strip_figure(session, run, step):
     """The collective strip of the run in the step chosen ("all", "none": the whole-trace window, a number)."""
     report = session.run(run).report
     if not (isinstance(step, str) and step in ("all", "none")):
-        if not _is_int(step) or step not in (crossrank.strip_steps(report) or ()):
+        if not _is_int(step) or step not in (across_ranks.strip_steps(report) or ()):
             raise Invalid(f"no step {shown(step)} in the strip")
-    fig = crossrank.strip(report, None if step == "none" else step)
+    fig = across_ranks.strip(report, None if step == "none" else step)
     return fig if fig is not None else figures.placeholder("No matched collectives with member times.")
 
 

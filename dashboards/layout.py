@@ -8,7 +8,7 @@ from dash import dcc, html
 import dash_ag_grid as dag
 
 from tracelens.contract import SEVERITIES
-from tracelens.renderers import crossrank, figures
+from tracelens.renderers import across_ranks, figures
 
 MAX_COLLECTIVES = 5_000     # rows sent to the collectives grid (the most exposed); the Report keeps them all
 CARD = {"background": "#f3f5f8", "padding": "6px 12px", "borderRadius": "4px"}
@@ -162,14 +162,14 @@ def across_section(report, name: str | None = None) -> html.Div:
 
 def strip_step_options(report) -> list[dict]:
     """The strip's step choices: each step of its instances (a whole-trace window is "none"), then all."""
-    steps = crossrank.strip_steps(report) or []
+    steps = across_ranks.strip_steps(report) or []
     return [{"label": "whole trace" if s is None else f"step {s}", "value": "none" if s is None else s}
             for s in steps] + [{"label": "all steps", "value": "all"}]
 
 
 def across_children(report, name: str | None = None) -> list | None:
-    wait, bw, line = crossrank.wait_transfer(report), crossrank.busbw(report), crossrank.transport_line(report)
-    steps = crossrank.strip_steps(report)
+    wait, bw, line = across_ranks.wait_transfer(report), across_ranks.busbw(report), across_ranks.transport_line(report)
+    steps = across_ranks.strip_steps(report)
     if wait is None and bw is None and line is None and steps is None:
         return None
     children: list = [html.H3("Across ranks" + (f" (run {name})" if name else ""))]
@@ -177,7 +177,7 @@ def across_children(report, name: str | None = None) -> list | None:
         children.append(html.Div(line, id="transport"))
     if wait is not None:
         children += [dcc.Graph(id="wait-transfer", figure=wait, style={"height": "440px"}),
-                     dag.AgGrid(id="stragglers", rowData=crossrank.straggler_rows(report), columnDefs=[
+                     dag.AgGrid(id="stragglers", rowData=across_ranks.straggler_rows(report), columnDefs=[
                          {"field": "rank", "width": 90}, {"field": "host"}, {"field": "late_count",
                                                                           "headerName": "arrived last"},
                          {"field": "matched"}, {"field": "wait_ms", "headerName": "wait (ms)",
@@ -193,7 +193,7 @@ def across_children(report, name: str | None = None) -> list | None:
         children += [html.Label(["collective strip, ", dcc.Dropdown(id="strip-step", options=options, value=first,
                                                                     clearable=False, style={"width": "160px"})],
                                 style={"display": "flex", "gap": "8px", "alignItems": "center"}),
-                     dcc.Graph(id="strip", figure=crossrank.strip(report, None if first == "none" else first),
+                     dcc.Graph(id="strip", figure=across_ranks.strip(report, None if first == "none" else first),
                                style={"height": "440px"})]
     if bw is not None:
         children.append(dcc.Graph(id="busbw", figure=bw, style={"height": "440px"}))

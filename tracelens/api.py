@@ -252,7 +252,7 @@ def baseline(config: GateConfig, *, thresholds=None, comm_patterns: Iterable[str
                       cache=cache)
         return gating.Baseline(gating.step_frame(base), config.baseline), []
     if config.history:
-        from .history import baseline_from
+        from .history_db import baseline_from
 
         found, why = baseline_from(config.history, config.against)
         return found, [why] if why else []
@@ -296,7 +296,7 @@ def step_timeline(rep: Report, rank: int, step: int | None, *, comm_patterns: It
     """The timeline of one rank and step of ``rep`` (a :class:`~tracelens.model.step_timeline.StepTimeline`): only the
     rank's own input file is read, and only files the Report names as its inputs. UsageError when the rank or
     step is not in the Report or its trace cannot be found."""
-    from .analyzers.rank.timeline import MAX_SHAPES, step_timeline as _timeline
+    from .analyzers.rank.lanes import MAX_SHAPES, step_timeline as _timeline
     from .errors import InputError
 
     if not any(r.rank == rank and any(s.step == step for s in r.steps) for r in rep.ranks):
@@ -316,7 +316,7 @@ def step_timeline(rep: Report, rank: int, step: int | None, *, comm_patterns: It
 
 def history_runs(db: str | Path, label: str | None = None, limit: int = 1000) -> list[dict]:
     """The runs of a history database (summary metrics, label, commit, time, source), oldest first."""
-    from .history import list_runs, open_db
+    from .history_db import list_runs, open_db
 
     with open_db(db, create=False) as handle:
         return list(reversed(list_runs(handle, label, limit)))

@@ -350,6 +350,7 @@ class Diagnosis(msgspec.Struct, kw_only=True):
 
 
 SEVERITIES = ("info", "warning", "critical")
+MIXED = "mixed"            # the pattern of a rank (run) whose steps (ranks) have no pattern with a strict majority
 
 
 class InputFile(msgspec.Struct, kw_only=True):

@@ -39,7 +39,7 @@ def _package_modules(cfg) -> dict[str, list]:
 
 def test_no_test_generator_in_the_package():
     # The synthetic trace generator is a test fixture (tests/fixtures/synth, used by the tests, bench/ and
-    # tools/make_samples.py): no installed module may be it, or import it.
+    # scripts/make_samples.py): no installed module may be it, or import it.
     cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     modules = _package_modules(cfg)
     assert all(modules.values()), "a listed package has no modules: update the mapping above"

@@ -51,7 +51,7 @@ def template(workdir: Path, samples: Path) -> Path:
     path = workdir / "template.db"
     if not path.exists():
         import tracelens
-        from tracelens.history import add_run, open_db
+        from tracelens.history_db import add_run, open_db
 
         rep = tracelens.report(str(samples / SAMPLE))
         with open_db(path, create=True) as db:

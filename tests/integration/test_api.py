@@ -115,7 +115,7 @@ def test_gate_as_a_function(tmp_path, monkeypatch):
     base.write_bytes(api.report(WFBP).to_json())
     result = api.gate(str(SAMPLES / "one_bucket"), rules={"baseline": str(base), "max_overlap_drop": 2.0})
     assert not result.passed
-    from tracelens.renderers import gate as show
+    from tracelens.renderers import gate_outcome as show
 
     doc = json.loads(show.json(result))
     assert [(r["rule"], r["status"]) for r in doc["rules"]] == [("max-overlap-drop", "fail")]    # 82.5 -> 0 points

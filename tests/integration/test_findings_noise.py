@@ -14,7 +14,7 @@ from dataclasses import replace
 import pytest
 
 from tracelens.analyzers import Thresholds, wording
-from tracelens.analyzers.run import straggler
+from tracelens.analyzers.run import slow_ranks
 from tracelens.cli import main
 from tracelens.contract import RankResult, StepMetrics, Totals
 
@@ -169,7 +169,7 @@ def test_a_rank_with_longer_steps_but_the_same_compute_is_a_step_time_straggler(
     # Ranks 0 and 1: 10 ms steps with 6 ms compute; rank 2: 12 ms steps (it waits longer), the same compute.
     # Ranks' medians: step 10 ms, compute 6 ms; rank 2 is (12 - 10) / 10 = 20 % over in step time only.
     ranks = [_rank(0, [(10 * MS, 6 * MS)] * 2), _rank(1, [(10 * MS, 6 * MS)] * 2), _rank(2, [(12 * MS, 6 * MS)] * 2)]
-    (f,) = straggler.find(ranks, Thresholds())
+    (f,) = slow_ranks.find(ranks, Thresholds())
     assert (f.rank, f.verdict, f.evidence["step_excess"], f.evidence["compute_excess"]) == (2, "step-time", 0.2, 0.0)
     d = wording.diagnosis(f)
     assert d.title == "straggler: step time 20.0 % above the median of 3 ranks" and d.severity == "warning"
@@ -182,7 +182,7 @@ def test_more_compute_in_shorter_steps_holds_nobody_up():
     # Rank 2 computes 7 ms against 6 (17 % more) but its steps are 9 ms against 10: the others are not waiting
     # for it, whatever its compute says (the gloo run that once got "compute time 11 % above the median").
     ranks = [_rank(0, [(10 * MS, 6 * MS)] * 2), _rank(1, [(10 * MS, 6 * MS)] * 2), _rank(2, [(9 * MS, 7 * MS)] * 2)]
-    assert straggler.find(ranks, Thresholds()) == []
+    assert slow_ranks.find(ranks, Thresholds()) == []
 
 
 @pytest.mark.parametrize("folder", ["wfbp_100", "one_bucket", "compute_bound_8", "serialized", "legacy_wfbp",

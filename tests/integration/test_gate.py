@@ -14,7 +14,7 @@ import pytest
 import tracelens
 from tracelens.cli import AGGREGATE_CHOICES, PATTERN_CHOICES, main
 from tracelens.gate import AGGREGATES, PATTERNS, Baseline, GateConfig, aggregate, evaluate, step_frame
-from tracelens.history import add_run, list_runs, open_db, run_steps
+from tracelens.history_db import add_run, list_runs, open_db, run_steps
 
 from conftest import SAMPLES
 from fixtures import synth
@@ -328,7 +328,7 @@ def test_history_rows_round_trip_the_report(tmp_path):
 
 _WRITER = textwrap.dedent("""
     import sys
-    from tracelens.history import add_run, open_db
+    from tracelens.history_db import add_run, open_db
     from tracelens.contract import read_report
     report = read_report(sys.argv[1])
     for i in range(int(sys.argv[4])):

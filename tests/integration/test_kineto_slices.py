@@ -24,7 +24,7 @@ def _same(a, b, where=""):
         assert a.keys() == b.keys(), where
         for k in a:
             _same(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, event_columns.Labels):
+    elif isinstance(a, event_columns.DecodedLabels):
         assert a.categories == b.categories, where
         assert np.array_equal(a.codes, b.codes), where
     elif isinstance(a, np.ndarray):

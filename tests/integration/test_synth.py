@@ -114,9 +114,9 @@ def _content(path):
 
 
 def test_make_samples_regenerates_the_bundled_samples(tmp_path):
-    # `make samples` runs tools/make_samples.py: into an empty folder it must write every generated sample
+    # `make samples` runs scripts/make_samples.py: into an empty folder it must write every generated sample
     # folder of sample_traces/ (those with a metrics.expected), file for file, with the committed content.
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "make_samples.py"), "--out", str(tmp_path)],
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_samples.py"), "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     generated = sorted(p.name for p in SAMPLES.iterdir() if (p / synth.EXPECTED_FILE).exists())

@@ -67,7 +67,7 @@ def test_unknown_rank_step_or_missing_trace(rep, tmp_path):
 
 def test_each_activity_keeps_its_name_for_the_hover(rep):
     pytest.importorskip("plotly", reason="the dashboard extra (plotly) is not installed")
-    from tracelens.renderers.timeline import timeline_bars
+    from tracelens.renderers.timeline_figure import timeline_bars
 
     tl = api.step_timeline(rep, 1, 3)
     comm = next(b for b in timeline_bars(tl) if b["kind"] == "comm")
@@ -80,7 +80,7 @@ def test_the_wait_for_peers_apart_from_the_transfer():
     # The straggler sample: rank 0 waits for rank 3 at each of its 6 all-reduces of a step, then moves data for
     # 1 ms (generator); rank 3, the last to arrive, only transfers. The lane's parts sum to the Report's own
     # per-step wait and transfer (wall time: one comm stream, so the parts never overlap).
-    from tracelens.renderers.timeline import PEER_LANE, peer_bars
+    from tracelens.renderers.timeline_figure import PEER_LANE, peer_bars
 
     rep = tracelens.report(str(SAMPLES / "straggler"))
     for rank, waits in ((0, 6), (3, 0)):

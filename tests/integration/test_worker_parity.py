@@ -13,7 +13,7 @@ import numpy as np
 
 from tracelens.parsers import workers
 from tracelens.parsers.kineto import decode_file
-from tracelens.parsers.kineto.event_columns import Labels
+from tracelens.parsers.kineto.event_columns import DecodedLabels
 
 from conftest import CORPUS, SAMPLES, corpus_file
 
@@ -25,8 +25,8 @@ def _kineto_files() -> list[Path]:
 
 
 def _same(a, b, where: str) -> None:
-    if isinstance(a, Labels):
-        assert isinstance(b, Labels), where
+    if isinstance(a, DecodedLabels):
+        assert isinstance(b, DecodedLabels), where
         assert np.array_equal(a.codes, b.codes), where
         assert a.categories == b.categories, where
     elif isinstance(a, np.ndarray):

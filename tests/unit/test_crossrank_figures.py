@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("plotly", reason="the dashboard extra (plotly) is not installed")
 
-from tracelens.renderers import crossrank  # noqa: E402
+from tracelens.renderers import across_ranks  # noqa: E402
 
 MS = 1_000_000
 
@@ -33,13 +33,13 @@ def report(transport=None) -> NS:
 
 def test_without_the_sections_there_is_no_view():
     bare = NS(ranks=[], collectives=[])               # a Report of a version before cross_rank
-    assert crossrank.wait_rows(bare) is None and crossrank.wait_transfer(bare) is None
-    assert crossrank.busbw(bare) is None and crossrank.transport_line(bare) is None
-    assert crossrank.straggler_rows(NS(cross_rank=None)) is None
+    assert across_ranks.wait_rows(bare) is None and across_ranks.wait_transfer(bare) is None
+    assert across_ranks.busbw(bare) is None and across_ranks.transport_line(bare) is None
+    assert across_ranks.straggler_rows(NS(cross_rank=None)) is None
 
 
 def test_wait_and_transfer_bars_are_the_ranks_numbers():
-    fig = crossrank.wait_transfer(report())
+    fig = across_ranks.wait_transfer(report())
     got = {t.name: dict(zip(t.x, t.y)) for t in fig.data}
     assert got["wait for peers"] == {"0": 16.5, "1": 16.5, "2": 16.5, "3": 0.0}
     assert got["transfer"]["3"] == 12.0 and got["exposed wait"]["1"] == 4.5
@@ -47,7 +47,7 @@ def test_wait_and_transfer_bars_are_the_ranks_numbers():
 
 
 def test_the_late_rank_leads_the_stragglers():
-    rows = crossrank.straggler_rows(report())
+    rows = across_ranks.straggler_rows(report())
     assert [r["rank"] for r in rows] == [3, 0, 1, 2]
     assert rows[0]["late_count"] == 12 and rows[1]["wait_ms"] == 16.5
 
@@ -56,16 +56,16 @@ def test_many_ranks_show_those_that_waited_most():
     cr = cross_rank()
     cr.ranks = [NS(rank=r, host=None, clock_offset_ns=0, clock_spread_ns=0, clock_corrected=True, matched=1,
                    wait_ns=r * 1000, transfer_ns=MS, exposed_wait_ns=0, late_count=0) for r in range(100)]
-    fig = crossrank.wait_transfer(NS(cross_rank=cr, transport=None))
+    fig = across_ranks.wait_transfer(NS(cross_rank=cr, transport=None))
     wait = next(t for t in fig.data if t.name == "wait for peers")
-    assert list(wait.x) == [str(r) for r in range(99, 99 - crossrank.WORST, -1)]
+    assert list(wait.x) == [str(r) for r in range(99, 99 - across_ranks.WORST, -1)]
 
 
 def test_busbw_points_and_the_transport_verdict():
     bw = NS(source="cross-rank", collectives=12, busbw_gbps_p10=39.3, busbw_gbps_p50=39.3216, busbw_gbps_p90=39.4,
             range="rdma", tcp_max_gbps=3.0, rdma_min_gbps=10.0)
     rep = report(NS(verdict="rdma_gdr", severity="info", bandwidth=bw))
-    fig = crossrank.busbw(rep)
+    fig = across_ranks.busbw(rep)
     (points,) = fig.data
     assert list(points.y) == [39.3216] * 12 and list(points.x) == [26_214_400] * 12
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.title.text == "busbw (GB/s)"
@@ -104,8 +104,8 @@ def _segments(trace) -> list[tuple]:
 
 def test_strip_parts_are_the_reports_member_times():
     rep = strip_report()
-    assert crossrank.strip_steps(rep) == [2, 3, 4]          # 12 instances, 4 per step from step 2
-    fig = crossrank.strip(rep, step=3)
+    assert across_ranks.strip_steps(rep) == [2, 3, 4]          # 12 instances, 4 per step from step 2
+    fig = across_ranks.strip(rep, step=3)
     parts = {t.name: _segments(t) for t in fig.data if t.mode == "lines"}
     # Step 3 holds instances 4-7; times in ms from the first start shown (instance 4's, at 40 ms).
     assert sorted(parts["wait for peers"]) == sorted(
@@ -118,7 +118,7 @@ def test_strip_parts_are_the_reports_member_times():
 
 
 def test_strip_rows_split_wait_from_transfer():
-    rows = crossrank.strip_rows(strip_report(1))
+    rows = across_ranks.strip_rows(strip_report(1))
     # Report: transfer 1 ms, so the wait of each member ends 1 ms before its end (2 ms).
     assert [(r["rank"], r["start"], r["wait_end"], r["end"], r["last"]) for r in rows] == [
         (0, 0, MS, 2 * MS, False), (1, 0, MS, 2 * MS, False), (2, 0, MS, 2 * MS, False),
@@ -127,7 +127,7 @@ def test_strip_rows_split_wait_from_transfer():
 
 def test_strip_merges_below_a_pixel_past_the_shape_limit():
     rep = strip_report()
-    fig = crossrank.strip(rep, max_shapes=10)       # 12 x 4 members x 2 parts: far past 10
+    fig = across_ranks.strip(rep, max_shapes=10)       # 12 x 4 members x 2 parts: far past 10
     transfer = next(t for t in fig.data if t.name == "transfer")
     # 120 ms shown over 2,000 pixels: a pixel is 0.06 ms; the 8 ms gaps between instances stay, so each rank
     # keeps its 12 transfers as they were.
@@ -136,7 +136,7 @@ def test_strip_merges_below_a_pixel_past_the_shape_limit():
     for k, c in enumerate(dense.cross_rank.collectives):    # back to back: one every 2 ms
         c.starts_ns = [2 * MS * k + (MS if r == 3 else 0) for r in c.ranks]
         c.ends_ns = [2 * MS * k + 2 * MS] * 4
-    fig = crossrank.strip(dense, max_shapes=1_000)
+    fig = across_ranks.strip(dense, max_shapes=1_000)
     transfer = next(t for t in fig.data if t.name == "transfer")
     # 2,400 ms over 2,000 pixels: a pixel is 1.2 ms, the 1 ms gaps between transfers fall under it, so each
     # rank's 1,200 transfers become one stretch from 1 ms to 2,400 ms.
@@ -144,4 +144,4 @@ def test_strip_merges_below_a_pixel_past_the_shape_limit():
 
 
 def test_no_strip_without_member_times():
-    assert crossrank.strip(report()) is None and crossrank.strip_steps(report()) is None
+    assert across_ranks.strip(report()) is None and across_ranks.strip_steps(report()) is None

@@ -13,8 +13,8 @@ PACKAGE = ROOT / "tracelens"
 
 # Folder -> the tracelens modules (dotted, below ``tracelens``) it must never import.
 FORBIDDEN = {
-    "tracelens/parsers": ("analyzers", "renderers", "contract", "gate", "history", "cli", "collectors", "api"),
-    "tracelens/analyzers": ("parsers", "renderers", "gate", "history", "cli", "collectors", "tools", "api"),
+    "tracelens/parsers": ("analyzers", "renderers", "contract", "gate", "history_db", "cli", "collectors", "api"),
+    "tracelens/analyzers": ("parsers", "renderers", "gate", "history_db", "cli", "collectors", "tools", "api"),
     # combine sees RankAnalyses only: no trace model (of the model, only the column helpers and the NCCL
     # records: test_combine_sees_no_trace), no per-rank analyzer that reads tables.
     "tracelens/analyzers/run": ("parsers", "analyzers.rank.overlap", "analyzers.rank.syncs",
@@ -198,3 +198,93 @@ def test_forked_workers_know_jobs_by_number_only():
     # so that it never decides what a job is (docs/architecture.md).
     names = [name for _, name in _imports(PACKAGE / "forked.py") if name.startswith("tracelens")]
     assert names and set(names) <= {"tracelens.errors", "tracelens.errors.TracelensError"}
+
+
+# ------------------------------------------------------------------------------------------ names
+
+def _folder_of(dotted: str, root: Path) -> Path:
+    parts = dotted.split(".")
+    if parts[1:2] and parts[1] in ("collectors", "dashboards"):
+        parts = parts[1:]
+    return root.joinpath(*parts)
+
+
+def _private_imports(root: Path = ROOT) -> list[str]:
+    """``from X import _name`` where ``_name`` is another module's underscore name. A package's private
+    module (``from . import _version``) is a module, not a name inside one: it may be imported."""
+    bad = []
+    for folder in INSTALLED:
+        for path in _modules(folder, root):
+            rel = path.relative_to(root).with_suffix("")
+            parts = ["tracelens", *rel.parts] if rel.parts[0] in ("collectors", "dashboards") else list(rel.parts)
+            package = parts[:-1]
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.ImportFrom):
+                    continue
+                base = package[: len(package) - node.level + 1] if node.level else []
+                mod = ".".join([*base, node.module] if node.module else base)
+                for a in node.names:
+                    if a.name.startswith("_") and not a.name.startswith("__"):
+                        where = _folder_of(mod, root) / a.name
+                        if not (where.with_suffix(".py").exists() or where.is_dir()):
+                            bad.append(f"{path.relative_to(root)}:{node.lineno} imports {mod}.{a.name}")
+    return bad
+
+
+def test_no_module_imports_another_modules_private_names():
+    # A name shared on purpose is public; an underscore name is its module's own.
+    assert _private_imports() == []
+
+
+def test_the_private_rule_catches_an_underscore_name(tmp_path):
+    fake = tmp_path / "tracelens" / "parsers"
+    fake.mkdir(parents=True)
+    (tmp_path / "tracelens" / "_version.py").write_text("")
+    (fake / "a.py").write_text("from .b import _helper, shared\nfrom .. import _version\n")
+    assert _private_imports(tmp_path) == ["tracelens/parsers/a.py:1 imports tracelens.parsers.b._helper"]
+
+
+def _names(root: Path = ROOT) -> dict[str, list[str]]:
+    """Name -> where it is: every module and package of the installed folders (a command's module in cli/ is
+    named after its command, so it may share the name of what it runs: cli/gate.py runs the gate) and every
+    folder at the top of the repository."""
+    out: dict[str, list[str]] = {}
+    for top in sorted(root.iterdir()):
+        if top.is_dir() and not top.name.startswith(".") and top.name not in ("build", "__pycache__") \
+                and not top.name.endswith(".egg-info"):
+            out.setdefault(top.name, []).append(top.name + "/")
+    for folder in INSTALLED:
+        for path in sorted((root / folder).rglob("*")):
+            rel = path.relative_to(root)
+            if "__pycache__" in rel.parts or rel.parts[:2] == ("tracelens", "cli"):
+                continue
+            if path.is_dir():
+                if path != root / folder:
+                    out.setdefault(path.name, []).append(f"{rel}/")
+            elif path.suffix == ".py" and path.stem not in ("__init__", "__main__"):
+                out.setdefault(path.stem, []).append(str(rel))
+    return out
+
+
+def test_one_name_per_module():
+    assert {name: places for name, places in _names().items() if len(places) > 1} == {}
+
+
+def test_one_name_per_class():
+    classes: dict[str, list[str]] = {}
+    for folder in INSTALLED:
+        for path in _modules(folder):
+            for node in ast.parse(path.read_text(encoding="utf-8")).body:
+                if isinstance(node, ast.ClassDef):
+                    classes.setdefault(node.name, []).append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert {name: places for name, places in classes.items() if len(places) > 1} == {}
+
+
+def test_the_name_rule_catches_a_repeated_module(tmp_path):
+    for rel in ("tracelens/timeline.py", "tracelens/renderers/timeline.py", "tracelens/cli/gate.py",
+                "tracelens/gate/__init__.py", "tools/make.py", "tracelens/tools/__init__.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    repeated = {name: places for name, places in _names(tmp_path).items() if len(places) > 1}
+    assert repeated == {"timeline": ["tracelens/renderers/timeline.py", "tracelens/timeline.py"],
+                        "tools": ["tools/", "tracelens/tools/"]}

@@ -13,7 +13,7 @@ def test_missing_offsets_follow_natural_alignment():
     # int32 @0, then a uint64 with no offset: C aligns it to 8 (struct.calcsize("<i4xQ") = 16), then an
     # int32 after it @16.
     lay = nvp.layout_of([(0, 5, "a", None), (1, 18, "b", None), (2, 5, "c", None)], None)
-    assert lay == nvp.Layout(20, (("a", 0, 4, True), ("b", 8, 8, False), ("c", 16, 4, True)))
+    assert lay == nvp.PayloadLayout(20, (("a", 0, 4, True), ("b", 8, 8, False), ("c", 16, 4, True)))
 
 
 def test_layouts_a_fixed_struct_cannot_hold_are_refused():
@@ -27,7 +27,7 @@ def test_headers_and_fields_of_blobs_of_different_lengths():
     buf, starts, lengths = nvp.blob_table(blobs)
     head = nvp.headers(buf, starts, lengths)
     assert head.tolist() == [[1, 7, 12], [-1, -1, -1], [2, 7, 12]]
-    lay = nvp.Layout(12, (("x", 0, 8, True), ("y", 8, 4, True)))
+    lay = nvp.PayloadLayout(12, (("x", 0, 8, True), ("y", 8, 4, True)))
     got = nvp.read_fields(buf, starts[[0, 2]], lay, {"x": "x", "y": "y"})
     assert got["x"].tolist() == [-5, 2**40] and got["y"].tolist() == [9, -1]
 

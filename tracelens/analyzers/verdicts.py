@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..contract import MIXED
+
 PATTERNS = ("sawtooth", "two-phase", "backlog", "serialized", "partial", "no-comm")
-MIXED = "mixed"           # a rank (or run) whose steps (or ranks) have no pattern with a strict majority
 
 
 def majority(patterns: list[str | None]) -> tuple[str | None, dict[str, int]]:

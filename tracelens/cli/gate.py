@@ -61,7 +61,7 @@ def gate(paths, config_path, no_config, fmt, junit, html_path, summary_md, color
         tracelens gate runs/ci-1234/ --history ci.db --against main \\
             --max-overlap-drop 2 --junit gate.xml
     """
-    from ..renderers import gate as show
+    from ..renderers import gate_outcome as show
 
     if config_path and no_config:
         raise UsageError("--config and --no-config exclude each other")

@@ -34,7 +34,7 @@ def history_add(paths, db, label, commit, thresholds, comm_patterns, step_nvtx, 
 
         tracelens history add runs/ci-1234/ --db ci-history.db --label main --commit $GITHUB_SHA
     """
-    from ..history import add_run, open_db
+    from ..history_db import add_run, open_db
     from ..renderers.common import frac, pct
 
     report = report_for(paths, comm_patterns, step_nvtx, thresholds, no_cache=no_cache)
@@ -57,8 +57,8 @@ def history_list(db, label, limit, fmt) -> None:
 
         tracelens history list --db ci-history.db --label main
     """
-    from ..history import list_runs, open_db
-    from ..renderers import history as show
+    from ..history_db import list_runs, open_db
+    from ..renderers import history_rows as show
 
     with open_db(db, create=False) as handle:
         runs = list_runs(handle, label, limit)
@@ -77,8 +77,8 @@ def history_show(run_id, db, fmt) -> None:
 
         tracelens history show 12 --db ci-history.db
     """
-    from ..history import get_run, open_db, run_steps
-    from ..renderers import history as show
+    from ..history_db import get_run, open_db, run_steps
+    from ..renderers import history_rows as show
 
     with open_db(db, create=False) as handle:
         run, steps = get_run(handle, run_id), run_steps(handle, run_id)

@@ -1,7 +1,7 @@
 """The step timeline of one rank and step (the dashboard's drill-down): per lane, the intervals of each kind of
 activity, clipped to the step's window. Small by construction: one rank, one step, intervals merged below a
-pixel when there would be too many to draw. Built by ``analyzers.rank.timeline``, drawn by
-``renderers.timeline``, fetched through ``api.step_timeline``."""
+pixel when there would be too many to draw. Built by ``analyzers.rank.lanes``, drawn by
+``renderers.timeline_figure``, fetched through ``api.step_timeline``."""
 
 from __future__ import annotations
 

@@ -6,9 +6,8 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from ..contract import SEVERITIES, RankResult, Report
+from ..contract import MIXED, SEVERITIES, RankResult, Report
 
-MIXED = "mixed"            # the pattern of a rank (run) whose steps (ranks) have no strict majority
 # Findings about the run rather than one rank's steps (step null), by id: what to call their scope.
 RUN_LEVEL = {"straggler": "across ranks", "clock-offset": "across ranks", "nccl-transport": "whole run"}
 
@@ -164,7 +163,7 @@ def rank_title(r) -> str:
 
 
 @dataclass
-class Finding:
+class DiagnosisGroup:
     """Diagnoses of one rank with the same id and wording, shown once with the steps they cover: each number
     of the sentences is the range of the members' values, and a finding over several steps speaks per step
     (:func:`per_step`)."""
@@ -180,7 +179,7 @@ class Finding:
     texts: list = field(default_factory=list)   # (title, detail, advice) of every member, as the report has them
 
 
-def findings(report: Report) -> list[Finding]:
+def findings(report: Report) -> list[DiagnosisGroup]:
     """Group the report's diagnoses for display: a rank's diagnoses of one id whose sentences differ only in
     their numbers are one entry, in the order of the first; the most severe member gives the severity."""
     groups: dict[tuple, list] = {}
@@ -194,8 +193,8 @@ def findings(report: Report) -> list[Finding]:
         steps = [d.step for d in ds]
         texts = [(d.title, d.detail, d.advice) for d in ds]
         title, detail, advice = _worded(texts, steps)
-        out.append(Finding(rank, id_, worst.severity, title, steps, detail, advice,
-                           finding_scope(id_, steps, rank in stepped), texts))
+        out.append(DiagnosisGroup(rank, id_, worst.severity, title, steps, detail, advice,
+                                  finding_scope(id_, steps, rank in stepped), texts))
     return out
 
 

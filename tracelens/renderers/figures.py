@@ -3,7 +3,7 @@
 core installs without the ``dashboard`` extra.
 
 The views across ranks (wait vs transfer, the collective strip on the aligned clock, busbw vs message size, the
-transport verdict) are in ``crossrank.py``, read from the Report's ``cross_rank`` / ``transport``.
+transport verdict) are in ``across_ranks.py``, read from the Report's ``cross_rank`` / ``transport``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ SEGMENTS = (  # (key, legend name, colour): stacked from the bottom, summing to 
 SORTS = ("rank", "exposed", "compute", "duration")
 
 
-def _go():
+def plotly_go():
     import plotly.graph_objects as go
 
     return go
@@ -110,7 +110,7 @@ def _hover(rows: list[dict]) -> list[str]:
 
 def placeholder(text: str):
     """An empty figure holding only ``text`` (a view waiting for a choice): no axes to misread."""
-    go = _go()
+    go = plotly_go()
     fig = go.Figure()
     fig.update_layout(xaxis={"visible": False}, yaxis={"visible": False}, annotations=[
         {"text": text, "showarrow": False, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
@@ -130,21 +130,21 @@ def budget(report: Report, step: Optional[int] = None, sort: str = "rank", max_b
     line = spread_line(rows)
     if len(rows) > max_bars:
         return _budget_distribution(rows, title, line)
-    go = _go()
+    go = plotly_go()
     fig = go.Figure()
     labels = [str(r["rank"]) for r in rows]
     text = _hover(rows)
     for key, name, color in SEGMENTS:
         fig.add_trace(go.Bar(x=labels, y=[r[key] * MS for r in rows], name=name, marker_color=color,
                              hovertext=text, hovertemplate="%{hovertext}<extra>" + name + " %{y:.6f} ms</extra>"))
-    fig.update_layout(barmode="stack", title=_title(title, line), legend_orientation="h", legend_y=-0.2,
+    fig.update_layout(barmode="stack", title=heading(title, line), legend_orientation="h", legend_y=-0.2,
                       xaxis={"title": "rank", "type": "category",
                              "categoryorder": "array", "categoryarray": labels},
                       yaxis={"title": "time (ms)"}, margin={"t": 70})
     return fig
 
 
-def _title(title: str, line: str) -> dict:
+def heading(title: str, line: str) -> dict:
     return {"text": title + (f"<br><sup>{line}</sup>" if line else "")}
 
 
@@ -152,7 +152,7 @@ def _budget_distribution(rows: list[dict], title: str, line: str):
     """Many ranks: each segment sorted over the ranks (x: share of ranks), and the worst ranks as bars."""
     from plotly.subplots import make_subplots
 
-    go = _go()
+    go = plotly_go()
     fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.1,
                         subplot_titles=("distribution over ranks (each series sorted)",
                                         f"{WORST} ranks with the most exposed comm"))
@@ -170,7 +170,7 @@ def _budget_distribution(rows: list[dict], title: str, line: str):
         fig.add_trace(go.Bar(x=labels, y=[r[key] * MS for r in worst], name=name, marker_color=color,
                              legendgroup=key, showlegend=False, hovertext=text,
                              hovertemplate="%{hovertext}<extra>" + name + " %{y:.6f} ms</extra>"), row=1, col=2)
-    fig.update_layout(barmode="stack", title=_title(title, line), legend_orientation="h", legend_y=-0.2,
+    fig.update_layout(barmode="stack", title=heading(title, line), legend_orientation="h", legend_y=-0.2,
                       margin={"t": 90})
     fig.update_xaxes(title_text="ranks at or below (%)", row=1, col=1)
     fig.update_xaxes(title_text="rank", type="category", categoryorder="array", categoryarray=labels, row=1, col=2)
@@ -201,7 +201,7 @@ def heatmap_grid(report: Report, metric: str = "exposed_comm_fraction"):
 
 def heatmap(report: Report, metric: str = "exposed_comm_fraction"):
     """Rank × step heatmap: one trace, one image at any size. A cell's customdata is [rank, step]."""
-    go = _go()
+    go = plotly_go()
     ranks, steps, z = heatmap_grid(report, metric)
     label, unit, fmt = HEATMAP_METRICS[metric]
     xs = ["all" if s is None else s for s in steps]
@@ -242,7 +242,7 @@ def dimensions(report: Report):
     rows = dimension_rows(report)
     if not rows:
         return None
-    go = _go()
+    go = plotly_go()
     fig = go.Figure()
     labels = [r["dimension"] for r in rows]
     text = [f"{r['dimension']}: {r['ranks']} ranks<br>comm {r['comm_ms']:.6f} ms<br>exposed {r['exposed_ms']:.6f} ms"
@@ -252,8 +252,8 @@ def dimensions(report: Report):
                              ("overlapped_ms", "overlapped comm", PALETTE["overlapped"])):
         fig.add_trace(go.Bar(x=labels, y=[r[key] for r in rows], name=name, marker_color=color, hovertext=text,
                              hovertemplate="%{hovertext}<extra>" + name + " %{y:.6f} ms</extra>"))
-    fig.update_layout(barmode="stack", title=_title("Communication per parallelism dimension",
-                                                    "all ranks and steps, most exposed first"),
+    fig.update_layout(barmode="stack", title=heading("Communication per parallelism dimension",
+                                                     "all ranks and steps, most exposed first"),
                       xaxis={"title": "dimension", "type": "category"}, yaxis={"title": "time (ms)"},
                       legend_orientation="h", legend_y=-0.2, margin={"t": 70})
     return fig
@@ -346,7 +346,7 @@ def verdict_bar(report: Report):
     rows = [r for r in verdict_causes(report) if r["share"] is not None]
     if not rows:
         return None
-    go = _go()
+    go = plotly_go()
     fig = go.Figure()
     for r in rows:
         fig.add_trace(go.Bar(y=["step"], x=[100 * r["share"]], orientation="h", name=r["cause"],
@@ -395,7 +395,7 @@ def compare(a: Report, b: Report, names: tuple[str, str] = ("A", "B")):
     comm growth that shrinking compute hides in the step time still shows."""
     from plotly.subplots import make_subplots
 
-    go = _go()
+    go = plotly_go()
     rows = compare_rows(a, b)
     fig = make_subplots(rows=1, cols=2,
                         subplot_titles=("per rank (all steps)", "per step (sum over the ranks of both)"))
@@ -421,7 +421,7 @@ def history(runs: list[dict]):
     customdata is [run id, commit, source]."""
     from plotly.subplots import make_subplots
 
-    go = _go()
+    go = plotly_go()
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=("overlap (% of comm hidden)", "exposed comm fraction (of step time)"))
     labels = sorted({r["label"] for r in runs})

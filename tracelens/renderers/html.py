@@ -9,7 +9,7 @@ from html import escape
 
 from ..contract import Report
 from ..errors import UsageError
-from . import crossrank, figures
+from . import across_ranks, figures
 
 INSTALL_HINT = "pip install 'tracelens-overlap[dashboard]'"
 TOP_COLLECTIVES = 50
@@ -39,9 +39,9 @@ def render(report: Report, *, top: int = TOP_COLLECTIVES) -> str:
     js = plotly_js()
     figs = [figures.verdict_bar(report), figures.budget(report), figures.heatmap(report, "exposed_comm_fraction"),
             figures.dimensions(report)]
-    steps = crossrank.strip_steps(report)       # the strip of the first step: a file has no step selector
-    strip = crossrank.strip(report, steps[0]) if steps else None
-    figs += [f for f in (crossrank.wait_transfer(report), strip, crossrank.busbw(report)) if f is not None]
+    steps = across_ranks.strip_steps(report)       # the strip of the first step: a file has no step selector
+    strip = across_ranks.strip(report, steps[0]) if steps else None
+    figs += [f for f in (across_ranks.wait_transfer(report), strip, across_ranks.busbw(report)) if f is not None]
     plots = "\n".join(f.to_html(full_html=False, include_plotlyjs=False, default_height="520px",
                                 config={"displaylogo": False}) for f in figs if f is not None)
     return "".join([
@@ -76,7 +76,7 @@ def _headline(report: Report) -> str:
 
 
 def _transport(report: Report) -> str:
-    line = crossrank.transport_line(report)
+    line = across_ranks.transport_line(report)
     return f"<p>{escape(line)}</p>" if line else ""
 
 

@@ -36,13 +36,13 @@ from ..wording import Finding
 
 DIMENSIONS = ("dp", "fsdp", "tp", "pp", "ep", "emb", "cp", "unknown")
 _DP = "dp-shaped"          # a data-parallel group: dp or fsdp by operation
-_MIXED = "mixed"           # a group of several dimensions at once (TP x DP): the name does not decide
+_SEVERAL = "mixed"         # a group of several dimensions at once (TP x DP): the name does not decide
 
 # (pattern on the lower-cased group description or name, dimension), first match wins. Megatron-LM
 # parallel_state group_desc values, DeviceMesh's mesh_<dim> (torchtitan: dp_replicate, dp_shard, dp_shard_cp,
 # dp_cp, cp, tp, pp, ep), and the short names scripts give.
 _NAMES = [
-    (r"expert_tensor_and_model|tensor_and_(data|context|expert)|^model_parallel|embedding", _MIXED),
+    (r"expert_tensor_and_model|tensor_and_(data|context|expert)|^model_parallel|embedding", _SEVERAL),
     (r"expert_tensor", "tp"),
     (r"expert_data", _DP),
     (r"expert|(^|_)ep(_|$)|moe", "ep"),
@@ -86,7 +86,7 @@ def _by_name(*labels) -> str | None:
         text = label.strip().lower()
         for pattern, dim in _NAMES_RE:
             if pattern.search(text):
-                return None if dim == _MIXED else dim
+                return None if dim == _SEVERAL else dim
     return None
 
 

@@ -1,9 +1,10 @@
 """Run-level analyzers: every rank's :class:`~..seam.RankAnalysis` in, the Report out.
 
 They never see a trace. ``combine`` puts the ranks' shares together (in rank order, whatever order they
-came in), runs the analyses across ranks (``summary``: the run's totals and pattern majority; ``straggler``:
-step and compute times; ``crossrank``: matched collectives, clocks, wait versus transfer, the rank the others
-wait for, bandwidth) and words every finding once (analyzers/wording.py).
+came in), runs the analyses across ranks (``summary``: the run's totals and pattern majority; ``slow_ranks``:
+stragglers by step and compute times, where no collective was matched; ``crossrank``: matched collectives,
+clocks, wait versus transfer, the rank the others wait for, bandwidth) and words every finding once
+(analyzers/wording.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ...model.nccl_records import NcclInputs
 from .. import whatif
 from ..seam import Context, RankAnalysis
 from ..wording import diagnosis
-from . import crossrank, straggler, summary, transport, transport_bw, verdict
+from . import crossrank, slow_ranks, summary, transport, transport_bw, verdict
 
 # Findings of one rank and step are listed in this order.
 _ORDER = {"nccl-transport": -1, "no-gpu-activity": 0, "clock-offset": 1, "straggler": 1, "overlap-pattern": 2,
@@ -38,7 +39,7 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
     # Step times name a straggler only where no collective was matched: with matched collectives the rank the
     # others wait for is found from its arrivals, and the waiting ranks are the ones with the longest steps.
     if across.cross is None or not across.cross.matching.matched:
-        findings += straggler.find(ranks, th)
+        findings += slow_ranks.find(ranks, th)
     findings += across.findings
     nccl = nccl or NcclInputs()
     # Bandwidth over transfer times of collectives matched across ranks when there are some, else from each

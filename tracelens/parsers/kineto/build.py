@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...model import THREAD_COLUMNS, RankTrace, empty_table
-from ...model.table import Labels as TableLabels, Table
+from ...model.table import Labels, Table
 from .. import assemble
-from .decode import KinetoColumns, Labels, decode_file
+from .decode import decode_file
+from .event_columns import DecodedLabels, KinetoColumns
 
 
 def parse(path: Path, comm_rules=(), step_pattern: str | None = None,
@@ -33,6 +34,6 @@ def build(cols: KinetoColumns, comm_rules=(), step_pattern: str | None = None) -
 
 
 def _column(values):
-    if isinstance(values, Labels):
-        return TableLabels(values.codes, values.categories)
+    if isinstance(values, DecodedLabels):
+        return Labels(values.codes, values.categories)
     return values

@@ -29,8 +29,8 @@ import numpy as np
 
 from ...errors import InputError
 from ...model.meta import RunMeta
-from .event_columns import (DEVICE_CATS, KinetoColumns, Labels, comm_columns, device_columns, event_categories,
-                            event_times, fill_meta, host_columns, subset_labels, thread_names)
+from .event_columns import (DEVICE_CATS, DecodedLabels, KinetoColumns, comm_columns, device_columns,
+                            event_categories, event_times, fill_meta, host_columns, subset_labels, thread_names)
 from . import slices
 from .inflate import read_bytes
 from .repair import DecodeIssues, decode_per_event
@@ -139,7 +139,7 @@ def decode_file(path: Path, keep_alive: list | None = None) -> KinetoColumns:
         keep_alive.append(doc)
     del xs, events, doc
     dev_cats = subset_labels(codes[dev_rows], cat_names)
-    kinds = Labels(dev_cats.codes, [DEVICE_CATS[c] for c in dev_cats.categories])
+    kinds = DecodedLabels(dev_cats.codes, [DEVICE_CATS[c] for c in dev_cats.categories])
     device, dev_args = device_columns(dev_events, kinds, start[dev_rows], end[dev_rows])
     host, host_args = host_columns(host_events, subset_labels(codes[host_rows], cat_names), start[host_rows],
                                    end[host_rows])

@@ -95,7 +95,7 @@ _get_grid, _get_block, _get_dims = (attrgetter(a) for a in ("grid", "block", "in
 
 
 @dataclass
-class Labels:
+class DecodedLabels:
     """A categorical column before pandas: ``codes`` index ``categories``; -1 is a missing value."""
     codes: np.ndarray
     categories: list
@@ -105,7 +105,7 @@ class Labels:
 class KinetoColumns:
     """One Kineto file decoded into plain columns, ready for :func:`.build.build`.
 
-    ``device`` and ``host`` map column names to int64/bool arrays or :class:`Labels`; ``threads`` holds
+    ``device`` and ``host`` map column names to int64/bool arrays or :class:`DecodedLabels`; ``threads`` holds
     pid, tid and name; ``comm_meta`` is the collective metadata found in kernel and CPU-op args, as
     columns named like ``assemble.COMM_META_COLUMNS``.
     """
@@ -116,7 +116,7 @@ class KinetoColumns:
     comm_meta: dict
 
 
-def labels(values: list) -> Labels:
+def labels(values: list) -> DecodedLabels:
     """Factorise names (a trace repeats a few thousand over 10^5 events): first-seen order, None missing,
     non-strings as their str."""
     index = dict.fromkeys(values)
@@ -127,13 +127,13 @@ def labels(values: list) -> Labels:
     for code, key in enumerate(index):
         index[key] = code
     codes = np.fromiter(map(index.get, values, repeat(-1)), np.int64, len(values))
-    return Labels(codes, list(index))
+    return DecodedLabels(codes, list(index))
 
 
-def subset_labels(codes: np.ndarray, categories: list) -> Labels:
+def subset_labels(codes: np.ndarray, categories: list) -> DecodedLabels:
     """The rows' codes renumbered over the categories they use (in category order)."""
     used, inverse = np.unique(codes, return_inverse=True)
-    return Labels(inverse.astype(np.int64).reshape(-1), [categories[i] for i in used.tolist()])
+    return DecodedLabels(inverse.astype(np.int64).reshape(-1), [categories[i] for i in used.tolist()])
 
 
 
@@ -347,7 +347,7 @@ def fill_meta(doc: Document, meta: RunMeta, path: Path) -> None:
                               dropped)
 
 
-def device_columns(sub: list, kinds: Labels, start, end, ids: dict | None = None) -> tuple[dict, list]:
+def device_columns(sub: list, kinds: DecodedLabels, start, end, ids: dict | None = None) -> tuple[dict, list]:
     args = list(map(_get_args, sub))
     dev = _int_field(args, "device")
     dev = np.where(dev == -1, _int_field(sub, "pid"), dev)
@@ -384,7 +384,7 @@ def _raw_ids(texts: list, index: dict | None = None) -> np.ndarray:
     return np.fromiter(map(index.__getitem__, texts), np.int64, len(texts))
 
 
-def host_columns(sub: list, cats: Labels, start, end, ids: dict | None = None) -> tuple[dict, list]:
+def host_columns(sub: list, cats: DecodedLabels, start, end, ids: dict | None = None) -> tuple[dict, list]:
     args = list(map(_get_args, sub))
     ext = _int_field(args, "external_id")
     legacy = _int_field(args, "external_id_legacy")

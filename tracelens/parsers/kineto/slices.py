@@ -27,9 +27,9 @@ import msgspec
 import numpy as np
 
 from ...model.meta import RunMeta
-from .event_columns import (DEVICE_CATS, KinetoColumns, Labels, comm_meta_of, device_columns, event_categories,
-                            event_times, fill_meta, host_columns, merge_comm_meta, pg_members, subset_labels,
-                            thread_names)
+from .event_columns import (DEVICE_CATS, DecodedLabels, KinetoColumns, comm_meta_of, device_columns,
+                            event_categories, event_times, fill_meta, host_columns, merge_comm_meta, pg_members,
+                            subset_labels, thread_names)
 from .inflate import InflateError, Inflating, max_inflate
 from .repair import EVENTS, HEADER, RAW_DOC
 from .schema import Document, Event, MetaEvent
@@ -204,7 +204,7 @@ class _Joined:
         if not self.rows[0] and not self.rows[1]:
             return None
         device = _join(self.device, sorted_labels=("kind",))
-        device["kind"] = Labels(device["kind"].codes, [DEVICE_CATS[c] for c in device["kind"].categories])
+        device["kind"] = DecodedLabels(device["kind"].codes, [DEVICE_CATS[c] for c in device["kind"].categories])
         host = _join(self.host, sorted_labels=("cat",))
         pg_members(self.comm_args[0] + self.comm_args[1], meta)
         comm = merge_comm_meta(self.comm_device + self.comm_host)
@@ -214,14 +214,14 @@ class _Joined:
 def _join(parts: list[dict], sorted_labels=()) -> dict:
     out = {}
     for name, first in parts[0].items():
-        if isinstance(first, Labels):
+        if isinstance(first, DecodedLabels):
             out[name] = _join_labels([p[name] for p in parts], name in sorted_labels)
         else:
             out[name] = np.concatenate([p[name] for p in parts])
     return out
 
 
-def _join_labels(parts: list[Labels], sort: bool) -> Labels:
+def _join_labels(parts: list[DecodedLabels], sort: bool) -> DecodedLabels:
     """One categorical of the slices': categories in first-seen order (or sorted, as :func:`subset_labels` has
     them), each slice's codes renumbered; -1 stays missing."""
     seen = list(dict.fromkeys(c for p in parts for c in p.categories))
@@ -229,4 +229,4 @@ def _join_labels(parts: list[Labels], sort: bool) -> Labels:
         seen.sort()
     index = {c: i for i, c in enumerate(seen)}
     codes = [np.array([index[c] for c in p.categories] + [-1], dtype=np.int64)[p.codes] for p in parts]
-    return Labels(np.concatenate(codes) if codes else np.zeros(0, np.int64), seen)
+    return DecodedLabels(np.concatenate(codes) if codes else np.zeros(0, np.int64), seen)

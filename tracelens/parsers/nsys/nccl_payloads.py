@@ -111,7 +111,7 @@ class _Rows:
                 self.f[key][rows] = v
 
 
-def _schemas(db: ExportDb) -> dict[tuple[int, int], nvp.Layout | None]:
+def _schemas(db: ExportDb) -> dict[tuple[int, int], nvp.PayloadLayout | None]:
     """(domain, schema id) -> layout from the export's schema rows, deduplicated (they repeat once per
     process); None for a schema whose rows disagree or that a fixed layout cannot hold."""
     if not db.has(PAYLOAD_ENTRIES) or not {"domainId", "schemaId", "idx", "type", "name", "offset"} <= \
@@ -125,7 +125,7 @@ def _schemas(db: ExportDb) -> dict[tuple[int, int], nvp.Layout | None]:
     for d, s, i, t, n, off in db.rows(f'SELECT DISTINCT "domainId", "schemaId", "idx", "type", "name", "offset" '
                                       f"FROM {PAYLOAD_ENTRIES}"):
         entries.setdefault((d, s), {}).setdefault(i, set()).add((t, n, off if off is not None or i else 0))
-    out: dict[tuple[int, int], nvp.Layout | None] = {}
+    out: dict[tuple[int, int], nvp.PayloadLayout | None] = {}
     for key, by_idx in entries.items():
         size = sizes.get(key, {None})
         if len(size) > 1 or any(len(v) > 1 for v in by_idx.values()):
@@ -197,7 +197,8 @@ def _decode_blobs(r: _Rows, rows: np.ndarray, buf: np.ndarray, starts: np.ndarra
         r.status[rows[sel]] = DECODED
 
 
-def _layout(schemas: dict, by_id: dict, dom: int, sid: int, size: int, call: str) -> tuple[nvp.Layout | None, bool]:
+def _layout(schemas: dict, by_id: dict, dom: int, sid: int, size: int,
+            call: str) -> tuple[nvp.PayloadLayout | None, bool]:
     """(layout, schema known) of one payload kind: the export's schema if it has it, else the reference's
     layout for the call with that payload size. A known layout whose size differs from the header's is no
     layout (the blob is not what the schema says)."""

@@ -28,7 +28,7 @@ ENUM_BYTES = 4
 
 
 @dataclass(frozen=True)
-class Layout:
+class PayloadLayout:
     """A static payload: its size and, per entry name, (offset, bytes, signed)."""
 
     size: int
@@ -49,7 +49,7 @@ def entry_width(type_code: int) -> tuple[int, bool] | None:
     return ENTRY_TYPES.get(type_code)
 
 
-def layout_of(entries: list[tuple[int, int, str, int | None]], payload_size: int | None) -> Layout | None:
+def layout_of(entries: list[tuple[int, int, str, int | None]], payload_size: int | None) -> PayloadLayout | None:
     """A schema's layout from its exported entries ``(idx, type, name, offset)``; None when an entry's type
     is one a fixed layout cannot hold (strings, nested payloads) or a field would lie outside the payload.
 
@@ -67,7 +67,7 @@ def layout_of(entries: list[tuple[int, int, str, int | None]], payload_size: int
     total = int(payload_size) if payload_size is not None else end
     if end > total:
         return None
-    return Layout(total, tuple(fields))
+    return PayloadLayout(total, tuple(fields))
 
 
 def blob_table(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -98,7 +98,8 @@ def headers(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndar
     return out
 
 
-def read_fields(buf: np.ndarray, starts: np.ndarray, layout: Layout, names: dict[str, str]) -> dict[str, np.ndarray]:
+def read_fields(buf: np.ndarray, starts: np.ndarray, layout: PayloadLayout,
+                names: dict[str, str]) -> dict[str, np.ndarray]:
     """The entries of ``layout`` named in ``names`` (entry name -> key), for blobs starting at ``starts``."""
     out = {}
     for name, off, width, signed in layout.fields:

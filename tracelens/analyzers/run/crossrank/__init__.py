@@ -25,7 +25,7 @@ class Outcome:
     findings: list[Finding] = field(default_factory=list)
     warnings: list[WarningEntry] = field(default_factory=list)
     steps: dict = field(default_factory=dict)      # (rank position, step) -> {wait, transfer, exposed_wait}
-    culprit: straggler.Culprit | None = None       # the rank the others wait for, and why
+    culprit: straggler.CulpritFound | None = None  # the rank the others wait for, and why
 
 
 def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:

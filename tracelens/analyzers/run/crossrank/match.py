@@ -34,7 +34,7 @@ _CHECKED = ("op", "dtype", "bytes", "group_size")
 
 
 @dataclass
-class Table:
+class CollectiveRows:
     """Every rank's collective rows, concatenated; ``pos`` is the rank's position in the ordered analyses."""
 
     pos: np.ndarray
@@ -56,7 +56,7 @@ class Match:
     warnings: list[WarningEntry]
 
 
-def concat(analyses: list[RankAnalysis]) -> Table:
+def concat(analyses: list[RankAnalysis]) -> CollectiveRows:
     sizes = [len(a.comm["start_ns"]) for a in analyses]
     pos = np.repeat(np.arange(len(analyses), dtype=np.int64), sizes)
     cols, names = {}, {}
@@ -70,7 +70,7 @@ def concat(analyses: list[RankAnalysis]) -> Table:
         values = np.concatenate([np.asarray(a.comm[c], dtype=object) for a in analyses]) if analyses else \
             np.empty(0, object)
         cols[c], names[c] = _factorize(values)
-    return Table(pos=pos, cols=cols, names=names)
+    return CollectiveRows(pos=pos, cols=cols, names=names)
 
 
 def _factorize(values: np.ndarray) -> tuple[np.ndarray, list]:
@@ -127,7 +127,7 @@ def _index_within(order: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return out
 
 
-def match(tab: Table, ranks: np.ndarray, groups: dict[str, tuple[int, ...]]) -> Match:
+def match(tab: CollectiveRows, ranks: np.ndarray, groups: dict[str, tuple[int, ...]]) -> Match:
     """Match the table's rows across ranks; ``ranks`` gives each position's rank, ``groups`` the members of
     the process groups the traces list."""
     c, n = tab.cols, len(tab)
@@ -195,7 +195,7 @@ def _first_in_run(run_key: np.ndarray, values: np.ndarray) -> np.ndarray:
     return np.minimum.reduceat(values, starts)[ids]
 
 
-def _expected(tab: Table, gkey: np.ndarray, mode: np.ndarray, ranks: np.ndarray,
+def _expected(tab: CollectiveRows, gkey: np.ndarray, mode: np.ndarray, ranks: np.ndarray,
               groups: dict[str, tuple[int, ...]]) -> np.ndarray:
     """Per group key: how many of the given ranks an instance must have (members given, else the ranks with
     collectives under that key)."""
@@ -215,7 +215,7 @@ def _expected(tab: Table, gkey: np.ndarray, mode: np.ndarray, ranks: np.ndarray,
     return out
 
 
-def _disagree(tab: Table, o: np.ndarray, st: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _disagree(tab: CollectiveRows, o: np.ndarray, st: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per candidate instance: whether its members disagree on a checked field, and which (index into
     _CHECKED, -1 when none)."""
     bad = np.zeros(len(st), dtype=bool)

@@ -33,7 +33,7 @@ _COMPONENT = {"compute": "lead_compute_ns", "sync-stall": "lead_sync_ns", "late-
 
 
 @dataclass
-class Culprit:
+class CulpritFound:
     pos: int                   # position of the rank in the ordered analyses
     reason: str                # compute | host-gap | sync-stall | late-launch | unknown
     finding: Finding
@@ -67,7 +67,7 @@ def late_rows(last: np.ndarray, skew: np.ndarray, wait: np.ndarray, starts: np.n
 
 def find(results, pos: np.ndarray, rows_late: np.ndarray, skew: np.ndarray, caused: np.ndarray,
          step: np.ndarray, delay: np.ndarray, members: np.ndarray, starts: np.ndarray, lead: dict, wait: np.ndarray,
-         first_start: list, cpu: bool, th: Thresholds) -> Culprit | None:
+         first_start: list, cpu: bool, th: Thresholds) -> CulpritFound | None:
     """``rows_late``: per instance the row of the rank the others waited for (-1 none); ``caused``: the other
     members' summed wait; ``step``: the late rank's step; ``delay``: its kernel's start minus launch (-1
     unknown); ``members``: per instance its member count; ``starts``: each instance's first matched row;
@@ -137,7 +137,7 @@ def find(results, pos: np.ndarray, rows_late: np.ndarray, skew: np.ndarray, caus
         "ranks": n_ranks, "impact_ns": impact, "step_ns": int(ranks_step), "material": important}
     finding = Finding(id="straggler", severity="warning" if important else "info", rank=results[late].rank,
                       step=None, verdict=reason, evidence=evidence)
-    return Culprit(pos=late, reason=reason, finding=finding)
+    return CulpritFound(pos=late, reason=reason, finding=finding)
 
 
 def _lead_excess(instances: np.ndarray, starts: np.ndarray, n_rows: int, rows_late: np.ndarray, lead: dict):

@@ -8,7 +8,7 @@ from html import escape
 
 from ..contract import Diagnosis
 from ..model.step_timeline import StepTimeline
-from .figures import MS, PALETTE, SEVERITY_COLORS, _go
+from .figures import MS, PALETTE, SEVERITY_COLORS, plotly_go
 
 KIND_COLORS = {"compute": PALETTE["compute"], "comm": PALETTE["comm"], "memcpy": PALETTE["copy"],
                "memset": PALETTE["copy"], "sync": PALETTE["sync"]}
@@ -73,7 +73,7 @@ def pin_time(d: Diagnosis, tl: StepTimeline) -> int:
 def timeline(tl: StepTimeline, findings: list[Diagnosis] = (), report=None):
     """``report``: the Report the timeline belongs to, for each matched collective's wait apart from its
     transfer (a lane of their own)."""
-    go = _go()
+    go = plotly_go()
     fig = go.Figure()
     shown: set[str] = set()
     for bar in timeline_bars(tl) + (peer_bars(report, tl) if report is not None else []):

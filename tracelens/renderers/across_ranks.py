@@ -6,7 +6,7 @@ view only when there is something in it."""
 from __future__ import annotations
 
 from ..model.columns import distinct
-from .figures import MAX_BARS, MS, PALETTE, WORST, _go, _title
+from .figures import MAX_BARS, MS, PALETTE, WORST, heading, plotly_go
 
 OP_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 
@@ -42,7 +42,7 @@ def wait_transfer(report, max_bars: int = MAX_BARS):
     rows = wait_rows(report)
     if not rows:
         return None
-    go = _go()
+    go = plotly_go()
     shown = rows if len(rows) <= max_bars else sorted(rows, key=lambda r: (-r["wait"], r["rank"]))[:WORST]
     labels = [str(r["rank"]) for r in shown]
     text = [f"rank {r['rank']} ({r['host'] or 'host unknown'})<br>wait {r['wait'] * MS:.6f} ms<br>transfer "
@@ -57,7 +57,7 @@ def wait_transfer(report, max_bars: int = MAX_BARS):
                              hovertemplate="rank %{x}: exposed wait %{y:.6f} ms<extra></extra>"))
     title = "Wait for peers vs data transfer per rank" + ("" if len(shown) == len(rows) else
                                                           f" ({WORST} ranks that waited most)")
-    fig.update_layout(barmode="stack", title=_title(title, "matched collectives, all steps"),
+    fig.update_layout(barmode="stack", title=heading(title, "matched collectives, all steps"),
                       xaxis={"title": "rank", "type": "category", "categoryorder": "array", "categoryarray": labels},
                       yaxis={"title": "time (ms)"}, legend_orientation="h", legend_y=-0.2, margin={"t": 70})
     return fig
@@ -85,7 +85,7 @@ def busbw(report):
     points = [c for c in cr.collectives if c.busbw_gbps is not None and c.bytes]
     if not points:
         return None
-    go = _go()
+    go = plotly_go()
     fig = go.Figure()
     ops = sorted({c.op or "unknown" for c in points})
     for n, op in enumerate(ops):
@@ -101,7 +101,7 @@ def busbw(report):
     if t is not None and t.bandwidth is not None:
         for y, name in ((t.bandwidth.tcp_max_gbps, "TCP max"), (t.bandwidth.rdma_min_gbps, "RDMA min")):
             fig.add_hline(y=y, line_dash="dash", line_color="#555555", annotation_text=f"{name} {y:.0f} GB/s")
-    fig.update_layout(title=_title("Bus bandwidth vs message size", transport_line(report) or ""),
+    fig.update_layout(title=heading("Bus bandwidth vs message size", transport_line(report) or ""),
                       xaxis={"title": "message size (bytes)", "type": "log"}, yaxis={"title": "busbw (GB/s)"},
                       legend_orientation="h", legend_y=-0.2, margin={"t": 70})
     return fig
@@ -198,7 +198,7 @@ def strip(report, step="all", max_shapes: int = MAX_STRIP_SHAPES):
     cols = strip_columns(report, step)
     if cols is None:
         return None
-    go = _go()
+    go = plotly_go()
     fig = go.Figure()
     where = "all steps" if step == "all" else f"step {step}"
     if not len(cols["rank"]):
@@ -247,7 +247,7 @@ def strip(report, step="all", max_shapes: int = MAX_STRIP_SHAPES):
     if merged:
         notes.append(f"gaps under {gap * MS:.6f} ms merged")
     few = len(distinct(cols["rank"])) <= MAX_BARS
-    fig.update_layout(title=_title(f"Collective strip on the aligned clock ({where})", "; ".join(notes)),
+    fig.update_layout(title=heading(f"Collective strip on the aligned clock ({where})", "; ".join(notes)),
                       xaxis={"title": "time since the first start shown (ms)"},
                       yaxis={"title": "rank", "autorange": "reversed", **({"dtick": 1} if few else {})},
                       legend_orientation="h", legend_y=-0.2, margin={"t": 70})

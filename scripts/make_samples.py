@@ -1,7 +1,7 @@
 """Regenerate the generated samples of ``sample_traces/`` (``make samples``), or write one scenario anywhere.
 
-    python tools/make_samples.py [--out DIR]         # every generated sample, into DIR (default sample_traces/)
-    python tools/make_samples.py [--nsys] NAME DIR   # one scenario of tests/fixtures/synth, Kineto or nsys
+    python scripts/make_samples.py [--out DIR]         # every generated sample, into DIR (default sample_traces/)
+    python scripts/make_samples.py [--nsys] NAME DIR   # one scenario of tests/fixtures/synth, Kineto or nsys
 
 The generator is a test fixture, not part of the installed package: this script puts ``tests/`` on the path.
 The output is the same bytes on every run (gzip without a timestamp, rows in a fixed order), so after
