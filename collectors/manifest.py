@@ -9,15 +9,14 @@ import socket
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from tracelens._version import __version__
 from tracelens.model.envlist import allowed_env
 from tracelens.errors import UsageError
 from tracelens.model.rundir_layout import MANIFEST, MANIFEST_SCHEMA, NCCL_LOGS, TRACE_SUFFIXES, WORKERS, rank_of
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .runner import CollectOptions, Plan
+from .launch import CollectOptions, Plan, split_launcher
 
 
 def read_workers(run_dir: Path) -> list[dict]:
@@ -113,8 +112,6 @@ def write_manifest(p: Plan, exit_code: int, started: float, ended: float, notes:
 
 def _single_process(command: list[str]) -> bool:
     """Whether the command is the worker itself (no torchrun launcher between tracelens and it)."""
-    from .runner import split_launcher     # here: the runner imports this module
-
     try:
         return split_launcher(command)[0] is None
     except UsageError:

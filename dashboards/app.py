@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import ipaddress
-import reprlib
 import socket
 import sys
 import threading
@@ -18,18 +17,9 @@ from tracelens import api
 from tracelens.errors import UsageError
 from tracelens.contract import Report
 
+from .guard import Invalid, shown
+
 TIMELINE_CACHE = 8          # timelines kept (a rank's trace is re-read on a miss)
-
-
-class Invalid(ValueError):
-    """A value the page itself never sends (a run, rank or step that is not there, a value of the wrong type):
-    only a crafted request holds one. A callback answers it with no update."""
-
-
-def shown(value, most: int = 40) -> str:
-    """A value from a request, as a message may quote it: its repr, cut short."""
-    text = reprlib.repr(value)
-    return text if len(text) <= most else text[:most] + "..."
 
 
 @dataclass

@@ -4,7 +4,7 @@ no value from the browser is ever used as a path.
 
 Every value a callback gets comes from a request, which anyone who can reach the port can write
 (:mod:`.guard` checks the request's shape; the values are checked here): a value the page itself never sends
-(a run, rank or step that is not there, a value of the wrong type) raises :class:`~.app.Invalid`, which the
+(a run, rank or step that is not there, a value of the wrong type) raises :class:`~.guard.Invalid`, which the
 registered callback answers with no update; a click on something that is not a cell or a finding shows why
 in the timeline's place. Nothing a callback raises reaches the server (see ``_answer``).
 """
@@ -23,9 +23,8 @@ from tracelens.renderers import across_ranks, figures
 from tracelens.renderers.timeline_figure import timeline as timeline_figure
 
 from . import layout
-from .app import Invalid, shown
+from .guard import Invalid, shown
 
-PICK = "Click a heatmap cell (or a finding) to see that rank and step."
 log = logging.getLogger("tracelens.dashboard")
 
 
@@ -62,8 +61,7 @@ def finding_rows(session, run, severities=(), text="") -> list[dict]:
         raise Invalid(f"not severities: {shown(severities)}")
     if text is not None and not isinstance(text, str):
         raise Invalid(f"not a filter text: {shown(text)}")
-    rows = figures.findings_rows(report, severities or (), text or "")
-    return [{**r, "row_id": f"{r['rank']}|{r['step']}|{n}"} for n, r in enumerate(rows)]
+    return layout.findings_grid(report, severities or (), text or "")
 
 
 def _number(value) -> int:
@@ -107,7 +105,7 @@ def selection_of_culprit(session, run) -> tuple[int, int | None] | None:
 def timeline_view(session, run, picked):
     """(figure, message) of the picked rank and step of the run; a message alone when it cannot be shown."""
     if picked is None:
-        return figures.placeholder(PICK), PICK
+        return figures.placeholder(layout.PICK), layout.PICK
     rank, step = picked
     try:
         tl = session.timeline(run, rank, step)

@@ -5,13 +5,15 @@ or ``[]``, names no registered callback, or holds other inputs than the callback
 HTTP 500 with a traceback in the log), and JSON nested 100,000 deep overflowed the parser's stack. Here a
 body larger than :data:`MAX_BODY`, nested deeper than :data:`MAX_DEPTH`, not JSON, or not the shape of a
 call of a registered callback (its outputs, inputs and state, in order) is answered with a 4xx and one line
-in the server's log. The values themselves are each callback's to check (:mod:`.callbacks`).
+in the server's log. The values themselves are each callback's to check (:mod:`.callbacks`): one the page
+never sends raises :class:`Invalid`, quoted in its message by :func:`shown`.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import reprlib
 
 MAX_BODY = 1 << 20      # bytes; the page's largest call (a findings filter, a click) is under 2 KB
 MAX_DEPTH = 32          # JSON levels; a call's body nests 8 deep (body, inputs, input, click, points, ...)
@@ -21,6 +23,17 @@ log = logging.getLogger("tracelens.dashboard")
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+class Invalid(ValueError):
+    """A value the page itself never sends (a run, rank or step that is not there, a value of the wrong type):
+    only a crafted request holds one. A callback answers it with no update."""
+
+
+def shown(value, most: int = 40) -> str:
+    """A value from a request, as a message may quote it: its repr, cut short."""
+    text = reprlib.repr(value)
+    return text if len(text) <= most else text[:most] + "..."
 
 
 def install(app) -> None:

@@ -15,12 +15,10 @@ CARD = {"background": "#f3f5f8", "padding": "6px 12px", "borderRadius": "4px"}
 SECTION = {"marginTop": "24px"}
 MS_FORMAT = {"function": "d3.format('.6f')(params.value)"}    # ns precision, as in every other view
 GRID = {"sortable": True, "filter": True, "resizable": True}
+PICK = "Click a heatmap cell (or a finding) to see that rank and step."
 
 
 def page(session) -> html.Div:
-    from . import callbacks
-
-
     first = session.runs[0].report
     runs = [{"label": f"run {r.name}", "value": i} for i, r in enumerate(session.runs)]
     return html.Div(style={"fontFamily": "system-ui, sans-serif", "maxWidth": "1400px", "margin": "auto"}, children=[
@@ -48,8 +46,8 @@ def page(session) -> html.Div:
         ]),
         html.Div(id="timeline-section", style=SECTION, children=[
             html.H3("Step timeline"),
-            html.Div(id="timeline-info", children=callbacks.PICK),
-            dcc.Loading(dcc.Graph(id="timeline", figure=figures.placeholder(callbacks.PICK),
+            html.Div(id="timeline-info", children=PICK),
+            dcc.Loading(dcc.Graph(id="timeline", figure=figures.placeholder(PICK),
                                   style={"height": "420px"})),
         ]),
         html.Div(style=SECTION, children=[
@@ -58,7 +56,7 @@ def page(session) -> html.Div:
                 dcc.Checklist(id="severity", inline=True, value=list(SEVERITIES), options=list(SEVERITIES)),
                 dcc.Input(id="find-text", type="text", placeholder="filter text", debounce=True),
             ]),
-            dag.AgGrid(id="findings", rowData=callbacks.finding_rows(session, 0), getRowId="params.data.row_id",
+            dag.AgGrid(id="findings", rowData=findings_grid(first), getRowId="params.data.row_id",
                        columnDefs=[
                 {"field": "severity", "width": 110}, {"field": "id", "width": 140}, {"field": "rank", "width": 90},
                 {"field": "step", "width": 90}, {"field": "title", "flex": 2}, {"field": "detail", "flex": 3,
@@ -124,6 +122,12 @@ def dimensions_children(report) -> list:
     """Exposed comm per parallelism dimension, when the run attributed any."""
     fig = figures.dimensions(report)
     return [] if fig is None else [dcc.Graph(id="dimensions", figure=fig, style={"height": "380px"})]
+
+
+def findings_grid(report, severities=(), text: str = "") -> list[dict]:
+    """The findings grid's rows; each carries ``row_id`` "rank|step|n", which a click hands back."""
+    rows = figures.findings_rows(report, severities, text)
+    return [{**r, "row_id": f"{r['rank']}|{r['step']}|{n}"} for n, r in enumerate(rows)]
 
 
 def step_options(report) -> list[dict]:

@@ -18,7 +18,7 @@ import pytest
 
 import tracelens
 from tracelens.cli import main
-from tracelens.collectors import runner
+from tracelens.collectors import launch, manifest, runner
 from tracelens.errors import UsageError
 
 from conftest import ROOT, TRAIN, needs_torch
@@ -55,7 +55,7 @@ def cli(*args, env=None, timeout=300):
 
 @pytest.mark.parametrize("text, expected", [("3,2,5", (3, 2, 5)), ("0,0,1", (0, 0, 1))])
 def test_parse_steps(text, expected):
-    assert runner.parse_steps(text) == expected
+    assert launch.parse_steps(text) == expected
 
 
 @pytest.mark.parametrize("text", ["3,2", "a,b,c", "1,1,0", "-1,1,1"])
@@ -74,33 +74,33 @@ def test_bad_steps_exit_2(text, capsys):
     (["python", "train.py", "--steps", "3"], None, ["python", "train.py", "--steps", "3"]),
 ])
 def test_split_launcher(command, launcher, script):
-    assert runner.split_launcher(command) == (launcher, script)
+    assert launch.split_launcher(command) == (launcher, script)
 
 
 def test_nsys_wraps_each_worker_not_the_launcher(tmp_path):
     run_dir = tmp_path / "run"
-    argv = runner.nsys_command(["torchrun", "--nproc-per-node", "8", "train.py", "--lr", "3e-4"], "/opt/nsys",
+    argv = launch.nsys_command(["torchrun", "--nproc-per-node", "8", "train.py", "--lr", "3e-4"], "/opt/nsys",
                                run_dir, capture_range=False)
     assert argv == ["torchrun", "--nproc-per-node", "8", "--no-python",
                     "/opt/nsys", "profile", "-t", "cuda,nvtx,osrt", "--sample=none", "--force-overwrite", "true",
                     "-o", f"{run_dir}/rank%q{{RANK}}", PY, "-u", "train.py", "--lr", "3e-4"]
     # -m moves to the worker's python; --steps adds the capture range the agent opens and closes.
-    argv = runner.nsys_command(["torchrun", "-m", "pkg.train"], "nsys", run_dir, capture_range=True)
+    argv = launch.nsys_command(["torchrun", "-m", "pkg.train"], "nsys", run_dir, capture_range=True)
     assert argv[:2] == ["torchrun", "--no-python"] and argv[-4:] == [PY, "-u", "-m", "pkg.train"]
     assert "--capture-range=cudaProfilerApi" in argv and "--capture-range-end=stop" in argv
     # A plain command is profiled whole, as rank 0.
-    argv = runner.nsys_command(["python", "train.py"], "nsys", run_dir, capture_range=False)
+    argv = launch.nsys_command(["python", "train.py"], "nsys", run_dir, capture_range=False)
     assert argv[-4:] == ["-o", str(run_dir / "rank0"), "python", "train.py"]
 
 
 def test_torchrun_without_a_script_is_a_usage_error():
     with pytest.raises(UsageError, match="no training script"):
-        runner.split_launcher(["torchrun", "--nproc-per-node", "2"])
+        launch.split_launcher(["torchrun", "--nproc-per-node", "2"])
 
 
 def test_worker_env_sets_nccl_logging_unless_the_user_did(tmp_path):
-    opts = runner.CollectOptions(command=["x"], steps=(1, 2, 3))
-    env = runner.worker_env({"PYTHONPATH": "/mine", "NCCL_DEBUG": "WARN"}, tmp_path, opts)
+    opts = launch.CollectOptions(command=["x"], steps=(1, 2, 3))
+    env = launch.worker_env({"PYTHONPATH": "/mine", "NCCL_DEBUG": "WARN"}, tmp_path, opts)
     assert env["NCCL_DEBUG"] == "WARN" and env["NCCL_DEBUG_SUBSYS"] == "INIT,NET,ENV"
     assert env["NCCL_DEBUG_FILE"] == str(tmp_path / "nccl" / "%h.%p.log")
     assert env["PYTHONPATH"] == os.pathsep.join([str(tmp_path / ".tracelens"), "/mine"])
@@ -108,13 +108,13 @@ def test_worker_env_sets_nccl_logging_unless_the_user_did(tmp_path):
 
 
 def test_nccl_logging_that_hides_the_transport_is_noted(tmp_path):
-    opts = runner.CollectOptions(command=["x"], steps=(1, 2, 3))
-    assert runner.nccl_logging_notes(runner.worker_env({}, tmp_path, opts)) == []
-    (warn,) = runner.nccl_logging_notes(runner.worker_env({"NCCL_DEBUG": "WARN"}, tmp_path, opts))
+    opts = launch.CollectOptions(command=["x"], steps=(1, 2, 3))
+    assert launch.nccl_logging_notes(launch.worker_env({}, tmp_path, opts)) == []
+    (warn,) = launch.nccl_logging_notes(launch.worker_env({"NCCL_DEBUG": "WARN"}, tmp_path, opts))
     assert warn.startswith("NCCL_DEBUG=WARN (set by you)")
-    (narrow,) = runner.nccl_logging_notes({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "COLL"})
+    (narrow,) = launch.nccl_logging_notes({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "COLL"})
     assert "leaves out INIT or NET" in narrow
-    assert runner.nccl_logging_notes({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "ALL"}) == []
+    assert launch.nccl_logging_notes({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "ALL"}) == []
 
 
 # --------------------------------------------------------------------------- errors and exit codes
@@ -136,10 +136,10 @@ def test_a_launcher_not_on_path_says_where_it_looked_and_what_works(tmp_path, ca
     venv.mkdir(parents=True)
     (venv / "torchrun").write_text("#!/bin/sh\n")
     (venv / "torchrun").chmod(0o755)
-    message = runner.not_found("torchrun", path=str(empty), python=str(venv / "python"))
+    message = launch.not_found("torchrun", path=str(empty), python=str(venv / "python"))
     assert message.endswith(f"the environment tracelens runs from has it: give its path ({venv / 'torchrun'}) or "
                             "activate that environment")
-    assert runner.not_found("./train.sh", path="") == "command not found: ./train.sh (no executable file at that path)"
+    assert launch.not_found("./train.sh", path="") == "command not found: ./train.sh (no executable file at that path)"
 
 
 def test_usage_errors_exit_2(tmp_path, capsys, monkeypatch):
@@ -250,7 +250,7 @@ def test_manifest_says_how_a_rank_ended_and_after_how_many_steps(tmp_path):
     # Worker records as the agent leaves them: rank 0 was killed mid-run (its record still says "running"
     # with the 0 steps of its first write; its step counter had reached 5); rank 1 ran its exit handlers
     # after a SIGTERM at step count 1. Schedule wait=2, warmup=1, active=3.
-    plan = runner.plan(runner.CollectOptions(command=[PY, "-c", "pass"], out=tmp_path / "run", steps=(2, 1, 3)))
+    plan = launch.plan(launch.CollectOptions(command=[PY, "-c", "pass"], out=tmp_path / "run", steps=(2, 1, 3)))
     workers = plan.run_dir / "workers"
     base = {"status": "running", "steps_seen": 0, "trace": None, "partial": False, "updated_at": 1.0,
             "host": "vm", "world_size": 2, "exited": False, "exit_signal": None}
@@ -258,7 +258,7 @@ def test_manifest_says_how_a_rank_ended_and_after_how_many_steps(tmp_path):
     (workers / "rank0.11.steps").write_text("5           \n")
     (workers / "rank1.12.json").write_text(json.dumps({**base, "rank": 1, "pid": 12, "status": "no-trace",
                                                        "steps_seen": 1, "exited": True, "exit_signal": "SIGTERM"}))
-    m = runner.write_manifest(plan, 137, 0.0, 1.0, [], interrupted=True,
+    m = manifest.write_manifest(plan, 137, 0.0, 1.0, [], interrupted=True,
                               signals_sent=["SIGINT", "SIGTERM", "SIGKILL"], killed_by="SIGKILL")
     assert [(r["end"], r["signal"], r["steps_seen"]) for r in m["ranks"]] == [("killed", "SIGKILL", 5),
                                                                              ("exited", "SIGTERM", 1)]

@@ -227,7 +227,7 @@ def test_run_view_draws_that_runs_dimensions(session):
     lambda s: callbacks.strip_figure(s, 0, {"step": 3}),
 ])
 def test_a_value_the_page_never_sends_is_invalid(session, call):
-    with pytest.raises(app_module.Invalid):
+    with pytest.raises(guard.Invalid):
         call(session)
 
 

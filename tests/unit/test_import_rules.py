@@ -288,3 +288,79 @@ def test_the_name_rule_catches_a_repeated_module(tmp_path):
     repeated = {name: places for name, places in _names(tmp_path).items() if len(places) > 1}
     assert repeated == {"timeline": ["tracelens/renderers/timeline.py", "tracelens/timeline.py"],
                         "tools": ["tools/", "tracelens/tools/"]}
+
+
+# ------------------------------------------------------------------------------------------ circles
+
+def _graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the modules it imports, wherever the import stands (in a function, under TYPE_CHECKING):
+    a circle broken by a late import is a circle too. ``from package import name`` is an edge to the
+    module ``package.name`` when there is one, else to the package."""
+    modules = {}
+    for folder in INSTALLED:
+        for path in _modules(folder, root):
+            rel = path.relative_to(root).with_suffix("")
+            parts = ["tracelens", *rel.parts] if rel.parts[0] in ("collectors", "dashboards") else list(rel.parts)
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for module, path in modules.items():
+        package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        names = []
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                mod = ".".join([*base, node.module] if node.module else base)
+                names += [f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod for a in node.names]
+        graph[module] = {t for t in map(known, names) if t and t != module}
+    return graph
+
+
+def _circles(root: Path = ROOT) -> list[list[str]]:
+    """The groups of modules that reach each other through their imports (Tarjan's strongly connected
+    components), each sorted."""
+    graph, index, low, stack, on, out = _graph(root), {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while not group or group[-1] != v:
+                group.append(stack.pop())
+                on.discard(group[-1])
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circles():
+    # Two modules that need each other's names have a third below both that holds them (docs/architecture.md).
+    assert _circles() == []
+
+
+def test_the_circle_rule_sees_a_late_import(tmp_path):
+    fake = tmp_path / "collectors"
+    fake.mkdir()
+    (fake / "runner.py").write_text("from .manifest import write_manifest\n")
+    (fake / "manifest.py").write_text("def f():\n    from .runner import split_launcher\n")
+    (fake / "agent.py").write_text("from . import runner\n")
+    assert _circles(tmp_path) == [["tracelens.collectors.manifest", "tracelens.collectors.runner"]]

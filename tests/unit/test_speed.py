@@ -70,14 +70,14 @@ def test_one_blas_thread_leaves_numpy_one_thread_and_the_users_environment_alone
 
 
 def test_a_collected_job_gets_the_environment_the_user_had(tmp_path, monkeypatch):
-    from tracelens.collectors import runner
+    from tracelens.collectors import launch
 
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
     monkeypatch.setattr(_speed, "_SET_HERE", set())
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")         # as one_blas_thread sets it in the console script
     _speed._SET_HERE.add("OPENBLAS_NUM_THREADS")
-    plan = runner.plan(runner.CollectOptions(command=[sys.executable, "-c", "pass"], out=tmp_path / "run"))
+    plan = launch.plan(launch.CollectOptions(command=[sys.executable, "-c", "pass"], out=tmp_path / "run"))
     assert "OPENBLAS_NUM_THREADS" not in plan.env and plan.env["NCCL_DEBUG"] == "INFO"
     _speed._SET_HERE.clear()                                  # the user's own setting is passed on
-    plan = runner.plan(runner.CollectOptions(command=[sys.executable, "-c", "pass"], out=tmp_path / "run2"))
+    plan = launch.plan(launch.CollectOptions(command=[sys.executable, "-c", "pass"], out=tmp_path / "run2"))
     assert plan.env["OPENBLAS_NUM_THREADS"] == "1"

@@ -37,14 +37,14 @@ def collect(profiler, out, steps, with_stack, force, no_report, color, command) 
     \b
         tracelens collect --out runs/exp7 -- torchrun --nproc-per-node 8 train.py
     """
-    from ..collectors import runner
+    from ..collectors import launch, runner
     from ..renderers.common import size
     from ..model.rundir_layout import MANIFEST, REPORT
 
-    options = runner.CollectOptions(
+    options = launch.CollectOptions(
         command=list(command), out=Path(out) if out else None, profiler=profiler, with_stack=with_stack,
-        force=force, steps=runner.parse_steps(steps) if steps else runner.DEFAULT_STEPS, steps_given=bool(steps))
-    plan = runner.plan(options)
+        force=force, steps=launch.parse_steps(steps) if steps else launch.DEFAULT_STEPS, steps_given=bool(steps))
+    plan = launch.plan(options)
     say(f"tracelens: collecting into {plan.run_dir}/ ({profiler}; steps wait,warmup,active = "
         f"{','.join(map(str, options.steps))})")
 
