@@ -13,9 +13,16 @@ from tracelens.renderers import across_ranks, figures
 MAX_COLLECTIVES = 5_000     # rows sent to the collectives grid (the most exposed); the Report keeps them all
 CARD = {"background": "#f3f5f8", "padding": "6px 12px", "borderRadius": "4px"}
 SECTION = {"marginTop": "24px"}
-MS_FORMAT = {"function": "d3.format('.6f')(params.value)"}    # ns precision, as in every other view
+# Times in ms with three decimals, as every other output prints them (the exact value is in the Report).
+MS_FORMAT = {"function": "params.value == null ? '' : d3.format('.3f')(params.value)"}
+# Sizes in IEC units, as every other output (docs/metrics.md, "Units"); the exact bytes on hover.
+BYTES_FORMAT = {"function": "params.value == null ? '' : params.value < 1024 ? params.value + ' B' : "
+                            "params.value < 1048576 ? d3.format('.1f')(params.value / 1024) + ' KiB' : "
+                            "params.value < 1073741824 ? d3.format('.1f')(params.value / 1048576) + ' MiB' : "
+                            "d3.format('.1f')(params.value / 1073741824) + ' GiB'"}
 GRID = {"sortable": True, "filter": True, "resizable": True}
 PICK = "Click a heatmap cell (or a finding) to see that rank and step."
+WRAP = {"wrapText": True, "autoHeight": True, "cellStyle": {"wordBreak": "normal", "lineHeight": "1.35"}}
 
 
 def page(session) -> html.Div:
@@ -56,20 +63,23 @@ def page(session) -> html.Div:
                 dcc.Checklist(id="severity", inline=True, value=list(SEVERITIES), options=list(SEVERITIES)),
                 dcc.Input(id="find-text", type="text", placeholder="filter text", debounce=True),
             ]),
+            # Every title reads in full and the detail and advice wrap; the grid is tall and its text compact,
+            # so that 8 findings show at once in a 1600x1000 window (tests/browser).
             dag.AgGrid(id="findings", rowData=findings_grid(first), getRowId="params.data.row_id",
                        columnDefs=[
-                {"field": "severity", "width": 110}, {"field": "id", "width": 140}, {"field": "rank", "width": 90},
-                {"field": "step", "width": 90}, {"field": "title", "flex": 2}, {"field": "detail", "flex": 3,
-                                                                             "wrapText": True, "autoHeight": True},
-                {"field": "advice", "flex": 2, "wrapText": True, "autoHeight": True}],
+                {"field": "severity", "width": 95}, {"field": "id", "hide": True}, {"field": "rank", "width": 72},
+                {"field": "step", "width": 72}, {"field": "title", "flex": 2, **WRAP}, {"field": "detail", "flex": 4, **WRAP},
+                {"field": "advice", "flex": 3, **WRAP}],
                 defaultColDef=GRID, dashGridOptions={"pagination": True, "paginationPageSize": 20},
-                style={"height": "420px"}),
+                style={"height": "860px", "--ag-font-size": "12px", "--ag-cell-horizontal-padding": "6px",
+                       "lineHeight": "1.35"}),
         ]),
         html.Div(style=SECTION, children=[
             html.H3(f"Collectives (the {MAX_COLLECTIVES:,} most exposed)"),
             dag.AgGrid(id="collectives", rowData=figures.collectives_rows(first, MAX_COLLECTIVES), columnDefs=[
                 {"field": "rank", "width": 90}, {"field": "step", "width": 90}, {"field": "op", "width": 140},
-                {"field": "name", "flex": 2}, {"field": "bytes", "filter": "agNumberColumnFilter"},
+                {"field": "name", "flex": 2}, {"field": "bytes", "filter": "agNumberColumnFilter",
+                                                 "valueFormatter": BYTES_FORMAT, "tooltipField": "bytes"},
                 {"field": "duration_ms", "headerName": "duration (ms)", "filter": "agNumberColumnFilter",
                  "valueFormatter": MS_FORMAT},
                 {"field": "exposed_ms", "headerName": "exposed (ms)", "filter": "agNumberColumnFilter",

@@ -82,9 +82,13 @@ def test_dashboard_renders_and_a_click_opens_the_timeline(browser, dashboard_url
     # wfbp_100's summary (tests/golden/wfbp_100/report.json): no kernel ran alone often enough to compare, so
     # the tax is unknown; exposed comm 12.6 ms, all of it effective.
     assert "overlap tax\nn/a" in head and "effective exposed\n12.600 ms" in head
-    # the most exposed collective first, its exposed time in ms to the nanosecond (the Report's number)
+    # the most exposed collective first, its exposed time in ms with three decimals as every output prints it,
+    # its size in IEC units (wfbp_100's buckets: 25 MiB) with the exact bytes on hover
     cells = _wait(browser, "#collectives .ag-center-cols-container .ag-row[row-index='0'] [col-id='exposed_ms']")
-    assert cells[0].text == f"{EXPOSED_TOP_NS * 1e-6:.6f}"
+    assert cells[0].text == f"{EXPOSED_TOP_NS * 1e-6:.3f}"
+    size = browser.find_element("css selector",
+                                "#collectives .ag-center-cols-container .ag-row[row-index='0'] [col-id='bytes']")
+    assert size.text.endswith("MiB"), size.text
     # the collective strip of step 2: wfbp_100 matches both ranks' 100 all-reduces a step (one lane each)
     _wait(browser, "#strip .scatterlayer .trace")
     assert "Collective strip on the aligned clock (step 2)" in browser.find_element("css selector", "#strip").text
@@ -131,6 +135,32 @@ def test_the_verdict_card_opens_the_culprits_timeline(browser):
     assert "refused" not in proc.output[0] and "Traceback" not in proc.output[0]
 
 
+def test_eight_findings_read_in_full_in_a_1600_by_1000_window(browser):
+    """The straggler sample has 14 findings (4 ranks x 3 steps of sawtooth, the straggler, the clocks): in a
+    1600x1000 window, with the grid scrolled to the top of the screen, at least 8 rows show whole, and no title
+    is cut (each cell's text fits its cell)."""
+    with running_dashboard(str(SAMPLES / "straggler")) as (proc, url):
+        browser.set_window_size(1600, 1000)
+        try:
+            browser.get(url)
+            grid = _wait(browser, "#findings .ag-center-cols-container .ag-row", 8) and \
+                browser.find_element("css selector", "#findings")
+            browser.execute_script("arguments[0].scrollIntoView({block: 'start'})", grid)
+            from selenium.webdriver.support.ui import WebDriverWait
+            WebDriverWait(browser, WAIT).until(lambda d: "straggler" in grid.text)
+            height = browser.execute_script("return window.innerHeight")
+            rows = browser.find_elements("css selector", "#findings .ag-center-cols-container .ag-row")
+            whole = [r for r in rows if 0 <= r.rect["y"] - browser.execute_script("return window.scrollY")
+                     and r.rect["y"] + r.rect["height"] - browser.execute_script("return window.scrollY") <= height]
+            assert len(whole) >= 8, (len(whole), height)
+            for cell in browser.find_elements("css selector", "#findings .ag-center-cols-container [col-id='title']"):
+                assert browser.execute_script("return arguments[0].scrollHeight <= arguments[0].clientHeight + 1 "
+                                              "&& arguments[0].scrollWidth <= arguments[0].clientWidth + 1", cell)
+            grid.screenshot(str(ARTIFACTS / "dashboard-findings.png"))
+        finally:
+            browser.set_window_size(1400, 1000)
+
+
 def test_html_report_renders_from_disk_offline(browser, tmp_path):
     out = tmp_path / "report.html"
     subprocess.run([sys.executable, "-c", "from tracelens.cli import run; run()", "report", SAMPLE, "--format",
@@ -147,6 +177,8 @@ def test_html_report_renders_from_disk_offline(browser, tmp_path):
         assert len(graphs[1].find_elements("css selector", ".barlayer .point")) == 10
         assert graphs[2].find_elements("css selector", ".hm, image")
         assert browser.execute_script("return typeof Plotly") == "object"
+        # A file has no timeline: its heatmap promises none.
+        assert "click a cell" not in browser.page_source
         browser.save_screenshot(str(ARTIFACTS / "report-html.png"))
         assert _severe(browser) == []
     finally:

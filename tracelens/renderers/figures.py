@@ -199,8 +199,10 @@ def heatmap_grid(report: Report, metric: str = "exposed_comm_fraction"):
     return ranks, steps, z
 
 
-def heatmap(report: Report, metric: str = "exposed_comm_fraction"):
-    """Rank × step heatmap: one trace, one image at any size. A cell's customdata is [rank, step]."""
+def heatmap(report: Report, metric: str = "exposed_comm_fraction", clickable: bool = True):
+    """Rank × step heatmap: one trace, one image at any size. A cell's customdata is [rank, step].
+    ``clickable``: the title says that a click opens the cell's timeline (the dashboard; an HTML file has no
+    timeline to open)."""
     go = plotly_go()
     ranks, steps, z = heatmap_grid(report, metric)
     label, unit, fmt = HEATMAP_METRICS[metric]
@@ -218,7 +220,8 @@ def heatmap(report: Report, metric: str = "exposed_comm_fraction"):
     fig = go.Figure(go.Heatmap(
         z=grid, x=xs, y=ranks, colorscale=scale, colorbar={"title": {"text": unit}}, **limits,
         hovertemplate=f"rank %{{y}}, step %{{x}}<br>{label}: %{{z:{fmt}}} {unit}<extra></extra>"))
-    fig.update_layout(title={"text": f"{label.capitalize()} per rank and step (click a cell for its timeline)"},
+    click = " (click a cell for its timeline)" if clickable else ""
+    fig.update_layout(title={"text": f"{label.capitalize()} per rank and step{click}"},
                       xaxis={"title": "step", "type": "category"},
                       yaxis={"title": "rank", "autorange": "reversed",
                              "type": "category" if len(ranks) <= MAX_BARS else "linear"},

@@ -37,7 +37,7 @@ def plotly_js() -> str:
 
 def render(report: Report, *, top: int = TOP_COLLECTIVES) -> str:
     js = plotly_js()
-    figs = [figures.verdict_bar(report), figures.budget(report), figures.heatmap(report, "exposed_comm_fraction"),
+    figs = [figures.verdict_bar(report), figures.budget(report), figures.heatmap(report, "exposed_comm_fraction", clickable=False),
             figures.dimensions(report)]
     steps = across_ranks.strip_steps(report)       # the strip of the first step: a file has no step selector
     strip = across_ranks.strip(report, steps[0]) if steps else None
