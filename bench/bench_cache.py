@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 import tracelens  # noqa: E402
 from tracelens import cache  # noqa: E402
 from tracelens.model.table import Labels, Table  # noqa: E402
+from tracelens.options import ReportOptions  # noqa: E402
 from tracelens.parsers import cache_options  # noqa: E402
 
 DEFAULT = ROOT.parent / "shared/corpus/hta/df_index_resolver/df_index_resolver.json.gz"
@@ -139,14 +140,14 @@ def main() -> int:
         tmp = Path(tmp)
         os.environ[cache.CACHE_ENV] = str(tmp / "cache")
         (trace,) = tracelens.load(str(a.trace), jobs=0, cache=False)
-        options = cache_options((), None)
-        cache.put(a.trace, options, [trace])
-        entry = cache.entry_path(cache.key(a.trace, options))
+        key = cache.TABLES.key(a.trace, cache_options(ReportOptions()))
+        cache.TABLES.put(key, [trace])
+        entry = cache.TABLES.entry(key)
         npy_write(tmp / "npy", trace)
         for how in ("uncompressed", "lz4", "parquet"):
             arrow_write(tmp / how, trace, how)
         candidates = {
-            "tracelens entry (raw buffers, CRC)": (entry, lambda: cache.get(a.trace, options)),
+            "tracelens entry (raw buffers, CRC)": (entry, lambda: cache.TABLES.get(key)),
             "npy per column": (tmp / "npy", lambda: npy_read(tmp / "npy")),
             "Arrow IPC uncompressed": (tmp / "uncompressed", lambda: arrow_read(tmp / "uncompressed", trace,
                                                                                  "uncompressed")),

@@ -9,17 +9,19 @@
     gate(paths, ...)              -> GateResult          the CI gate: rules, config, baseline
 
 Nothing heavy is imported at module level: a report finds its inputs and forks its workers before numpy,
-the parsers and the analyzers are imported (see forked.py), so that the workers import them on their own
+the parsers and the analyzers are imported (see pool.py), so that the workers import them on their own
 cores while this process does.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
-from .errors import UsageError
+from .errors import InputError, UsageError
+from .options import ReportOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     from .analyzers import Context, RankAnalysis, Thresholds
@@ -27,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .model import RankTrace
     from .contract import Report
     from .model.nccl_records import NcclInputs
+    from .parsers import Inputs
 
 THRESHOLDS_ENV = "TRACELENS_THRESHOLDS"   # "name=value,name=value": between the config file and the flags
 CONFIG_ENV = "TRACELENS_CONFIG"           # the config file to read when no --config is given
@@ -51,49 +54,57 @@ def load(paths, *, comm_patterns: Iterable[str] = (), step_nvtx: str | None = No
     workers run and before parsing (what it does overlaps the decoding); ``cache``: read and fill the warm
     cache (None: on unless ``TRACELENS_NO_CACHE`` is set; see :mod:`tracelens.cache`).
     """
+    # lazy: the parsers, which only the commands that read traces need
     from .parsers import discover
 
-    return _load(discover(_paths(paths)), comm_patterns, step_nvtx, jobs, on_file, prepare, cache)
+    files = discover(_paths(paths))
+    return load_with(files, _options(comm_patterns=comm_patterns, step_nvtx=step_nvtx, jobs=jobs, cache=cache),
+                     on_file=on_file, prepare=prepare)
 
 
-def _load(files, comm_patterns, step_nvtx, jobs, on_file, prepare, cache=None) -> list[RankTrace]:
-    from . import cache as warm
-    from .parsers import cache_options, start_decoding
+def load_with(files: Inputs, options: ReportOptions, *, on_file: Callable[[Path, int, int], None] | None = None,
+              prepare: Callable[[], object] | None = None) -> list[RankTrace]:
+    """:func:`load` of discovered ``files`` with the options as one value."""
+    # lazy: the parsers, which only the commands that read traces need
+    from .parsers import load_files, start_decoding
 
-    use_cache = warm.enabled(cache)
-    options = cache_options(tuple(comm_patterns), step_nvtx)
-    pool = start_decoding(files, jobs, held=(lambda f: warm.has(f, options)) if use_cache else None)
+    options = _settled(options)
+    decoding = start_decoding(files, options)
     try:
         if prepare is not None:
             prepare()
-        from .parsers import load_files
-
-        return load_files(files, tuple(comm_patterns), _counting(on_file, len(files)), step_nvtx, pool=pool,
-                          cache=use_cache)
+        return load_files(files, options, on_file, decoding)
     finally:
-        if pool is not None:
-            pool.close()
+        if decoding is not None:
+            decoding.close()
+
+
+def _options(*, comm_patterns: Iterable[str] = (), step_nvtx: str | None = None, **rest) -> ReportOptions:
+    """The keywords of the public functions as one value: ``step_nvtx`` is ``step_pattern`` inside."""
+    return ReportOptions(comm_patterns=tuple(comm_patterns), step_pattern=step_nvtx, **rest)
+
+
+def _settled(options: ReportOptions) -> ReportOptions:
+    """The options with the cache's switch settled: given, else ``TRACELENS_NO_CACHE``, read once here."""
+    # lazy: the cache's pickle and zlib, at the first report
+    from . import cache as warm
+
+    return options.resolved(warm.enabled(options.cache))
 
 
 def nccl_inputs(paths, traces: list[RankTrace] = ()) -> NcclInputs:
     """The NCCL logs under ``paths`` (and those the traces' run manifests list), parsed, with the NCCL
     settings recorded for the traces: what the network transport verdict reads besides bandwidth."""
+    # lazy: the parsers, which only the commands that read traces need
     from .parsers import discover, nccl
 
     files = discover(_paths(paths))
     return nccl.inputs(files.nccl_logs, files.logs_skipped, traces, files.outside)
 
 
-def _counting(on_file, total: int):
-    """The parsers' per-file callback, numbering the files for ``on_file(path, n, total)``."""
-    if on_file is None:
-        return None
-    count = iter(range(1, total + 1))
-    return lambda path: on_file(path, next(count), total)
-
-
 def context(thresholds: Thresholds | None = None) -> Context:
     """The context every rank's analysis and the combine share."""
+    # lazy: numpy and the analyzers, after the workers are forked
     from .analyzers import Context, Thresholds
 
     return Context(thresholds or Thresholds())
@@ -101,6 +112,7 @@ def context(thresholds: Thresholds | None = None) -> Context:
 
 def analyze_rank(trace: RankTrace, ctx: Context | None = None) -> RankAnalysis:
     """One rank's metrics, findings, warnings and collective instances; the trace can be dropped after."""
+    # lazy: numpy and the analyzers
     from .analyzers import analyze_rank as _analyze_rank
 
     return _analyze_rank(trace, ctx or context())
@@ -110,6 +122,7 @@ def combine(analyses: Iterable[RankAnalysis], ctx: Context | None = None, *, ncc
             ) -> Report:
     """The Report of a run from its ranks' analyses, in any order (each rank once); ``nccl``: its NCCL logs
     and settings (:func:`nccl_inputs`) for the network transport verdict."""
+    # lazy: numpy and the analyzers
     from .analyzers import combine as _combine
 
     return _combine(analyses, ctx or context(), nccl=nccl)
@@ -138,31 +151,43 @@ def report(paths, *, thresholds: Thresholds | Iterable[str] | None = None, comm_
     (``use_config``/``config``) and ``TRACELENS_THRESHOLDS`` (see :func:`thresholds`). A bad threshold is
     reported before the (slow) parse. ``cache``: as for :func:`load`.
 
-    Each file is analysed and dropped before the next (:mod:`.executors`): ``executor`` ``"local"`` (this
-    process, ``jobs`` decode workers) or ``"dask"`` (``workers`` on a LocalCluster, or the cluster at
+    Each file is analysed and dropped before the next (:mod:`.pipeline`): ``executor`` ``"local"`` (this
+    process and ``jobs`` worker processes) or ``"dask"`` (``workers`` on a LocalCluster, or the cluster at
     ``scheduler``); ``on_done(tally)`` after each file (:class:`.executors.Tally`: files, ranks, bytes done).
     """
+    given = thresholds if thresholds is None or hasattr(thresholds, "with_overrides") else tuple(thresholds)
+    options = _options(comm_patterns=comm_patterns, step_nvtx=step_nvtx, cache=cache, thresholds=given,
+                       config=None if config is None else str(config), use_config=use_config, jobs=jobs,
+                       executor=executor, workers=workers, scheduler=scheduler)
+    return report_with(paths, options, on_file=on_file, on_done=on_done, env=env)
+
+
+def report_with(paths, options: ReportOptions, *, on_file: Callable[[Path, int, int], None] | None = None,
+                on_done: Callable | None = None, env: Mapping[str, str] | None = None) -> Report:
+    """:func:`report` with the options as one value, built once by the caller (the CLI) and passed down as
+    it is."""
+    options = _settled(options)
     paths = _paths(paths)
-    limits = _as_thresholds(thresholds, config, use_config, env)
+    limits = _as_thresholds(options.thresholds, options.config, options.use_config, env)
     if len(paths) == 1 and paths[0].lower().endswith(".json"):
-        # Only here: the contract's import (msgspec, 10-20 ms) would delay the workers of every other report.
+        # lazy: msgspec (10-20 ms), which would delay the workers of every other report
         from .contract import is_report_file, read_report
 
         if is_report_file(paths[0]):
             limits()        # a bad threshold is an error here too, though a saved report is not re-analysed
             return read_report(paths[0])
+    # lazy: the parsers, which only the commands that read traces need
     from .parsers import discover
 
     files = discover(paths)
     if not files:           # NCCL logs alone: nothing to analyse rank by rank
-        from .parsers import nccl
+        from .parsers import nccl  # lazy: the NCCL log parser, for logs alone
 
         return analyze([], limits(), nccl=nccl.inputs(files.nccl_logs, files.logs_skipped, [], files.outside))
-    from . import cache as warm, executors
+    # lazy: the pipeline (parsers, cache, pool), which a saved report and the other commands do not need
+    from . import pipeline
 
-    return executors.report(files, lambda: context(limits()), comm_patterns=comm_patterns, step_pattern=step_nvtx,
-                            jobs=jobs, on_file=_counting(on_file, len(files)), executor=executor,
-                            workers=workers, scheduler=scheduler, on_done=on_done, cache=warm.enabled(cache))
+    return pipeline.report(files, options, lambda: context(limits()), on_file=on_file, on_done=on_done)
 
 
 def _as_thresholds(given, config, use_config: bool, env) -> Callable[[], Thresholds]:
@@ -185,6 +210,7 @@ def config_file(config: str | Path | None = None, *, env: Mapping[str, str] | No
     """The config file to read: ``config`` when given, else ``TRACELENS_CONFIG``, else the nearest
     ``tracelens.toml`` (or ``pyproject.toml`` with a ``[tool.tracelens]`` table) from the working directory up.
     A named file that does not exist is a usage error."""
+    # lazy: the gate's config reader (tomllib), for a report that reads a config file
     from .gate import find_config
 
     env = os.environ if env is None else env
@@ -203,8 +229,9 @@ def thresholds(flags: Iterable[str] = (), *, config: str | Path | None = None, u
     ``[thresholds]`` (tracelens.toml) or ``[tool.tracelens.thresholds]`` (pyproject.toml) table;
     ``TRACELENS_THRESHOLDS="name=value,..."``; ``flags`` (``NAME=VALUE``). Unknown names and bad values are
     usage errors naming where they came from."""
+    # lazy: the analyzers (numpy) and the gate's config reader (tomllib)
     from .analyzers import Thresholds
-    from .gate import read_table
+    from .gate import read_table  # lazy: tomllib
 
     env = os.environ if env is None else env
     th = Thresholds()
@@ -232,6 +259,7 @@ def gate_config(rules: Mapping[str, object] | None = None, *, config: str | Path
                 use_config: bool = True, env: Mapping[str, str] | None = None) -> tuple[GateConfig, str]:
     """The gate's rules: the config file's gate table, then ``rules`` (flags; None values are not given),
     checked. Returns the config and where it came from (for messages)."""
+    # lazy: the gate's config reader (tomllib), for the gate command only
     from .gate import GateConfig, load_config
 
     path = config_file(config, env=env) if use_config else None
@@ -252,6 +280,7 @@ def baseline(config: GateConfig, *, thresholds=None, comm_patterns: Iterable[str
                       cache=cache)
         return gating.Baseline(gating.step_frame(base), config.baseline), []
     if config.history:
+        # lazy: sqlite3, for a gate against the history only
         from .history_db import baseline_from
 
         found, why = baseline_from(config.history, config.against)
@@ -262,8 +291,6 @@ def baseline(config: GateConfig, *, thresholds=None, comm_patterns: Iterable[str
 def _gate_module():
     """The ``tracelens.gate`` package. ``from . import gate`` is not it in a fresh process: the package's lazy
     ``tracelens.gate`` attribute (this module's :func:`gate`) answers before the subpackage is imported."""
-    import importlib
-
     return importlib.import_module(".gate", __package__)
 
 
@@ -296,8 +323,8 @@ def step_timeline(rep: Report, rank: int, step: int | None, *, comm_patterns: It
     """The timeline of one rank and step of ``rep`` (a :class:`~tracelens.model.step_timeline.StepTimeline`): only the
     rank's own input file is read, and only files the Report names as its inputs. UsageError when the rank or
     step is not in the Report or its trace cannot be found."""
+    # lazy: numpy and the analyzers, for the dashboard's drill-down only
     from .analyzers.rank.lanes import MAX_SHAPES, step_timeline as _timeline
-    from .errors import InputError
 
     if not any(r.rank == rank and any(s.step == step for s in r.steps) for r in rep.ranks):
         raise UsageError(f"the report has no rank {rank} with step {step}")
@@ -316,6 +343,7 @@ def step_timeline(rep: Report, rank: int, step: int | None, *, comm_patterns: It
 
 def history_runs(db: str | Path, label: str | None = None, limit: int = 1000) -> list[dict]:
     """The runs of a history database (summary metrics, label, commit, time, source), oldest first."""
+    # lazy: sqlite3, for the history only
     from .history_db import list_runs, open_db
 
     with open_db(db, create=False) as handle:

@@ -195,7 +195,7 @@ def test_every_command_is_its_own_small_module():
 def test_workers_start_before_heavy_imports(tmp_path):
     """`tracelens report` of several files forks its workers before it imports numpy, msgspec, the contract,
     the analyzers, the NCCL log patterns or rich: each worker imports what it needs on its own core while
-    this process does the same (tracelens/forked.py). An import moved in front of the fork delays every
+    this process does the same (tracelens/pool.py). An import moved in front of the fork delays every
     cold report by its cost (pandas, once: 50 ms on the 54 MB bench trace)."""
     heavy = ("pandas", "rich", "numpy", "msgspec", "subprocess", "tracelens.contract", "tracelens.analyzers",
              "tracelens.parsers.nccl.debug_log", "tracelens.parsers.kineto.decode")

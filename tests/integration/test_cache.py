@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import tracelens
-from tracelens import api, cache
+from tracelens import api, cache, cache_files
 from tracelens.cli import main
 from tracelens.parsers import kineto, nsys
 from tracelens.renderers import render
@@ -174,8 +174,8 @@ def test_an_entry_of_another_key_is_not_used(tmp_path, root, parses):
     a, b = trace_file(tmp_path / "a", n=2), trace_file(tmp_path / "b", n=5)
     load(a)
     load(b)
-    ea = cache.entry_path(cache.key(a, _options()))
-    eb = cache.entry_path(cache.key(b, _options()))
+    ea = cache.TABLES.entry(cache.TABLES.key(a, _options()))
+    eb = cache.TABLES.entry(cache.TABLES.key(b, _options()))
     da, db = ea.read_bytes(), eb.read_bytes()
     ea.write_bytes(db)
     eb.write_bytes(da)
@@ -184,9 +184,10 @@ def test_an_entry_of_another_key_is_not_used(tmp_path, root, parses):
 
 
 def _options():
+    from tracelens.options import ReportOptions
     from tracelens.parsers import cache_options
 
-    return cache_options((), None)
+    return cache_options(ReportOptions())
 
 
 def test_least_recently_used_entries_go_first(tmp_path, root, parses, monkeypatch):
@@ -198,7 +199,7 @@ def test_least_recently_used_entries_go_first(tmp_path, root, parses, monkeypatc
     e0 = entries(root)[0]
     os.utime(e0, (PAST, PAST))
     load(paths[1])
-    e1 = cache.entry_path(cache.key(paths[1], _options()))
+    e1 = cache.TABLES.entry(cache.TABLES.key(paths[1], _options()))
     os.utime(e1, (PAST + 1, PAST + 1))
     load(paths[0])                                   # a hit: paths[0] is now the most recently used
     assert e0.stat().st_mtime > PAST + 1
@@ -221,7 +222,7 @@ def test_an_interrupted_write_leaves_no_entry(tmp_path, root, parses, monkeypatc
     (root / "tables" / ".old.tmp").write_bytes(b"x")
     os.utime(root / "tables" / ".old.tmp", (PAST - 10, PAST - 10))
     (root / "tables" / ".live.tmp").write_bytes(b"x")
-    monkeypatch.setattr(cache, "_usage", None)      # as in the next process: it looks at the folder afresh
+    monkeypatch.setattr(cache_files, "_usage", None)      # as in the next process: it looks at the folder afresh
     load(path)
     load(path)
     assert parses == [path, path]                    # interrupted, then parsed and cached once
@@ -336,7 +337,7 @@ def test_warm_report_is_byte_identical_to_cold(case, tmp_path, root, monkeypatch
     monkeypatch.setattr(kineto, "parse", refuse)
     monkeypatch.setattr(nsys, "parse", refuse)
     assert render(api.report(case), "json") == cold                     # the Report layer
-    monkeypatch.setattr(cache, "get_report", lambda k: None)
+    monkeypatch.setattr(cache.REPORTS, "get", lambda k: None)
     assert render(api.report(case), "json") == cold                     # the analysis layer, combined again
 
 
@@ -404,7 +405,7 @@ def analyses(monkeypatch):
     layer is switched off: these tests are of the layer below it, which a report of changed inputs reads."""
     from tracelens.analyzers import rank
 
-    monkeypatch.setattr(cache, "get_report", lambda k: None)
+    monkeypatch.setattr(cache.REPORTS, "get", lambda k: None)
     return counting(monkeypatch, rank, "analyze_rank", lambda trace: trace.meta.rank)
 
 
@@ -624,9 +625,10 @@ def test_a_damaged_report_entry_is_rebuilt(tmp_path, root, combines, damage):
     if damage == "not a report":        # whole and keyed right, but not a Report of this version
         import pickle
 
-        k = cache.report_key([cache.analysis_key(path, ())], ())
+        k = cache.REPORTS.key([cache.ANALYSES.key(path, ())], ())
         (entry_k, _, _) = pickle.loads(blob[16:16 + int.from_bytes(blob[8:16], "little")])
-        cache._write(entry, cache._framed(pickle.dumps((entry_k, b"\x81\xa1x\x01", 0)), []))
+        cache_files.write(entry, cache_files.framed(pickle.dumps((entry_k, b"\x81\xa1x\x01", 0)), []), cache.max_bytes(),
+                          [entry.parent])
         assert k != entry_k             # (the test's own key is not the report's: only the entry's is used)
     else:
         entry.write_bytes(damaged(blob, damage))

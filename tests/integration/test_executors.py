@@ -1,4 +1,4 @@
-"""Report file by file (tracelens/executors.py): the same Report as loading every trace first and analysing
+"""Report file by file (tracelens/pipeline.py, tracelens/executors.py): the same Report as loading every trace first and analysing
 them together (api.load + api.analyze, the reference path), whatever the ranks' numbering needs; and the
 Dask executor's Report byte for byte the local one's."""
 
@@ -98,7 +98,7 @@ def test_dask_report_is_the_local_report_byte_for_byte(tmp_path):
     # No cache: the Report layer would serve the second report whole, and no worker would run.
     local = api.report([run], jobs=0, cache=False).to_json()
     # In a process of its own: a LocalCluster leaves a thread and a child process behind in the process
-    # that started it, and a process with threads forks no report worker after it (tracelens/forked.py).
+    # that started it, and a process with threads forks no report worker after it (tracelens/pool.py).
     code = ("import sys; from tracelens import api; "
             f"sys.stdout.buffer.write(api.report([{str(run)!r}], executor='dask', workers=2, cache=False).to_json())")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300, cwd=ROOT)
@@ -119,7 +119,7 @@ def test_a_repeated_dask_report_is_read_whole_without_a_cluster(tmp_path, monkey
     def no_cluster(*args, **kwargs):
         raise AssertionError("a Dask cluster was started for a report the cache holds")
 
-    monkeypatch.setattr(executors, "_dask", no_cluster)
+    monkeypatch.setattr(executors.Dask, "run", no_cluster)
     assert api.report([run], executor="dask", workers=2).to_json() == first.to_json()
     # Changed thresholds are another Report: this one goes to the workers (here, the stand-in).
     with pytest.raises(AssertionError, match="cluster was started"):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tracelens import pool
 from tracelens.parsers import workers
 from tracelens.parsers.kineto import decode_file
 from tracelens.parsers.kineto.event_columns import DecodedLabels
@@ -47,10 +48,10 @@ def _same(a, b, where: str) -> None:
 def test_every_trace_decoded_by_a_worker_equals_decoding_here():
     files = _kineto_files()
     assert len(files) > 10
-    with workers.DecodePool(files, 2) as pool:
+    with workers.Decoding(files, pool.WorkerPlan(2, pool.can_fork())) as decoding:
         for f in files:
             try:
-                remote = pool.take(f)
+                remote = decoding.take(f)
                 remote_error = None
             except Exception as exc:  # an InputError the worker found: the same must be found here
                 remote, remote_error = None, exc
@@ -68,8 +69,7 @@ def test_every_trace_decoded_by_a_worker_equals_decoding_here():
 
 def test_a_broken_worker_is_seen_by_the_pool(monkeypatch):
     """The check above fails when workers are broken: a worker that cannot run answers nothing."""
-    monkeypatch.setenv(workers.SPAWN_ENV, "1")      # a fresh interpreter, whatever threads this process runs
-    monkeypatch.setattr(workers.sys, "executable", "/nonexistent/python")
+    monkeypatch.setattr(pool.sys, "executable", "/nonexistent/python")
     f = sorted((SAMPLES / "wfbp_100").glob("rank0*"))[0]
-    with workers.DecodePool([f], 1) as pool:
-        assert pool.take(f) is None
+    with workers.Decoding([f], pool.WorkerPlan(1, fork=False)) as decoding:     # a fresh interpreter
+        assert decoding.take(f) is None

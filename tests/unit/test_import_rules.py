@@ -193,11 +193,12 @@ def test_the_model_rule_catches_an_import_from_above(tmp_path):
         "tracelens/model/table.py:2 imports tracelens.parsers.discover"]
 
 
-def test_forked_workers_know_jobs_by_number_only():
-    # tracelens/forked.py runs jobs it is given as functions: it imports nothing of tracelens but its errors,
+def test_pool_workers_know_jobs_by_number_only():
+    # tracelens/pool.py runs jobs it is given as functions: it imports nothing of tracelens but its errors,
     # so that it never decides what a job is (docs/architecture.md).
-    names = [name for _, name in _imports(PACKAGE / "forked.py") if name.startswith("tracelens")]
-    assert names and set(names) <= {"tracelens.errors", "tracelens.errors.TracelensError"}
+    names = [name for _, name in _imports(PACKAGE / "pool.py") if name.startswith("tracelens")]
+    assert names and set(names) <= {"tracelens.errors", "tracelens.errors.TracelensError",
+                                    "tracelens.errors.UsageError"}
 
 
 # ------------------------------------------------------------------------------------------ names

@@ -8,7 +8,7 @@ import click
 
 from ..errors import EXIT_NO_TRACE, TracelensError
 from .report import report_for
-from .terminal import color_option, say, show
+from .terminal import color_option, report_options, say, show
 
 
 @click.command("collect", short_help="Run a training job with every rank profiled.",
@@ -76,7 +76,7 @@ def collect(profiler, out, steps, with_stack, force, no_report, color, command) 
     if no_report:
         return result.exit_code
     try:
-        rep = report_for([str(plan.run_dir)], color=color)
+        rep = report_for([str(plan.run_dir)], report_options(), color=color)
     except TracelensError as exc:
         say(f"tracelens: error: {exc}")
         return result.exit_code or exc.exit_code

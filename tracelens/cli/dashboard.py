@@ -7,7 +7,7 @@ import click
 
 from ..errors import UsageError
 from .report import report_for
-from .terminal import input_options, threshold_option
+from .terminal import input_options, report_options, threshold_option
 
 INSTALL_HINT = "pip install 'tracelens-overlap[dashboard]'"
 NEEDS = ("dash", "plotly", "dash_ag_grid")
@@ -53,7 +53,8 @@ def dashboard(paths, compare, history_db, label, host, port, open_browser, thres
 
     past = api.history_runs(history_db, label) if history_db else None
 
-    runs = [Run("A", report_for(paths, comm_patterns, step_nvtx, thresholds, no_cache=no_cache))]
+    options = report_options(comm_patterns, step_nvtx, thresholds, no_cache)
+    runs = [Run("A", report_for(paths, options))]
     if compare:
-        runs.append(Run("B", report_for(compare, comm_patterns, step_nvtx, thresholds, no_cache=no_cache)))
+        runs.append(Run("B", report_for(compare, options)))
     serve(Session(runs, tuple(comm_patterns), step_nvtx, history=past), host=host, port=port, open_browser=open_browser)

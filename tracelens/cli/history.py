@@ -8,7 +8,8 @@ import click
 
 from ..errors import printable
 from .report import report_for
-from .terminal import FILE_WIDTH, echo_fitted, emit, input_options, terminal_width, threshold_option
+from .terminal import (FILE_WIDTH, echo_fitted, emit, input_options, report_options, terminal_width,
+                       threshold_option)
 
 
 @click.group("history", short_help="Keep past runs for relative gates.")
@@ -37,7 +38,7 @@ def history_add(paths, db, label, commit, thresholds, comm_patterns, step_nvtx, 
     from ..history_db import add_run, open_db
     from ..renderers.common import frac, pct
 
-    report = report_for(paths, comm_patterns, step_nvtx, thresholds, no_cache=no_cache)
+    report = report_for(paths, report_options(comm_patterns, step_nvtx, thresholds, no_cache))
     with open_db(db, create=True) as handle:
         run_id = add_run(handle, report, label=label, commit=commit, source=printable(" ".join(paths), one_line=True))
     s = report.summary

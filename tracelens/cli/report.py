@@ -6,19 +6,16 @@ import click
 
 from .. import api
 from ..errors import UsageError
-from .terminal import (color_option, executor_args, executor_options, input_options, progress, show,
+from ..options import ReportOptions
+from .terminal import (color_option, executor_options, input_options, progress, report_options, show,
                        threshold_option)
 
 
-def report_for(paths, comm_patterns=(), step_nvtx=None, thresholds=(), color=None, quiet=False, run_on=None,
-               no_cache=False):
+def report_for(paths, options: ReportOptions, color=None, quiet: bool = False):
     """The Report for the inputs (a saved ``report.json`` is read back), with progress on a terminal (unless
-    ``quiet``). Every command reads the thresholds of the config file (``api.thresholds``: file < environment <
-    flags). ``run_on``: the executor keywords (:func:`.terminal.executor_args`)."""
+    ``quiet``); ``options``: :func:`.terminal.report_options`."""
     with progress(color, quiet) as bar:
-        return api.report(paths, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx,
-                          on_file=bar, on_done=bar.done if bar else None, use_config=True,
-                          cache=False if no_cache else None, **(run_on or {}))
+        return api.report_with(paths, options, on_file=bar, on_done=bar.done if bar else None)
 
 
 @click.command("report", short_help="Report overlap per rank and step, with diagnoses.")
@@ -48,8 +45,9 @@ def report(paths, fmt, output, force, top, one_rank, ranks_shown, color, thresho
 
         tracelens report runs/ddp_bs32/ --format markdown -o summary.md
     """
-    run_on = executor_args(executor, workers, scheduler)
-    rep = report_for(paths, comm_patterns, step_nvtx, thresholds, color, fmt == "json", run_on, no_cache)
+    options = report_options(comm_patterns, step_nvtx, thresholds, no_cache, executor, workers, scheduler)
+    # No progress bar beside JSON: its readers are scripts, which want nothing on the terminal but errors.
+    rep = report_for(paths, options, color, quiet=fmt == "json")
     if one_rank is not None and all(r.rank != one_rank for r in rep.ranks):
         raise UsageError(f"--rank {one_rank}: no such rank in the report (ranks: "
                          f"{', '.join(str(r.rank) for r in rep.ranks[:20]) or 'none'}"

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError, printable
+from ..options import ReportOptions
 
 # Text that goes to a file, or to a pipe without COLUMNS, has no terminal to fit: the roomy layout.
 FILE_WIDTH = 160
@@ -222,3 +223,13 @@ def executor_args(executor: str, workers: int | None, scheduler: str | None) -> 
     if workers and scheduler:
         raise UsageError("--workers and --scheduler exclude each other (a running cluster has its own workers)")
     return {"executor": executor, "workers": workers, "scheduler": scheduler}
+
+
+def report_options(comm_patterns=(), step_nvtx: str | None = None, thresholds=(), no_cache: bool = False,
+                   executor: str = "local", workers: int | None = None, scheduler: str | None = None
+                   ) -> ReportOptions:
+    """The flags of a command that reads traces, as the one value ``api.report_with`` takes. Every command
+    reads the thresholds of the config file (file < environment < flags)."""
+    return ReportOptions(comm_patterns=tuple(comm_patterns), step_pattern=step_nvtx, thresholds=tuple(thresholds),
+                         use_config=True, cache=False if no_cache else None,
+                         **executor_args(executor, workers, scheduler))

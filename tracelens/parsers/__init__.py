@@ -1,7 +1,7 @@
 """Find trace files and parse them into RankTraces (one per file, one per rank).
 
-Importing this package imports no parser: discovery and the Kineto decode workers start first, so that a
-fresh process decodes while it imports the rest (see :mod:`.workers`).
+Importing this package imports no parser: a fresh process finds its inputs and starts its workers first,
+so that they work while it imports the rest (see :mod:`tracelens.pool`).
 """
 
 from __future__ import annotations
@@ -12,14 +12,17 @@ import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from ..errors import InputError, UsageError, printable
+from .. import cache, pool
+from ..errors import InputError, UsageError
 from ..model.rundir_layout import BOOTSTRAP, NCCL_LOGS
-from . import rundir, walk
+from . import rundir, runs, walk, workers
 from .nccl import LOG_SUFFIXES, maybe_log, sniff
+from .notes import describe_outside, describe_skipped
 
 if TYPE_CHECKING:
     from ..model import RankTrace
-    from .workers import DecodePool
+    from ..options import ReportOptions
+    from .workers import Decoding
 
 KINETO_SUFFIXES = (".json", ".json.gz", ".json.tmp", ".json.gz.tmp")
 NSYS_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep")
@@ -189,74 +192,50 @@ def _text_pieces(fh, size: int = 1 << 14):
             raise EOFError
 
 
-def describe_skipped(skipped: list[tuple[Path, str]], most: int = 6, what: str = "traces") -> str:
-    """One line naming the files skipped, grouped by reason (at most ``most`` names); ``what``: what they
-    are not (``traces``, ``NCCL logs``)."""
-    by_reason: dict[str, list[str]] = {}
-    for f, why in skipped:
-        by_reason.setdefault(why, []).append(printable(str(f), one_line=True))
-    parts = []
-    for why, names in by_reason.items():
-        shown = ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
-        parts.append(f"{shown} ({why})")
-    one = {"traces": "a trace", "NCCL logs": "an NCCL log"}.get(what, what)
-    return (f"skipped {len(skipped)} file{'s' if len(skipped) != 1 else ''} that "
-            f"{f'are not {what}' if len(skipped) != 1 else f'is not {one}'}: " + "; ".join(parts))
-
-
-def describe_outside(outside: list[tuple[Path, str]], most: int = 6) -> str:
-    """One line naming the links left out because they lead outside the folder given."""
-    shown = ", ".join(printable(f"{p} ({text})", one_line=True) for p, text in outside[:most])
-    more = f" and {len(outside) - most} more" if len(outside) > most else ""
-    return (f"left out {len(outside)} link{'s' if len(outside) != 1 else ''} that lead{'s' if len(outside) == 1 else ''} "
-            f"outside the folder: {shown}{more} (name a file on the command line to read it)")
-
-
-def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: str | None = None,
-               pool: DecodePool | None = None, cache: bool = False) -> list[RankTrace]:
+def parse_file(path: Path, options: ReportOptions, decoding: Decoding | None = None) -> list[RankTrace]:
     """The RankTraces in one file: one for a Kineto trace, one per GPU process for an nsys export.
 
-    ``pool``: decode workers that may already hold this file's columns; ``cache``: read and fill the warm
-    cache (:mod:`tracelens.cache`).
+    ``decoding``: workers that may already hold this file's columns; the warm cache's tables layer is read
+    and filled here when ``options.cache``.
     """
+    # lazy: the model needs numpy, which a report imports only once its workers are forked
     from ..model.classify import user_rules
 
     fmt = detect_format(path) or _sniff(path)
     try:
-        rules = user_rules(comm_patterns)
-        if step_pattern:
-            re.compile(step_pattern)
+        rules = user_rules(options.comm_patterns)
+        if options.step_pattern:
+            re.compile(options.step_pattern)
     except (ValueError, re.error) as exc:
         raise UsageError(f"bad pattern: {exc}") from None
-    if cache:
-        from .. import cache as warm
-
-        options = cache_options(comm_patterns, step_pattern)
-        before = warm.key(path, options)
-        hit = warm.get(path, options, before) if before is not None else None
-        if hit is not None:
-            return hit
-    # Here, not above, and only the one the file needs: a warm run needs neither parser, and a Kineto
-    # report no nsys reader (~0.1 s and ~15 ms of imports).
+    k = cache.TABLES.key(path, cache_options(options)) if options.cache else None
+    hit = cache.TABLES.get(k) if k is not None else None
+    if hit is not None:
+        return hit
+    # Only the parser the file needs: a warm run needs neither, and a Kineto report no nsys reader.
     if fmt == "nsys":
+        # lazy: SQLite and the nsys reader, for nsys inputs only
         from . import nsys
 
-        traces = nsys.parse(path, rules, step_pattern)
+        traces = nsys.parse(path, rules, options.step_pattern)
     else:
+        # lazy: numpy and msgspec, after the workers are forked
         from . import kineto
 
-        traces = [kineto.parse(path, rules, step_pattern, decoded=pool.take(path) if pool else None)]
-    if cache and before is not None:
-        warm.put(path, options, traces, before)   # before the load settles ranks: the entry is the file's alone
+        traces = [kineto.parse(path, rules, options.step_pattern,
+                               decoded=decoding.take(path) if decoding else None)]
+    if k is not None:
+        cache.TABLES.put(k, traces)     # before the ranks are settled: the entry is the file's alone
     return traces
 
 
-def cache_options(comm_patterns: tuple[str, ...], step_pattern: str | None) -> tuple:
+def cache_options(options: ReportOptions) -> tuple:
     """What besides the file decides what parsing it gives: the patterns, and the inflate limit (a cached
     file must not get past a lower one)."""
+    # lazy: the Kineto package's constant, without its decoder
     from .kineto import MAX_INFLATE_ENV
 
-    return (tuple(comm_patterns), step_pattern, os.environ.get(MAX_INFLATE_ENV, "").strip())
+    return (options.comm_patterns, options.step_pattern, os.environ.get(MAX_INFLATE_ENV, "").strip())
 
 
 def _sniff(path: Path) -> str:
@@ -276,89 +255,42 @@ def _format_or_none(path: Path) -> str | None:
         return None  # reported when the file is parsed
 
 
-def load(paths: Iterable[str] | str, comm_patterns: tuple[str, ...] = (),
-         on_file: Callable[[Path], None] | None = None, step_pattern: str | None = None,
-         jobs: int | None = None) -> list[RankTrace]:
-    """Parse every trace under ``paths`` and settle each one's rank.
-
-    ``comm_patterns``: extra regexes for communication kernels; ``step_pattern``: a regex naming the
-    step ranges (NVTX ranges or profiler annotations) to use instead of ``ProfilerStep#N``; ``jobs``:
-    Kineto decode worker processes (0: decode in this process; None: decide, see :func:`.workers.jobs_for`).
-    """
-    if isinstance(paths, (str, Path)):
-        paths = [str(paths)]
-    files = discover([str(p) for p in paths])
-    return load_files(files, comm_patterns, on_file, step_pattern, pool=start_decoding(files, jobs))
-
-
-def start_decoding(files: list[Path], jobs: int | None = None, held: Callable[[Path], bool] | None = None
-                   ) -> DecodePool | None:
-    """Start decoding the Kineto files among ``files`` in worker processes, when that pays (else None).
-
-    Call it before the parsers and analyzers are imported, to decode while they load; pass the pool to
-    :func:`load_files`, which closes it. ``held``: whether the warm cache holds a file (it is not decoded).
-    """
-    from . import workers
-
+def start_decoding(files: list[Path], options: ReportOptions) -> Decoding | None:
+    """Workers decoding the Kineto files among ``files`` that the warm cache does not hold, when that pays
+    (:func:`tracelens.pool.plan`; else None). Call it before the parsers and analyzers are imported, and pass
+    it to :func:`load_files`, which closes it."""
+    held = (lambda f: cache.TABLES.has(cache.TABLES.key(f, cache_options(options)))) if options.cache else None
     kineto_files = [f for f in files if _format_or_none(f) == "kineto" and not (held and held(f))]
-    n = workers.jobs_for(kineto_files, jobs)
-    return workers.DecodePool(kineto_files, n) if n else None
+    plan = pool.plan(kineto_files, options.jobs, beside=False)
+    if not plan.workers:
+        return None
+    if plan.fork:
+        # lazy: numpy and msgspec, loaded before the fork so that every worker starts with them
+        from .kineto import decode_file  # noqa: F401
+    return workers.Decoding(kineto_files, plan)
 
 
-def load_files(files: list[Path], comm_patterns: tuple[str, ...] = (),
-               on_file: Callable[[Path], None] | None = None, step_pattern: str | None = None,
-               pool: DecodePool | None = None, cache: bool = False) -> list[RankTrace]:
-    """Parse already-discovered trace files (see :func:`discover`) and settle each one's rank.
-
-    ``pool``: from :func:`start_decoding`; closed here, whatever happens. ``cache``: use the warm cache.
-    """
-    traces = []
+def load_files(files: Inputs, options: ReportOptions, on_file: Callable[[Path, int, int], None] | None = None,
+               decoding: Decoding | None = None) -> list[RankTrace]:
+    """Parse discovered trace files (see :func:`discover`) and settle their ranks (:func:`.runs.settle`).
+    ``decoding``: from :func:`start_decoding`; closed here, whatever happens."""
+    read = []
     try:
-        for f in files:
+        for n, f in enumerate(files, 1):
             if on_file:
-                on_file(f)
-            traces.extend(parse_file(f, tuple(comm_patterns), step_pattern, pool, cache))
+                on_file(f, n, len(files))
+            read.append((f, runs.claim_ranks(parse_file(f, options, decoding))))
     finally:
-        if pool is not None:
-            pool.close()
-    from . import runs
+        if decoding is not None:
+            decoding.close()
 
-    _settle_ranks(traces)
-    rundir.attach(traces)           # world sizes from a run directory's manifest, before they are compared
-    runs.check_one_run(traces)
-    traces = sorted(traces, key=lambda t: (t.meta.rank, t.meta.source))
-    skipped = getattr(files, "skipped", ())
-    if skipped and traces:
-        traces[0].meta.input_warnings.add("not-a-trace", describe_skipped(skipped), len(skipped))
-    return traces
+    def renumber(path, traces, given: dict[int, int]):
+        for k, rank in given.items():
+            runs.number_by_order(traces[k].meta, rank)
+        rundir.attach([traces[k] for k in given])
+        return traces
 
+    def note(first, text: str, count: int) -> None:
+        first.meta.input_warnings.add("not-a-trace", text, count)
 
-def number_by_order(meta, rank: int) -> None:
-    """Give a trace that records no rank the number ``rank`` by input order, with the warning saying so."""
-    meta.rank, meta.rank_rule = rank, "order"
-    meta.warnings.add("rank-unknown", rank_unknown(rank))
-
-
-def rank_unknown(rank: int) -> str:
-    return (f"no rank recorded in the trace (distributedInfo, RANK environment) or its file name; numbered "
-            f"{rank} by input order")
-
-
-def _settle_ranks(traces: list[RankTrace]) -> None:
-    """Ranks from the trace or file name; otherwise the next free number, with a warning."""
-    taken = {t.meta.rank for t in traces if t.meta.rank is not None}
-    nxt = 0
-    for t in traces:
-        if t.meta.rank is None:
-            while nxt in taken:
-                nxt += 1
-            number_by_order(t.meta, nxt)
-            taken.add(nxt)
-    seen: dict[int, int] = {}
-    for t in traces:
-        seen[t.meta.rank] = seen.get(t.meta.rank, 0) + 1
-    for t in traces:
-        if seen[t.meta.rank] > 1:
-            # Across files that is two runs, refused by runs.check_one_run; left here: processes of one
-            # nsys file recording the same RANK.
-            t.meta.warnings.add("duplicate-rank", f"{seen[t.meta.rank]} traces claim rank {t.meta.rank}")
+    return runs.settle(read, getattr(files, "skipped", ()), renumber, note)

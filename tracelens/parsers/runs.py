@@ -12,6 +12,10 @@ naming the groups and how to pick one. The rule (docs/metrics.md, "Inputs"):
    each folder is a run; when not, the group is still refused, naming the files.
 
 A partial set of ranks of one run (rank 0 and 3 of 8) is one run, not an error.
+
+Before that, every way of reading the inputs (``load``'s whole traces, a report's analysed Parts) settles
+their ranks the same way, here: :func:`claim_ranks` on each file as it is read, :func:`settle` once every
+file is.
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ import os
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import UsageError
+from . import rundir
+from .notes import describe_skipped
 
 if TYPE_CHECKING:
     from ..model import RankTrace
@@ -30,6 +36,61 @@ if TYPE_CHECKING:
 RUN_GAP_NS = 3600 * 10**9
 _EPOCH_FLOOR_NS = 10**17      # earlier than 1973: a capture-relative clock, not a date
 _SHOWN = 4                    # runs described in the message
+
+
+def claim_ranks(traces: list, given: dict[int, int] | None = None) -> list:
+    """One file's traces as read: ``given`` numbers its traces that record no rank, by position (a second
+    reading, once every file's ranks are known); a rank claimed twice inside the file is warned about (across
+    files that is two runs, refused by :func:`check_one_run`); each numbered trace gets its run directory's
+    side files."""
+    for k, t in enumerate(traces):
+        if t.meta.rank is None and given and k in given:
+            number_by_order(t.meta, given[k])
+    claimed = Counter(t.meta.rank for t in traces if t.meta.rank is not None)
+    for t in traces:
+        if t.meta.rank is not None and claimed[t.meta.rank] > 1:
+            t.meta.warnings.add("duplicate-rank", f"{claimed[t.meta.rank]} traces claim rank {t.meta.rank}")
+    rundir.attach(traces)
+    return traces
+
+
+def settle(files: list[tuple[Path, list]], skipped, renumber: Callable[[Path, list, dict[int, int]], list],
+           note: Callable[[object, str, int], None]) -> list:
+    """Every file's traces (whole RankTraces, or Parts analysed already: anything with ``meta`` and a first
+    event), ``files`` in input order, as one run.
+
+    A trace that records no rank takes the lowest number no other trace claims, in input order: ``renumber
+    (path, items, {position: rank})`` gives a file's items their numbers and returns them. Then the run is
+    checked to be one (:func:`check_one_run`), sorted by rank and file, and ``note(first, text, count)``
+    puts the note on the ``skipped`` files on the first rank."""
+    taken = {x.meta.rank for _, items in files for x in items if x.meta.rank is not None}
+    nxt = 0
+    out: list = []
+    for path, items in files:
+        given = {}
+        for k, x in enumerate(items):
+            if x.meta.rank is None:
+                while nxt in taken:
+                    nxt += 1
+                taken.add(nxt)
+                given[k] = nxt
+        out += renumber(path, items, given) if given else items
+    check_one_run(out)
+    out.sort(key=lambda x: (x.meta.rank, x.meta.source))
+    if skipped and out:
+        note(out[0], describe_skipped(skipped), len(skipped))
+    return out
+
+
+def number_by_order(meta, rank: int) -> None:
+    """Give a trace that records no rank the number ``rank`` by input order, with the warning saying so."""
+    meta.rank, meta.rank_rule = rank, "order"
+    meta.warnings.add("rank-unknown", rank_unknown(rank))
+
+
+def rank_unknown(rank: int) -> str:
+    return (f"no rank recorded in the trace (distributedInfo, RANK environment) or its file name; numbered "
+            f"{rank} by input order")
 
 
 def check_one_run(traces: list[RankTrace]) -> None:

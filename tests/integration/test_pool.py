@@ -1,6 +1,7 @@
-"""Forked workers sharing a report's files with the main process (tracelens/forked.py, executors._shared):
+"""The local worker pool sharing a report's files with the main process (tracelens/pool.py, executors.Local):
 the Report is the one a single process gives, whoever reads which file, whatever a worker does wrong; an
-input error is the first file's in input order; no worker outlives a report."""
+input error is the first file's in input order; no worker outlives a report. Forked workers here (the
+patches of this process reach them); fresh interpreters in test_workers.py and below."""
 
 from __future__ import annotations
 
@@ -11,18 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from tracelens import api, executors, forked
+from tracelens import api, executors, pipeline, pool
 from tracelens.errors import InputError, UsageError
+from tracelens.options import ReportOptions
 from tracelens.parsers import workers
 from tests.conftest import SAMPLES, kernel, write_trace
 
-pytestmark = pytest.mark.skipif(not workers.can_fork(), reason="forked workers need Linux and one thread")
+pytestmark = pytest.mark.skipif(not pool.can_fork(), reason="forked workers need Linux and one thread")
 
 
 @pytest.fixture(autouse=True)
 def _forking(monkeypatch):
-    monkeypatch.delenv(workers.JOBS_ENV, raising=False)
-    monkeypatch.delenv(workers.SPAWN_ENV, raising=False)
+    monkeypatch.delenv(pool.JOBS_ENV, raising=False)
+    monkeypatch.delenv(pool.SPAWN_ENV, raising=False)
     before = set(_children())
     yield
     assert set(_children()) <= before, "a worker outlived the report"
@@ -60,7 +62,7 @@ def _slowed(monkeypatch, where: str, seconds: float = 0.05, on: dict | None = No
     other side reads most files; ``on``: {file name: action} run in the workers on that file. Patched before
     the fork, so the workers run it too."""
     main_pid = os.getpid()
-    real = executors.analyze_file
+    real = pipeline.analyze_file
     seen: list[str] = []
 
     def patched(path, *args, **kwargs):
@@ -73,7 +75,7 @@ def _slowed(monkeypatch, where: str, seconds: float = 0.05, on: dict | None = No
             on[Path(path).name]()
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(executors, "analyze_file", patched)
+    monkeypatch.setattr(pipeline, "analyze_file", patched)
     return seen
 
 
@@ -134,7 +136,7 @@ def test_a_bug_here_shows_its_own_traceback(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("the bug")
 
-    monkeypatch.setattr(executors, "analyze_file", broken)
+    monkeypatch.setattr(pipeline, "analyze_file", broken)
     with pytest.raises(RuntimeError, match="the bug"):
         api.report([run], jobs=1, cache=False)
 
@@ -163,30 +165,28 @@ def test_a_cached_report_stops_the_workers(tmp_path, monkeypatch):
     def no_reading(*args, **kwargs):
         raise AssertionError("a file was read for a report the cache holds")
 
-    monkeypatch.setattr(executors, "analyze_file", no_reading)
+    monkeypatch.setattr(pipeline, "analyze_file", no_reading)
     assert api.report([run], jobs=1).to_json() == first       # the fixture checks no worker is left
+
+
+def _local_workers(files, jobs) -> int:
+    """How many workers the local executor starts for ``files`` (each a report worker, then stopped)."""
+    with executors.Local(files, ReportOptions(jobs=jobs), executors.FileJob(pipeline.analyze_file, bool)) as local:
+        return local.workers
 
 
 def test_worker_count(monkeypatch, tmp_path):
     files = [tmp_path / f"r{i}.json" for i in range(8)]
-    monkeypatch.setattr(workers, "cores", lambda: 2)
-    assert executors._fork_pool(files, 0) is None
-    assert executors._fork_pool(files[:1], None) is None          # one file: read here
-    monkeypatch.setattr(workers, "cores", lambda: 1)
-    assert executors._fork_pool(files, None) is None              # one core: no worker
+    monkeypatch.setattr(pool, "cores", lambda: 2)
+    assert _local_workers(files, 0) == 0
+    assert _local_workers(files[:1], None) == 0             # one file: read here
+    monkeypatch.setattr(pool, "cores", lambda: 1)
+    assert _local_workers(files, None) == 0                 # one core: no worker
     for cores, jobs, expected in [(2, None, 1), (4, None, 3), (16, None, 7), (2, 3, 3), (2, 20, 7)]:
-        monkeypatch.setattr(workers, "cores", lambda cores=cores: cores)
-        pool = executors._fork_pool(files, jobs)
-        try:
-            assert pool.workers == expected
-        finally:
-            pool.close()
-    monkeypatch.setenv(workers.JOBS_ENV, "2")
-    pool = executors._fork_pool(files, None)
-    try:
-        assert pool.workers == 2
-    finally:
-        pool.close()
+        monkeypatch.setattr(pool, "cores", lambda cores=cores: cores)
+        assert _local_workers(files, jobs) == expected
+    monkeypatch.setenv(pool.JOBS_ENV, "2")
+    assert _local_workers(files, None) == 2
 
 
 def test_no_fork_while_another_thread_runs(tmp_path, monkeypatch):
@@ -196,7 +196,9 @@ def test_no_fork_while_another_thread_runs(tmp_path, monkeypatch):
     thread = threading.Thread(target=stop.wait)
     thread.start()
     try:
-        assert executors._fork_pool([tmp_path / "a", tmp_path / "b"], 1) is None
+        assert pool.plan([tmp_path / "a", tmp_path / "b"], 1, beside=True) == pool.WorkerPlan(1, fork=False)
+        # Small files: no fresh interpreter is worth its start-up either (below MIN_BYTES of JSON).
+        assert pool.plan([tmp_path / "a", tmp_path / "b"], None, beside=True).workers == 0
     finally:
         stop.set()
         thread.join()
@@ -219,12 +221,12 @@ def test_every_job_is_answered_once(workers_n):
     # 5,000 jobs: more than one 4 KB write of job numbers, so the writer thread refills the pipe as it drains.
     n = 5000
     setup = {"die_at": -1, "bug_at": -1, "unpicklable_at": -1}
-    with forked.ForkedPool(n, workers_n, lambda: None, _square) as pool:
-        pool.start(setup)
+    with pool.Pool(n, workers_n, _square, lambda: None) as shared:
+        shared.start(setup)
         mine = []
-        while (i := pool.claim()) is not None:
+        while (i := shared.claim()) is not None:
             mine.append(i)
-        answers = list(pool.ready()) + list(pool.rest())
+        answers = list(shared.ready()) + list(shared.rest())
     theirs = [i for i, status, value in answers if status == "ok" and value == i * i]
     assert len(answers) == len(theirs)
     assert sorted(mine + theirs) == list(range(n))           # each job once, by one side
@@ -233,13 +235,13 @@ def test_every_job_is_answered_once(workers_n):
 def test_what_goes_wrong_in_a_worker_is_reported_or_left_missing():
     n = 400
     setup = {"die_at": 300, "bug_at": 5, "unpicklable_at": 7}
-    with forked.ForkedPool(n, 2, lambda: None, _square) as pool:
-        pool.start(setup)
+    with pool.Pool(n, 2, _square, lambda: None) as shared:
+        shared.start(setup)
         time.sleep(0.2)         # the workers claim everything first
         mine = []
-        while (i := pool.claim()) is not None:
+        while (i := shared.claim()) is not None:
             mine.append(i)
-        answers = {i: (status, value) for i, status, value in [*pool.ready(), *pool.rest()]}
+        answers = {i: (status, value) for i, status, value in [*shared.ready(), *shared.rest()]}
     for i in (5, 7):
         if i not in mine:
             assert answers[i][0] == "failed"            # a bug, or an answer that cannot travel: redo it
@@ -252,20 +254,20 @@ def test_a_worker_whose_imports_fail_claims_nothing():
     def failing():
         raise ImportError("no such module")
 
-    with forked.ForkedPool(10, 1, failing, _square) as pool:
-        pool.start({"die_at": -1, "bug_at": -1, "unpicklable_at": -1})
+    with pool.Pool(10, 1, _square, failing) as shared:
+        shared.start({"die_at": -1, "bug_at": -1, "unpicklable_at": -1})
         mine = []
-        while (i := pool.claim()) is not None:
+        while (i := shared.claim()) is not None:
             mine.append(i)
-        assert list(pool.ready()) + list(pool.rest()) == []
+        assert list(shared.ready()) + list(shared.rest()) == []
     assert mine == list(range(10))
 
 
 def test_close_before_start_stops_the_waiting_workers():
-    pool = forked.ForkedPool(10, 2, lambda: None, _square)
-    assert pool.workers == 2
-    pool.close()
-    pool.close()                # idempotent
+    shared = pool.Pool(10, 2, _square, lambda: None)
+    assert shared.workers == 2
+    shared.close()
+    shared.close()              # idempotent
 
 
 def test_an_answer_of_the_wrong_kind_is_read_again_here(tmp_path, monkeypatch):
@@ -274,7 +276,7 @@ def test_an_answer_of_the_wrong_kind_is_read_again_here(tmp_path, monkeypatch):
     run = _run(tmp_path)
     expected = api.report([run], jobs=0, cache=False).to_json()
     main_pid = os.getpid()
-    real = executors.analyze_file
+    real = pipeline.analyze_file
 
     def odd(path, *args, **kwargs):
         if os.getpid() != main_pid:
@@ -282,5 +284,33 @@ def test_an_answer_of_the_wrong_kind_is_read_again_here(tmp_path, monkeypatch):
         time.sleep(0.05)
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(executors, "analyze_file", odd)
+    monkeypatch.setattr(pipeline, "analyze_file", odd)
     assert api.report([run], jobs=1, cache=False).to_json() == expected
+
+
+def test_no_worker_hands_every_job_here():
+    shared = pool.Pool(3, 0, _square)
+    shared.start(None)
+    assert [shared.claim() for _ in range(4)] == [0, 1, 2, None] and list(shared.rest()) == []
+    shared.close()
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_answers_taken_in_order_by_a_caller_that_claims_none(fork):
+    # load's way: the workers decode, this process takes each file's answer in input order; a fresh
+    # interpreter (python -m tracelens.pool) serves the same protocol as a forked worker.
+    files = sorted((SAMPLES / "straggler").glob("*.json.gz"))
+    with pool.Pool(len(files), 2, workers.decode, fork=fork) as shared:
+        assert shared.workers == 2
+        shared.start(files)
+        answers = [shared.answer(i) for i in reversed(range(len(files)))]
+    assert [status for status, _ in answers] == ["ok"] * len(files)
+    assert [columns.meta.source for _, columns in answers] == [str(f) for f in reversed(files)]
+
+
+def test_a_fresh_interpreter_that_cannot_start_answers_nothing(monkeypatch):
+    monkeypatch.setattr(pool.sys, "executable", "/nonexistent/python")
+    with pool.Pool(2, 1, workers.decode, fork=False) as shared:
+        shared.start([])
+        assert shared.answer(0) is None
+        assert [shared.claim(), shared.claim(), shared.claim()] == [0, 1, None]
