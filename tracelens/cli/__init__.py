@@ -2,8 +2,9 @@
 ``collect``, ``dashboard``, ``cache``), each parsing its options, calling :mod:`tracelens.api` and rendering; ``terminal`` holds what
 they share. Here: the command group, the mapping of errors to exit codes, and the console script.
 
-Nothing heavy (pandas, numpy, rich) is imported at module level of any of these modules: ``--help`` and
-option errors answer at once, and a command starts its decode workers before pandas loads.
+Nothing heavy (numpy, msgspec, rich, the parsers) is imported at module level of any of these modules:
+``--help`` and option errors answer at once, and a report forks its workers before numpy loads
+(tests/unit/test_startup_budget.py holds the budget).
 """
 
 from __future__ import annotations

@@ -72,8 +72,8 @@ def progress(color=None, quiet: bool = False):
     several files; None otherwise (quiet in logs and pipes, and when ``quiet``: JSON output). Its ``done``
     (``api.report``'s ``on_done``) counts the files, ranks and bytes read.
 
-    rich is imported on the first file, not here: the loaders start the decode workers before they parse, and
-    an import here (~40 ms) would delay that start on every report (bench/bench_parse.py saw +50 ms)."""
+    rich is imported on the first file, not here: the loaders start their workers before they parse, and an
+    import here would delay that start on every report (bench/RESULTS.md, "progress bar")."""
     if quiet or not _isatty(sys.stderr):
         yield None
         return
