@@ -1,15 +1,14 @@
 """Speed tricks: the places where tracelens does something another way than the plain, public one because
-that way is measurably faster. One function per trick, each saying what it buys (measured on the
-project's 2-core development machine; bench/RESULTS.md, "Speed tricks", has the commands) and what the
-plain way would be. When a trick stops paying, it goes, and its callers get the plain call back.
+that way is measurably faster. One function per trick, each saying why it pays and what the plain way
+would be; what each buys is measured in bench/RESULTS.md ("Speed tricks", and "Measurements once kept in
+the code", tracelens/_speed.py). When a trick stops paying, it goes, and its callers get the plain call back.
 
 Measured and dropped (2026-11-23): pausing the cyclic GC while a Kineto trace is decoded and assembled
 (decoded events are ``gc=False`` msgspec structs, so no collection runs there either way), and
-``pd.Categorical.from_codes(..., validate=False)`` (0.05 ms of a 35 ms report; the argument needs
-pandas 2.1). Gone with what it sped up: building DataFrames through pandas' internal
-``DataFrame._from_arrays`` (the model's tables are numpy columns now, :mod:`tracelens.model.table`). Elsewhere,
-not tricks: ISA-L inflate (a faster library, ``parsers/kineto/inflate.py``), the decode workers
-(``parsers/workers.py``).
+``pd.Categorical.from_codes(..., validate=False)`` (too little to keep; the argument needs pandas 2.1).
+Gone with what it sped up: building DataFrames through pandas' internal ``DataFrame._from_arrays`` (the
+model's tables are numpy columns now, :mod:`tracelens.model.table`). Elsewhere, not tricks: ISA-L inflate
+(a faster library, ``parsers/kineto/inflate.py``), the decode workers (``parsers/workers.py``).
 
 This module imports no numpy at import time: decode workers import it, and they start before the main
 process has imported numpy.
@@ -32,11 +31,10 @@ def one_blas_thread() -> None:
     """NumPy's OpenBLAS loads with one thread, where the user did not choose a count.
 
     OpenBLAS starts a thread per core when numpy is imported, and joins them again before every fork
-    (its fork handler); tracelens does no linear algebra. On the 2-core development machine ``import
-    numpy`` takes 0.13 s of CPU instead of 0.23 s, and a first report of eight small ranks 0.57 s of CPU
-    instead of 0.68 s, 0.44 s wall instead of 0.475 s (medians of 30 paired runs, bench/RESULTS.md). On a
-    machine with more cores the threads cost more. Set for this process and the decode workers it starts;
-    a job that ``tracelens collect`` runs gets the environment the user had (:func:`user_environ`).
+    (its fork handler); tracelens does no linear algebra, so the threads are start-up and fork cost for
+    nothing, more of it the more cores (bench/RESULTS.md, "one BLAS thread"). Set for this process and the
+    decode workers it starts; a job that ``tracelens collect`` runs gets the environment the user had
+    (:func:`user_environ`).
     Plain way: leave OpenBLAS its default.
     """
     import sys
@@ -56,10 +54,9 @@ def lazy_exports(package: str, names: dict[str, str]):
     below ``package`` that defines it) are imported on first use, so that importing one of its modules
     imports none of the others.
 
-    A fresh-interpreter decode worker imports the Kineto decode stages alone: the build stage, the model
-    and the assembly would add ~20 ms to its start; finding the inputs reads NCCL logs' heads without
-    compiling the NCCL log parser's line patterns (~8-12 ms, paid after the workers start). Measured with
-    ``python -X importtime``, five runs, on the 2-core development machine.
+    A fresh-interpreter decode worker imports the Kineto decode stages alone, without the build stage, the
+    model and the assembly; finding the inputs reads NCCL logs' heads without compiling the NCCL log
+    parser's line patterns, which wait until the workers run (bench/RESULTS.md, "lazy package exports").
     Plain way: the package's ``__init__`` imports each name from its module."""
     import importlib
     import sys
@@ -81,10 +78,9 @@ def lazy_exports(package: str, names: dict[str, str]):
 def no_cyclic_gc():
     """The cyclic garbage collector paused while an Nsight Systems export is read and assembled.
 
-    A cold ``tracelens report`` of the 16.5 MB synthetic export (bench/bench_nsys.py's ``rank0.sqlite``)
-    runs one full collection fewer with it (~27 ms: a full collection rescans every object the imports
-    made): 529 / 563 ms against 566 / 608 ms without (fastest / median of 21, alternating). No change on
-    the corpus exports (2.7 MB) or eight small ranks in one export. Plain way: leave the collector on.
+    A large export's rows would set off a full collection, which rescans every object the imports made;
+    paused, a cold report of a large export runs one fewer (bench/RESULTS.md, "cyclic GC paused").
+    Plain way: leave the collector on.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -99,10 +95,9 @@ def ints_from_text(text: str):
     """The comma-separated integers in ``text`` as an int64 array, read in C by ``np.fromstring``; it stops
     at the first value that is not an integer, so the caller compares the count (None: nothing read).
 
-    1.5 million integers (the aggregated columns of the 16.5 MB export) take 16.5 ms. For 120,000
-    19-digit values: 1.8 ms, against 2.7 ms through Arrow (``split_pattern`` and a cast) and 13.6 ms
-    through ``str.split`` and ``np.array(..., dtype=np.int64)`` (the plain way). NumPy warns about the
-    partial read, which the count check already catches: the warning is silenced here.
+    Faster than Arrow (``split_pattern`` and a cast), and several times faster than ``str.split`` and
+    ``np.array(..., dtype=np.int64)`` (the plain way; bench/RESULTS.md, "np.fromstring"). NumPy warns
+    about the partial read, which the count check already catches: the warning is silenced here.
     """
     import numpy as np
 
@@ -117,9 +112,8 @@ def ints_from_text(text: str):
 def map_sqlite_pages(con) -> None:
     """SQLite reads the database's pages in place through mmap instead of copying each in with a read().
 
-    A warm report of the 16.5 MB export: 208 / 236 ms against 221 / 262 ms without; of the 2.7 MB corpus
-    export 32.4 / 38.7 against 33.7 / 39.7 ms (fastest / median of 77, bench/ab.py). SQLite's caveat, a
-    file truncated by another process while it is mapped, does not arise for an export being reported on.
+    It saves a copy of every page a warm report reads (bench/RESULTS.md, "SQLite mmap"). SQLite's caveat,
+    a file truncated by another process while it is mapped, does not arise for an export being reported on.
     Plain way: SQLite's default, no mapping.
     """
     con.execute("PRAGMA mmap_size = 1073741824")
@@ -130,12 +124,10 @@ def exit_without_teardown(code: int = 0) -> NoReturn:
 
     Only for a process with nothing left to do: every stream it wrote is flushed or closed first. A decode
     worker parks its last file's decoded events instead of freeing them (``decode_file(keep_alive=...)``)
-    and ends here: on the 54 MB trace it answers 31 ms sooner (386 against 417 ms, median of 11), ends
-    10 ms after answering instead of 21, and uses 55 ms less CPU beside the main process; a cold
-    ``tracelens report`` of that trace takes 490 / 503 ms against 499 / 537 ms (fastest / median of 21).
-    The console script (``tracelens.cli.run``) ends here too: freeing a report's tables and every imported
-    module object by object takes 0.084 s after the 54 MB trace (0.87 against 0.94 s, median of 8 paired
-    runs), and nothing is left to do (no atexit work, no temporary files, decode workers already closed).
+    and ends here, so it answers sooner and takes less CPU from the main process. The console script
+    (``tracelens.cli.run``) ends here too: freeing a report's tables and every imported module object by
+    object is work nobody waits for, and nothing is left to do (no atexit work, no temporary files, decode
+    workers already closed). bench/RESULTS.md, "exit without teardown".
     Plain way: free everything, return, let the interpreter tear down.
     """
     os._exit(code)

@@ -110,7 +110,7 @@ def _analysis_stamp() -> tuple:
     """What identifies the analysing code: every module of the package, by name, size and mtime."""
     here = os.path.dirname(os.path.abspath(__file__))
     stamp = []
-    # os.scandir, not Path.rglob: the same files in 1 ms instead of 3-4 (a first report pays it once).
+    # os.scandir, not Path.rglob: the same files several times faster (a first report pays it once).
     folders = [here]
     while folders:
         folder = folders.pop()
@@ -182,7 +182,7 @@ def report_key(analysis_keys: list, others: tuple) -> tuple | None:
     if not analysis_keys or any(k is None for k in analysis_keys):
         return None
     # What every file's key shares (the package's code stamps, the thresholds, the options) once, not per file:
-    # the key is written out whole to name the entry, and a thousand copies of the code stamps cost 0.2 s.
+    # the key is written out whole to name the entry, and a thousand copies of the code stamps are slow.
     # Lossless: the positions shared are part of the key.
     first = analysis_keys[0]
     shared = tuple(i for i in range(len(first)) if all(len(k) == len(first) and k[i] == first[i]
@@ -197,7 +197,7 @@ def entry_path(k: tuple, folder: Path | None = None) -> Path:
 
 def _digest(data: bytes) -> str:
     """40 hex digits naming an entry: BLAKE2b from its own C module, since ``import hashlib`` loads OpenSSL
-    (3-5 ms of every report); hashlib where that module is missing."""
+    into every report; hashlib where that module is missing."""
     try:
         from _blake2 import blake2b
     except ImportError:         # pragma: no cover - CPython builds it unless told not to

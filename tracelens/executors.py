@@ -442,7 +442,7 @@ def _dask(files, ctx, comm_patterns, step_pattern, workers, scheduler, on_done, 
 
 
 def _dask_installed() -> bool:
-    """Whether dask.distributed can be imported, without importing it (~1 s)."""
+    """Whether dask.distributed can be imported, without importing it (its import takes most of a second)."""
     import importlib.util
     import sys
 

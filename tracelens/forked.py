@@ -3,7 +3,7 @@
 A report of several files forks its workers as soon as it knows the files, before numpy, the parsers or the
 analyzers are imported. Each worker imports them on its own core while this process does the same on its
 own (the reading of the thresholds, the cache keys), so the second core works from the start instead of
-waiting for this process to finish importing (~0.12 s of a 0.33 s report of 8 small ranks, 2 cores).
+waiting for this process to finish importing (bench/RESULTS.md, "forked workers").
 Then this process and every worker claim the next job from one pipe until it is empty: a file is
 decoded, analysed and cached wherever it is claimed, and only its small answer travels (a pickle on the
 worker's answer pipe). Nobody waits for anybody else until the end, and big and small files mix freely.
@@ -189,7 +189,7 @@ def _serve(jobs: int, setup_fd: int, answer_fd: int, prepare, work) -> None:
         except TracelensError as exc:
             answer = (i, "error", exc)
         except Exception:       # a bug, or MemoryError: the caller does the job itself
-            import traceback    # here: its import (3.5 ms) is paid only on a failure
+            import traceback    # lazy: only on a failure; this module loads before the fork
 
             answer = (i, "failed", traceback.format_exc())
         try:

@@ -237,7 +237,7 @@ def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: st
         if hit is not None:
             return hit
     # Here, not above, and only the one the file needs: a warm run needs neither parser, and a Kineto
-    # report no nsys reader (~0.1 s and ~15 ms of imports).
+    # report no nsys reader (bench/RESULTS.md, "parser packages").
     if fmt == "nsys":
         from . import nsys
 

@@ -6,19 +6,16 @@ whole RankTraces, uses them everywhere.
 
 Decoding a Kineto trace (gunzip, JSON, columns; :mod:`.kineto.decode`) needs numpy and msgspec. With
 several trace files the workers decode them in parallel while this process assembles and analyses the ones
-already decoded. One file is decoded here: nothing would run beside its worker (a report imported pandas
-once, 0.3-0.5 s, and decoding beside that import paid; the model is numpy now), and sending its columns
-back costs more than the worker's start saves (54 MB trace: 0.86 s with a worker, 0.81 s without, median of
-9).
+already decoded. One file is decoded here: nothing would run beside its worker, and sending its columns
+back costs more than the worker's start saves (bench/RESULTS.md, "decode workers").
 
 On Linux, while this process runs a single thread, workers are forked from it once the decoder is
-imported: a child starts in about a millisecond with numpy loaded, so even a few small files are worth it
-(8 ranks of 1.8 MB: 0.44 s against 0.49 s decoded here; 64: 1.78 s against 2.64 s). Elsewhere, or with
-threads running (a notebook's kernel), they are fresh interpreters (``sys.executable``), which cost ~0.1 s
-of CPU each to start and are used only from MIN_BYTES of JSON. Either kind reads its files and writes one
-pickled answer per file, in order. A worker that cannot start, dies or answers garbage costs nothing but
-time: the file is decoded here instead (where a bug shows its real traceback). An InputError a worker
-finds is raised here exactly as if it had been found here.
+imported: a child starts with numpy loaded at almost no cost, so even a few small files are worth it.
+Elsewhere, or with threads running (a notebook's kernel), they are fresh interpreters (``sys.executable``),
+which must import numpy first and are used only from MIN_BYTES of JSON. Either kind reads its files and
+writes one pickled answer per file, in order. A worker that cannot start, dies or answers garbage costs
+nothing but time: the file is decoded here instead (where a bug shows its real traceback). An InputError a
+worker finds is raised here exactly as if it had been found here.
 """
 
 from __future__ import annotations
@@ -32,9 +29,8 @@ from pathlib import Path
 from ..errors import UsageError
 
 JOBS_ENV = "TRACELENS_JOBS"
-# Below this much Kineto JSON a fresh interpreter's start-up (numpy too, ~0.1 s of CPU each) is not
-# repaid. Copies of a 1.8 MB rank, default workers against none (median wall, 2 cores): 8 ranks (14 MB)
-# 0.58 against 0.39 s, 16 (29 MB) 0.78 / 0.81 s, 32 (58 MB) 1.07 / 1.11 s, 64 (115 MB) 1.70 / 2.23 s.
+# Below this much Kineto JSON a fresh interpreter's start-up (numpy too) is not repaid (bench/RESULTS.md,
+# "decode workers").
 MIN_BYTES = 32 << 20
 SPAWN_ENV = "TRACELENS_SPAWN_WORKERS"     # set: fresh interpreters, never forks (tests and comparisons)
 
@@ -104,7 +100,7 @@ class _Worker:
         self.pending: deque[Path] = deque()
         self.broken = False
         # The package root first, so the worker imports this very tracelens whatever the cwd holds.
-        import subprocess       # here: only where workers are fresh interpreters (3 ms of every report else)
+        import subprocess       # lazy: only where workers are fresh interpreters, not before every fork
 
         root = str(Path(__file__).resolve().parents[2])
         code = f"import sys; sys.path.insert(0, {root!r}); from tracelens.parsers.workers import serve; serve()"
@@ -162,9 +158,9 @@ def _receive(worker, stream):
 
 
 class _Forked:
-    """A worker forked from this process once the decoder is imported: it starts in about a millisecond
-    with numpy and msgspec loaded (a fresh interpreter takes ~0.1 s of CPU to get there), decodes the files
-    it was given, in order, and answers each on a pipe."""
+    """A worker forked from this process once the decoder is imported: it starts with numpy and msgspec
+    loaded (where a fresh interpreter must import them), decodes the files it was given, in order, and
+    answers each on a pipe."""
 
     def __init__(self, files: list[Path]) -> None:
         from .kineto import decode_file  # noqa: F401  (loaded before the fork: the child inherits it)
@@ -226,7 +222,7 @@ def _answer(paths: list, out) -> None:
         except TracelensError as exc:
             answer = ("error", exc)
         except Exception:  # a bug, or MemoryError: the caller decodes the file itself
-            import traceback    # here: its import (3.5 ms, linecache and tokenize) is paid only on a failure
+            import traceback    # lazy: only on a failure; a fresh worker's start stays small
 
             answer = ("failed", traceback.format_exc())
         pickle.dump(answer, out, protocol=pickle.HIGHEST_PROTOCOL)
