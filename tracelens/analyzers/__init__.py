@@ -21,7 +21,7 @@ __all__ = ["analyze", "analyze_rank", "combine", "Context", "RankAnalysis", "Thr
 
 
 def __getattr__(name: str):
-    # The rank analyzers (and pandas with them) load only when a rank is analysed: a report whose files'
+    # The rank analyzers (and numpy with them) load only when a rank is analysed: a report whose files'
     # analyses are all in the warm cache only combines them.
     if name == "analyze_rank":
         from .rank import analyze_rank

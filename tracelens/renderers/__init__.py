@@ -17,7 +17,7 @@ def render(report: Report, fmt: str, *, color: bool = False, width: int = 120, t
     table, however many ranks (past 16 they show the distribution over ranks and the most exposed ranks')."""
     if fmt == "json":
         return report.to_json().decode() + "\n"
-    # Each format's module only when asked for: JSON needs neither, and text needs rich (~20 ms to import).
+    # Each format's module only when asked for: JSON needs none of them, and text needs rich.
     if fmt == "markdown":
         from . import markdown
 
