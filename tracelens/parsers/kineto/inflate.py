@@ -19,8 +19,7 @@ except ImportError:  # pragma: no cover - platforms without an isal wheel
     _inflate = zlib
 
 from ...errors import InputError, UsageError
-
-MAX_INFLATE_ENV = "TRACELENS_MAX_INFLATE"
+from . import MAX_INFLATE_ENV
 # Real traces inflate 10-30x (the corpus: 9.9-30.3x); a gzip bomb inflates ~1000x. 100x the file, and at
 # least 1 GiB, never stops a real trace and keeps a bomb of a few KB to 1 GiB of memory.
 INFLATE_RATIO = 100
