@@ -14,6 +14,7 @@ import sys
 import click
 
 from .. import __version__
+from .._speed import exit_without_teardown, one_blas_thread
 from ..errors import EXIT_USAGE, TracelensError
 from . import cache, collect, dashboard, export, gate, history, report
 from .gate import AGGREGATE_CHOICES, PATTERN_CHOICES
@@ -57,8 +58,6 @@ def main(argv: list[str] | None = None) -> int:
 def run() -> None:
     """Console-script wrapper: exit with main()'s code, skipping the interpreter's teardown (tracelens/_speed.py
     says what that buys); output is flushed first. ``main`` returns, for callers that go on."""
-    from .._speed import exit_without_teardown, one_blas_thread
-
     one_blas_thread()
     code = main()
     for stream in (sys.stdout, sys.stderr):
