@@ -14,6 +14,8 @@ The names below are imported on first use, so ``import tracelens.collectors`` (w
 profiled worker process) does not pull in numpy.
 """
 
+import importlib
+
 from ._version import __version__
 
 _LAZY = {
@@ -37,12 +39,8 @@ __all__ = ["__version__", *_LAZY]
 
 def __getattr__(name: str):
     if name == "api":                       # the module itself, for tracelens.api.gate(...) and friends
-        import importlib
-
         return importlib.import_module(".api", __name__)
     if name in _LAZY:
-        import importlib
-
         module, attr = _LAZY[name]
         value = getattr(importlib.import_module(f".{module}", __name__), attr)
         globals()[name] = value

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 import os
+import sys
 import warnings
 from typing import NoReturn
 
@@ -37,8 +39,6 @@ def one_blas_thread() -> None:
     (:func:`user_environ`).
     Plain way: leave OpenBLAS its default.
     """
-    import sys
-
     if "numpy" not in sys.modules and "OPENBLAS_NUM_THREADS" not in os.environ:
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
         _SET_HERE.add("OPENBLAS_NUM_THREADS")
@@ -58,9 +58,6 @@ def lazy_exports(package: str, names: dict[str, str]):
     model and the assembly; finding the inputs reads NCCL logs' heads without compiling the NCCL log
     parser's line patterns, which wait until the workers run (bench/RESULTS.md, "lazy package exports").
     Plain way: the package's ``__init__`` imports each name from its module."""
-    import importlib
-    import sys
-
     def __getattr__(name: str):
         if name not in names:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
@@ -99,7 +96,7 @@ def ints_from_text(text: str):
     ``np.array(..., dtype=np.int64)`` (the plain way; bench/RESULTS.md, "np.fromstring"). NumPy warns
     about the partial read, which the count check already catches: the warning is silenced here.
     """
-    import numpy as np
+    import numpy as np      # lazy: this module loads before the report's workers fork
 
     try:
         with warnings.catch_warnings():

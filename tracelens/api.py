@@ -15,11 +15,12 @@ cores while this process does.
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
-from .errors import UsageError
+from .errors import InputError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .analyzers import Context, RankAnalysis, Thresholds
@@ -51,12 +52,13 @@ def load(paths, *, comm_patterns: Iterable[str] = (), step_nvtx: str | None = No
     workers run and before parsing (what it does overlaps the decoding); ``cache``: read and fill the warm
     cache (None: on unless ``TRACELENS_NO_CACHE`` is set; see :mod:`tracelens.cache`).
     """
-    from .parsers import discover
+    from .parsers import discover      # lazy: the parsers, not for --help (test_startup_budget)
 
     return _load(discover(_paths(paths)), comm_patterns, step_nvtx, jobs, on_file, prepare, cache)
 
 
 def _load(files, comm_patterns, step_nvtx, jobs, on_file, prepare, cache=None) -> list[RankTrace]:
+    # lazy: the cache and the parsers, not for --help
     from . import cache as warm
     from .parsers import cache_options, start_decoding
 
@@ -66,7 +68,7 @@ def _load(files, comm_patterns, step_nvtx, jobs, on_file, prepare, cache=None) -
     try:
         if prepare is not None:
             prepare()
-        from .parsers import load_files
+        from .parsers import load_files     # lazy: as above
 
         return load_files(files, tuple(comm_patterns), _counting(on_file, len(files)), step_nvtx, pool=pool,
                           cache=use_cache)
@@ -78,7 +80,7 @@ def _load(files, comm_patterns, step_nvtx, jobs, on_file, prepare, cache=None) -
 def nccl_inputs(paths, traces: list[RankTrace] = ()) -> NcclInputs:
     """The NCCL logs under ``paths`` (and those the traces' run manifests list), parsed, with the NCCL
     settings recorded for the traces: what the network transport verdict reads besides bandwidth."""
-    from .parsers import discover, nccl
+    from .parsers import discover, nccl    # lazy: the parsers, not for --help (test_startup_budget)
 
     files = discover(_paths(paths))
     return nccl.inputs(files.nccl_logs, files.logs_skipped, traces, files.outside)
@@ -94,14 +96,14 @@ def _counting(on_file, total: int):
 
 def context(thresholds: Thresholds | None = None) -> Context:
     """The context every rank's analysis and the combine share."""
-    from .analyzers import Context, Thresholds
+    from .analyzers import Context, Thresholds     # lazy: msgspec (the contract), after the report's fork
 
     return Context(thresholds or Thresholds())
 
 
 def analyze_rank(trace: RankTrace, ctx: Context | None = None) -> RankAnalysis:
     """One rank's metrics, findings, warnings and collective instances; the trace can be dropped after."""
-    from .analyzers import analyze_rank as _analyze_rank
+    from .analyzers import analyze_rank as _analyze_rank   # lazy: numpy and the analyzers
 
     return _analyze_rank(trace, ctx or context())
 
@@ -110,7 +112,7 @@ def combine(analyses: Iterable[RankAnalysis], ctx: Context | None = None, *, ncc
             ) -> Report:
     """The Report of a run from its ranks' analyses, in any order (each rank once); ``nccl``: its NCCL logs
     and settings (:func:`nccl_inputs`) for the network transport verdict."""
-    from .analyzers import combine as _combine
+    from .analyzers import combine as _combine     # lazy: numpy and the analyzers
 
     return _combine(analyses, ctx or context(), nccl=nccl)
 
@@ -145,20 +147,20 @@ def report(paths, *, thresholds: Thresholds | Iterable[str] | None = None, comm_
     paths = _paths(paths)
     limits = _as_thresholds(thresholds, config, use_config, env)
     if len(paths) == 1 and paths[0].lower().endswith(".json"):
-        # Only here: the contract's import (msgspec, 10-20 ms) would delay the workers of every other report.
+        # lazy: the contract (msgspec) would delay the workers of every other report
         from .contract import is_report_file, read_report
 
         if is_report_file(paths[0]):
             limits()        # a bad threshold is an error here too, though a saved report is not re-analysed
             return read_report(paths[0])
-    from .parsers import discover
+    from .parsers import discover      # lazy: the parsers, not for --help (test_startup_budget)
 
     files = discover(paths)
     if not files:           # NCCL logs alone: nothing to analyse rank by rank
-        from .parsers import nccl
+        from .parsers import nccl      # lazy: the parsers, not for --help (test_startup_budget)
 
         return analyze([], limits(), nccl=nccl.inputs(files.nccl_logs, files.logs_skipped, [], files.outside))
-    from . import cache as warm, executors
+    from . import cache as warm, executors     # lazy: not for --help
 
     return executors.report(files, lambda: context(limits()), comm_patterns=comm_patterns, step_pattern=step_nvtx,
                             jobs=jobs, on_file=_counting(on_file, len(files)), executor=executor,
@@ -185,7 +187,7 @@ def config_file(config: str | Path | None = None, *, env: Mapping[str, str] | No
     """The config file to read: ``config`` when given, else ``TRACELENS_CONFIG``, else the nearest
     ``tracelens.toml`` (or ``pyproject.toml`` with a ``[tool.tracelens]`` table) from the working directory up.
     A named file that does not exist is a usage error."""
-    from .gate import find_config
+    from .gate import find_config      # lazy: the gate's config (msgspec), after the report's fork
 
     env = os.environ if env is None else env
     named = config or env.get(CONFIG_ENV) or None
@@ -203,6 +205,7 @@ def thresholds(flags: Iterable[str] = (), *, config: str | Path | None = None, u
     ``[thresholds]`` (tracelens.toml) or ``[tool.tracelens.thresholds]`` (pyproject.toml) table;
     ``TRACELENS_THRESHOLDS="name=value,..."``; ``flags`` (``NAME=VALUE``). Unknown names and bad values are
     usage errors naming where they came from."""
+    # lazy: the thresholds and the gate's config (msgspec), after the report's fork
     from .analyzers import Thresholds
     from .gate import read_table
 
@@ -232,7 +235,7 @@ def gate_config(rules: Mapping[str, object] | None = None, *, config: str | Path
                 use_config: bool = True, env: Mapping[str, str] | None = None) -> tuple[GateConfig, str]:
     """The gate's rules: the config file's gate table, then ``rules`` (flags; None values are not given),
     checked. Returns the config and where it came from (for messages)."""
-    from .gate import GateConfig, load_config
+    from .gate import GateConfig, load_config      # lazy: msgspec, not for --help
 
     path = config_file(config, env=env) if use_config else None
     base, where = (load_config(path), str(path)) if path is not None else (GateConfig(), "gate")
@@ -252,7 +255,7 @@ def baseline(config: GateConfig, *, thresholds=None, comm_patterns: Iterable[str
                       cache=cache)
         return gating.Baseline(gating.step_frame(base), config.baseline), []
     if config.history:
-        from .history_db import baseline_from
+        from .history_db import baseline_from      # lazy: sqlite3 and pandas, only with a history
 
         found, why = baseline_from(config.history, config.against)
         return found, [why] if why else []
@@ -262,8 +265,6 @@ def baseline(config: GateConfig, *, thresholds=None, comm_patterns: Iterable[str
 def _gate_module():
     """The ``tracelens.gate`` package. ``from . import gate`` is not it in a fresh process: the package's lazy
     ``tracelens.gate`` attribute (this module's :func:`gate`) answers before the subpackage is imported."""
-    import importlib
-
     return importlib.import_module(".gate", __package__)
 
 
@@ -296,8 +297,7 @@ def step_timeline(rep: Report, rank: int, step: int | None, *, comm_patterns: It
     """The timeline of one rank and step of ``rep`` (a :class:`~tracelens.model.step_timeline.StepTimeline`): only the
     rank's own input file is read, and only files the Report names as its inputs. UsageError when the rank or
     step is not in the Report or its trace cannot be found."""
-    from .analyzers.rank.lanes import MAX_SHAPES, step_timeline as _timeline
-    from .errors import InputError
+    from .analyzers.rank.lanes import MAX_SHAPES, step_timeline as _timeline  # lazy: numpy, the drill-down only
 
     if not any(r.rank == rank and any(s.step == step for s in r.steps) for r in rep.ranks):
         raise UsageError(f"the report has no rank {rank} with step {step}")
@@ -316,7 +316,7 @@ def step_timeline(rep: Report, rank: int, step: int | None, *, comm_patterns: It
 
 def history_runs(db: str | Path, label: str | None = None, limit: int = 1000) -> list[dict]:
     """The runs of a history database (summary metrics, label, commit, time, source), oldest first."""
-    from .history_db import list_runs, open_db
+    from .history_db import list_runs, open_db     # lazy: sqlite3 and pandas, only with a history
 
     with open_db(db, create=False) as handle:
         return list(reversed(list_runs(handle, label, limit)))

@@ -45,6 +45,14 @@ import time
 import zlib
 from pathlib import Path
 
+from . import _version
+from .errors import UsageError
+
+try:        # BLAKE2b from its own C module (see _digest)
+    from _blake2 import blake2b
+except ImportError:         # pragma: no cover - CPython builds it unless told not to
+    from hashlib import blake2b
+
 CACHE_ENV = "TRACELENS_CACHE"
 NO_CACHE_ENV = "TRACELENS_NO_CACHE"
 MAX_ENV = "TRACELENS_CACHE_MAX"
@@ -97,8 +105,6 @@ def max_bytes() -> int:
         return DEFAULT_MAX
     m = _SIZE.fullmatch(value)
     if not m:
-        from .errors import UsageError
-
         raise UsageError(f"{MAX_ENV} must be a size in bytes (e.g. 2G, 500M or 0 for none), not {value!r}")
     return int(m.group(1)) << (10 * " kmgt".index(m.group(2).lower() or " "))
 
@@ -134,8 +140,6 @@ def _analysis_stamp() -> tuple:
 def _code_stamp() -> tuple:
     """What identifies the parsing code: the version, and each parser module's size and mtime (an edited
     checkout parses differently under the same version number)."""
-    from . import _version
-
     here = Path(__file__).parent
     files = sorted((here / "parsers").rglob("*.py")) + sorted((here / "model").rglob("*.py")) + [here / "_speed.py"]
     stamp = []
@@ -198,10 +202,6 @@ def entry_path(k: tuple, folder: Path | None = None) -> Path:
 def _digest(data: bytes) -> str:
     """40 hex digits naming an entry: BLAKE2b from its own C module, since ``import hashlib`` loads OpenSSL
     into every report; hashlib where that module is missing."""
-    try:
-        from _blake2 import blake2b
-    except ImportError:         # pragma: no cover - CPython builds it unless told not to
-        from hashlib import blake2b
     return blake2b(data, digest_size=20).hexdigest()
 
 
@@ -265,6 +265,7 @@ def get_report(k: tuple):
     found = _read(entry_path(k, reports_dir()), k)
     if found is None:
         return None
+    # lazy: msgspec and the contract; this module loads before the report's workers fork
     import msgspec
 
     from .contract import Report
@@ -277,7 +278,7 @@ def get_report(k: tuple):
 
 
 def put_report(k: tuple, report) -> None:
-    import msgspec
+    import msgspec      # lazy: as in get_report
 
     header = pickle.dumps((k, msgspec.msgpack.encode(report), 0), protocol=pickle.HIGHEST_PROTOCOL)
     _write(entry_path(k, reports_dir()), _framed(header, []))
@@ -331,6 +332,7 @@ def _write(target: Path, parts: list) -> None:
 
 def _encode(k: tuple, traces) -> list | None:
     """The entry's pieces (bytes-like), or None when a table holds something this layout does not keep."""
+    # lazy: numpy and the model: a warm Report needs neither, and this module loads before the fork
     import numpy as np
 
     from .model.columns import factorize
@@ -416,6 +418,7 @@ def _decode(blob: bytearray, got: int, k: tuple) -> tuple | None:
 
 
 def _traces(data: memoryview, described) -> list:
+    # lazy: as in _encode
     import numpy as np
 
     from .model import RankTrace

@@ -21,12 +21,18 @@ Parts.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from .errors import UsageError
+from . import cache as warm
+from .errors import TracelensError, UsageError
+from .parsers import (cache_options, describe_skipped, number_by_order, parse_file, rank_unknown, rundir,
+                      start_decoding)
+from .parsers import workers as decode_workers
 
 if TYPE_CHECKING:  # pragma: no cover
     from .analyzers import Context, RankAnalysis
@@ -91,8 +97,6 @@ def analyze_file(path, comm_patterns: tuple[str, ...], step_pattern: str | None,
     report (see :func:`analysis_options`)."""
     before = None
     if cache:
-        from . import cache as warm
-
         options = analysis_options(path, comm_patterns, step_pattern, ctx, ranks, stamps)
         before = warm.analysis_key(Path(path), options)
         hit = warm.get_analysis(Path(path), options, before) if before is not None else None
@@ -109,8 +113,6 @@ def analysis_options(path, comm_patterns, step_pattern, ctx: Context, ranks: dic
     """Everything besides the file and the code that decides its Parts: the parse options, the thresholds,
     the ranks given to unnumbered traces, and the run directory's manifest and NCCL logs (``stamps``: by
     folder, filled here; a thousand traces of one run directory share them)."""
-    from .parsers import cache_options, rundir
-
     folder = Path(path).parent
     stamps = {} if stamps is None else stamps
     if folder not in stamps:
@@ -123,8 +125,9 @@ def analysis_options(path, comm_patterns, step_pattern, ctx: Context, ranks: dic
 
 
 def _analyze_file(path, comm_patterns, step_pattern, ctx, pool, ranks, cache) -> list[Part]:
+    # lazy: numpy and the analyzers, after the fork; runs.py is not needed before it either
     from .analyzers import analyze_rank
-    from .parsers import number_by_order, parse_file, rundir, runs
+    from .parsers import runs
 
     traces = parse_file(Path(path), tuple(comm_patterns), step_pattern, pool, cache=cache)
     for k, t in enumerate(traces):
@@ -184,15 +187,11 @@ def _report(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, executor,
         # unchanged files then starts no cluster. On Dask it needs the files visible here too (their keys
         # are their stats); where they are not, the key is None and the workers read them as always.
         if executor == "local":
-            from .parsers.workers import jobs_setting
-
-            jobs_setting()      # a bad TRACELENS_JOBS is a usage error, served from the cache or not
+            decode_workers.jobs_setting()      # a bad TRACELENS_JOBS is a usage error, served from the cache or not
         ctx = ctx_of()
         ctx_of = (lambda ctx=ctx: ctx)
         whole = _report_key(files, comm_patterns, step_pattern, ctx)
         if whole is not None:
-            from . import cache as warm
-
             hit = warm.get_report(whole)
             if hit is not None:
                 return hit
@@ -211,10 +210,10 @@ def _report(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, executor,
     else:
         raise UsageError(f"unknown executor {executor!r} (one of: {', '.join(EXECUTORS)})")
     parts = _settle(done, comm_patterns, step_pattern, ctx, getattr(files, "skipped", ()), cache)
-    from .parsers.nccl import inputs as nccl_inputs
+    from .parsers.nccl import inputs as nccl_inputs     # lazy: the NCCL log patterns, after the fork
 
     nccl = nccl_inputs(files.nccl_logs, files.logs_skipped, parts, getattr(files, "outside", ()))
-    from .analyzers import combine
+    from .analyzers import combine     # lazy: numpy and the analyzers, after the fork
 
     out = combine([p.analysis for p in parts], ctx, nccl=nccl)
     if whole is not None:
@@ -225,13 +224,9 @@ def _report(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, executor,
 def _report_key(files, comm_patterns, step_pattern, ctx) -> tuple | None:
     """The key of the whole Report (:func:`.cache.report_key`): what every file's analysis entry is keyed by,
     and what ``combine`` reads besides the files' Parts (the NCCL logs among the inputs, the files skipped)."""
-    from . import cache as warm
-
     stamps: dict = {}
     keys = [warm.analysis_key(Path(f), analysis_options(f, comm_patterns, step_pattern, ctx, None, stamps))
             for f in files]
-    from .parsers import rundir
-
     # The NCCL logs combine reads: those among the inputs, and those a run directory's manifest names (an
     # analysis knows only their size; the transport verdict reads their lines).
     named = [folder / log for folder in dict.fromkeys(Path(f).parent for f in files)
@@ -250,13 +245,9 @@ def _local(files, ctx_of, comm_patterns, step_pattern, jobs, on_file, on_done, c
     """Every file's Parts, read here in input order (decode workers, if any, decode ahead; not the files the
     warm cache holds): where no worker could be forked (:func:`_fork_pool`). The Context comes first: it
     imports nothing heavy, and a warm file needs no decoding."""
-    from .parsers import cache_options, start_decoding
-
     ctx = ctx_of()
     held, stamps = None, {}
     if cache:
-        from . import cache as warm
-
         options = cache_options(comm_patterns, step_pattern)
 
         def held(f) -> bool:
@@ -282,14 +273,12 @@ def _fork_pool(files, jobs: int | None):
     """Workers forked to share the files with this process (:mod:`.forked`), or None: one core or one file,
     ``jobs`` (or ``TRACELENS_JOBS``) 0, or no fork here (then :func:`_local` runs, with its decode workers).
     ``jobs``: how many beside this process; by default one per further core."""
-    from .parsers.workers import can_fork, cores, jobs_setting
-
     if jobs is None:
-        jobs = jobs_setting()
-    n = min(len(files) - 1, cores() - 1 if jobs is None else int(jobs))
-    if n < 1 or not can_fork():
+        jobs = decode_workers.jobs_setting()
+    n = min(len(files) - 1, decode_workers.cores() - 1 if jobs is None else int(jobs))
+    if n < 1 or not decode_workers.can_fork():
         return None
-    from .forked import ForkedPool
+    from .forked import ForkedPool     # lazy: only where workers share the files (not one file, not Dask)
 
     stamps: dict = {}           # each process its own, after the fork
 
@@ -303,9 +292,9 @@ def _fork_pool(files, jobs: int | None):
 def _worker_imports() -> None:
     """What a forked worker imports while this process does the same: all that analysing a file needs
     (an nsys export's reader is imported by the first worker that meets one)."""
+    # lazy: the point of this function: a forked worker imports these on its own core
     import numpy  # noqa: F401
 
-    from . import cache  # noqa: F401
     from .analyzers.rank import analyze_rank  # noqa: F401
     from .parsers.kineto import parse  # noqa: F401
 
@@ -316,8 +305,6 @@ def _shared(files, pool, ctx, comm_patterns, step_pattern, on_file, on_done, cac
     An input error is the one reading the files in order would give: the first file's that fails. Once one
     is seen no new file is claimed; the files before it that a dead worker held are read here, then the
     first error is raised."""
-    from .errors import TracelensError
-
     pool.start((ctx, comm_patterns, step_pattern, cache))
     stamps: dict = {}
     done: list[Done] = []
@@ -358,6 +345,7 @@ def _shared(files, pool, ctx, comm_patterns, step_pattern, on_file, on_done, cac
             break
     # Every file is claimed; the workers may still hold the last ones. What only the end needs is imported
     # now, beside them, rather than after them.
+    # lazy: as that says
     from .analyzers import run  # noqa: F401
     from .parsers.nccl import inputs  # noqa: F401
 
@@ -380,7 +368,7 @@ def _size(path) -> int:
 
 def _settle(done: list[Done], comm_patterns, step_pattern, ctx, skipped, cache=False) -> list[Part]:
     """Every file's Parts with their ranks settled and the run checked, in report order (rank, file)."""
-    from .parsers import describe_skipped, number_by_order, rank_unknown, rundir, runs
+    from .parsers import runs      # lazy: after the fork, as in _analyze_file
 
     done = sorted(done, key=lambda d: d.index)
     taken = {p.meta.rank for d in done for p in d.parts if not p.numbered}
@@ -404,7 +392,7 @@ def _settle(done: list[Done], comm_patterns, step_pattern, ctx, skipped, cache=F
     runs.check_one_run(parts)
     parts.sort(key=lambda p: (p.meta.rank, p.meta.source))
     if skipped and parts:       # a note on the inputs as a whole: the first rank carries it, last
-        from .contract import WarningEntry
+        from .contract import WarningEntry     # lazy: msgspec; this module loads before the fork
 
         parts[0].analysis.warnings.append(WarningEntry(code="not-a-trace", rank=None, count=len(skipped),
                                                        message=describe_skipped(skipped)))
@@ -414,15 +402,14 @@ def _settle(done: list[Done], comm_patterns, step_pattern, ctx, skipped, cache=F
 def _dask(files, ctx, comm_patterns, step_pattern, workers, scheduler, on_done, cache=False) -> list[Done]:
     """Every file's Parts, read and analysed on Dask workers; the client gathers them as they finish."""
     try:
-        from dask.distributed import Client, LocalCluster, as_completed
+        from dask.distributed import Client, LocalCluster, as_completed  # lazy: the dask extra, only for it
     except ImportError:
         raise UsageError(DASK_HINT) from None
-    from .parsers.workers import cores
 
     if scheduler:
         cluster, client = None, _connect(Client, scheduler)
     else:
-        cluster = LocalCluster(n_workers=workers or cores(), threads_per_worker=1, processes=True,
+        cluster = LocalCluster(n_workers=workers or decode_workers.cores(), threads_per_worker=1, processes=True,
                                dashboard_address=None, silence_logs=50)
         client = Client(cluster)
     try:
@@ -443,9 +430,6 @@ def _dask(files, ctx, comm_patterns, step_pattern, workers, scheduler, on_done, 
 
 def _dask_installed() -> bool:
     """Whether dask.distributed can be imported, without importing it (its import takes most of a second)."""
-    import importlib.util
-    import sys
-
     if "dask.distributed" in sys.modules:
         return sys.modules["dask.distributed"] is not None
     return all(importlib.util.find_spec(name) is not None for name in ("dask", "distributed"))

@@ -28,6 +28,8 @@ import queue
 import threading
 from typing import Callable, Iterator
 
+from .errors import TracelensError
+
 _RECORD = 4
 _HEADER = 8
 _CHUNK = 1024           # records per write: 4 KB, at most PIPE_BUF, so each write is atomic
@@ -172,8 +174,6 @@ class ForkedPool:
 
 def _serve(jobs: int, setup_fd: int, answer_fd: int, prepare, work) -> None:
     """A worker: imports, waits for the setup, then claims and answers jobs until none is left."""
-    from .errors import TracelensError
-
     prepare()
     with os.fdopen(setup_fd, "rb") as fh:
         data = fh.read()

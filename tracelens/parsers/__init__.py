@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..errors import InputError, UsageError, printable
 from ..model.rundir_layout import BOOTSTRAP, NCCL_LOGS
-from . import rundir, walk
+from . import rundir, walk, workers
+from .kineto import MAX_INFLATE_ENV
 from .nccl import LOG_SUFFIXES, maybe_log, sniff
 
 if TYPE_CHECKING:
@@ -219,7 +220,7 @@ def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: st
     ``pool``: decode workers that may already hold this file's columns; ``cache``: read and fill the warm
     cache (:mod:`tracelens.cache`).
     """
-    from ..model.classify import user_rules
+    from ..model.classify import user_rules    # lazy: numpy, after the workers start
 
     fmt = detect_format(path) or _sniff(path)
     try:
@@ -229,7 +230,7 @@ def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: st
     except (ValueError, re.error) as exc:
         raise UsageError(f"bad pattern: {exc}") from None
     if cache:
-        from .. import cache as warm
+        from .. import cache as warm    # lazy: a fresh decode worker imports this package, never the cache
 
         options = cache_options(comm_patterns, step_pattern)
         before = warm.key(path, options)
@@ -239,11 +240,11 @@ def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: st
     # Here, not above, and only the one the file needs: a warm run needs neither parser, and a Kineto
     # report no nsys reader (bench/RESULTS.md, "parser packages").
     if fmt == "nsys":
-        from . import nsys
+        from . import nsys      # lazy: only the parser this file needs (above)
 
         traces = nsys.parse(path, rules, step_pattern)
     else:
-        from . import kineto
+        from . import kineto    # lazy: only the parser this file needs (above)
 
         traces = [kineto.parse(path, rules, step_pattern, decoded=pool.take(path) if pool else None)]
     if cache and before is not None:
@@ -254,8 +255,6 @@ def parse_file(path: Path, comm_patterns: tuple[str, ...] = (), step_pattern: st
 def cache_options(comm_patterns: tuple[str, ...], step_pattern: str | None) -> tuple:
     """What besides the file decides what parsing it gives: the patterns, and the inflate limit (a cached
     file must not get past a lower one)."""
-    from .kineto import MAX_INFLATE_ENV
-
     return (tuple(comm_patterns), step_pattern, os.environ.get(MAX_INFLATE_ENV, "").strip())
 
 
@@ -298,8 +297,6 @@ def start_decoding(files: list[Path], jobs: int | None = None, held: Callable[[P
     Call it before the parsers and analyzers are imported, to decode while they load; pass the pool to
     :func:`load_files`, which closes it. ``held``: whether the warm cache holds a file (it is not decoded).
     """
-    from . import workers
-
     kineto_files = [f for f in files if _format_or_none(f) == "kineto" and not (held and held(f))]
     n = workers.jobs_for(kineto_files, jobs)
     return workers.DecodePool(kineto_files, n) if n else None
@@ -321,7 +318,7 @@ def load_files(files: list[Path], comm_patterns: tuple[str, ...] = (),
     finally:
         if pool is not None:
             pool.close()
-    from . import runs
+    from . import runs      # lazy: not needed before the workers start
 
     _settle_ranks(traces)
     rundir.attach(traces)           # world sizes from a run directory's manifest, before they are compared

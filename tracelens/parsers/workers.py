@@ -23,10 +23,12 @@ from __future__ import annotations
 import os
 import pickle
 import sys
+import threading
 from collections import deque
 from pathlib import Path
 
-from ..errors import UsageError
+from .._speed import exit_without_teardown
+from ..errors import TracelensError, UsageError
 
 JOBS_ENV = "TRACELENS_JOBS"
 # Below this much Kineto JSON a fresh interpreter's start-up (numpy too) is not repaid (bench/RESULTS.md,
@@ -67,8 +69,6 @@ def can_fork() -> bool:
     would stay held in the child; a notebook's kernel, for one, runs several)."""
     if not sys.platform.startswith("linux") or not hasattr(os, "fork") or os.environ.get(SPAWN_ENV):
         return False
-    import threading
-
     return threading.active_count() == 1
 
 
@@ -163,7 +163,7 @@ class _Forked:
     answers each on a pipe."""
 
     def __init__(self, files: list[Path]) -> None:
-        from .kineto import decode_file  # noqa: F401  (loaded before the fork: the child inherits it)
+        from .kineto import decode_file  # noqa: F401  # lazy: numpy, msgspec: loaded here, just before this fork
 
         self.pending: deque[Path] = deque(files)
         self.broken, self.pid, self.stream = False, None, None
@@ -212,8 +212,7 @@ def _answer(paths: list, out) -> None:
     """Decode ``paths`` in order and write one pickled answer each to ``out``: ("ok", KinetoColumns) |
     ("error", InputError) | ("failed", traceback text). The last file's decoded events are parked, not
     freed: the worker exits right after, without freeing them one by one."""
-    from ..errors import TracelensError
-    from .kineto import decode_file
+    from .kineto import decode_file    # lazy: numpy and msgspec; this module loads before the report's fork
 
     parked: list = []
     for k, path in enumerate(paths):
@@ -292,8 +291,6 @@ def _unpack(answer):
 def serve() -> None:
     """A fresh interpreter's main loop: pickled paths in (all sent at once, then EOF), and for each a
     pickled answer out (:func:`_answer`)."""
-    from .._speed import exit_without_teardown
-
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)            # anything printed must not corrupt the answer stream
     sys.stdout = sys.stderr
