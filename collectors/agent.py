@@ -22,6 +22,7 @@ import socket
 import sys
 import time
 
+from tracelens.model.envlist import allowed_env
 from tracelens.model.rundir_layout import TORCH_TRACE, WORKERS
 
 RUN_DIR = "TRACELENS_RUN_DIR"
@@ -104,7 +105,7 @@ class _Agent:
     def on_torch(self, torch) -> None:
         self.torch = torch
         try:
-            from torch.optim.optimizer import register_optimizer_step_post_hook
+            from torch.optim.optimizer import register_optimizer_step_post_hook  # lazy: torch is the job's
         except ImportError:  # pragma: no cover - torch < 2.0: only explicit steps
             return
         register_optimizer_step_post_hook(self._optimizer_stepped)
@@ -264,8 +265,6 @@ class _Agent:
         return out if out["backend"] or self.known_ranks is None else self.known_ranks
 
     def _record(self, status: str) -> str:
-        from tracelens.model.envlist import allowed_env
-
         torch = self.torch
         cuda = torch.cuda.is_available()
         info = {

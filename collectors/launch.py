@@ -100,7 +100,7 @@ def plan(options: CollectOptions, environ: Optional[dict] = None) -> Plan:
         raise UsageError(not_found(options.command[0]))
     nsys = None
     if options.profiler == "nsys":
-        from tracelens.tools.nsys_export import nsys_executable
+        from tracelens.tools.nsys_export import nsys_executable  # lazy: sqlite3, only for --profiler nsys
 
         nsys = nsys_executable()
         if not nsys:

@@ -118,7 +118,7 @@ def _report_progress(run_dir: Path, seen: set[str], on_progress) -> set[str]:
 
 def export_reports(run_dir: Path, on_progress=None) -> list[str]:
     """``nsys export --type sqlite`` each rank's report; returns notes for reports that failed."""
-    from tracelens.tools.nsys_export import cached_export
+    from tracelens.tools.nsys_export import cached_export     # lazy: sqlite3, only for nsys runs
 
     notes = []
     for rep in sorted(run_dir.glob("rank*.nsys-rep")):

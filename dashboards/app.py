@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import ipaddress
+import logging
 import socket
 import sys
 import threading
@@ -62,9 +63,10 @@ class Session:
 
 def create_app(session: Session):
     """The Dash app over ``session``: assets served from the installed packages (no CDN)."""
+    # lazy: dash, once the reports are made (their workers fork before it loads)
     from dash import Dash
 
-    from . import callbacks, guard, layout
+    from . import callbacks, guard, layout      # lazy: they import dash
 
     # The across-ranks section is redrawn per run: its strip step selector exists only for a run with a strip.
     app = Dash(__name__, title="tracelens", serve_locally=True, update_title=None, suppress_callback_exceptions=True,
@@ -116,9 +118,7 @@ def _check_port(host: str, port: int) -> None:
 def _quiet_server() -> None:
     """The terminal shows tracelens' one line with the URL, not Flask's banner, its development-server
     warning (a local, single-user viewer is what that server is for) or a log line per request."""
-    import logging
-
-    import flask.cli
+    import flask.cli    # lazy: flask comes with dash (above)
 
     flask.cli.show_server_banner = lambda *args, **kwargs: None
     for name in ("werkzeug", "dash", "dash.dash"):

@@ -38,7 +38,7 @@ def shown(value, most: int = 40) -> str:
 
 def install(app) -> None:
     """Check every callback request of ``app`` (a Dash app whose callbacks are registered)."""
-    from flask import request
+    from flask import request   # lazy: flask comes with dash, after the reports (dashboards/app.py)
 
     server = app.server
     server.config["MAX_CONTENT_LENGTH"] = MAX_BODY
@@ -58,7 +58,7 @@ def install(app) -> None:
 
 def check(request, callbacks: dict) -> tuple[int, str] | None:
     """(status, why) when the request is refused, else None."""
-    from werkzeug.exceptions import RequestEntityTooLarge
+    from werkzeug.exceptions import RequestEntityTooLarge  # lazy: as flask above
 
     if request.content_length is not None and request.content_length > MAX_BODY:
         return 413, f"body of {request.content_length:,} bytes, more than {MAX_BODY >> 20} MiB"

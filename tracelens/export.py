@@ -8,10 +8,13 @@ CPU, and ``window_start_ns``/``window_end_ns``, the step window on the device th
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .contract import Report
 from .errors import printable
-from .model import RankTrace
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .contract import Report
+    from .model import RankTrace
 
 TABLES = ("device_ops", "host_ops", "collectives", "steps", "threads")
 # What an export writes, and nothing else: a folder holding any of these is refused without --force, and
@@ -31,7 +34,7 @@ def existing(out_dir: str | Path) -> list[str]:
 def export_parquet(traces: list[RankTrace], out_dir: str | Path, report: Report | None = None) -> list[Path]:
     """Write ``<table>.parquet`` for every table plus ``ranks.parquet`` (run metadata) and, given the traces'
     ``report``, ``step_metrics.parquet`` and ``collective_metrics.parquet``; returns the paths."""
-    import pandas as pd
+    import pandas as pd     # lazy: tracelens export imports this module before its decode workers start
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -61,7 +64,7 @@ def export_parquet(traces: list[RankTrace], out_dir: str | Path, report: Report 
 
 def _steps(host, report: Report | None):
     """The host ranges with the window of each step that has one in the report (null where it has none)."""
-    import pandas as pd
+    import pandas as pd     # lazy: as in export_parquet
 
     rows = [(r.rank, s.step, s.start_ns, s.end_ns) for r in (report.ranks if report else ()) for s in r.steps
             if s.step is not None]
@@ -74,6 +77,7 @@ def _steps(host, report: Report | None):
 def step_metrics(report: Report):
     """One row per rank and step: the report's step metrics as its JSON has them, the window named apart from
     the host range (``window_start_ns``, ``window_end_ns``); ``step`` null for a whole-trace window."""
+    # lazy: as in export_parquet
     import msgspec
     import pandas as pd
 
@@ -93,6 +97,7 @@ def collective_metrics(report: Report):
     """One row per collective instance of every rank, as the report counts it: its ``exposed_ns`` and, when it
     was matched across ranks, the rank's ``wait_ns`` (its duration minus the instance's transfer time) and the
     instance's ``transfer_ns`` (null when unmatched; docs/metrics.md, "Wait and transfer")."""
+    # lazy: as in export_parquet
     import msgspec
     import pandas as pd
 

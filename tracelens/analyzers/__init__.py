@@ -21,14 +21,14 @@ __all__ = ["analyze", "analyze_rank", "combine", "Context", "RankAnalysis", "Thr
 
 
 def __getattr__(name: str):
-    # The rank analyzers (and pandas with them) load only when a rank is analysed: a report whose files'
+    # The rank analyzers (and numpy with them) load only when a rank is analysed: a report whose files'
     # analyses are all in the warm cache only combines them.
     if name == "analyze_rank":
-        from .rank import analyze_rank
+        from .rank import analyze_rank     # lazy: numpy and the rank analyzers (the comment above)
 
         return analyze_rank
     if name == "combine":
-        from .run import combine
+        from .run import combine           # lazy: numpy and the run analyzers
 
         return combine
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -37,6 +37,7 @@ def __getattr__(name: str):
 def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Report:
     """The overlap report and the diagnoses of a run (one RankTrace per rank): each rank analysed, then
     combined."""
+    # lazy: numpy and the analyzers, as in __getattr__
     from .rank import analyze_rank
     from .run import combine
 

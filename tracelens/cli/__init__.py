@@ -2,8 +2,9 @@
 ``collect``, ``dashboard``, ``cache``), each parsing its options, calling :mod:`tracelens.api` and rendering; ``terminal`` holds what
 they share. Here: the command group, the mapping of errors to exit codes, and the console script.
 
-Nothing heavy (pandas, numpy, rich) is imported at module level of any of these modules: ``--help`` and
-option errors answer at once, and a command starts its decode workers before pandas loads.
+Nothing heavy (numpy, msgspec, rich, the parsers) is imported at module level of any of these modules:
+``--help`` and option errors answer at once, and a report forks its workers before numpy loads
+(tests/unit/test_startup_budget.py holds the budget).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 import click
 
 from .. import __version__
+from .._speed import exit_without_teardown, one_blas_thread
 from ..errors import EXIT_USAGE, TracelensError
 from . import cache, collect, dashboard, export, gate, history, report
 from .gate import AGGREGATE_CHOICES, PATTERN_CHOICES
@@ -56,8 +58,6 @@ def main(argv: list[str] | None = None) -> int:
 def run() -> None:
     """Console-script wrapper: exit with main()'s code, skipping the interpreter's teardown (tracelens/_speed.py
     says what that buys); output is flushed first. ``main`` returns, for callers that go on."""
-    from .._speed import exit_without_teardown, one_blas_thread
-
     one_blas_thread()
     code = main()
     for stream in (sys.stdout, sys.stderr):

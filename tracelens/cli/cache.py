@@ -24,7 +24,7 @@ def cache_info(fmt) -> None:
 
         tracelens cache info
     """
-    from .. import cache as warm
+    from .. import cache as warm        # lazy: not for --help (and the budget test keeps it so)
 
     got = warm.info()
     if fmt == "json":
@@ -50,7 +50,7 @@ def cache_clear() -> None:
 
         tracelens cache clear
     """
-    from .. import cache as warm
+    from .. import cache as warm        # lazy: not for --help (and the budget test keeps it so)
 
     files, size = warm.clear()
     echo_fitted(f"removed {files} file{'' if files == 1 else 's'} ({_size(size)}) from {warm.root()}")

@@ -37,6 +37,7 @@ def collect(profiler, out, steps, with_stack, force, no_report, color, command) 
     \b
         tracelens collect --out runs/exp7 -- torchrun --nproc-per-node 8 train.py
     """
+    # lazy: the collector (subprocess, the agent) and the renderers (msgspec): only tracelens collect
     from ..collectors import launch, runner
     from ..renderers.common import size
     from ..model.rundir_layout import MANIFEST, REPORT

@@ -3,8 +3,11 @@ and serve the Dash app of ``tracelens.dashboards`` on them."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import click
 
+from .. import api
 from ..errors import UsageError
 from .report import report_for
 from .terminal import input_options, report_options, threshold_option
@@ -15,9 +18,7 @@ NEEDS = ("dash", "plotly", "dash_ag_grid")
 
 def check_installed() -> None:
     """A usage error (exit 2, one line) saying how to install the extra when a part of it is missing."""
-    from importlib.util import find_spec
-
-    missing = [m for m in NEEDS if find_spec(m) is None]
+    missing = [m for m in NEEDS if importlib.util.find_spec(m) is None]
     if missing:
         raise UsageError(f"the dashboard needs {', '.join(missing)}: {INSTALL_HINT}")
 
@@ -48,8 +49,7 @@ def dashboard(paths, compare, history_db, label, host, port, open_browser, thres
         tracelens dashboard runs/ddp_bs32/ --compare runs/ddp_bs64/
     """
     check_installed()
-    from .. import api
-    from ..dashboards import Run, Session, serve
+    from ..dashboards import Run, Session, serve    # lazy: the dashboard extra, checked for just above
 
     past = api.history_runs(history_db, label) if history_db else None
 

@@ -26,7 +26,7 @@ def export(paths, out_dir, force, comm_patterns, step_nvtx, no_cache) -> None:
 
         tracelens export runs/ddp_bs32/ -o tables/
     """
-    from ..export import existing
+    from ..export import existing       # lazy: pandas and pyarrow, only for tracelens export
 
     # One rule with report -o: what exists is not overwritten without --force (checked before the slow parse).
     found = existing(out_dir)
@@ -40,7 +40,7 @@ def export(paths, out_dir, force, comm_patterns, step_nvtx, no_cache) -> None:
         raise UsageError("no trace files found: NCCL logs alone have no tables to export", path=" ".join(paths))
     # The report's numbers as `tracelens report` gives them: the config file's thresholds, the run's NCCL logs.
     report = api.analyze(traces, api.thresholds(), nccl=api.nccl_inputs(paths, traces))
-    from ..export import export_parquet
+    from ..export import export_parquet     # lazy: as above
 
     with writing(out_dir):
         written = export_parquet(traces, out_dir, report)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import click
 
 from .. import api
 from ..errors import EXIT_GATE, EXIT_OK, UsageError, printable
+from ..renderers import render
 from .terminal import (FILE_WIDTH, color_option, emit, executor_args, executor_options, input_options, progress,
                        terminal_width, threshold_option, use_color, writing)
 
@@ -61,8 +63,6 @@ def gate(paths, config_path, no_config, fmt, junit, html_path, summary_md, color
         tracelens gate runs/ci-1234/ --history ci.db --against main \\
             --max-overlap-drop 2 --junit gate.xml
     """
-    from ..renderers import gate_outcome as show
-
     if config_path and no_config:
         raise UsageError("--config and --no-config exclude each other")
     on_report = _html_writer(html_path) if html_path else None
@@ -72,6 +72,8 @@ def gate(paths, config_path, no_config, fmt, junit, html_path, summary_md, color
                           comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=bar,
                           on_done=bar.done if bar else None, on_report=on_report,
                           cache=False if no_cache else None, **run_on)
+    from ..renderers import gate_outcome as show    # lazy: msgspec, after the report's workers forked
+
     if junit:
         with writing(junit):
             Path(junit).write_bytes(show.junit(result))
@@ -88,16 +90,12 @@ def gate(paths, config_path, no_config, fmt, junit, html_path, summary_md, color
 
 def _html_writer(path: str):
     """Writes the run's Report as HTML to ``path``; a missing plotly is said before the (slow) analysis."""
-    from importlib.util import find_spec
+    from ..renderers.html import INSTALL_HINT       # lazy: numpy and the figures, only with --html
 
-    from ..renderers.html import INSTALL_HINT
-
-    if find_spec("plotly") is None:
+    if importlib.util.find_spec("plotly") is None:
         raise UsageError(f"--html needs plotly: {INSTALL_HINT}")
 
     def write(rep) -> None:
-        from ..renderers import render
-
         with writing(path):
             Path(path).write_text(printable(render(rep, "html")), encoding="utf-8")
     return write

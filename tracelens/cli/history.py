@@ -35,10 +35,11 @@ def history_add(paths, db, label, commit, thresholds, comm_patterns, step_nvtx, 
 
         tracelens history add runs/ci-1234/ --db ci-history.db --label main --commit $GITHUB_SHA
     """
+    report = report_for(paths, report_options(comm_patterns, step_nvtx, thresholds, no_cache))
+    # lazy: sqlite3, pandas and msgspec, once the report's workers have forked
     from ..history_db import add_run, open_db
     from ..renderers.common import frac, pct
 
-    report = report_for(paths, report_options(comm_patterns, step_nvtx, thresholds, no_cache))
     with open_db(db, create=True) as handle:
         run_id = add_run(handle, report, label=label, commit=commit, source=printable(" ".join(paths), one_line=True))
     s = report.summary
@@ -58,6 +59,7 @@ def history_list(db, label, limit, fmt) -> None:
 
         tracelens history list --db ci-history.db --label main
     """
+    # lazy: sqlite3, pandas and rich: not for --help
     from ..history_db import list_runs, open_db
     from ..renderers import history_rows as show
 
@@ -78,6 +80,7 @@ def history_show(run_id, db, fmt) -> None:
 
         tracelens history show 12 --db ci-history.db
     """
+    # lazy: sqlite3, pandas and rich: not for --help
     from ..history_db import get_run, open_db, run_steps
     from ..renderers import history_rows as show
 

@@ -12,6 +12,7 @@ import click
 
 from ..errors import UsageError, printable
 from ..options import ReportOptions
+from ..renderers import render
 
 # Text that goes to a file, or to a pipe without COLUMNS, has no terminal to fit: the roomy layout.
 FILE_WIDTH = 160
@@ -26,7 +27,7 @@ def terminal_width(stream) -> int | None:
     if not _isatty(stream):
         return None
     if stream is sys.stdout:
-        import shutil   # here, not at the top: every command imports this module, few print to a terminal
+        import shutil   # lazy: only for a terminal; --help and a piped report never need it
 
         return shutil.get_terminal_size((80, 24)).columns
     try:
@@ -61,7 +62,7 @@ def echo_fitted(message: str, err: bool = False) -> None:
     message = printable(message)
     width = terminal_width(sys.stderr if err else sys.stdout)
     if width and len(message) > width:
-        import textwrap
+        import textwrap     # lazy: only for a message wider than its terminal
 
         message = textwrap.fill(message, width, subsequent_indent="    ", break_on_hyphens=False)
     click.echo(message, err=err)
@@ -73,8 +74,8 @@ def progress(color=None, quiet: bool = False):
     several files; None otherwise (quiet in logs and pipes, and when ``quiet``: JSON output). Its ``done``
     (``api.report``'s ``on_done``) counts the files, ranks and bytes read.
 
-    rich is imported on the first file, not here: the loaders start the decode workers before they parse, and
-    an import here (~40 ms) would delay that start on every report (bench/bench_parse.py saw +50 ms)."""
+    rich is imported on the first file, not here: the loaders start their workers before they parse, and an
+    import here would delay that start on every report (bench/RESULTS.md, "progress bar")."""
     if quiet or not _isatty(sys.stderr):
         yield None
         return
@@ -96,6 +97,7 @@ class _Bar:
         if total < 2:
             return False
         if self.bar is None:
+            # lazy: rich, once a bar is drawn: after the report's workers forked
             from rich.console import Console
             from rich.progress import BarColumn, Progress, TextColumn
 
@@ -134,8 +136,6 @@ def _mib(n: int) -> str:
 def show(rep, fmt: str = "text", output: str | None = None, force: bool = False, top: int = 10,
          color: bool | None = None, rank: int | None = None, every: bool = False) -> None:
     """Render a report to standard output (as wide as the terminal, coloured there) or to a file."""
-    from ..renderers import render
-
     stream = sys.stdout if output in (None, "-") else None
     width = (terminal_width(stream) if stream else None) or FILE_WIDTH
     colored = use_color(color, stream) if stream else bool(color)

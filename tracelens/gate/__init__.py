@@ -22,9 +22,8 @@ __all__ = ["AGGREGATES", "Baseline", "CONFIG_KEYS", "GateConfig", "GateResult", 
 
 
 def __getattr__(name: str):
-    # The rules need pandas; reading a config file (thresholds for a report) must not.
     if name in _RULES:
-        from . import rules
+        from . import rules     # lazy: the rules need pandas; reading a config file (every report) must not
 
         return getattr(rules, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

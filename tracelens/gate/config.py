@@ -161,11 +161,10 @@ def _tool_table(path: Path) -> dict | None:
 
 
 def _read_toml(path: Path) -> dict:
-    # Imported here: most reports find no config file, and the import is 3-8 ms of every one.
     if sys.version_info >= (3, 11):
-        import tomllib
+        import tomllib          # lazy: most reports find no config file to read
     else:  # pragma: no cover - exercised on 3.10 only
-        import tomli as tomllib
+        import tomli as tomllib  # lazy: most reports find no config file to read
     try:
         with open(path, "rb") as fh:
             return tomllib.load(fh)

@@ -60,7 +60,7 @@ def host_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray, slack: 
 
 def _thread_start_order(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """``np.lexsort((-end, start, thread))``, in stable sorts that exploit what traces are: events nearly in
-    start order, few threads, rare equal starts (~0.05 ms instead of ~0.4 ms for 13,000 events)."""
+    start order, few threads, rare equal starts (several times faster than the lexsort)."""
     order = np.argsort(start, kind="stable")
     s = start[order]
     tie = np.flatnonzero(s[1:] == s[:-1])
@@ -98,7 +98,7 @@ def _parents_nested(st: np.ndarray, en: np.ndarray, lane: np.ndarray | None = No
         span = int(inv.max()) + 1
     if lane is not None and n:
         st_r, en_r = lane_no * span + st_r, lane_no * span + en_r
-    ends = np.sort(en_r * width + pos, kind="stable")     # nearly sorted already: timsort runs, ~7x faster
+    ends = np.sort(en_r * width + pos, kind="stable")     # nearly sorted already: timsort's runs pay
     zero = en == st
     # Earlier events closed by this start: ends before it, or at it and listed earlier; a zero-length
     # event keeps open everything that ends exactly at its start.

@@ -2,7 +2,7 @@
 
 A rank's tables are read column by column (``table["start_ns"]`` is an int64 array), masked and indexed
 with numpy; the analyzers never need a row object, a join or an index. pandas would give all that and
-more, but importing it costs 0.3-0.5 s, more than everything else a first report of a small trace does
+more, but its import alone would outweigh everything else a first report of a small trace does
 (bench/RESULTS.md, "A first report without pandas"). So the model is plain numpy, and
 :meth:`Table.to_pandas` gives a DataFrame to whoever wants one (the dashboard's timeline, notebooks).
 
@@ -20,7 +20,7 @@ def distinct(values) -> np.ndarray:
     """``np.unique(values)``: the distinct values, sorted.
 
     Asked with its counts, np.unique gives the same values without the check a plain call makes in numpy 2
-    (``np.ma.is_masked``), which imports numpy.ma: 11 ms of every report's start for nothing. Every
+    (``np.ma.is_masked``), which imports numpy.ma into every report's start for nothing. Every
     plain np.unique and np.percentile of a report goes through here or :func:`.columns.percentile`
     (tests/unit/test_columns.py runs a report and checks that numpy.ma stays unloaded).
     """
@@ -178,7 +178,7 @@ class Table:
 
     def to_pandas(self):
         """A pandas DataFrame of the same columns (categoricals as pandas categoricals)."""
-        import pandas as pd
+        import pandas as pd     # lazy: pandas, only for who asks for a DataFrame; no report imports it
 
         data = {}
         for c, v in self._cols.items():

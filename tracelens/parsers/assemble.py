@@ -196,8 +196,7 @@ def _sorted(cols: dict, key: tuple) -> tuple[dict, np.ndarray | None]:
 
 def _lexsort(keys: list[np.ndarray]) -> np.ndarray:
     """``np.lexsort`` with ``keys[0]`` the most significant, in a fraction of its time when the first key
-    has few ties: a stable sort by it (0.2 ms for 10^5 start times, against 5.9 ms for lexsort over eight
-    keys), then only the rows sharing a value sorted by all keys."""
+    has few ties: a stable sort by it, then only the rows sharing a value sorted by all keys."""
     order = np.argsort(keys[0], kind="stable")
     first = keys[0][order]
     same = first[1:] == first[:-1]

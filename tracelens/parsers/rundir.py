@@ -87,7 +87,7 @@ def _read(folder: Path) -> _Read | None:
 @functools.lru_cache(maxsize=64)
 def _read_once(folder: Path, size: int, *identity) -> _Read:
     """The manifest, read once per version of it (a thousand traces share one)."""
-    from . import manifest_schema       # here: discovery imports this module before the decode workers start
+    from . import manifest_schema       # lazy: msgspec; discovery imports this module before the fork
 
     path = folder / MANIFEST
     if inside(folder, MANIFEST) is None:

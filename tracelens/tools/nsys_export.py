@@ -13,6 +13,7 @@ import subprocess
 import urllib.parse
 from pathlib import Path
 
+from ..cache import root
 from ..errors import InputError
 
 # A table every Nsight Systems export has, whatever its version and what was traced.
@@ -25,8 +26,6 @@ def nsys_executable() -> str | None:
 
 def cache_dir() -> Path:
     """Where exports of ``.nsys-rep`` reports go: ``nsys/`` under the one cache root (:func:`tracelens.cache.root`)."""
-    from ..cache import root
-
     return root() / "nsys"
 
 

@@ -30,7 +30,7 @@ from ..wording import Finding
 LOOKS_LIKE_COMM = re.compile(r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|alltoall|send|recv|p2p|peer|"
                              r"symm|multimem|nvshmem|one_?shot|two_?shot|flux|comm", re.IGNORECASE)
 # The same pattern, case-sensitive, for a name lowered first: on the long templated kernel names re's
-# case-insensitive search is ~10x slower. For ASCII names the two agree (IGNORECASE also folds a few
+# case-insensitive search is many times slower. For ASCII names the two agree (IGNORECASE also folds a few
 # non-ASCII letters such as U+017F onto "s", hence ASCII only).
 _LOWER_COMM = re.compile(LOOKS_LIKE_COMM.pattern)
 _LISTED = 4                   # names listed per kind of evidence

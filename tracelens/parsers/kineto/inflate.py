@@ -13,14 +13,13 @@ import re
 import zlib
 from pathlib import Path
 
-try:  # ISA-L inflate: 33 ms against zlib's 70 ms for the 54 MB trace (2026-11-23); same checks and errors.
+try:  # ISA-L inflates faster than zlib (bench/RESULTS.md, "ISA-L inflate"); same checks and errors.
     from isal import isal_zlib as _inflate
 except ImportError:  # pragma: no cover - platforms without an isal wheel
     _inflate = zlib
 
 from ...errors import InputError, UsageError
-
-MAX_INFLATE_ENV = "TRACELENS_MAX_INFLATE"
+from . import MAX_INFLATE_ENV
 # Real traces inflate 10-30x (the corpus: 9.9-30.3x); a gzip bomb inflates ~1000x. 100x the file, and at
 # least 1 GiB, never stops a real trace and keeps a bomb of a few KB to 1 GiB of memory.
 INFLATE_RATIO = 100

@@ -9,8 +9,8 @@ turned into columns and let go before the next; the columns are joined at the en
 have made them (names in first-seen order, categories sorted, the collective rows after every device row,
 then the host rows). A mapped file's pages are handed back behind the scan and behind each slice, so no
 more than a window and a slice of the JSON are resident at once. A gzipped one is inflated twice (once for
-the scan, once for the slices: 0.3 s each for 474 MB of JSON) into an anonymous mapping whose pages are
-dropped the same way, instead of once into memory whole.
+the scan, once for the slices) into an anonymous mapping whose pages are dropped the same way, instead of
+once into memory whole.
 
 Only a clean file takes this path: any value of the wrong type, text that is not UTF-8, JSON the scan cannot
 cut, or a file that turns out to be no trace makes :func:`decode` answer None, and the whole-file decode

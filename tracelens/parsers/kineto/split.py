@@ -3,7 +3,7 @@
 :mod:`.slices` decodes such a trace a slice at a time; this module says where the slices are, without
 decoding anything and without holding more than a window of the file: numpy over ``WINDOW`` bytes at a
 time finds the quotes that open or close strings (a quote after an odd run of backslashes does not) and the
-brackets outside strings, whose running sum is the depth (474 MB in 0.55-0.66 s, bench/RESULTS.md). An
+brackets outside strings, whose running sum is the depth (bench/RESULTS.md, "Slice decode"). An
 event ends where a bracket closes back to the depth of the array's items; every ``every`` events the comma
 after one is a cut. Whatever lies around the array (the keys before and after it, in any order) becomes the
 header: the document with the array replaced by a marker that no file holds (a random string), so that the
@@ -175,7 +175,7 @@ def _scan(buf, lo: int, hi: int, state: _State) -> _Window:
     brackets = np.flatnonzero((folded == 0x7B) | (folded == 0x7D))
     parity, depth = int(state.in_string), state.depth
     # Inside a string or not at each bracket: the parity of the quotes before it, one xor per run of bytes
-    # between brackets (a bracket is never a quote; xor is 6x faster than counting here).
+    # between brackets (a bracket is never a quote; one xor per run beats counting the quotes here).
     runs = np.bitwise_xor.reduceat(quotes.view(np.uint8), np.concatenate(([0], brackets)))
     brackets = brackets[(np.bitwise_xor.accumulate(runs[:-1]) ^ parity) == 0]
     closing = (w[brackets] & 2) == 0         # ']' 0x5D and '}' 0x7D have bit 1 clear, '[' and '{' set

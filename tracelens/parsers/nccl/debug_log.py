@@ -16,6 +16,7 @@ from pathlib import Path
 from ...model import nccl_records as K
 from ...model.nccl_records import EnvSetting, NcclInputs, NcclLog, Record
 from ...model.rundir_layout import MANIFEST, NCCL_LOGS
+from .. import describe_skipped, rundir
 from .detect import SNIFF_BYTES
 
 # The marker as detect.py finds it in a file's head (see there), on one line.
@@ -219,8 +220,6 @@ def inputs(paths: list[Path], skipped: list[tuple[Path, str]], traces=(), outsid
     export or manifest; for logs alone, the manifest of their run directory), and notes about what could
     not be read: these logs, and the run directories' manifests (:func:`..rundir.notes`; ``outside``: the
     links found in input folders that lead outside them, not read)."""
-    from .. import rundir
-
     wanted = {Path(p).resolve(): Path(p) for p in paths}
     for t in traces:
         for side in t.meta.side_files:
@@ -250,8 +249,6 @@ def inputs(paths: list[Path], skipped: list[tuple[Path, str]], traces=(), outsid
         else:
             skipped.append((path, "no NCCL lines"))
     if skipped:
-        from .. import describe_skipped
-
         out.notes.append(("nccl-log-skipped", len(skipped), describe_skipped(skipped, what="NCCL logs")))
     bad = [log for log in out.logs if log.replaced]
     if bad:

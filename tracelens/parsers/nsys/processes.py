@@ -61,7 +61,7 @@ def _parse_db(db: ExportDb, source: Path, comm_rules, step_pattern: str | None) 
         raise InputError(f"no {KERNEL} table: not an Nsight Systems export with CUDA kernels "
                          "(profile with `nsys profile -t cuda,nvtx`)", path=str(source))
     # Every table is read once for all processes, on reader threads, and split by process here: a query per
-    # process would scan every table once per process (no index on globalPid), 1.9x the SQL for 8 ranks.
+    # process would scan every table once per process (no index on globalPid).
     queries = start_queries(db)
     notes = _export_notes(db)
     strings = string_ids(db, notes)

@@ -217,7 +217,7 @@ def device_columns(rows: dict, base: int, meta: RunMeta) -> dict:
     stream, device, context = rows["stream"], rows["device"], rows["context"]
     kind = rows["kind"]
     work = kind.codes != (list(kind.categories).index("sync") if "sync" in kind.categories else -2)
-    # Distinct (device, context) pairs as one int64 key each (np.unique(axis=0) costs ~1 ms even on a few rows).
+    # Distinct (device, context) pairs as one int64 key each (np.unique(axis=0) is slow even on a few rows).
     pairs = distinct((device[work] << 32) | (context[work] & 0xFFFFFFFF))
     devices, per_device = np.unique(pairs >> 32, return_counts=True)
     if (per_device > 1).any():

@@ -142,8 +142,8 @@ class ExportDb:
         """A query's columns, one letter of ``kinds`` per column: ``i`` an int64 array, ``t`` a list of str,
         ``a`` an Arrow string array (split inside Arrow: no Python string per row).
 
-        Handing rows one at a time from SQLite to Python costs more than the scan itself (~0.3 µs a
-        value), so each column is aggregated inside SQLite into one text (``group_concat``) and split in C.
+        Handing rows one at a time from SQLite to Python costs more than the scan itself, so each column
+        is aggregated inside SQLite into one text (``group_concat``) and split in C.
         What that cannot carry goes row by row instead: a value that is not an integer, a text holding the
         separator, an aggregate past SQLite's length limit, text that is not UTF-8.
         """
@@ -257,8 +257,8 @@ def arrow_strings(values: list) -> pa.Array:
     """Python strings (None: null) as an Arrow large_string array, built from its buffers.
 
     Not ``pa.array``: on any Python or numpy input it asks pyarrow's pandas shim whether that is a pandas
-    object, which imports pandas, 0.3 s that no nsys report needs (a cold report of the 2.3 MB corpus export
-    h100_2gpu_1s: 0.87 s and 144 MiB peak with it, 0.46 s and 105 MiB without; bench/RESULTS.md).
+    object, which imports pandas, a large share of a cold nsys report that no report needs (bench/RESULTS.md,
+    "pandas on the nsys path").
     """
     data = [v.encode("utf-8", "surrogatepass") if v is not None else b"" for v in values]
     offsets = np.zeros(len(data) + 1, np.int64)
