@@ -265,7 +265,7 @@ def _ranged(texts: list[str]) -> str:
     return "".join(out)
 
 
-# What a finding's sentences call its one step (analyzers/wording.py), and what a finding over several steps
+# What a finding's sentences call its one step (analyzers/wording/), and what a finding over several steps
 # says instead.
 _THIS_STEP = (" in this step", "this step", "exposed here")
 _EACH_STEP = ("", "each of these steps", "exposed in each step")

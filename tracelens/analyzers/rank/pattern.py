@@ -75,7 +75,7 @@ def diagnose(rank: int, step: int | None, pattern: str | None, ev: PatternEviden
              th: Thresholds, program: str = "pytorch") -> Finding | None:
     """The overlap-pattern finding of one step (``m``: its StepMetrics); None for steps without comm.
 
-    Its evidence holds every number its sentences state (analyzers/wording.py words it) and what decided
+    Its evidence holds every number its sentences state (analyzers/wording/exposure.py words it) and what decided
     the verdict; the serialized verdict says whether the shared-stream rule (rule 3) decided."""
     if pattern == "no-comm" or m.comm_ns == 0:
         return None

@@ -4,7 +4,7 @@ They never see a trace. ``combine`` puts the ranks' shares together (in rank ord
 came in), runs the analyses across ranks (``summary``: the run's totals and pattern majority; ``slow_ranks``:
 stragglers by step and compute times, where no collective was matched; ``crossrank``: matched collectives,
 clocks, wait versus transfer, the rank the others wait for, bandwidth) and words every finding once
-(analyzers/wording.py).
+(analyzers/wording/).
 """
 
 from __future__ import annotations
