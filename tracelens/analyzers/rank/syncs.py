@@ -36,6 +36,7 @@ from .. import intervals as iv
 from .overlap import LAUNCH_NAMES
 from ..thresholds import material
 from ..wording import Finding
+from .context import RankContext
 
 _SYNC_CALLS = re.compile(
     r"^(cuda|hip)(Stream|Device|Event)Synchronize$|^cu(Stream|Ctx|Event)Synchronize$"
@@ -175,7 +176,7 @@ def feeds(trace: RankTrace, host_rows: np.ndarray) -> list[str | None]:
     return out
 
 
-def analyze(ctx) -> list[Finding]:
+def analyze(ctx: RankContext) -> list[Finding]:
     """Sync-stall findings of one rank (``ctx``: its :class:`~.context.RankContext`)."""
     trace, device, busy, comm = ctx.trace, ctx.sets.device, ctx.sets.busy, ctx.sets.comm
     windows, durations, th = ctx.windows, ctx.durations, ctx.thresholds
