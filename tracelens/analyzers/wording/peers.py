@@ -140,7 +140,7 @@ _CAUSE_WORDS = {"peer-wait": "waiting for other ranks", "not-overlapped": "trans
 
 def _cost(c) -> str:
     """A cause's cost as the verdict words it, with the digits of every other time and share of the report
-    (its table prints the same: renderers/common.verdict_cells)."""
+    (its table prints the same: renderers/run_tables.verdict_cells)."""
     return (f"{ms(c.ns_per_step)} per step "
             f"({pct(None if c.share_of_step is None else 100 * c.share_of_step)} of the step)")
 
