@@ -203,7 +203,8 @@ def analyze(ctx: RankContext) -> list[Finding]:
     m["feeds"] = feeds(trace, m["host_idx"])
     # A stall is a call that cost the device time; one the device worked through is a wait, not a stall.
     m["significant"] = m["idle_caused_ns"] >= th.stall_min_ns
-    # A step holds a handful of syncs: plain lists per window beat a pandas groupby (~1 ms a step).
+    # A step holds a handful of syncs: plain lists per window beat a pandas groupby (bench/RESULTS.md,
+    # "analyzers/rank/syncs.py").
     window = m["window"]
     rows = np.flatnonzero(window >= 0)
     rows = rows[np.argsort(window[rows], kind="stable")]

@@ -76,7 +76,8 @@ def concat(analyses: list[RankAnalysis]) -> CollectiveRows:
 def _factorize(values: np.ndarray) -> tuple[np.ndarray, list]:
     """Codes in order of first appearance (None and NaN: -1) and the distinct values. combine must not import
     pandas (when every rank's analysis comes from the warm cache, nothing else does): pandas' factorize when
-    it is loaded already (2.5x faster at a million rows), else a dict, which gives the same codes."""
+    it is loaded already (faster on large tables: bench/RESULTS.md, "analyzers/run/crossrank/match.py"),
+    else a dict, which gives the same codes."""
     pd = sys.modules.get("pandas")
     if pd is not None:
         codes, uniques = pd.factorize(values, use_na_sentinel=True)
