@@ -108,8 +108,10 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
         cpu = all(a.result.mode == "cpu" for a in ordered)
         first_start = [a.result.steps[0].start_ns - int(clk.offset[p]) if a.result.steps and clk.applied[p] else None
                        for p, a in enumerate(ordered)]
-        out.culprit = straggler.find([a.result for a in ordered], pos, late, w.skew, inst_wait - wait_late,
-                                     c["step"][rows][late_row], delay, cnt, m.starts, lead, w.wait, first_start, cpu, th)
+        arrivals = straggler.Arrivals(pos=pos, wait=w.wait, lead=lead, starts=m.starts, members=cnt, rows_late=late,
+                                      skew=w.skew, caused=inst_wait - wait_late, step=c["step"][rows][late_row],
+                                      delay=delay, first_start=first_start)
+        out.culprit = straggler.find([a.result for a in ordered], arrivals, cpu, th)
         if out.culprit is not None:
             out.findings.append(out.culprit.finding)
     out.findings += _clock_findings(mt)
