@@ -363,14 +363,12 @@ def test_corpus_tax_equals_the_definition_kernel_by_kernel(rel):
     # evaluated kernel by kernel. nccl_data (no input shapes): 88 kernels compared, 0.35 ms of tax
     # (0.29-0.76 ms), under the materiality floor (it was 207 kernels and 1.02 ms against the median alone,
     # before the spread and the interval); sampled_rank-0: 49 compared, none slowed beyond its spread.
-    from tracelens.analyzers.rank import overlap
+    from tracelens.analyzers.rank import context
     trace = api.load([str(corpus_file(rel))])[0]
-    notes = []
-    sets = overlap.interval_sets(trace, lambda *a: notes.append(a))
-    windows = overlap.step_windows(trace, sets, lambda *a: notes.append(a))
     th = Thresholds()
-    got = tax.measure(trace, sets, windows, th)
-    want = _oracle(trace, sets, windows, th)
+    ctx = context.build(trace, th, lambda *a: None)
+    got = tax.measure(ctx)
+    want = _oracle(trace, ctx.sets, ctx.windows, th)
     assert want[3] > 0
     assert (int(got.tax_ns.sum()), int(got.low_ns.sum()), int(got.high_ns.sum()), int(got.compared.sum())) == want
 

@@ -130,7 +130,7 @@ def test_gate_accepts_mixed(tmp_path, capsys):
 
 # ------------------------------------------------------------------- sentences against their evidence
 #
-# analyzers/wording.py writes every sentence from a finding's evidence; tests/unit/test_wording.py checks each
+# analyzers/wording/ writes every sentence from a finding's evidence; tests/unit/test_wording.py checks each
 # sentence of each verdict on hand-made evidence. Here: the analyzers' entries on generated and real traces,
 # every number of their sentences against their evidence, and the generator truth of that evidence.
 

@@ -84,11 +84,16 @@ def test_max_connections_agrees_with_tensor_parallel_alone(tmp_path):
     # wants more agrees
     meta = SimpleNamespace(command={}, env={"CUDA_DEVICE_MAX_CONNECTIONS": "1"})
     empty = {k: np.array([], dtype=object) for k in ("op", "step", "bytes")}
-    (c,) = check(meta, "NVIDIA H100 80GB HBM3", ["tp", "pp"], None, empty, np.array([], dtype=object), [])
+
+    def ctx(device_name):       # what check reads of a RankContext: no collective, no kernel name
+        return SimpleNamespace(trace=SimpleNamespace(meta=meta), device_name=device_name, comm=empty,
+                               exposure={"name": np.array([], dtype=object)})
+
+    (c,) = check(ctx("NVIDIA H100 80GB HBM3"), ["tp", "pp"], None, np.array([], dtype=object))
     assert c.contradiction is None
     # 8 connections on a B200: Blackwell keeps TP overlap without the launch-order rule
     meta.env["CUDA_DEVICE_MAX_CONNECTIONS"] = "8"
-    (c,) = check(meta, "NVIDIA B200", ["tp"], None, empty, np.array([], dtype=object), [])
+    (c,) = check(ctx("NVIDIA B200"), ["tp"], None, np.array([], dtype=object))
     assert c.contradiction is None
 
 

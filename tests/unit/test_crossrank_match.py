@@ -142,9 +142,10 @@ def _late(n, lead, late_by=800_000, share=None):
         cols["lead_ns"][2::3] += v
     wait = np.tile([late_by, late_by, 0], n)
     rows_late = starts + 2
-    return straggler.find([_result(0), _result(1), _result(2)], pos, rows_late, np.full(n, late_by),
-                          np.full(n, 2 * late_by), np.arange(n) // 2, np.full(n, 900_000),
-                          np.full(n, 3), starts, cols, wait, [0, 0, 0], False, Thresholds())
+    arrivals = straggler.Arrivals(pos=pos, wait=wait, lead=cols, starts=starts, members=np.full(n, 3),
+                                  rows_late=rows_late, skew=np.full(n, late_by), caused=np.full(n, 2 * late_by),
+                                  step=np.arange(n) // 2, delay=np.full(n, 900_000), first_start=[0, 0, 0])
+    return straggler.find([_result(0), _result(1), _result(2)], arrivals, False, Thresholds())
 
 
 @pytest.mark.parametrize("component, reason", [

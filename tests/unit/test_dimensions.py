@@ -142,8 +142,13 @@ def test_rules_are_counted_per_group_and_ops_merged():
 
 
 def test_pipeline_stage_and_micro_batches():
+    from types import SimpleNamespace
     from tracelens.analyzers.rank.dimensions import pipeline
     from tracelens.contract import DimensionTotals, GroupRule
+
+    def ctx(rank, comm, groups):        # the three things of a RankContext the pipeline reads
+        return SimpleNamespace(rank=rank, comm=comm, groups=groups)
+
     pp = DimensionTotals(dimension="pp", collectives=0, comm_ns=0, overlap_ns=0, exposed_comm_ns=0,
                          overlap_pct=None, groups=[GroupRule(pg="9", desc=None, size=4, dimension="pp", rule="op",
                                                              ops=["send"], collectives=0)])
@@ -153,10 +158,10 @@ def test_pipeline_stage_and_micro_batches():
     comm = {"op": np.array(["send"] * 16 + ["recv"] * 3, dtype=object),
             "step": np.array([1] * 8 + [2] * 8 + [1] * 3)}
     dims = np.array(["pp"] * 19, dtype=object)
-    assert pipeline(5, comm, dims, groups, [pp]) == {"stage": 1, "micro_batches": 4, "expected_bubble": 3 / 7}
+    assert pipeline(ctx(5, comm, groups), dims, [pp]) == {"stage": 1, "micro_batches": 4, "expected_bubble": 3 / 7}
     # rank 13 is the last stage: 8 sends a step are 8 micro-batches, (4 - 1)/(8 + 4 - 1) = 3/11
-    assert pipeline(13, comm, dims, groups, [pp]) == {"stage": 3, "micro_batches": 8, "expected_bubble": 3 / 11}
+    assert pipeline(ctx(13, comm, groups), dims, [pp]) == {"stage": 3, "micro_batches": 8, "expected_bubble": 3 / 11}
     # an odd count on a middle stage, or no member list: not said
     odd = {"op": np.array(["send"] * 7, dtype=object), "step": np.array([1] * 7)}
-    assert pipeline(5, odd, dims[:7], groups, [pp]) == {"stage": 1, "micro_batches": None, "expected_bubble": None}
-    assert pipeline(5, comm, dims, {}, [pp]) == {"stage": None, "micro_batches": None, "expected_bubble": None}
+    assert pipeline(ctx(5, odd, groups), dims[:7], [pp]) == {"stage": 1, "micro_batches": None, "expected_bubble": None}
+    assert pipeline(ctx(5, comm, {}), dims, [pp]) == {"stage": None, "micro_batches": None, "expected_bubble": None}

@@ -365,3 +365,10 @@ def test_the_circle_rule_sees_a_late_import(tmp_path):
     (fake / "manifest.py").write_text("def f():\n    from .runner import split_launcher\n")
     (fake / "agent.py").write_text("from . import runner\n")
     assert _circles(tmp_path) == [["tracelens.collectors.manifest", "tracelens.collectors.runner"]]
+
+
+def test_the_wording_imports_only_the_contract():
+    # analyzers/wording/ only formats what the analyzers measured: of tracelens, it imports the report's
+    # Diagnosis and its own modules, never the thresholds, the interval algebra or an analyzer (each family
+    # imports the shared base only: tests/unit/test_wording.py).
+    assert _outside("tracelens/analyzers/wording", {"tracelens.analyzers.wording", "tracelens.contract"}) == []

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracelens.model.columns import categorical, factorize, isin, mask
-from tracelens.parsers.assemble import _int64, _present
+from tracelens.parsers.assemble import _int64
+from tracelens.parsers.collective_rows import present as _present
 from tracelens.model.table import Labels, Table, objects
 
 _names = st.sampled_from(["gemm", "nccl:all_reduce", "ncclDevKernel", "", "Memcpy HtoD", None])

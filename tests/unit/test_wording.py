@@ -1,6 +1,6 @@
-"""The sentences of every finding, straight from analyzers/wording.py.
+"""The sentences of every finding, straight from analyzers/wording/ (one module per family of findings).
 
-Each test gives the wording module hand-made evidence in which every value differs, and checks every
+Each test gives the wording package hand-made evidence in which every value differs, and checks every
 number of the title, detail and advice against the evidence value it must come from: a sentence that printed
 the wrong value, or a number from anywhere else, fails (each sentence must match its template in full).
 The analyzers' entries on real and generated traces are checked against their evidence in
@@ -25,7 +25,7 @@ NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>
 
 
 def word(id_: str, verdict: str | None, evidence: dict, step: int | None = 4):
-    """The Diagnosis the wording module makes of a finding (severity and rank never change a sentence)."""
+    """The Diagnosis the wording package makes of a finding (severity and rank never change a sentence)."""
     return wording.diagnosis(Finding(id=id_, severity="warning", rank=2, step=step, verdict=verdict,
                                      evidence=evidence))
 
@@ -63,13 +63,28 @@ def test_the_wording_passes_the_finding_through():
         *(("parallelism", v) for v in ("dp", "fsdp", "tp", "pp", "ep", "emb", "cp", "unknown"))}
 
 
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    return names | {"." * n.level + (n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+
+
 def test_the_wording_module_only_formats():
     # It imports the report types and the standard library, never numpy, pandas, the thresholds or the
-    # interval algebra: whatever a sentence states has to come from the evidence it is given.
-    tree = ast.parse(Path(wording.__file__).read_text(encoding="utf-8"))
-    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    names |= {"." * n.level + (n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert names <= {"__future__", "re", "dataclasses", "typing", "..contract"}, names
+    # interval algebra: whatever a sentence states has to come from the evidence it is given. A family's
+    # module imports the shared base only, so no family's sentences lean on another's.
+    package = Path(wording.__file__).parent
+    families = sorted(p for p in package.glob("*.py") if p.stem not in ("__init__", "base"))
+    assert len(families) == 9
+    assert _imports(package / "base.py") <= {"__future__", "dataclasses", "typing"}
+    for path in families:
+        assert _imports(path) <= {"__future__", "re", "typing", ".base"}, path.name
+    assert _imports(package / "__init__.py") <= {"__future__", "typing", "...contract", ".", ".base",
+                                                 ".peers"}
+    # Every family's sentences reach the report: each module's table is part of WORDING.
+    for path in families:
+        table = getattr(getattr(wording, path.stem), "SENTENCES")
+        assert table and all(wording.WORDING[k] is v for k, v in table.items()), path.name
 
 
 def test_sawtooth_wording():

@@ -21,14 +21,15 @@ __all__ = ["analyze", "analyze_rank", "combine", "Context", "RankAnalysis", "Thr
 
 
 def __getattr__(name: str):
-    # The rank analyzers (and numpy with them) load only when a rank is analysed: a report whose files'
-    # analyses are all in the warm cache only combines them.
+    # A report whose files' analyses are all in the warm cache only combines them.
     if name == "analyze_rank":
-        from .rank import analyze_rank     # lazy: numpy and the rank analyzers (the comment above)
+        # lazy: the rank analyzers (and numpy), only when a rank is analysed
+        from .rank import analyze_rank
 
         return analyze_rank
     if name == "combine":
-        from .run import combine           # lazy: numpy and the run analyzers
+        # lazy: combine, only when ranks are combined (a warm report's cache hit never does)
+        from .run import combine
 
         return combine
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -37,9 +38,8 @@ def __getattr__(name: str):
 def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None) -> Report:
     """The overlap report and the diagnoses of a run (one RankTrace per rank): each rank analysed, then
     combined."""
-    # lazy: numpy and the analyzers, as in __getattr__
-    from .rank import analyze_rank
-    from .run import combine
+    from .rank import analyze_rank  # lazy: importing analyzers must not load the rank analyzers
+    from .run import combine  # lazy: nor combine
 
     context = Context(thresholds or Thresholds())
     return combine([analyze_rank(t, context) for t in traces], context)

@@ -17,17 +17,17 @@ def render(report: Report, fmt: str, *, color: bool = False, width: int = 120, t
     table, however many ranks (past 16 they show the distribution over ranks and the most exposed ranks')."""
     if fmt == "json":
         return report.to_json().decode() + "\n"
-    # Each format's module only when asked for: JSON needs none of them, and text needs rich.
+    # Each format's module only when asked for: JSON needs neither, and text needs rich.
     if fmt == "markdown":
-        from . import markdown     # lazy: only for Markdown
+        from . import markdown  # lazy: only the Markdown format needs it
 
         return markdown.render(report, top=top, rank=rank, every=every)
     if fmt == "html":
-        from . import html     # lazy: plotly, the optional ``dashboard`` extra
+        from . import html  # lazy: plotly, the optional ``dashboard`` extra
 
         return html.render(report, top=top)
     if fmt == "text":
-        from . import text     # lazy: rich, only for text
+        from . import text  # lazy: rich, which JSON and Markdown never load
 
         return text.render(report, color=color, width=width, top=top, rank=rank, every=every)
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")

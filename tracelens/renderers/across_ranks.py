@@ -5,8 +5,6 @@ view only when there is something in it."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..model.columns import distinct
 from .figures import MAX_BARS, MS, PALETTE, WORST, heading, plotly_go
 
@@ -134,6 +132,8 @@ def strip_columns(report, step="all") -> dict | None:
     index in ``cross_rank.collectives``), ``rank``, ``start`` and ``end`` on the aligned clock (the Report's
     ``starts_ns`` / ``ends_ns``), ``wait_end`` (end - the instance's transfer) and ``last`` (it was the
     instance's last rank). None without member times."""
+    import numpy as np  # lazy: numpy, only for the strips; the dashboard's layout imports this module
+
     if strip_steps(report) is None:
         return None
     idx, ranks, starts, ends, transfer, last = [], [], [], [], [], []
@@ -173,6 +173,8 @@ def strip_rows(report, step="all") -> list[dict] | None:
 def _merge(rank, start, end, gap: int):
     """Parts (rank, start, end) of one kind joined, per rank, where the gap between them is under ``gap``; times
     relative to the first start shown (so a rank's place in the sort key cannot overflow)."""
+    import numpy as np  # lazy: numpy, only for the strips; the dashboard's layout imports this module
+
     o = np.lexsort((start, rank))
     r, s, e = rank[o], start[o], end[o]
     if not len(r):
@@ -191,6 +193,8 @@ def strip(report, step="all", max_shapes: int = MAX_STRIP_SHAPES):
     end, the wait (start to end - transfer) apart from the transfer, the last rank to arrive marked. One line
     trace per part kind, so any number of instances stays one drawing; past ``max_shapes`` parts, those closer
     than a pixel are merged. Times in ms from the earliest start shown."""
+    import numpy as np  # lazy: numpy, only for the strips; the dashboard's layout imports this module
+
     cols = strip_columns(report, step)
     if cols is None:
         return None

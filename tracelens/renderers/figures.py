@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-import numpy as np
-
 from ..contract import Report
-from .common import VERDICT_HEADERS, verdict_cells
+from .run_tables import VERDICT_HEADERS, verdict_cells
 
 # Okabe-Ito, the colour-blind-safe palette; every view uses these names for these colours.
 PALETTE = {
@@ -48,7 +46,7 @@ SORTS = ("rank", "exposed", "compute", "duration")
 
 
 def plotly_go():
-    import plotly.graph_objects as go     # lazy: plotly, the optional dashboard extra; only to draw
+    import plotly.graph_objects as go  # lazy: plotly, the optional ``dashboard`` extra
 
     return go
 
@@ -153,7 +151,7 @@ def heading(title: str, line: str) -> dict:
 
 def _budget_distribution(rows: list[dict], title: str, line: str):
     """Many ranks: each segment sorted over the ranks (x: share of ranks), and the worst ranks as bars."""
-    from plotly.subplots import make_subplots     # lazy: as plotly_go
+    from plotly.subplots import make_subplots  # lazy: plotly, the optional ``dashboard`` extra
 
     go = plotly_go()
     fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.1,
@@ -215,6 +213,8 @@ def heatmap(report: Report, metric: str = "exposed_comm_fraction", clickable: bo
     limits = {"exposed_comm_fraction": {"zmin": 0.0, "zmax": top},
               "overlap_pct": {"zmin": 0.0, "zmax": 100.0}}.get(metric, {})
     scale = "Cividis" if metric != "overlap_pct" else "Cividis_r"
+    import numpy as np  # lazy: numpy, only for the heatmap's grid
+
     # As a float array plotly sends the grid as binary (a 1,024 x 50 grid in a third of the time); an empty
     # cell is NaN only here, in the drawing, where plotly leaves it blank.
     grid = np.array([[np.nan if v is None else v for v in row] for row in z], dtype=float)
@@ -395,7 +395,7 @@ def compare_rows(a: Report, b: Report) -> dict[str, list[dict]]:
 def compare(a: Report, b: Report, names: tuple[str, str] = ("A", "B")):
     """Per-rank and per-step deltas (B - A) of exposed comm, step time and compute, side by side: an exposed
     comm growth that shrinking compute hides in the step time still shows."""
-    from plotly.subplots import make_subplots     # lazy: as plotly_go
+    from plotly.subplots import make_subplots  # lazy: plotly, the optional ``dashboard`` extra
 
     go = plotly_go()
     rows = compare_rows(a, b)
@@ -421,7 +421,7 @@ def compare(a: Report, b: Report, names: tuple[str, str] = ("A", "B")):
 def history(runs: list[dict]):
     """Overlap % and exposed fraction of each label's runs over time (rows of ``api.history_runs``); a point's
     customdata is [run id, commit, source]."""
-    from plotly.subplots import make_subplots     # lazy: as plotly_go
+    from plotly.subplots import make_subplots  # lazy: plotly, the optional ``dashboard`` extra
 
     go = plotly_go()
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,

@@ -29,7 +29,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 
 def plotly_js() -> str:
     try:
-        from plotly.offline import get_plotlyjs     # lazy: plotly, the optional extra; INSTALL_HINT needs none
+        from plotly.offline import get_plotlyjs  # lazy: plotly, the optional ``dashboard`` extra
     except ImportError:
         raise UsageError(f"--format html needs plotly: {INSTALL_HINT}") from None
     return get_plotlyjs()

@@ -22,12 +22,12 @@ from rich.table import Table
 from rich.text import Text
 
 from ..contract import Report
-from .common import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, DISTRIBUTION_HEADERS, MIXED,
-                     STEP_HEADERS, VERDICT_HEADERS, across_cells, across_rows, bandwidth_cells, dimension_cells,
-                     dimension_rows, distribution_rows, exposed_groups, frac, matching_line, merged_warnings, ms,
-                     pattern_label, pct, pre_capture_line, quoted_files, rank_title, recurring, settings_line, short,
-                     shown_ranks, size, step_cells, step_label, steps_label, tax_line, total_cells, transport_facts,
-                     transport_rows, two_lines, verdict_cells, verdict_levers)
+from .common import (MIXED, STEP_HEADERS, exposed_groups, frac, ms, pattern_label, pct, pre_capture_line, rank_title,
+                     recurring, short, size, step_cells, step_label, steps_label, tax_line, total_cells, two_lines)
+from .run_tables import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, DISTRIBUTION_HEADERS, VERDICT_HEADERS,
+                         across_cells, across_rows, bandwidth_cells, dimension_cells, dimension_rows,
+                         distribution_rows, matching_line, merged_warnings, quoted_files, settings_line, shown_ranks,
+                         transport_facts, transport_rows, verdict_cells, verdict_levers)
 
 _STYLE = {"info": "cyan", "warning": "yellow", "critical": "bold red"}
 ROOMY_WIDTH = 120          # from this width on, tables may keep their box

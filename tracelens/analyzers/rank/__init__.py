@@ -2,31 +2,31 @@
 
 ``overlap`` (interval sets, step windows, step metrics, per-collective exposure), ``pattern`` (the overlap
 pattern of each step), ``syncs`` (sync stalls), ``launch_order``, ``copies`` (copy-bound steps), ``tax`` (the
-overlap tax), ``hidden_comm`` (communication no rule classifies), ``dimensions`` (the parallelism each
-collective serves), ``wfbp`` (the DDP bucket model) and ``settings`` (configured
-versus observed). They share
-a :class:`~.context.RankContext` and return structured findings; none opens a file or words a sentence.
+overlap tax), ``hidden_comm`` (communication no rule classifies), ``arrival`` (what the rank did before each
+collective), ``dimensions`` (the parallelism each collective serves), ``wfbp`` (the DDP bucket model) and
+``settings`` (configured versus observed). Each takes the rank's one :class:`~.context.RankContext`, built
+once here (``context.build``), and returns its parts: findings, columns, rows; none opens a file or words a
+sentence.
 """
 
 from __future__ import annotations
 
-import re
+from typing import NamedTuple
 
 import numpy as np
 
 from ...errors import printable
 from ...model import RankTrace
 from ...contract import Collective, InputFile, PreCapture, RankResult, StepMetrics, Totals, WarningEntry, ratio
-from ..seam import COMM_COLUMNS, Context, RankAnalysis
+from ..seam import Context, RankAnalysis
 from ..wording import Finding
 from .. import intervals as iv, whatif
 from . import arrival, copies, dimensions, hidden_comm, launch_order, overlap, pattern, settings, syncs, tax, wfbp
-from .context import RankContext, program
+from .context import RankContext, build
 
 
 def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalysis:
     """Every per-rank metric and finding of one rank; the trace is not kept."""
-    th = (context or Context()).thresholds
     t = trace
     notes: list[tuple[str, str, int]] = []
 
@@ -34,28 +34,20 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
         if count > 0:
             notes.append((code, message, int(count)))
 
-    findings: list[Finding] = []
-    sets = overlap.interval_sets(t, warn)
-    windows = overlap.step_windows(t, sets, warn)
-    steps = _steps(overlap.step_metrics(sets, windows))
-    taxed = tax.measure(t, sets, windows, th)
+    ctx = build(t, (context or Context()).thresholds, warn)
+    sets, windows, steps = ctx.sets, ctx.windows, ctx.steps
+    taxed = tax.measure(ctx)
     for st, paid, low, high, k, u, v in zip(steps, *(x.tolist() for x in (
             taxed.tax_ns, taxed.low_ns, taxed.high_ns, taxed.compared, taxed.uncompared, taxed.varying))):
         st.overlap_tax_ns, st.effective_exposed_ns = paid, st.exposed_comm_ns + paid
         st.overlap_tax_low_ns, st.overlap_tax_high_ns = low, high
         st.overlap_tax_compared, st.overlap_tax_uncompared, st.overlap_tax_varying = k, u, v
-    exp = overlap.collective_exposure(t, sets)
-    ctx = RankContext(trace=t, thresholds=th, sets=sets, windows=windows, steps=steps, exposure=exp)
-    shapes = pattern.step_patterns(t, sets, windows, [s.overlap_pct for s in steps], exp, th)
-    blind = sets.mode == "cpu" and _nccl_without_device(t, findings)
-    kind = program(t)
-    for st, (verdict, evidence) in zip(steps, shapes):
-        if blind and st.comm_ns == 0:
-            verdict = None      # NCCL ran, but on a GPU the profiler did not record: not "no-comm"
+    blind = _nccl_without_device(t) if sets.mode == "cpu" else None
+    findings: list[Finding] = [] if blind is None else [blind]
+    patterns, found = pattern.analyze(ctx, blind=blind is not None)
+    for st, (verdict, evidence) in zip(steps, patterns):
         st.pattern, st.pattern_evidence = verdict, evidence
-        found = pattern.diagnose(t.meta.rank, st.step, verdict, evidence, st, sets.mode, th, kind)
-        if found is not None:
-            findings.append(found)
+    findings += found
     if sets.mode == "gpu":
         findings += syncs.analyze(ctx)
         findings += launch_order.analyze(ctx)
@@ -64,17 +56,16 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
         findings += hidden_comm.analyze(ctx)
     pre = overlap.pre_capture(t, sets)
     verdict, counts = pattern.majority([s.pattern for s in steps])
-    comm = _comm_table(t, exp)
-    comm.update(arrival.leads(t, sets, windows, comm))
-    groups = _groups(t.meta.pg_config)
-    device_name = _device_name(t, sets.device)
-    per_dim, bucket_model, checks = _costs(t, sets, windows, steps, exp, comm, groups, device_name, th, findings)
+    exp, comm = ctx.exposure, ctx.comm
+    comm.update(arrival.leads(ctx))
+    costs = _costs(ctx)
+    findings += costs.findings
     result = RankResult(
         rank=t.meta.rank, world_size=t.meta.world_size, device=sets.device,
-        device_name=device_name, mode=sets.mode, source=printable(t.meta.source, one_line=True),
+        device_name=ctx.device_name, mode=sets.mode, source=printable(t.meta.source, one_line=True),
         steps=steps, totals=_totals(steps), pattern=verdict, pattern_counts=counts,
-        pre_capture=None if pre is None else PreCapture(**pre), dimensions=per_dim,
-        bucket_model=bucket_model, settings=checks)
+        pre_capture=None if pre is None else PreCapture(**pre), dimensions=costs.per_dim,
+        bucket_model=costs.bucket_model, settings=costs.settings)
     collectives = [
         Collective(rank=t.meta.rank, step=None if step < 0 else step, name=str(name),
                    op=op if isinstance(op, str) else None, bytes=None if size < 0 else size,
@@ -97,7 +88,7 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
                  for w in t.meta.input_warnings]
     return RankAnalysis(rank=t.meta.rank, source=printable(t.meta.source, one_line=True), inputs=inputs, result=result,
                         collectives=collectives, comm=comm, findings=findings, warnings=warnings,
-                        host=t.meta.host, groups=groups, exposed=_exposed_set(sets, windows))
+                        host=t.meta.host, groups=ctx.groups, exposed=_exposed_set(sets, windows))
 
 
 def _exposed_set(sets, windows) -> tuple:
@@ -106,77 +97,31 @@ def _exposed_set(sets, windows) -> tuple:
     return tuple(np.ascontiguousarray(a, dtype=np.int64) for a in inside)
 
 
-def _costs(t: RankTrace, sets, windows, steps, exp, comm, groups, device_name, th, findings: list):
-    """What the exposed communication costs and what would fix it: exposure per parallelism dimension, each
-    step's time with perfect overlap, the DDP bucket model and the settings beside the trace (their findings
-    appended to ``findings``)."""
-    measured, rules, comm_dims = dimensions.analyze(t, sets, windows, exp, comm, groups)
-    for w, st in enumerate(steps):
+class Costs(NamedTuple):
+    """What the exposed communication costs and what would fix it: the exposure per parallelism dimension,
+    the DDP bucket model, the settings beside the trace, and their findings."""
+
+    per_dim: list
+    bucket_model: object
+    settings: list
+    findings: list[Finding]
+
+
+def _costs(ctx: RankContext) -> Costs:
+    """The rank's :class:`Costs`; completes each step's row with its exposure per dimension and its time with
+    perfect overlap."""
+    measured, rules, comm_dims = dimensions.analyze(ctx)
+    for w, st in enumerate(ctx.steps):
         st.by_dimension = dimensions.step_rows(measured, w)
         st.perfect_overlap_step_ns = whatif.perfect_overlap_ns(st)
     per_dim = dimensions.totals(measured, rules)
-    pipe = dimensions.pipeline(t.meta.rank, comm, comm_dims, groups, per_dim)
-    findings += dimensions.findings(t.meta.rank, steps, per_dim, t.meta.env, th, pipe)
-    bucket_model = wfbp.model(comm, comm_dims, sets.compute, steps)
-    bucket = wfbp.finding(t.meta.rank, bucket_model, steps, th)
+    found = dimensions.findings(ctx, per_dim, dimensions.pipeline(ctx, comm_dims, per_dim))
+    bucket_model = wfbp.model(ctx, comm_dims)
+    bucket = wfbp.finding(ctx, bucket_model)
     if bucket is not None:
-        findings.append(bucket)
-    checks = settings.check(t.meta, device_name, [d.dimension for d in per_dim], bucket_model, comm, comm_dims,
-                            list(dict.fromkeys(exp["name"].tolist())))
-    findings += settings.findings(t.meta.rank, checks)
-    return per_dim, bucket_model, checks
-
-
-def _groups(pg_config: list[dict]) -> dict[str, tuple[int, ...]]:
-    """Member ranks per process group name, from ``distributedInfo.pg_config``. A list shorter than the group
-    (truncated by the profiler) or unreadable leaves that group's members unknown rather than guessed."""
-    out = {}
-    for pg in pg_config:
-        name, ranks = pg.get("pg_name"), pg.get("ranks")
-        if isinstance(ranks, str):           # kineto on-demand writes "[0, 1, ...]"
-            ranks = [int(x) for x in re.findall(r"-?\d+", ranks)]
-        if name is None or not isinstance(ranks, list) or not all(type(r) is int for r in ranks):
-            continue
-        size = pg.get("pg_size")
-        if type(size) is int and size != len(ranks):
-            continue
-        out[str(name)] = tuple(sorted(set(ranks)))
-    return out
-
-
-def _comm_table(t: RankTrace, exp) -> dict[str, np.ndarray]:
-    """The per-instance collective table (seam.COMM_COLUMNS) of the collectives the exposure table holds."""
-    rows = exp["coll_idx"]
-    coll = t.collectives
-    start = exp["start_ns"]
-    out = {"step": exp["step"], "start_ns": start, "end_ns": start + exp["duration_ns"],
-           "exposed_ns": exp["exposed_ns"]}
-    dev = exp["device_idx"]
-    host_end = t.host_ops["end_ns"]
-    if len(dev) and (dev >= 0).all():
-        launch = t.device_ops["launch_idx"][dev]
-        out["stream"] = t.device_ops["stream"][dev].astype(np.int64)
-        out["launch_ns"] = np.where(launch >= 0, host_end[np.maximum(launch, 0)] if len(host_end) else -1, -1)
-    else:
-        # CPU-only gloo collectives run on whichever worker thread is free: one order per rank, no launch.
-        out["stream"] = np.full(len(rows), -1, dtype=np.int64)
-        out["launch_ns"] = np.full(len(rows), -1, dtype=np.int64)
-    for c in ("op", "dtype", "bytes", "group_size", "pg_name", "pg_desc", "seq"):
-        out[c] = coll[c][rows]
-    return {c: np.ascontiguousarray(out[c]) for c in COMM_COLUMNS if c in out}
-
-
-def _steps(frame) -> list[StepMetrics]:
-    cols = ("step", "start_ns", "end_ns", "duration_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns",
-            "idle_ns", "copy_ns", "memcpy_ns", "memset_ns", "complete")
-    return [StepMetrics(
-        step=None if step < 0 else step, start_ns=start, end_ns=end, duration_ns=duration, compute_ns=compute,
-        comm_ns=comm, overlap_ns=overlap, exposed_comm_ns=exposed, idle_ns=idle, copy_ns=copy,
-        memcpy_ns=memcpy, memset_ns=memset,
-        overlap_pct=ratio(overlap, comm, 100.0), exposed_comm_fraction=ratio(exposed, duration),
-        complete=bool(complete))
-        for step, start, end, duration, compute, comm, overlap, exposed, idle, copy, memcpy, memset, complete in zip(
-            *(frame[c].tolist() for c in cols))]
+        found.append(bucket)
+    checks = settings.check(ctx, [d.dimension for d in per_dim], bucket_model, comm_dims)
+    return Costs(per_dim, bucket_model, checks, found + settings.findings(ctx, checks))
 
 
 def _totals(steps: list[StepMetrics]) -> Totals:
@@ -190,19 +135,11 @@ def _totals(steps: list[StepMetrics]) -> Totals:
                   perfect_overlap_step_ns=sum(s.perfect_overlap_step_ns for s in steps))
 
 
-def _nccl_without_device(t: RankTrace, findings: list) -> bool:
+def _nccl_without_device(t: RankTrace) -> Finding | None:
     """A CPU-only trace of a run that used NCCL: say that the GPU was not recorded (once per rank)."""
     calls = overlap.nccl_host_calls(t)
     if not calls and t.meta.backend != "nccl":
-        return False
-    findings.append(Finding(
-        id="no-gpu-activity", severity="warning", rank=t.meta.rank, step=None, verdict=None,
-        evidence={"nccl_calls": calls, "gpus_listed": len(t.meta.device_names), "backend": t.meta.backend}))
-    return True
-
-
-def _device_name(t: RankTrace, device: int | None) -> str | None:
-    names = t.meta.device_names
-    if device is None or not names:
         return None
-    return names[device] if 0 <= device < len(names) else names[0]
+    return Finding(
+        id="no-gpu-activity", severity="warning", rank=t.meta.rank, step=None, verdict=None,
+        evidence={"nccl_calls": calls, "gpus_listed": len(t.meta.device_names), "backend": t.meta.backend})

@@ -33,13 +33,15 @@ from .. import intervals as iv
 from ..seam import LEAD_COLUMNS
 from . import syncs
 from .overlap import Sets, Windows
+from .context import RankContext
 
 _HOST_WORK = ("cpu_op", "cuda_runtime", "cuda_driver", "xpu_runtime", "privateuse1_runtime")
 DATA_LOADING = r"DataLoader"       # torch's enumerate(DataLoader)#...__next__ ranges
 
 
-def leads(trace: RankTrace, sets: Sets, windows: Windows, comm: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def leads(ctx: RankContext) -> dict[str, np.ndarray]:
     """The lead columns (LEAD_COLUMNS) of every comm-table row."""
+    trace, sets, windows, comm = ctx.trace, ctx.sets, ctx.windows, ctx.comm
     start, end = comm["start_ns"], comm["end_ns"]
     n = len(start)
     lo = _lead_start(comm, windows)

@@ -18,6 +18,7 @@ from ...model import RankTrace
 from .. import intervals as iv
 from ..thresholds import material
 from ..wording import Finding
+from .context import RankContext
 
 # Copy direction from the activity name: CUDA ``Memcpy HtoD (Pinned -> Device)``, ROCm ``CopyHostToDevice``.
 _DIRECTION = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|HtoA|AtoH|AtoA|AtoD|DtoA)\b|(HostToDevice|DeviceToHost|DeviceToDevice"
@@ -30,7 +31,7 @@ def _direction(name: str) -> str:
     return m.group(1) or _LONG[m.group(2)]
 
 
-def analyze(ctx) -> list[Finding]:
+def analyze(ctx: RankContext) -> list[Finding]:
     """Copy-bound findings of one rank (``ctx``: its :class:`~.context.RankContext`)."""
     trace, sets, windows, steps, th = ctx.trace, ctx.sets, ctx.windows, ctx.steps, ctx.thresholds
     if sets.copy[0].size == 0:

@@ -33,6 +33,7 @@ from ...contract import DimensionStep, DimensionTotals, GroupRule, ratio
 from .. import intervals as iv
 from ..thresholds import material
 from ..wording import Finding
+from .context import RankContext
 
 DIMENSIONS = ("dp", "fsdp", "tp", "pp", "ep", "emb", "cp", "unknown")
 _DP = "dp-shaped"          # a data-parallel group: dp or fsdp by operation
@@ -247,14 +248,15 @@ def totals(measured: dict, rules: list[GroupRule]) -> list[DimensionTotals]:
     return out
 
 
-def analyze(trace, sets, windows, exposure, comm: dict, groups: dict) -> tuple[dict, list[GroupRule], np.ndarray]:
+def analyze(ctx: RankContext) -> tuple[dict, list[GroupRule], np.ndarray]:
     """Attribute the rank's collectives and measure each dimension per step window; also the dimension of
     each row of the collective table.
 
     GPU mode: every communication activity on the analysed device, those not in the collective table (no
     metadata, a copy-engine transfer) ``unknown``; CPU mode: the gloo collectives."""
+    trace, sets, windows, exposure, comm = ctx.trace, ctx.sets, ctx.windows, ctx.exposure, ctx.comm
     dims, rules = attribute(comm["op"], exposure["name"], comm["pg_name"], comm["pg_desc"],
-                            comm["group_size"], groups, trace.meta.world_size,
+                            comm["group_size"], ctx.groups, trace.meta.world_size,
                             evidence(trace, exposure["coll_idx"]))
     per_row = dims
     if sets.mode == "gpu":
@@ -277,11 +279,12 @@ def analyze(trace, sets, windows, exposure, comm: dict, groups: dict) -> tuple[d
     return measure(starts, ends, dims, sets.compute, windows.start, windows.end), rules, per_row
 
 
-def pipeline(rank: int, comm: dict, dims: np.ndarray, groups: dict, per_dim: list[DimensionTotals]) -> dict:
+def pipeline(ctx: RankContext, dims: np.ndarray, per_dim: list[DimensionTotals]) -> dict:
     """The rank's pipeline stage and, for a non-interleaved 1F1B schedule, its micro-batches per step and the
     schedule's expected bubble (shared reference metrics.md §8): per step the first and last stages send m
     times (activations, or gradients), a middle stage 2m times; the bubble is (PP − 1)/(m + PP − 1) of the
     step. Empty values where the trace does not say (no member list, no plain sends, an odd count)."""
+    rank, comm, groups = ctx.rank, ctx.comm, ctx.groups
     out = {"stage": None, "micro_batches": None, "expected_bubble": None}
     pp = next((d for d in per_dim if d.dimension == "pp"), None)
     members = next((groups[g.pg] for g in (pp.groups if pp else []) if g.pg in groups and rank in groups[g.pg]),
@@ -301,10 +304,11 @@ def pipeline(rank: int, comm: dict, dims: np.ndarray, groups: dict, per_dim: lis
     return out
 
 
-def findings(rank: int, steps: list, per_dim: list[DimensionTotals], env: dict, th, pipe: dict | None = None) -> list:
+def findings(ctx: RankContext, per_dim: list[DimensionTotals], pipe: dict | None = None) -> list[Finding]:
     """One ``parallelism`` finding per dimension whose exposed communication is material (per step on
     average). A rank whose communication is all data parallel (or all unattributed) gets none: its
     overlap-pattern finding already speaks for it."""
+    rank, steps, env, th = ctx.rank, ctx.steps, ctx.trace.meta.env, ctx.thresholds
     if not steps or not per_dim or len(per_dim) == 1 and per_dim[0].dimension in ("dp", "unknown"):
         return []
     duration = sum(s.duration_ns for s in steps)

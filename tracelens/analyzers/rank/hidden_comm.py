@@ -26,6 +26,7 @@ from ...model.columns import Lookup, categorical_of, distinct, isin, mask, remem
 from ...model.linking import nearest_ancestor
 from ..thresholds import material
 from ..wording import Finding
+from .context import RankContext
 
 LOOKS_LIKE_COMM = re.compile(r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|alltoall|send|recv|p2p|peer|"
                              r"symm|multimem|nvshmem|one_?shot|two_?shot|flux|comm", re.IGNORECASE)
@@ -55,7 +56,7 @@ _looks_like_comm = remembered(_comm_like)
 _is_intent = remembered(_intent)
 
 
-def analyze(ctx) -> list[Finding]:
+def analyze(ctx: RankContext) -> list[Finding]:
     trace, sets, th = ctx.trace, ctx.sets, ctx.thresholds
     meta = trace.meta
     host, ops = trace.host_ops, trace.device_ops

@@ -21,6 +21,7 @@ from ...model.table import Labels, Table
 from .. import intervals as iv
 from ..thresholds import Thresholds, material
 from ..wording import Finding
+from .context import RankContext
 
 _MAX_KERNELS = 3
 
@@ -124,7 +125,7 @@ def _names(categories, codes: np.ndarray) -> list[str]:
     return [_name(categories, c) for c in seen]
 
 
-def analyze(ctx) -> list[Finding]:
+def analyze(ctx: RankContext) -> list[Finding]:
     """Launch-order findings of one rank (``ctx``: its :class:`~.context.RankContext`)."""
     trace, device, exposure = ctx.trace, ctx.sets.device, ctx.exposure
     windows, durations, th = ctx.windows, ctx.durations, ctx.thresholds

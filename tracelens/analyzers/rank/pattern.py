@@ -46,6 +46,7 @@ from ..thresholds import Thresholds, material as _material
 from ..wording import Finding
 
 from ..verdicts import MIXED, PATTERNS, majority  # noqa: F401  (where a rank's pattern is decided too)
+from .context import RankContext
 
 
 def classify(ev: PatternEvidence, overlap_pct: float | None, th: Thresholds) -> str | None:
@@ -71,14 +72,29 @@ def classify(ev: PatternEvidence, overlap_pct: float | None, th: Thresholds) -> 
     return "backlog" if backlog else "partial"
 
 
-def diagnose(rank: int, step: int | None, pattern: str | None, ev: PatternEvidence, m, mode: str,
-             th: Thresholds, program: str = "pytorch") -> Finding | None:
+def analyze(ctx: RankContext, blind: bool) -> tuple[list[tuple[str | None, PatternEvidence]], list[Finding]]:
+    """The (pattern, evidence) of every step window and the steps' overlap-pattern findings. ``blind``: a
+    CPU-only trace of a run whose NCCL ran on a GPU the profiler did not record, where a step without
+    communication has no pattern rather than "no-comm"."""
+    patterns, found = [], []
+    for m, (pattern, evidence) in zip(ctx.steps, step_patterns(ctx)):
+        if blind and m.comm_ns == 0:
+            pattern = None
+        patterns.append((pattern, evidence))
+        f = diagnose(ctx, m, pattern, evidence)
+        if f is not None:
+            found.append(f)
+    return patterns, found
+
+
+def diagnose(ctx: RankContext, m, pattern: str | None, ev: PatternEvidence) -> Finding | None:
     """The overlap-pattern finding of one step (``m``: its StepMetrics); None for steps without comm.
 
-    Its evidence holds every number its sentences state (analyzers/wording.py words it) and what decided
+    Its evidence holds every number its sentences state (analyzers/wording/exposure.py words it) and what decided
     the verdict; the serialized verdict says whether the shared-stream rule (rule 3) decided."""
     if pattern == "no-comm" or m.comm_ns == 0:
         return None
+    th = ctx.thresholds
     verdict = "nothing-to-overlap" if pattern is None else pattern
     if pattern == "serialized" and (ev.comm_on_compute_stream or 0) >= th.serialized_min_shared_fraction:
         verdict = "serialized-on-compute-stream"
@@ -87,17 +103,19 @@ def diagnose(rank: int, step: int | None, pattern: str | None, ev: PatternEviden
         severity = "info"
     else:
         severity = "critical" if (m.exposed_comm_fraction or 0) >= th.critical_exposed_fraction else "warning"
-    evidence = {"pattern": pattern, "mode": mode, "program": program, "overlap_pct": m.overlap_pct,
+    evidence = {"pattern": pattern, "mode": ctx.sets.mode, "program": ctx.program, "overlap_pct": m.overlap_pct,
                 "comm_ns": m.comm_ns,
                 "exposed_comm_ns": m.exposed_comm_ns, "exposed_comm_fraction": m.exposed_comm_fraction,
                 "duration_ns": m.duration_ns, "impact_ns": m.exposed_comm_ns, "material": material,
                 **msgspec.structs.asdict(ev)}
-    return Finding(id="overlap-pattern", severity=severity, rank=rank, step=step, verdict=verdict,
+    return Finding(id="overlap-pattern", severity=severity, rank=ctx.rank, step=m.step, verdict=verdict,
                    evidence=evidence)
 
 
-def step_patterns(trace, sets, windows, overlap_pct: list, exposure: Table, th: Thresholds):
+def step_patterns(ctx: RankContext) -> list[tuple[str | None, PatternEvidence]]:
     """(pattern, evidence) for every window; comm activities come from the collective exposure table."""
+    trace, sets, windows, exposure, th = ctx.trace, ctx.sets, ctx.windows, ctx.exposure, ctx.thresholds
+    overlap_pct = [s.overlap_pct for s in ctx.steps]
     starts = exposure["start_ns"]
     ends = starts + exposure["duration_ns"]
     ops = np.asarray(exposure["op"], dtype=object)

@@ -19,6 +19,7 @@ import numpy as np
 
 from ...contract import BucketModel, SettingCheck
 from ..wording import Finding
+from .context import RankContext
 
 _KERNEL = re.compile(r"_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|NVLS_TREE|NVLS|PAT)_(LL128|LL|SIMPLE)\b",
                      re.IGNORECASE)
@@ -60,9 +61,11 @@ def _buckets(cap: str, m: BucketModel | None, comm: dict, comm_dims) -> SettingC
                         contradiction=problem)
 
 
-def check(meta, device_name: str | None, dims: list[str], bucket: BucketModel | None, comm: dict, comm_dims,
-          comm_names) -> list[SettingCheck]:
-    """The settings the rank recorded, each beside what its trace shows."""
+def check(ctx: RankContext, dims: list[str], bucket: BucketModel | None, comm_dims) -> list[SettingCheck]:
+    """The settings the rank recorded, each beside what its trace shows (``dims``: the rank's parallelism
+    dimensions; ``comm_dims``: the dimension of each comm-table row)."""
+    meta, device_name, comm = ctx.trace.meta, ctx.device_name, ctx.comm
+    comm_names = list(dict.fromkeys(ctx.exposure["name"].tolist()))
     out = []
     if "bucket_cap_mb" in meta.command:
         out.append(_buckets(meta.command["bucket_cap_mb"], bucket, comm, comm_dims))
@@ -91,8 +94,9 @@ def check(meta, device_name: str | None, dims: list[str], bucket: BucketModel | 
     return out
 
 
-def findings(rank: int, checks: list[SettingCheck]) -> list[Finding]:
-    return [Finding(id="config-mismatch", severity="warning", rank=rank, step=None, verdict=None,
+def findings(ctx: RankContext, checks: list[SettingCheck]) -> list[Finding]:
+    """A ``config-mismatch`` finding per setting the trace contradicts."""
+    return [Finding(id="config-mismatch", severity="warning", rank=ctx.rank, step=None, verdict=None,
                     evidence={"setting": c.name, "source": c.source, "configured": c.configured,
                               "observed": c.observed, "contradiction": c.contradiction})
             for c in checks if c.contradiction]

@@ -36,6 +36,7 @@ from .. import intervals as iv
 from .overlap import LAUNCH_NAMES
 from ..thresholds import material
 from ..wording import Finding
+from .context import RankContext
 
 _SYNC_CALLS = re.compile(
     r"^(cuda|hip)(Stream|Device|Event)Synchronize$|^cu(Stream|Ctx|Event)Synchronize$"
@@ -175,7 +176,7 @@ def feeds(trace: RankTrace, host_rows: np.ndarray) -> list[str | None]:
     return out
 
 
-def analyze(ctx) -> list[Finding]:
+def analyze(ctx: RankContext) -> list[Finding]:
     """Sync-stall findings of one rank (``ctx``: its :class:`~.context.RankContext`)."""
     trace, device, busy, comm = ctx.trace, ctx.sets.device, ctx.sets.busy, ctx.sets.comm
     windows, durations, th = ctx.windows, ctx.durations, ctx.thresholds
@@ -202,7 +203,8 @@ def analyze(ctx) -> list[Finding]:
     m["feeds"] = feeds(trace, m["host_idx"])
     # A stall is a call that cost the device time; one the device worked through is a wait, not a stall.
     m["significant"] = m["idle_caused_ns"] >= th.stall_min_ns
-    # A step holds a handful of syncs: plain lists per window beat a groupby's fixed cost.
+    # A step holds a handful of syncs: plain lists per window beat a pandas groupby (bench/RESULTS.md,
+    # "analyzers/rank/syncs.py").
     window = m["window"]
     rows = np.flatnonzero(window >= 0)
     rows = rows[np.argsort(window[rows], kind="stable")]

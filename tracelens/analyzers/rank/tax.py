@@ -40,6 +40,7 @@ from ...model.linking import take
 from .. import intervals as iv
 from ..thresholds import material
 from ..wording import Finding
+from .context import RankContext
 
 _TOP = 3                     # slowed kernels, and kernels left out, named in the finding
 _SAMPLE = 256                # runs of each looked at for the collective that overlapped them
@@ -89,8 +90,9 @@ def identity(trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return unique_rows(keys)[2], shapes >= 0
 
 
-def measure(trace, sets, windows, th) -> Tax:
+def measure(ctx: RankContext) -> Tax:
     """The overlap tax of every step window (vectorised over kernels and identities)."""
+    trace, sets, windows, th = ctx.trace, ctx.sets, ctx.windows, ctx.thresholds
     n = windows.step.size
     if sets.mode != "gpu" or sets.comm[0].size == 0:
         return _empty(n)
@@ -293,7 +295,7 @@ def _rank_k(m: int, n: int, confidence: float) -> int:
     return int(np.searchsorted(cdf, tail * cdf[-1] * (1 + 1e-12), side="right"))
 
 
-def finding(ctx, tax: Tax) -> list[Finding]:
+def finding(ctx: RankContext, tax: Tax) -> list[Finding]:
     """The rank's ``overlap-tax`` finding when its tax is material (mean per step against the mean step):
     a warning when the interval's low end is material too, else info."""
     steps, th = ctx.steps, ctx.thresholds

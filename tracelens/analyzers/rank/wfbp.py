@@ -24,6 +24,7 @@ from ...contract import BucketModel, BucketPrediction
 from .. import intervals as iv
 from ..thresholds import material
 from ..wording import Finding
+from .context import RankContext
 
 MIB = 1 << 20                               # bucket_cap_mb counts MiB (torch: bucket_cap_mb * 1024 * 1024)
 CAPS_MIB = (1, 2, 5, 10, 25, 50, 100, 250)
@@ -58,8 +59,10 @@ def _fit(sizes: np.ndarray, durations: np.ndarray) -> tuple[float, float] | None
     return float(icpt), float(slope)
 
 
-def model(comm: dict, dims: np.ndarray, compute: iv.IntervalSet, steps: list) -> BucketModel | None:
-    """The bucket model of a rank whose data-parallel all-reduces come in at least two buckets per step."""
+def model(ctx: RankContext, dims: np.ndarray) -> BucketModel | None:
+    """The bucket model of a rank whose data-parallel all-reduces come in at least two buckets per step
+    (``dims``: the parallelism dimension of each comm-table row)."""
+    comm, compute, steps = ctx.comm, ctx.sets.compute, ctx.steps
     sel = (dims == "dp") & (comm["op"] == "all_reduce") & (comm["step"] >= 0)
     if not sel.any():
         return None
@@ -120,8 +123,9 @@ def model(comm: dict, dims: np.ndarray, compute: iv.IntervalSet, steps: list) ->
         suggested_exposed_ns=None if best is None else best.exposed_ns)
 
 
-def finding(rank: int, m: BucketModel | None, steps: list, th) -> Finding | None:
+def finding(ctx: RankContext, m: BucketModel | None) -> Finding | None:
     """A ``bucket-size`` finding when the suggested cap would hide a material share of the step."""
+    rank, steps, th = ctx.rank, ctx.steps, ctx.thresholds
     if m is None or m.suggested_cap_mib is None or not steps:
         return None
     gain = m.observed_exposed_ns - m.suggested_exposed_ns

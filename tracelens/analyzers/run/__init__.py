@@ -4,7 +4,7 @@ They never see a trace. ``combine`` puts the ranks' shares together (in rank ord
 came in), runs the analyses across ranks (``summary``: the run's totals and pattern majority; ``slow_ranks``:
 stragglers by step and compute times, where no collective was matched; ``crossrank``: matched collectives,
 clocks, wait versus transfer, the rank the others wait for, bandwidth) and words every finding once
-(analyzers/wording.py).
+(analyzers/wording/).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
     culprit = None if across.culprit is None else \
         Culprit(rank=ordered[across.culprit.pos].rank, reason=across.culprit.reason)
     if matched:
-        verdict.point_at_culprit(findings, ranks, None if culprit is None else culprit.rank, th)
+        findings = verdict.point_at_culprit(findings, ranks, None if culprit is None else culprit.rank, th)
     answer = verdict.verdict(ranks, matched=matched, culprit=culprit, transport=net,
                              dimension=total.dimensions[0].dimension if total.dimensions else None, th=th)
     return Report(inputs=inputs, ranks=ranks, summary=total,

@@ -87,13 +87,15 @@ def _pattern(ranks: list[RankResult], th: Thresholds) -> str | None:
 _OWN_OVERLAP = ("overlap-pattern", "launch-order", "bucket-size", "parallelism")
 
 
-def point_at_culprit(findings: list, ranks: list[RankResult], culprit: int | None, th: Thresholds) -> None:
+def point_at_culprit(findings: list, ranks: list[RankResult], culprit: int | None, th: Thresholds) -> list:
     """Where most of what a finding is about is the wait for a late rank (its step's exposed wait, or the
     rank's over all steps for a finding of the whole rank), its evidence says so (``peer_wait``: the wait,
     the exposed time it is part of, the rank waited for) and it is info at most: its wording then points at
-    that rank instead of advising buckets or launches."""
+    that rank instead of advising buckets or launches. The findings as given, those changed as copies (the
+    analyses a report is combined from are never changed)."""
     by_step = {(r.rank, s.step): s for r in ranks for s in r.steps}
     totals = {r.rank: r for r in ranks}
+    out = list(findings)
     for i, f in enumerate(findings):
         if f.id not in _OWN_OVERLAP or f.rank == culprit:
             continue
@@ -110,7 +112,7 @@ def point_at_culprit(findings: list, ranks: list[RankResult], culprit: int | Non
             continue
         if wait is None or exposed <= 0 or 2 * wait < exposed:
             continue
-        # A copy: the analyses a report is combined from are never changed.
-        findings[i] = replace(f, severity="info", evidence={
+        out[i] = replace(f, severity="info", evidence={
             **f.evidence, "peer_wait": {"wait_ns": int(wait), "exposed_ns": int(exposed), "rank": culprit,
                                         "of": scope}})
+    return out

@@ -28,6 +28,33 @@ class Outcome:
     culprit: straggler.CulpritFound | None = None  # the rank the others wait for, and why
 
 
+@dataclass
+class Matched:
+    """The run's matched collectives, what every part of the cross-rank analysis reads, computed once: the
+    ranks in report order and the thresholds; the concatenated table and its match; per matched row its
+    rank's position and its aligned start and end; per instance its first row, op, size, group size, last
+    rank's position, wait and bandwidths; the clocks and the wait/transfer split."""
+
+    ordered: list[RankAnalysis]
+    th: Thresholds
+    tab: match.CollectiveRows
+    m: match.Match
+    ranks: np.ndarray
+    pos: np.ndarray
+    first: np.ndarray
+    ops: list
+    size: np.ndarray
+    group: np.ndarray
+    clk: clocks.Clocks
+    w: waits.Waits
+    last_pos: np.ndarray
+    inst_wait: np.ndarray
+    algbw: list
+    busbw: list
+    aligned_start: np.ndarray
+    aligned_end: np.ndarray
+
+
 def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
     """The cross-rank analysis of ranks in report order; nothing for fewer than two."""
     if len(ordered) < 2:
@@ -61,11 +88,13 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
     algbw, busbw = bandwidth.per_instance(ops, size, group, w.transfer)
     last_pos = np.where(w.last >= 0, pos[np.maximum(w.last, 0)], -1) if n_inst else np.empty(0, np.int64)
     inst_wait = np.add.reduceat(w.wait, m.starts) if n_inst else np.empty(0, np.int64)
+    mt = Matched(ordered=ordered, th=th, tab=tab, m=m, ranks=ranks, pos=pos, first=first, ops=ops, size=size,
+                 group=group, clk=clk, w=w, last_pos=last_pos, inst_wait=inst_wait, algbw=algbw, busbw=busbw,
+                 aligned_start=start - clk.offset[pos], aligned_end=end - clk.offset[pos])
     out.cross = CrossRank(
         reference_rank=int(ranks[clk.reference]),
-        ranks=_ranks(ordered, pos, totals, clk, last_pos),
-        collectives=_collectives(tab, m, first, ranks, pos, ops, size, group, w, last_pos, inst_wait, algbw, busbw,
-                                 start - clk.offset[pos], end - clk.offset[pos]),
+        ranks=_ranks(mt, totals),
+        collectives=_collectives(mt),
         bandwidth=bandwidth.summary(ops, size, group, algbw, busbw, th.bandwidth_min_bytes),
         matching=Matching(key=m.key, matched=n_inst, unmatched=m.unmatched,
                           missing_ranks=_missing(ordered, ranks, groups)))
@@ -79,11 +108,13 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
         cpu = all(a.result.mode == "cpu" for a in ordered)
         first_start = [a.result.steps[0].start_ns - int(clk.offset[p]) if a.result.steps and clk.applied[p] else None
                        for p, a in enumerate(ordered)]
-        out.culprit = straggler.find([a.result for a in ordered], pos, late, w.skew, inst_wait - wait_late,
-                                     c["step"][rows][late_row], delay, cnt, m.starts, lead, w.wait, first_start, cpu, th)
+        arrivals = straggler.Arrivals(pos=pos, wait=w.wait, lead=lead, starts=m.starts, members=cnt, rows_late=late,
+                                      skew=w.skew, caused=inst_wait - wait_late, step=c["step"][rows][late_row],
+                                      delay=delay, first_start=first_start)
+        out.culprit = straggler.find([a.result for a in ordered], arrivals, cpu, th)
         if out.culprit is not None:
             out.findings.append(out.culprit.finding)
-    out.findings += _clock_findings(ordered, clk, pos, th)
+    out.findings += _clock_findings(mt)
     return out
 
 
@@ -94,7 +125,10 @@ def _windows(a: RankAnalysis) -> tuple[list, np.ndarray, np.ndarray]:
             np.array([s.end_ns for s in steps], np.int64))
 
 
-def _ranks(ordered, pos, totals, clk, last_pos) -> list[RankAcross]:
+def _ranks(mt: Matched, totals: dict) -> list[RankAcross]:
+    """Per rank: its clock, how many matched collectives it was in, its wait and transfer (``totals``), and
+    how often it arrived last."""
+    ordered, pos, clk, last_pos = mt.ordered, mt.pos, mt.clk, mt.last_pos
     n = len(ordered)
     matched = np.bincount(pos, minlength=n)
     late = np.bincount(last_pos[last_pos >= 0], minlength=n)
@@ -105,8 +139,11 @@ def _ranks(ordered, pos, totals, clk, last_pos) -> list[RankAcross]:
             for p, a in enumerate(ordered)]
 
 
-def _collectives(tab, m, first, ranks, pos, ops, size, group, w, last_pos, inst_wait, algbw, busbw,
-                 aligned_start, aligned_end) -> list:
+def _collectives(mt: Matched) -> list[MatchedCollective]:
+    """Every matched instance as the Report holds it, in order of its first start."""
+    tab, m, first, ranks, pos, ops, size, group = mt.tab, mt.m, mt.first, mt.ranks, mt.pos, mt.ops, mt.size, mt.group
+    w, last_pos, inst_wait, algbw, busbw = mt.w, mt.last_pos, mt.inst_wait, mt.algbw, mt.busbw
+    aligned_start, aligned_end = mt.aligned_start, mt.aligned_end
     c = tab.cols
     s_all, e_all = aligned_start.tolist(), aligned_end.tolist()
     pgs = [tab.names["pg_name"][k] if k >= 0 else None for k in c["pg_name"][first].tolist()]
@@ -135,8 +172,9 @@ def _missing(ordered, ranks: np.ndarray, groups: dict) -> list[int]:
     return sorted(wanted - present)
 
 
-def _clock_findings(ordered, clk: clocks.Clocks, pos: np.ndarray, th: Thresholds) -> list[Finding]:
+def _clock_findings(mt: Matched) -> list[Finding]:
     """One ``clock-offset`` finding: the offsets applied, or those that could not be."""
+    ordered, clk, pos, th = mt.ordered, mt.clk, mt.pos, mt.th
     has_rows = np.bincount(pos, minlength=len(ordered)) > 0
     units: dict = {}
     for p, a in enumerate(ordered):

@@ -76,7 +76,8 @@ def concat(analyses: list[RankAnalysis]) -> CollectiveRows:
 def _factorize(values: np.ndarray) -> tuple[np.ndarray, list]:
     """Codes in order of first appearance (None and NaN: -1) and the distinct values. combine must not import
     pandas (when every rank's analysis comes from the warm cache, nothing else does): pandas' factorize when
-    it is loaded already (faster on many rows), else a dict, which gives the same codes."""
+    it is loaded already (faster on large tables: bench/RESULTS.md, "analyzers/run/crossrank/match.py"),
+    else a dict, which gives the same codes."""
     pd = sys.modules.get("pandas")
     if pd is not None:
         codes, uniques = pd.factorize(values, use_na_sentinel=True)
@@ -103,7 +104,7 @@ def _segments(*keys: np.ndarray, by: int | None = None) -> tuple[np.ndarray, np.
 
 def _packed(keys) -> np.ndarray | None:
     """The keys as one int64 that sorts as they do (np.lexsort order), or None when their ranges do not fit:
-    one argsort is much faster than a lexsort of five keys."""
+    one argsort of a million values is several times faster than a lexsort of five keys."""
     if not len(keys[0]):
         return None
     out = np.zeros(len(keys[0]), dtype=np.int64)

@@ -65,15 +65,28 @@ def late_rows(last: np.ndarray, skew: np.ndarray, wait: np.ndarray, starts: np.n
     return out
 
 
-def find(results, pos: np.ndarray, rows_late: np.ndarray, skew: np.ndarray, caused: np.ndarray,
-         step: np.ndarray, delay: np.ndarray, members: np.ndarray, starts: np.ndarray, lead: dict, wait: np.ndarray,
-         first_start: list, cpu: bool, th: Thresholds) -> CulpritFound | None:
-    """``rows_late``: per instance the row of the rank the others waited for (-1 none); ``caused``: the other
-    members' summed wait; ``step``: the late rank's step; ``delay``: its kernel's start minus launch (-1
-    unknown); ``members``: per instance its member count; ``starts``: each instance's first matched row;
-    ``lead``: the lead columns per matched row; ``wait``: each matched row's wait; ``first_start``: per rank
-    position, its first step's start on the aligned clock (None where its clock is not aligned); ``cpu``: every
-    rank ran on a CPU backend."""
+@dataclass
+class Arrivals:
+    """Who came last at each matched instance, and what the straggler is judged on."""
+
+    pos: np.ndarray            # per matched row: its rank's position
+    wait: np.ndarray           # per matched row: its wait
+    lead: dict                 # per matched row: the lead columns (seam.LEAD_COLUMNS)
+    starts: np.ndarray         # per instance: its first matched row
+    members: np.ndarray        # per instance: its member count
+    rows_late: np.ndarray      # per instance: the row of the rank the others waited for (-1: none)
+    skew: np.ndarray           # per instance: the arrival skew (-1: unknown)
+    caused: np.ndarray         # per instance: the other members' summed wait
+    step: np.ndarray           # per instance: the late rank's step
+    delay: np.ndarray          # per instance: the late kernel's start minus its launch (-1: unknown)
+    first_start: list          # per rank position: its first step's start, aligned (None: clock not aligned)
+
+
+def find(results, arr: Arrivals, cpu: bool, th: Thresholds) -> CulpritFound | None:
+    """The rank the others wait for, if one is (``results``: the ranks' results in position order; ``cpu``:
+    every rank ran on a CPU backend)."""
+    pos, rows_late, skew, caused, step, delay = arr.pos, arr.rows_late, arr.skew, arr.caused, arr.step, arr.delay
+    members, starts, lead, wait, first_start = arr.members, arr.starts, arr.lead, arr.wait, arr.first_start
     has = rows_late >= 0
     if not has.any():
         return None

@@ -1,0 +1,54 @@
+"""What every sentence module of the wording shares: the finding it words, and how a time, a share, a
+collective and a kernel are printed (as the report's tables print them, so a sentence and its table agree)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass
+class Finding:
+    """What an analyzer found: a Diagnosis without its sentences.
+
+    ``verdict`` names which sentences an id with several uses (the overlap pattern, a sync stall's kind, a
+    straggler's slower time); it is not part of the report, whose evidence already holds what decided it."""
+
+    id: str
+    severity: str
+    rank: int
+    step: Optional[int]
+    verdict: Optional[str]
+    evidence: dict
+
+
+def ms(ns: int) -> str:
+    """A time as the report's tables print it: ms with three decimals."""
+    return f"{ns / 1e6:.3f} ms"
+
+
+def pct(value: float | None) -> str:
+    """A share as the report's tables print it: one decimal."""
+    return "none" if value is None else f"{value:.1f} %"
+
+
+def verb(n: int) -> str:
+    """The verb for a count: one collective starts, two start."""
+    return "starts" if n == 1 else "start"
+
+
+NOUNS = {"all_reduce": "all-reduce", "allreduce": "all-reduce", "all_gather": "all-gather",
+         "reduce_scatter": "reduce-scatter", "all_to_all": "all-to-all", "broadcast": "broadcast",
+         "send_recv": "send/recv"}
+
+
+def noun(op: str | None, n: int, mode: str) -> str:
+    name = NOUNS.get(op or "", "comm kernel" if mode == "gpu" else "collective")
+    return f"{name}{'' if n == 1 else 's'}"
+
+
+def short(name: str) -> str:
+    """A kernel's name without ``void`` and its parameters, at most 60 characters."""
+    name = name.removeprefix("void ")
+    base = name.split("(")[0]
+    return base if len(base) <= 60 else base[:59] + "…"

@@ -1,0 +1,134 @@
+"""The network transport NCCL used between nodes (analyzers/run/transport.py), quoting the log lines that
+decided it."""
+
+from __future__ import annotations
+
+import re
+
+from .base import Finding
+
+
+def _quote(lines: list[dict]) -> str:
+    """``nccl/a.log:12 "NET/Socket : Using [0]eth0:…"``: each deciding line by file name and number (a
+    recorded setting by its source alone), NCCL's message without the host:pid:tid prefix."""
+    out = []
+    for e in lines:
+        where = e["file"].replace("\\", "/").rsplit("/", 1)[-1] + (f":{e['line']}" if e["line"] is not None else "")
+        text = re.split(r"NCCL (?:INFO|WARN) ", e["text"], maxsplit=1)[-1]
+        out.append(f'{where} "{text}"')
+    return "; ".join(out)
+
+
+def _bandwidth(ev: dict) -> str:
+    bw = ev["bandwidth"]
+    if bw is None:
+        return ""
+    where = {"tcp": f"the TCP range (below {bw['tcp_max_gbps']:g} GB/s)",
+             "rdma": f"the RDMA range (above {bw['rdma_min_gbps']:g} GB/s)",
+             "ambiguous": f"between the TCP and RDMA ranges ({bw['tcp_max_gbps']:g}-{bw['rdma_min_gbps']:g} GB/s)"}
+    return (f"inter-node bus bandwidth {bw['p50_gbps']:.2f} GB/s (median of {bw['collectives']} "
+            f"collective{'s' if bw['collectives'] != 1 else ''}), in {where[bw['range']]}")
+
+
+def _transport_detail(lead: str, ev: dict) -> str:
+    parts = [lead + (": " + _quote(ev["lines"]) if ev["lines"] else "")]
+    if ev["bandwidth"] is not None:
+        parts.append(_bandwidth(ev) + (" although the logs say RDMA" if ev["bandwidth_disagrees"] else ""))
+    return "; ".join(parts)
+
+
+_RDMA_CHECKS = ("ibv_devinfo on every node (devices listed, port state PORT_ACTIVE), the container's "
+                "/dev/infiniband (--device=/dev/infiniband or the RDMA device plugin), NCCL_IB_HCA naming "
+                "devices that exist (NCCL_IB_GID_INDEX for RoCE), libibverbs installed, and the NET plugin path "
+                "(NCCL_NET_PLUGIN, LD_LIBRARY_PATH)")
+_COLLECT = ("collect the NCCL logs: NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET with NCCL_DEBUG_FILE=<dir>/%h.%p.log "
+            "(tracelens collect sets them), then tracelens report with the logs")
+_DISAGREE = ("the logs and the bandwidth disagree: check that every rank's log is there (one rank on sockets "
+             "slows all), and compare with an nccl-tests run on the same nodes")
+
+
+def _net(ev: dict) -> str:
+    return f" ({ev['net']})" if ev["net"] else ""
+
+
+def tcp_silent_fallback(f: Finding) -> tuple[str, str, str]:
+    return ("network transport: TCP sockets between nodes, a silent fallback from RDMA",
+            _transport_detail("NCCL fell back to TCP sockets where RDMA was expected", f.evidence),
+            f"find why RDMA failed: {_RDMA_CHECKS}; NCCL_NET=IB makes NCCL stop with an error instead of "
+            "falling back")
+
+
+def tcp_no_rdma(f: Finding) -> tuple[str, str, str]:
+    return ("network transport: TCP sockets between nodes, no RDMA found",
+            _transport_detail("NCCL uses TCP sockets between nodes and found no RDMA device", f.evidence),
+            "expected on an Ethernet-only cluster, but inter-node collectives run several times slower than over "
+            f"RDMA; if the nodes have InfiniBand or RoCE, check {_RDMA_CHECKS}; on TCP, raise "
+            "NCCL_SOCKET_NTHREADS and NCCL_NSOCKS_PERTHREAD")
+
+
+def tcp_deliberate(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    by = " and ".join(ev["forced_by"])
+    return ("network transport: TCP sockets, chosen deliberately",
+            _transport_detail(f"TCP was forced by {by}", ev),
+            f"intended by {by}: if the nodes have InfiniBand or RoCE, remove it to use RDMA")
+
+
+def tcp_suspected(f: Finding) -> tuple[str, str, str]:
+    return ("network transport: TCP suspected from the bandwidth",
+            _transport_detail("no NCCL log line says which transport was used", f.evidence), _COLLECT)
+
+
+def rdma_gdr(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    return (f"network transport: RDMA{_net(ev)} with GPUDirect RDMA",
+            _transport_detail("network connections use RDMA straight from GPU memory", ev),
+            _DISAGREE if ev["bandwidth_disagrees"] else "")
+
+
+def rdma_host_staged(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    advice = ("GPUDirect RDMA is off: check that the nvidia-peermem module is loaded, NCCL_NET_GDR_LEVEL, and "
+              "how far the GPU sits from its NIC (nvidia-smi topo -m)")
+    return (f"network transport: RDMA{_net(ev)} without GPUDirect, staged through host memory",
+            _transport_detail("network connections use RDMA without /GDRDMA", ev),
+            f"{_DISAGREE}; {advice}" if ev["bandwidth_disagrees"] else advice)
+
+
+def rdma_init_only(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    advice = ("connection lines would confirm it (\"via NET/IB/0/GDRDMA\"): keep NCCL_DEBUG_SUBSYS at INIT,NET "
+              "and let the run reach its first collective")
+    return (f"network transport: RDMA{_net(ev)} initialised, no connection lines",
+            _transport_detail("NCCL set up an RDMA network", ev),
+            f"{_DISAGREE}; {advice}" if ev["bandwidth_disagrees"] else advice)
+
+
+def intra_node_only(f: Finding) -> tuple[str, str, str]:
+    return ("network transport: not used, every connection stays within one node",
+            _transport_detail("no connection leaves the node", f.evidence), "")
+
+
+def transport_inconclusive(f: Finding) -> tuple[str, str, str]:
+    return ("network transport: inconclusive from the NCCL logs",
+            _transport_detail("the lines read do not say which transport carried traffic between nodes",
+                              f.evidence), _COLLECT)
+
+
+def transport_unknown(f: Finding) -> tuple[str, str, str]:
+    return ("network transport: unknown (no NCCL logs)",
+            _transport_detail("no NCCL log was given", f.evidence), _COLLECT)
+
+
+SENTENCES = {
+    ("nccl-transport", "tcp_silent_fallback"): tcp_silent_fallback,
+    ("nccl-transport", "tcp_no_rdma"): tcp_no_rdma,
+    ("nccl-transport", "tcp_deliberate"): tcp_deliberate,
+    ("nccl-transport", "tcp_suspected"): tcp_suspected,
+    ("nccl-transport", "rdma_gdr"): rdma_gdr,
+    ("nccl-transport", "rdma_host_staged"): rdma_host_staged,
+    ("nccl-transport", "rdma_init_only"): rdma_init_only,
+    ("nccl-transport", "intra_node_only"): intra_node_only,
+    ("nccl-transport", "inconclusive"): transport_inconclusive,
+    ("nccl-transport", "unknown"): transport_unknown,
+}

@@ -1,0 +1,111 @@
+"""The Report: the versioned JSON contract (schema ``tracelens.report/1``) every renderer, the gate and the
+dashboard read. Keys may be added in later versions; existing keys never change meaning.
+
+Ratios are ``None`` (JSON null) when undefined (no communication, zero-length window) — never NaN.
+
+The Report and how it is written and read are here; its parts in ``per_rank`` (``ranks[]``) and ``per_run``
+(the rest), whose every name this module gives too: callers import from ``tracelens.contract``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import msgspec
+
+from .._version import __version__
+from ..errors import InputError, printable
+from .per_rank import (PatternEvidence, DimensionStep, GroupRule, DimensionTotals, StepMetrics, Totals, PreCapture,
+                       BucketPrediction, BucketModel, SettingCheck, RankResult)
+from .per_run import (DimensionRun, Summary, Collective, RankAcross, MatchedCollective, BandwidthRow, Matching,
+                      CrossRank, Diagnosis, SEVERITIES, MIXED, InputFile, WarningEntry, EvidenceLine, Communicator,
+                      BandwidthCheck, Transport, Culprit, Cause, Verdict)
+
+__all__ = ["SCHEMA", "Report", "Tool", "ratio", "is_report_file", "read_report", "PatternEvidence", "DimensionStep",
+           "GroupRule", "DimensionTotals", "StepMetrics", "Totals", "PreCapture", "BucketPrediction", "BucketModel",
+           "SettingCheck", "RankResult", "DimensionRun", "Summary", "Collective", "RankAcross", "MatchedCollective",
+           "BandwidthRow", "Matching", "CrossRank", "Diagnosis", "SEVERITIES", "MIXED", "InputFile", "WarningEntry",
+           "EvidenceLine", "Communicator", "BandwidthCheck", "Transport", "Culprit", "Cause", "Verdict"]
+
+SCHEMA = "tracelens.report/1"
+_FAMILY = SCHEMA.split("/")[0]
+
+
+class Tool(msgspec.Struct, kw_only=True):
+    name: str = "tracelens"
+    version: str = __version__
+
+
+class Report(msgspec.Struct, kw_only=True):
+    schema: str = SCHEMA
+    tool: Tool = msgspec.field(default_factory=Tool)
+    inputs: list[InputFile]
+    ranks: list[RankResult]
+    summary: Summary
+    collectives: list[Collective]
+    diagnoses: list[Diagnosis] = msgspec.field(default_factory=list)
+    warnings: list[WarningEntry] = msgspec.field(default_factory=list)
+    transport: Optional[Transport] = None  # null without NCCL logs and without inter-node bandwidth
+    cross_rank: Optional[CrossRank] = None  # null for a single rank
+    verdict: Optional[Verdict] = None      # null only in reports written before it existed
+
+    def to_json(self, indent: int = 2) -> bytes:
+        try:
+            raw = msgspec.json.encode(self)
+        except UnicodeEncodeError:
+            # A file name that is not UTF-8 (lone surrogates in Python): written escaped, as printed everywhere.
+            raw = msgspec.json.encode(_printable(msgspec.to_builtins(self)))
+        return msgspec.json.format(raw, indent=indent) if indent else raw
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> "Report":
+        """Read a saved report back (unknown keys from newer versions are ignored)."""
+        return msgspec.json.decode(data, type=cls)
+
+
+def _printable(obj):
+    """Every string of a JSON-ready value through :func:`.errors.printable`."""
+    if isinstance(obj, str):
+        return printable(obj)
+    if isinstance(obj, dict):
+        return {printable(k) if isinstance(k, str) else k: _printable(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_printable(v) for v in obj]
+    return obj
+
+
+def ratio(num: int, den: int, scale: float = 1.0) -> Optional[float]:
+    """num/den (times scale), or None when den is 0 — the report never holds NaN."""
+    return None if den <= 0 else scale * num / den
+
+
+def is_report_file(path) -> bool:
+    """Whether ``path`` is a saved report (``tracelens report --format json``) rather than a trace."""
+    p = Path(path)
+    if not p.is_file() or not p.name.lower().endswith(".json"):
+        return False
+    with open(p, "rb") as fh:
+        head = fh.read(256)
+    return b'"schema"' in head and _FAMILY.encode() in head
+
+
+def read_report(path) -> Report:
+    """A saved report, or InputError (exit 3) naming the file and what is wrong with it."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read report: {exc.strerror or exc}", path=str(path)) from None
+    try:
+        doc = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise InputError(f"not a JSON report: {exc}", path=str(path)) from None
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    if not isinstance(schema, str) or not schema.startswith(_FAMILY + "/"):
+        raise InputError(f"not a tracelens report (schema {schema!r})", path=str(path))
+    if schema != SCHEMA:
+        raise InputError(f"report schema {schema} is not the {SCHEMA} this version reads", path=str(path))
+    try:
+        return msgspec.convert(doc, Report)
+    except msgspec.ValidationError as exc:
+        raise InputError(f"malformed report: {exc}", path=str(path)) from None
