@@ -1,0 +1,200 @@
+"""Steps found in a capture that marks none (docs/metrics.md, "Inferred steps").
+
+A training loop launches the same device work every iteration: the multiset of kernels launched between two
+launches of a kernel that runs once per iteration is the same each time. The longest such repeating unit is the
+step. Its boundary is placed after the optimizer (torch's ``Optimizer.step#`` range, or the optimizer's
+kernels), else before the longest launch gap of the cycle (the host fetching the next batch).
+
+Launch order, not device start order: kernels on several streams interleave differently every iteration on
+the device, while one thread launches them in the program's order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...model import RankTrace
+from ...model.columns import matches
+from ...model.linking import LAUNCH_CATS, launched_before_capture, step_of, take
+from ...model.table import Table
+from ...model.rank_trace import STEP_COLUMNS
+
+MIN_STEPS = 3              # fewer repeats than this are no evidence of a loop
+MIN_SAME = 0.6             # share of the cycles whose kernels are the same multiset
+MIN_COVER = 0.5            # share of the device activities those cycles hold
+_OPTIMIZER_RANGE = r"Optimizer\.step#"
+_OPTIMIZER_KERNELS = (r"multi_tensor_apply|_foreach_|[Ff]used_?([Aa]dam|[Ss]gd|[Ll]amb)|([Aa]dam[Ww]?|[Ss]gd|[Ll]amb)_?[Kk]ernel"
+                      r"|[Oo]ptimi[sz]er")
+_INPUT_COPY = r"\bHtoD\b|HostToDevice"
+_SEED = 0x5EED             # the names' random weights, fixed: the same trace gives the same steps
+
+
+@dataclass(frozen=True)
+class Inferred:
+    """What the inference found. ``steps`` holds the step spans when the period convinced, else None and
+    ``why_not`` says what was missing."""
+
+    steps: Table | None
+    period: int = 0               # device activities per step
+    boundary: str = ""            # the activity that begins each step
+    phase: str = ""               # how the boundary was placed, in words
+    median_ns: int = 0            # median step length, boundary to boundary on the device
+    spread: float = 0.0           # the step lengths' spread: (p90 - p10) / median
+    why_not: str = ""
+
+
+def infer(trace: RankTrace, device: int | None, *, forced: bool = False) -> Inferred:
+    """The steps of a rank whose capture marks none, from the device work on ``device``. A cycle with no
+    optimizer in it convinces only when ``forced`` (``--steps-from inferred``): the blocks of a model repeat
+    as regularly as steps do, and a capture shorter than a step shows only those."""
+    ops, host = trace.device_ops, trace.host_ops
+    if device is None or not len(ops):
+        return Inferred(None, why_not="no device activity to find a period in")
+    launch = ops["launch_idx"]
+    rows = np.flatnonzero((ops["device"] == device) & ~ops["kind"].isin(("sync",)) & (launch >= 0))
+    if rows.size < 2 * MIN_STEPS:
+        return Inferred(None, why_not="too few device activities with a launch call in the trace")
+    at = take(host["start_ns"], launch[rows], 0)
+    order = np.argsort(at, kind="stable")
+    rows, at = rows[order], at[order]
+    codes = ops["name"].codes[rows].astype(np.int64)
+    found = _period(codes)
+    if found is None:
+        return Inferred(None, why_not=f"no sequence of kernels repeats {MIN_STEPS} times or more")
+    anchors, modal = found
+    period = int(np.median(np.diff(anchors)[modal]))
+    offset, phase = _phase(trace, rows, at, codes, anchors, modal)
+    if not phase.startswith("after") and not forced:
+        return Inferred(None, period=period, why_not=f"a cycle of {period} device activities repeats "
+                        f"{int(modal.sum())} times but holds no optimizer step (it may be a block of the model "
+                        "inside one step)")
+    first = anchors + offset
+    cuts = np.concatenate([first[:1] - period, first]) if first[0] - period >= 0 else first
+    cuts = cuts[cuts < rows.size]
+    if rows.size - cuts[-1] < period:          # the capture closed inside the last cycle: not a step
+        cuts, tail = cuts[:-1], cuts[-1]
+    else:
+        tail = rows.size
+    if cuts.size < MIN_STEPS:
+        return Inferred(None, why_not=f"fewer than {MIN_STEPS} whole cycles of {period} device activities")
+    launch_end = take(host["end_ns"], launch[rows], 0)
+    start = np.where(cuts > 0, launch_end[np.maximum(cuts - 1, 0)], at[cuts])
+    end = np.append(start[1:], launch_end[tail - 1] + 1 if tail > 0 else start[-1] + 1)
+    steps = Table({"step": np.arange(cuts.size, dtype=np.int64), "start_ns": start.astype(np.int64),
+                   "end_ns": np.maximum(end, start + 1).astype(np.int64)})
+    begins = ops["start_ns"][rows[cuts]]
+    lengths = np.diff(begins)
+    median = int(np.median(lengths)) if lengths.size else 0
+    spread = float((np.percentile(lengths, 90) - np.percentile(lengths, 10)) / median) if median > 0 else 0.0
+    return Inferred(steps, period=period, boundary=str(ops["name"][int(rows[cuts[0]])]), phase=phase,
+                    median_ns=median, spread=spread)
+
+
+def with_steps(trace: RankTrace, steps: Table) -> RankTrace:
+    """The trace with ``steps`` as its step spans and every device activity's step taken from them, as the
+    parsers assign a marked step (by the time of its launch; pre-capture work in none)."""
+    ops, host = trace.device_ops, trace.host_ops
+    launch = ops["launch_idx"]
+    launch_time = np.where(launch >= 0, take(host["start_ns"], launch, 0), ops["start_ns"])
+    step = step_of(launch_time, steps["start_ns"], steps["end_ns"], steps["step"])
+    is_launch = host["cat"].isin(LAUNCH_CATS)
+    early = launched_before_capture(ops["correlation"], launch, host["correlation"][is_launch])
+    device = Table({**dict(ops.items()), "step": np.where(early, -1, step).astype(np.int64)})
+    typed = Table({c: np.asarray(steps[c], dtype=np.int64) for c in STEP_COLUMNS})
+    return RankTrace(meta=trace.meta, device_ops=device, host_ops=host, collectives=trace.collectives,
+                     steps=typed, threads=trace.threads)
+
+
+def _period(codes: np.ndarray):
+    """The launches of the kernel that repeats with the longest regular cycle, and which of its cycles hold
+    the modal multiset of kernels; None when no kernel repeats regularly."""
+    weights = np.random.default_rng(_SEED).integers(1, 2**63, size=int(codes.max()) + 1, dtype=np.int64)
+    # A cycle's multiset as one number: the sum of its kernels' random weights (wrapping), from prefix sums.
+    prefix = np.concatenate([np.zeros(1, np.uint64), np.cumsum(weights[codes].astype(np.uint64), dtype=np.uint64)])
+    order = np.argsort(codes, kind="stable")
+    first = np.concatenate([[0], np.cumsum(np.bincount(codes))])      # where each code's launches begin in order
+    counts = np.diff(first)
+    best = None
+    for code in np.argsort(counts, kind="stable"):        # fewest launches first: the longest cycles
+        n = int(counts[code])
+        if n < MIN_STEPS:
+            continue
+        if best is not None and n > best[2]:
+            break
+        at = order[first[code]:first[code] + n]             # in launch order: the sort was stable
+        bags = prefix[at[1:]] - prefix[at[:-1]]
+        values, inverse, seen = np.unique(bags, return_inverse=True, return_counts=True)
+        top = int(np.argmax(seen))
+        if seen[top] < max(MIN_STEPS - 1, MIN_SAME * bags.size):
+            continue
+        same = inverse.reshape(-1) == top
+        length = int(np.median(np.diff(at)[same]))
+        if np.diff(at)[same].sum() < MIN_COVER * codes.size:       # a motif inside the step, not the step
+            continue
+        if best is None or length > best[3]:
+            best = (at, same, n, length)
+    return None if best is None else best[:2]
+
+
+def _phase(trace, rows, at, codes, anchors, modal) -> tuple[int, str]:
+    """Where in the cycle a step begins, as an offset from the anchor kernel, and the rule that placed it.
+
+    A loop steps after its optimizer and then fetches the next batch: the step begins with the batch's
+    host-to-device copy when the cycle has one, else with the first launch after the optimizer. Without an
+    optimizer in sight, at the longest launch gap of the cycle (the host fetching the batch)."""
+    lengths = np.diff(anchors)[modal]
+    period = int(np.median(lengths))
+    same = anchors[:-1][modal][lengths == period]
+    names = trace.device_ops["name"]
+    copies = matches(names, _INPUT_COPY, "search")[rows][same[0]:same[0] + period]
+    gap = np.zeros(at.size, dtype=np.int64)
+    gap[1:] = np.diff(at)
+    typical = np.median(gap[same[:, None] + np.arange(period)[None, :]], axis=0)
+    offset, phase = _after_optimizer(trace, rows, at, anchors, modal)
+    if offset is not None:
+        offset %= period
+        if copies.any():
+            # The step begins with the next batch's copy, the first at or after the optimizer's end: work
+            # launched between the two (a pipelined loop's next-batch work) is the step's that ends.
+            ahead = int(np.flatnonzero(np.roll(copies, -offset))[0])
+            return (offset + ahead) % period, phase + ", at the next input copy"
+        return offset, phase
+    if copies.any():
+        first = np.flatnonzero(copies & ~np.roll(copies, 1))        # where each run of copies begins
+        first = first if first.size else np.flatnonzero(copies)
+        return int(first[np.argmax(typical[first])]), "input copy after the longest launch gap"
+    return int(np.argmax(typical)), "longest launch gap"
+
+
+def _after_optimizer(trace, rows, at, anchors, modal) -> tuple[int | None, str]:
+    """The offset of the first launch after the optimizer: after torch's ``Optimizer.step#`` range, else
+    after the optimizer's last kernel of the cycle."""
+    host = trace.host_ops
+    ends = host["end_ns"][matches(host["name"], _OPTIMIZER_RANGE)]
+    if ends.size:
+        after = np.searchsorted(at, np.sort(ends), side="left")
+        offset = _mode_offset(after[after < rows.size], anchors)
+        if offset is not None:
+            return offset, "after the optimizer step"
+    optimizer = matches(trace.device_ops["name"], _OPTIMIZER_KERNELS, "search")[rows]
+    lasts = []
+    for k in np.flatnonzero(modal):
+        hit = np.flatnonzero(optimizer[anchors[k]:anchors[k + 1]])
+        if hit.size:
+            lasts.append(anchors[k] + int(hit[-1]) + 1)
+    offset = _mode_offset(np.array(lasts, dtype=np.int64), anchors) if lasts else None
+    return offset, "after the optimizer's kernels"
+
+
+def _mode_offset(points: np.ndarray, anchors: np.ndarray) -> int | None:
+    """The most common offset of ``points`` from the anchor before each, when it holds for most of them."""
+    k = np.searchsorted(anchors, points, side="right") - 1
+    ok = k >= 0
+    if ok.sum() < MIN_STEPS - 1:
+        return None
+    offsets = points[ok] - anchors[k[ok]]
+    values, seen = np.unique(offsets, return_counts=True)
+    top = int(np.argmax(seen))
+    return int(values[top]) if seen[top] >= MIN_SAME * ok.sum() else None
