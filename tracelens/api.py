@@ -102,12 +102,14 @@ def nccl_inputs(paths, traces: list[RankTrace] = ()) -> NcclInputs:
     return nccl.inputs(files.nccl_logs, files.logs_skipped, traces, files.outside)
 
 
-def context(thresholds: Thresholds | None = None) -> Context:
-    """The context every rank's analysis and the combine share."""
+def context(thresholds: Thresholds | None = None, *, steps_from: str = "auto", step_nvtx: str | None = None
+            ) -> Context:
+    """The context every rank's analysis and the combine share: the thresholds, and where the steps come
+    from (``steps_from``: auto, markers, inferred or whole; ``step_nvtx``: the regex the steps were read by)."""
     # lazy: numpy and the analyzers, after the workers are forked
     from .analyzers import Context, Thresholds
 
-    return Context(thresholds or Thresholds())
+    return Context(thresholds or Thresholds(), steps_from=steps_from, step_pattern=step_nvtx)
 
 
 def analyze_rank(trace: RankTrace, ctx: Context | None = None) -> RankAnalysis:
@@ -141,7 +143,7 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None, *, nc
 
 
 def report(paths, *, thresholds: Thresholds | Iterable[str] | None = None, comm_patterns: Iterable[str] = (),
-           step_nvtx: str | None = None, jobs: int | None = None,
+           step_nvtx: str | None = None, steps_from: str = "auto", jobs: int | None = None,
            on_file: Callable[[Path, int, int], None] | None = None, config: str | Path | None = None, use_config: bool = False,
            env: Mapping[str, str] | None = None, cache: bool | None = None, executor: str = "local",
            workers: int | None = None, scheduler: str | None = None, on_done: Callable | None = None) -> Report:
@@ -149,15 +151,17 @@ def report(paths, *, thresholds: Thresholds | Iterable[str] | None = None, comm_
 
     ``thresholds``: a :class:`Thresholds`, or ``NAME=VALUE`` strings applied over the config file
     (``use_config``/``config``) and ``TRACELENS_THRESHOLDS`` (see :func:`thresholds`). A bad threshold is
-    reported before the (slow) parse. ``cache``: as for :func:`load`.
+    reported before the (slow) parse. ``cache``: as for :func:`load`. ``steps_from``: ``auto`` (the step
+    markers, else steps inferred from the repeating device work, else the whole capture), ``markers``,
+    ``inferred`` or ``whole`` (docs/metrics.md, "Steps").
 
     Each file is analysed and dropped before the next (:mod:`.pipeline`): ``executor`` ``"local"`` (this
     process and ``jobs`` worker processes) or ``"dask"`` (``workers`` on a LocalCluster, or the cluster at
     ``scheduler``); ``on_done(tally)`` after each file (:class:`.executors.Tally`: files, ranks, bytes done).
     """
     given = thresholds if thresholds is None or hasattr(thresholds, "with_overrides") else tuple(thresholds)
-    options = _options(comm_patterns=comm_patterns, step_nvtx=step_nvtx, cache=cache, thresholds=given,
-                       config=None if config is None else str(config), use_config=use_config, jobs=jobs,
+    options = _options(comm_patterns=comm_patterns, step_nvtx=step_nvtx, steps_from=steps_from, cache=cache,
+                       thresholds=given, config=None if config is None else str(config), use_config=use_config, jobs=jobs,
                        executor=executor, workers=workers, scheduler=scheduler)
     return report_with(paths, options, on_file=on_file, on_done=on_done, env=env)
 
@@ -187,7 +191,9 @@ def report_with(paths, options: ReportOptions, *, on_file: Callable[[Path, int, 
     # lazy: the pipeline (parsers, cache, pool), which a saved report and the other commands do not need
     from . import pipeline
 
-    return pipeline.report(files, options, lambda: context(limits()), on_file=on_file, on_done=on_done)
+    return pipeline.report(files, options, lambda: context(limits(), steps_from=options.steps_from,
+                                                           step_nvtx=options.step_pattern),
+                           on_file=on_file, on_done=on_done)
 
 
 def _as_thresholds(given, config, use_config: bool, env) -> Callable[[], Thresholds]:
@@ -270,14 +276,15 @@ def gate_config(rules: Mapping[str, object] | None = None, *, config: str | Path
 # ---------------------------------------------------------------------------------------------------- gate
 
 def baseline(config: GateConfig, *, thresholds=None, comm_patterns: Iterable[str] = (),
-             step_nvtx: str | None = None, cache: bool | None = None) -> tuple[object | None, list[str]]:
+             step_nvtx: str | None = None, steps_from: str = "auto", cache: bool | None = None
+             ) -> tuple[object | None, list[str]]:
     """What relative rules compare with: the config's baseline report or trace folder, or the latest run of
     ``against`` in the history database; (None, [why]) when the history has none yet."""
     gating = _gate_module()
 
     if config.baseline:
         base = report([config.baseline], thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx,
-                      cache=cache)
+                      steps_from=steps_from, cache=cache)
         return gating.Baseline(gating.step_frame(base), config.baseline), []
     if config.history:
         # lazy: sqlite3, for a gate against the history only
@@ -296,7 +303,8 @@ def _gate_module():
 
 def gate(paths, *, rules: Mapping[str, object] | None = None, config: str | Path | None = None,
          use_config: bool = True, thresholds=None, comm_patterns: Iterable[str] = (),
-         step_nvtx: str | None = None, on_file: Callable[[Path, int, int], None] | None = None,
+         step_nvtx: str | None = None, steps_from: str = "auto",
+         on_file: Callable[[Path, int, int], None] | None = None,
          env: Mapping[str, str] | None = None, on_report: Callable[[Report], None] | None = None,
          cache: bool | None = None, **run_on) -> GateResult:
     """Apply the gate's rules to the run at ``paths`` (and its baseline): the CI gate as a function.
@@ -307,12 +315,12 @@ def gate(paths, *, rules: Mapping[str, object] | None = None, config: str | Path
     cfg, _ = gate_config(rules, config=config, use_config=use_config, env=env)
     if thresholds is None or not hasattr(thresholds, "with_overrides"):     # the run and its baseline alike
         thresholds = _layered(tuple(thresholds or ()), config=config, use_config=use_config, env=env)
-    rep = report(paths, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=on_file,
-                 cache=cache, **run_on)
+    rep = report(paths, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx,
+                 steps_from=steps_from, on_file=on_file, cache=cache, **run_on)
     if on_report is not None:
         on_report(rep)
     base, notes = baseline(cfg, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx,
-                           cache=cache)
+                           steps_from=steps_from, cache=cache)
     return gating.evaluate(rep, cfg, base, source=" ".join(_paths(paths)), notes=notes)
 
 

@@ -22,9 +22,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass(frozen=True)
 class Context:
-    """What every rank's analysis and the combine share: the thresholds of every rule."""
+    """What every rank's analysis and the combine share: the thresholds of every rule, and where the steps
+    come from (``steps_from``, as :class:`~tracelens.options.ReportOptions` has it; ``step_pattern``: the
+    regex that named the step ranges, when one did)."""
 
     thresholds: Thresholds = field(default_factory=Thresholds)
+    steps_from: str = "auto"
+    step_pattern: str | None = None
 
 
 # Columns of the per-instance collective table, in order: what matching collectives across ranks needs.

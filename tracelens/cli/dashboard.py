@@ -10,7 +10,7 @@ import click
 from .. import api
 from ..errors import UsageError
 from .report import report_for
-from .terminal import input_options, report_options, threshold_option
+from .terminal import input_options, report_options, steps_option, threshold_option
 
 INSTALL_HINT = "pip install 'tracelens-overlap[dashboard]'"
 NEEDS = ("dash", "plotly", "dash_ag_grid")
@@ -38,8 +38,9 @@ def check_installed() -> None:
 @click.option("--open", "open_browser", is_flag=True, help="Open the dashboard in a web browser.")
 @threshold_option
 @input_options
+@steps_option
 def dashboard(paths, compare, history_db, label, host, port, open_browser, thresholds, comm_patterns,
-              step_nvtx, no_cache) -> None:
+              step_nvtx, no_cache, steps_from) -> None:
     """Serve the overlap dashboard for trace files, run directories or saved report.json files: rank time
     budget, rank x step heatmap, step timeline, findings, collectives (and run A vs B with --compare, the
     history with --history).
@@ -53,7 +54,7 @@ def dashboard(paths, compare, history_db, label, host, port, open_browser, thres
 
     past = api.history_runs(history_db, label) if history_db else None
 
-    options = report_options(comm_patterns, step_nvtx, thresholds, no_cache)
+    options = report_options(comm_patterns, step_nvtx, thresholds, no_cache, steps_from=steps_from)
     runs = [Run("A", report_for(paths, options))]
     if compare:
         runs.append(Run("B", report_for(compare, options)))

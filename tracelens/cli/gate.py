@@ -12,7 +12,7 @@ from .. import api
 from ..errors import EXIT_GATE, EXIT_OK, UsageError, printable
 from ..renderers import render
 from .terminal import (FILE_WIDTH, color_option, emit, executor_args, executor_options, input_options, progress,
-                       terminal_width, threshold_option, use_color, writing)
+                       steps_option, terminal_width, threshold_option, use_color, writing)
 
 # Kept here (not imported from tracelens.gate, which loads pandas) so `--help` stays fast; tests check they
 # match tracelens.gate's PATTERNS and AGGREGATES.
@@ -49,9 +49,10 @@ AGGREGATE_CHOICES = ("median", "mean", "p90", "worst")
 @color_option
 @threshold_option
 @input_options
+@steps_option
 @executor_options
 def gate(paths, config_path, no_config, fmt, junit, html_path, summary_md, color, thresholds, comm_patterns, step_nvtx,
-         no_cache, executor, workers, scheduler, **rules):
+         no_cache, steps_from, executor, workers, scheduler, **rules):
     """Fail (exit 1) when overlap regresses: absolute limits, or limits relative to a baseline.
 
     Every rule is applied per rank to the median (--aggregate) of its steps. Rules may also live in
@@ -69,7 +70,7 @@ def gate(paths, config_path, no_config, fmt, junit, html_path, summary_md, color
     run_on = executor_args(executor, workers, scheduler)
     with progress(color, fmt == "json") as bar:
         result = api.gate(paths, rules=rules, config=config_path, use_config=not no_config, thresholds=thresholds,
-                          comm_patterns=comm_patterns, step_nvtx=step_nvtx, on_file=bar,
+                          comm_patterns=comm_patterns, step_nvtx=step_nvtx, steps_from=steps_from, on_file=bar,
                           on_done=bar.done if bar else None, on_report=on_report,
                           cache=False if no_cache else None, **run_on)
     from ..renderers import gate_outcome as show    # lazy: msgspec, after the report's workers forked

@@ -9,7 +9,7 @@ import click
 from ..errors import printable
 from .report import report_for
 from .terminal import (FILE_WIDTH, echo_fitted, emit, input_options, report_options, terminal_width,
-                       threshold_option)
+                       steps_option, threshold_option)
 
 
 @click.group("history", short_help="Keep past runs for relative gates.")
@@ -28,14 +28,15 @@ def db_option(fn):
 @click.option("--commit", metavar="SHA", help="The commit the run was built from.")
 @threshold_option
 @input_options
-def history_add(paths, db, label, commit, thresholds, comm_patterns, step_nvtx, no_cache) -> None:
+@steps_option
+def history_add(paths, db, label, commit, thresholds, comm_patterns, step_nvtx, no_cache, steps_from) -> None:
     """Add a run (trace folder, files, or a saved report.json) to the history database.
 
     Example:
 
         tracelens history add runs/ci-1234/ --db ci-history.db --label main --commit $GITHUB_SHA
     """
-    report = report_for(paths, report_options(comm_patterns, step_nvtx, thresholds, no_cache))
+    report = report_for(paths, report_options(comm_patterns, step_nvtx, thresholds, no_cache, steps_from=steps_from))
     # lazy: sqlite3, pandas and msgspec, once the report's workers have forked
     from ..history_db import add_run, open_db
     from ..renderers.common import frac, pct

@@ -8,7 +8,7 @@ from .. import api
 from ..errors import UsageError
 from ..options import ReportOptions
 from .terminal import (color_option, executor_options, input_options, progress, report_options, show,
-                       threshold_option)
+                       steps_option, threshold_option)
 
 
 def report_for(paths, options: ReportOptions, color=None, quiet: bool = False):
@@ -35,9 +35,10 @@ def report_for(paths, options: ReportOptions, color=None, quiet: bool = False):
 @color_option
 @threshold_option
 @input_options
+@steps_option
 @executor_options
 def report(paths, fmt, output, force, top, one_rank, ranks_shown, color, thresholds, comm_patterns, step_nvtx,
-           no_cache, executor, workers, scheduler) -> None:
+           no_cache, steps_from, executor, workers, scheduler) -> None:
     """Report overlap per rank and step, with diagnoses, for trace files, directories or globs
     (or re-render a saved JSON report).
 
@@ -45,7 +46,7 @@ def report(paths, fmt, output, force, top, one_rank, ranks_shown, color, thresho
 
         tracelens report runs/ddp_bs32/ --format markdown -o summary.md
     """
-    options = report_options(comm_patterns, step_nvtx, thresholds, no_cache, executor, workers, scheduler)
+    options = report_options(comm_patterns, step_nvtx, thresholds, no_cache, executor, workers, scheduler, steps_from)
     # No progress bar beside JSON: its readers are scripts, which want nothing on the terminal but errors.
     rep = report_for(paths, options, color, quiet=fmt == "json")
     if one_rank is not None and all(r.rank != one_rank for r in rep.ranks):

@@ -225,11 +225,20 @@ def executor_args(executor: str, workers: int | None, scheduler: str | None) -> 
     return {"executor": executor, "workers": workers, "scheduler": scheduler}
 
 
+def steps_option(fn):
+    """Where a rank's steps come from (commands that analyse traces)."""
+    return click.option("--steps-from", type=click.Choice(["auto", "markers", "inferred", "whole"]), default="auto",
+                        show_default=True,
+                        help="Steps from the ProfilerStep or --step-nvtx markers, inferred from the repeating device "
+                             "work, or the whole capture as one; auto: markers, else inferred, else whole.")(fn)
+
+
 def report_options(comm_patterns=(), step_nvtx: str | None = None, thresholds=(), no_cache: bool = False,
-                   executor: str = "local", workers: int | None = None, scheduler: str | None = None
-                   ) -> ReportOptions:
+                   executor: str = "local", workers: int | None = None, scheduler: str | None = None,
+                   steps_from: str = "auto") -> ReportOptions:
     """The flags of a command that reads traces, as the one value ``api.report_with`` takes. Every command
     reads the thresholds of the config file (file < environment < flags)."""
-    return ReportOptions(comm_patterns=tuple(comm_patterns), step_pattern=step_nvtx, thresholds=tuple(thresholds),
+    return ReportOptions(comm_patterns=tuple(comm_patterns), step_pattern=step_nvtx, steps_from=steps_from,
+                         thresholds=tuple(thresholds),
                          use_config=True, cache=False if no_cache else None,
                          **executor_args(executor, workers, scheduler))
