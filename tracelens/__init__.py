@@ -26,6 +26,7 @@ _LAZY = {
     "report": ("api", "report"),
     "gate": ("api", "gate"),
     "thresholds": ("api", "thresholds"),
+    "context": ("api", "context"),
     "Thresholds": ("analyzers", "Thresholds"),
     "Report": ("contract", "Report"),
     "RankTrace": ("model", "RankTrace"),

@@ -346,7 +346,11 @@ def step_timeline(rep: Report, rank: int, step: int | None, *, comm_patterns: It
     mine = [t for t in traces if t.meta.rank == rank] or (traces if len(traces) == 1 else [])
     if not mine:
         raise InputError(f"no rank {rank} in this trace", path=str(found[0]))
-    return _timeline(mine[0], step, max_shapes=max_shapes or MAX_SHAPES)
+    # The steps as the report settled them: an inferred step is found again the same way (with the
+    # optimizer's cycle the inference takes the same boundaries whether asked or not).
+    option = {"inferred": "inferred", "whole-capture": "whole"}.get(next(
+        (r.steps_from for r in rep.ranks if r.rank == rank), None) or "", "markers")
+    return _timeline(mine[0], step, max_shapes=max_shapes or MAX_SHAPES, steps_from=option, step_pattern=step_nvtx)
 
 
 def history_runs(db: str | Path, label: str | None = None, limit: int = 1000) -> list[dict]:

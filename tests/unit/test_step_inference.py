@@ -167,3 +167,55 @@ def test_corpus_unmarked_training_loops_get_their_steps():
         (trace,) = tracelens.load([corpus_file(rel)])
         found = infer(trace, primary_device(trace))
         assert found.steps is not None and len(found.steps) == steps, (rel, found)
+
+
+def _analyzed(lp: Loop, tmp_path, steps_from="auto"):
+    ctx = tracelens.context(steps_from=steps_from)
+    return tracelens.analyze_rank(_load(lp, tmp_path), ctx)
+
+
+def _codes(analysis) -> dict[str, str]:
+    return {w.code: w.message for w in analysis.warnings}
+
+
+def test_an_unmarked_capture_reports_its_inferred_steps(tmp_path):
+    a = _analyzed(Loop(steps=8), tmp_path)
+    r = a.result
+    # Generator truth: 8 iterations, none marked; each inferred step is one iteration.
+    assert r.steps_from == "inferred"
+    assert len(r.steps) == 8 and [s.step for s in r.steps] == list(range(8))
+    said = _codes(a)["steps-inferred"]
+    assert said.startswith("no ProfilerStep#N ranges: 8 steps inferred from a cycle of")
+    assert "(after the optimizer step, at the next input copy)" in said
+    assert "no-steps" not in _codes(a)
+
+
+def test_marked_steps_are_kept_and_can_be_set_aside(tmp_path):
+    lp = Loop(steps=6, marked=True)
+    marked = _analyzed(lp, tmp_path)
+    # Generator truth: ProfilerStep#100..#105 around the six iterations.
+    assert marked.result.steps_from == "markers"
+    assert [s.step for s in marked.result.steps] == list(range(100, 106))
+    whole = _analyzed(lp, tmp_path, "whole")
+    assert whole.result.steps_from == "whole-capture"
+    assert [s.step for s in whole.result.steps] == [None]
+    assert "set aside" in _codes(whole)["no-steps"]
+    inferred = _analyzed(lp, tmp_path, "inferred")
+    assert inferred.result.steps_from == "inferred"
+    # The inferred steps hold the marked ones' device work: the same per-step compute, in the same order.
+    assert [s.compute_ns for s in inferred.result.steps] == [s.compute_ns for s in marked.result.steps]
+    assert _codes(inferred)["steps-inferred"].startswith("--steps-from inferred: 6 steps")
+
+
+def test_markers_only_keeps_an_unmarked_capture_whole(tmp_path):
+    a = _analyzed(Loop(steps=8), tmp_path, "markers")
+    assert a.result.steps_from == "whole-capture" and len(a.result.steps) == 1
+    assert _codes(a)["no-steps"] == "no ProfilerStep#N ranges: the whole capture is reported as one step"
+
+
+def test_a_refused_inference_says_why(tmp_path):
+    a = _analyzed(Loop(steps=8, optimizer="none"), tmp_path)
+    assert a.result.steps_from == "whole-capture" and len(a.result.steps) == 1
+    said = _codes(a)["no-steps"]
+    assert said.startswith("no ProfilerStep#N ranges, and no steps inferred: a cycle of")
+    assert "holds no optimizer step" in said and said.endswith("the whole capture is reported as one step")

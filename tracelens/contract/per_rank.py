@@ -200,3 +200,6 @@ class RankResult(msgspec.Struct, kw_only=True):
     dimensions: list[DimensionTotals] = msgspec.field(default_factory=list)  # per parallelism dimension
     bucket_model: Optional[BucketModel] = None  # DDP-style runs with at least two buckets per step
     settings: list[SettingCheck] = msgspec.field(default_factory=list)   # configured beside observed
+    # where the steps came from: "markers" (ProfilerStep#N), "nvtx" (--step-nvtx), "inferred" (the repeating
+    # device work) or "whole-capture" (one step); None in a report written before it was recorded
+    steps_from: Optional[str] = None

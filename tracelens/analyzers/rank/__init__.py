@@ -34,7 +34,9 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
         if count > 0:
             notes.append((code, message, int(count)))
 
-    ctx = build(t, (context or Context()).thresholds, warn)
+    context = context or Context()
+    ctx = build(t, context.thresholds, warn, context.steps_from, context.step_pattern)
+    t = ctx.trace               # with the steps settled (marked, inferred or none)
     sets, windows, steps = ctx.sets, ctx.windows, ctx.steps
     taxed = tax.measure(ctx)
     for st, paid, low, high, k, u, v in zip(steps, *(x.tolist() for x in (
@@ -65,7 +67,7 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
         device_name=ctx.device_name, mode=sets.mode, source=printable(t.meta.source, one_line=True),
         steps=steps, totals=_totals(steps), pattern=verdict, pattern_counts=counts,
         pre_capture=None if pre is None else PreCapture(**pre), dimensions=costs.per_dim,
-        bucket_model=costs.bucket_model, settings=costs.settings)
+        bucket_model=costs.bucket_model, settings=costs.settings, steps_from=ctx.steps_from)
     collectives = [
         Collective(rank=t.meta.rank, step=None if step < 0 else step, name=str(name),
                    op=op if isinstance(op, str) else None, bytes=None if size < 0 else size,

@@ -15,7 +15,7 @@ from ...model.table import Table
 from ...contract import StepMetrics, ratio
 from ..seam import COMM_COLUMNS
 from ..thresholds import Thresholds
-from . import overlap
+from . import overlap, step_inference
 from .overlap import Sets, Windows
 
 
@@ -38,23 +38,28 @@ class RankContext:
     groups: dict[str, tuple[int, ...]]
     device_name: str | None
     program: str
+    steps_from: str = "markers"        # where the steps came from (step_inference.SOURCES)
 
     @property
     def rank(self) -> int:
         return self.trace.meta.rank
 
 
-def build(trace: RankTrace, thresholds: Thresholds, warn) -> RankContext:
+def build(trace: RankTrace, thresholds: Thresholds, warn, steps_from: str = "auto",
+          step_pattern: str | None = None) -> RankContext:
     """The context of one rank (``warn(code, message, count)`` takes what the interval sets and step windows
-    count as they are built)."""
+    count as they are built). The steps are settled first (``steps_from``, ``step_pattern``: as the
+    :class:`~tracelens.analyzers.seam.Context` has them): marked, inferred or the whole capture."""
     sets = overlap.interval_sets(trace, warn)
+    trace, source = step_inference.settle(trace, sets.device if sets.mode == "gpu" else None, steps_from,
+                                          step_pattern, warn)
     windows = overlap.step_windows(trace, sets, warn)
     exposure = overlap.collective_exposure(trace, sets)
     return RankContext(trace=trace, thresholds=thresholds, sets=sets, windows=windows,
                        durations=windows.end - windows.start,
                        steps=_steps(overlap.step_metrics(sets, windows)), exposure=exposure,
                        comm=_comm_table(trace, exposure), groups=_groups(trace.meta.pg_config),
-                       device_name=_device_name(trace, sets.device), program=program(trace))
+                       device_name=_device_name(trace, sets.device), program=program(trace), steps_from=source)
 
 
 _TORCH = re.compile(r"aten::|ProfilerStep#|autograd::|c10d::|record_param_comms|nccl:|gloo:|torch[._:]|"

@@ -9,18 +9,21 @@ from ...model.columns import distinct, isin
 from ...model import RankTrace
 from ...model.step_timeline import Lane, StepTimeline
 from .. import intervals as iv
-from . import overlap
+from . import overlap, step_inference
 
 MAX_SHAPES = 50_000      # past this many intervals, gaps below a pixel are closed
 PIXELS = 2_000           # the widest plot the drill-down is drawn at
 
 
 def step_timeline(trace: RankTrace, step: int | None, *, max_shapes: int = MAX_SHAPES,
-                  pixels: int = PIXELS) -> StepTimeline:
-    """Lanes and exposed communication of ``step`` (None: the trace without ProfilerStep); KeyError if the rank
-    has no such step."""
-    sets = overlap.interval_sets(trace, lambda *a, **k: None)
-    w = overlap.step_windows(trace, sets, lambda *a, **k: None)
+                  pixels: int = PIXELS, steps_from: str = "auto", step_pattern: str | None = None) -> StepTimeline:
+    """Lanes and exposed communication of ``step`` (None: the whole capture, one step); KeyError if the rank
+    has no such step. ``steps_from``, ``step_pattern``: the steps as the report settled them."""
+    quiet = lambda *a, **k: None        # noqa: E731 - the report said it already
+    sets = overlap.interval_sets(trace, quiet)
+    trace, _ = step_inference.settle(trace, sets.device if sets.mode == "gpu" else None, steps_from,
+                                     step_pattern, quiet)
+    w = overlap.step_windows(trace, sets, quiet)
     want = -1 if step is None else step
     hit = np.flatnonzero(w.step == want)
     if hit.size == 0:

@@ -19,7 +19,7 @@ from ...model import RankTrace
 from ...model.columns import matches
 from ...model.linking import LAUNCH_CATS, launched_before_capture, step_of, take
 from ...model.table import Table
-from ...model.rank_trace import STEP_COLUMNS
+from ...model.rank_trace import STEP_COLUMNS, empty_table
 
 MIN_STEPS = 3              # fewer repeats than this are no evidence of a loop
 MIN_SAME = 0.6             # share of the cycles whose kernels are the same multiset
@@ -68,7 +68,7 @@ def infer(trace: RankTrace, device: int | None, *, forced: bool = False) -> Infe
     offset, phase = _phase(trace, rows, at, codes, anchors, modal)
     if not phase.startswith("after") and not forced:
         return Inferred(None, period=period, why_not=f"a cycle of {period} device activities repeats "
-                        f"{int(modal.sum())} times but holds no optimizer step (it may be a block of the model "
+                        f"{int(modal.sum())} times but holds no optimizer step (perhaps a block of the model "
                         "inside one step)")
     first = anchors + offset
     cuts = np.concatenate([first[:1] - period, first]) if first[0] - period >= 0 else first
@@ -198,3 +198,46 @@ def _mode_offset(points: np.ndarray, anchors: np.ndarray) -> int | None:
     values, seen = np.unique(offsets, return_counts=True)
     top = int(np.argmax(seen))
     return int(values[top]) if seen[top] >= MIN_SAME * ok.sum() else None
+
+
+SOURCES = ("markers", "nvtx", "inferred", "whole-capture")     # a rank's steps_from in the Report
+
+
+def settle(trace: RankTrace, device: int | None, steps_from: str, step_pattern: str | None,
+           warn) -> tuple[RankTrace, str]:
+    """The rank's trace with the steps the report uses, and where they came from (one of :data:`SOURCES`).
+
+    ``steps_from`` is the option: ``auto`` takes the marked steps (``ProfilerStep#N``, or the ranges
+    ``--step-nvtx`` names), else inferred ones, else the whole capture; ``markers``, ``inferred`` and
+    ``whole`` insist on one. ``warn(code, message, count)`` says which was taken when it is not the markers,
+    and why inference was refused."""
+    marked = "nvtx" if step_pattern else "markers"
+    if steps_from == "whole":
+        if len(trace.steps):
+            warn("no-steps", "--steps-from whole: the step markers are set aside and the whole capture is "
+                 "reported as one step", 1)
+            trace = with_steps(trace, empty_table(STEP_COLUMNS))
+        else:
+            warn("no-steps", f"no {_markers(step_pattern)}: the whole capture is reported as one step", 1)
+        return trace, "whole-capture"
+    if len(trace.steps) and steps_from != "inferred":
+        return trace, marked
+    if steps_from == "markers":
+        warn("no-steps", f"no {_markers(step_pattern)}: the whole capture is reported as one step", 1)
+        return trace, "whole-capture"
+    found = infer(trace, device, forced=steps_from == "inferred")
+    if found.steps is None:
+        asked = "--steps-from inferred" if steps_from == "inferred" else f"no {_markers(step_pattern)}"
+        warn("no-steps", f"{asked}, and no steps inferred: {found.why_not}; the whole capture is reported as "
+             "one step", 1)
+        return (with_steps(trace, empty_table(STEP_COLUMNS)) if len(trace.steps) else trace), "whole-capture"
+    asked = "--steps-from inferred" if len(trace.steps) else f"no {_markers(step_pattern)}"
+    warn("steps-inferred", f"{asked}: {len(found.steps)} steps "
+         f"inferred from a cycle of {found.period} device activities repeating, each beginning at "
+         f"{found.boundary} ({found.phase}); median step {found.median_ns / 1e6:.3f} ms, spread "
+         f"{100 * found.spread:.1f} % (p90 - p10 over the median)", 1)
+    return with_steps(trace, found.steps), "inferred"
+
+
+def _markers(step_pattern: str | None) -> str:
+    return f"host range matching --step-nvtx {step_pattern!r}" if step_pattern else "ProfilerStep#N ranges"

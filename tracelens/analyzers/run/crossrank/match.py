@@ -70,6 +70,11 @@ def concat(analyses: list[RankAnalysis]) -> CollectiveRows:
         values = np.concatenate([np.asarray(a.comm[c], dtype=object) for a in analyses]) if analyses else \
             np.empty(0, object)
         cols[c], names[c] = _factorize(values)
+    # Marked steps carry the program's own step numbers, the same on every rank; inferred ones are counted
+    # on each rank from its capture's first whole cycle, which may differ by one between ranks: collectives
+    # of those ranks are matched by order over the capture, as with none.
+    marked = np.array([a.result.steps_from in (None, "markers", "nvtx") for a in analyses], dtype=bool)
+    cols["key_step"] = np.where(marked[pos], cols["step"], -1) if analyses else np.empty(0, np.int64)
     return CollectiveRows(pos=pos, cols=cols, names=names)
 
 
@@ -144,7 +149,7 @@ def match(tab: CollectiveRows, ranks: np.ndarray, groups: dict[str, tuple[int, .
         sub[o] = np.repeat(ordinal, np.diff(np.append(st, len(bare))))
         gid[bare] = sub
     gkey = mode * (max(len(tab.names["pg_name"]), int(gid.max(initial=0)) + 1)) + gid
-    kstep = np.where(mode == 0, 0, c["step"])
+    kstep = np.where(mode == 0, 0, c["key_step"])
     # Order keys: the index by start within (rank, group, step); seq keys: the occurrence of a repeated seq.
     o, st = _segments(c["start_ns"], np.where(mode == 0, c["seq"], -1), kstep, gkey, tab.pos, by=4)
     within = _index_within(o, st)
