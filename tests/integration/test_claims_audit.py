@@ -26,7 +26,7 @@ import pytest
 
 import tracelens
 
-from conftest import corpus_file
+from conftest import CORPUS_TRACES, corpus_file
 
 TOL_NS = 2_000            # float µs timestamps: a few ns per event, far below this
 REL = 0.002
@@ -364,25 +364,7 @@ def step_of(rep, d):
     return next(s for s in steps if s.step == d.step)
 
 
-CORPUS = ["hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
-          "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
-          "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
-          "hta/critical_path/cuda_event_sync_multi_stream/event_sync_trace.json.gz",
-          "hta/df_index_resolver/df_index_resolver.json.gz",
-          "hta/distributed_info_unavailable/distributed_info_not_found.json.gz",
-          "hta/nccl_parser_config/nccl_data.json.gz",
-          "hta/negative_queue_length_values_check/rank0.json.gz",
-          "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
-          "hta/trace_filter/sampled_rank-0.json.gz", "hta/trace_filter/sampled_rank-1.json.gz",
-          "kineto_misc/kineto_tb_plugin_resnet50_2021/worker0.1623143089861.pt.trace.json.gz",
-          "kineto_misc/kineto_unit_test_cuda_sync/kineto_after_fix_trace.json",
-          "kineto_misc/kineto_unit_test_cuda_sync/kineto_before_fix_trace.json",
-          "kineto_misc/param_single_gpu/linear_kineto.json.gz", "kineto_misc/param_single_gpu/resnet_kineto.json.gz",
-          "nsys/extrap/con_kernel.sqlite", "nsys/extrap/concurrent_s16_profile16.sqlite",
-          "nsys/extrap/ex-gpu.s10.sqlite",
-          "nsys/nsys-ai/h100_2gpu_1s.sqlite", "nsys/nsys-ai/healthy_1pct_minimal.sqlite",
-          "nsys/nsys-ai/mfu_2gpu_before.sqlite", "nsys/nsys-ai/mock_rtx3080.sqlite",
-          "nsys/pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite", "tracelens_amd/b200/eager_trace.json.gz"]
+CORPUS = CORPUS_TRACES
 
 
 @pytest.mark.parametrize("rel", CORPUS)

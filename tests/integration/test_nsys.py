@@ -98,9 +98,13 @@ def test_step_ranges_from_a_user_regex(tmp_path):
                 "WHERE text LIKE 'ProfilerStep#%'")
     con.commit()
     con.close()
+    # Without the regex: no marked steps, so they are inferred from the device work (3 per rank, the
+    # generator's), or the whole capture is one step when only markers are asked for.
     plain = report(path)
-    assert [len(r.steps) for r in plain.ranks] == [1, 1]
-    assert any(w.code == "no-steps" for w in plain.warnings)
+    assert [(r.steps_from, len(r.steps)) for r in plain.ranks] == [("inferred", 3)] * 2
+    only_markers = tracelens.report(path, steps_from="markers", cache=False)
+    assert [(r.steps_from, len(r.steps)) for r in only_markers.ranks] == [("whole-capture", 1)] * 2
+    assert any(w.code == "no-steps" for w in only_markers.warnings)
     by_regex = report(path, step_nvtx=r"^train_step (\d+)$")
     truth = synth.expected(sc)
     assert [[s.step for s in r.steps] for r in by_regex.ranks] == [[t["step"] for t in truth[r]] for r in (0, 1)]

@@ -14,15 +14,16 @@ from tracelens.analyzers.seam import COMM_COLUMNS
 MB = 1 << 20
 
 
-def rank(rows: list[dict]):
-    """A stand-in RankAnalysis holding only the collective table: defaults for what a row leaves out."""
+def rank(rows: list[dict], steps_from: str = "markers"):
+    """A stand-in RankAnalysis holding only the collective table (and where its steps came from): defaults for
+    what a row leaves out."""
     base = dict(step=0, op="all_reduce", dtype="Float", bytes=4 * MB, group_size=-1, pg_name=None, pg_desc=None,
                 seq=-1, start_ns=0, end_ns=10, exposed_ns=0, stream=13, launch_ns=-1, lead_ns=0, lead_compute_ns=0,
                 lead_sync_ns=0, lead_launch_ns=0, lead_host_ns=0)
     full = [{**base, **r} for r in rows]
     comm = {c: np.array([r[c] for r in full], dtype=object if c in ("op", "dtype", "pg_name", "pg_desc") else
                         np.int64) for c in COMM_COLUMNS}
-    return SimpleNamespace(comm=comm)
+    return SimpleNamespace(comm=comm, result=SimpleNamespace(steps_from=steps_from))
 
 
 def run(*ranks, groups=None):
@@ -248,10 +249,25 @@ def test_waits_on_one_axis_equal_rank_by_rank(seed):
 @pytest.mark.parametrize("seed", range(4))
 def test_group_medians_as_statistics_median(seed):
     import statistics
-    from tracelens.analyzers.run.crossrank.straggler import _group_median
+    from tracelens.analyzers.run.outliers import group_median
     rng = np.random.default_rng(seed)
     for counts in ([4] * 6, [1, 2, 3, 5, 8]):                # equal members (one partition), or not (sorted)
         group = np.repeat(np.arange(len(counts)), counts)
         values = rng.integers(0, 1000, len(group))
         want = [statistics.median(values[group == g].tolist()) for g in range(len(counts))]
-        assert _group_median(values, group, len(counts)).tolist() == want
+        assert group_median(values, group, len(counts)).tolist() == want
+        shuffled = rng.permutation(len(group))               # groups not in order (outliers' size buckets)
+        assert group_median(values[shuffled], group[shuffled], len(counts)).tolist() == want
+
+
+def test_inferred_steps_are_no_matching_key():
+    # Rank 1's capture began one cycle later, so its inferred steps are numbered one lower for the same
+    # collectives. Marked steps would key them apart (every step ambiguous: nothing matched); inferred ones
+    # are matched by their order over the capture, all four.
+    a = [dict(step=s, start_ns=100 * i, end_ns=100 * i + 10) for i, s in enumerate([1, 1, 2, 2])]
+    b = [dict(step=s, start_ns=100 * i, end_ns=100 * i + 10) for i, s in enumerate([0, 0, 1, 1])]
+    marked, _ = run(rank(a), rank(b))
+    assert len(marked.starts) < 4
+    inferred, pairs = run(rank(a, "inferred"), rank(b, "inferred"))
+    assert len(inferred.starts) == 4
+    assert pairs == [[(0, 100 * i), (1, 100 * i)] for i in range(4)]

@@ -371,4 +371,5 @@ def test_the_wording_imports_only_the_contract():
     # analyzers/wording/ only formats what the analyzers measured: of tracelens, it imports the report's
     # Diagnosis and its own modules, never the thresholds, the interval algebra or an analyzer (each family
     # imports the shared base only: tests/unit/test_wording.py).
-    assert _outside("tracelens/analyzers/wording", {"tracelens.analyzers.wording", "tracelens.contract"}) == []
+    assert _outside("tracelens/analyzers/wording", {"tracelens.analyzers.wording", "tracelens.contract",
+                                                     "tracelens.units"}) == []

@@ -60,6 +60,7 @@ def test_the_wording_passes_the_finding_through():
                                           "rdma_gdr", "rdma_host_staged", "rdma_init_only", "intra_node_only",
                                           "inconclusive", "unknown")),
         ("bucket-size", None), ("config-mismatch", None),
+        *(("outlier", v) for v in ("wait", "transfer", "early", "unknown")),
         *(("parallelism", v) for v in ("dp", "fsdp", "tp", "pp", "ep", "emb", "cp", "unknown"))}
 
 
@@ -75,8 +76,9 @@ def test_the_wording_module_only_formats():
     # module imports the shared base only, so no family's sentences lean on another's.
     package = Path(wording.__file__).parent
     families = sorted(p for p in package.glob("*.py") if p.stem not in ("__init__", "base"))
-    assert len(families) == 9
-    assert _imports(package / "base.py") <= {"__future__", "dataclasses", "typing"}
+    assert len(families) == 10
+    # ...units: how a size is printed, shared with the renderers (formatting, no measurement)
+    assert _imports(package / "base.py") <= {"__future__", "dataclasses", "typing", "...units"}
     for path in families:
         assert _imports(path) <= {"__future__", "re", "typing", ".base"}, path.name
     assert _imports(package / "__init__.py") <= {"__future__", "typing", "...contract", ".", ".base",
@@ -781,3 +783,35 @@ def test_config_mismatch_wording():
     assert d.title == "NCCL_ALGO=Tree does not match the trace"
     assert d.detail == "NCCL_ALGO=Tree (environment), the trace shows RING: the kernels ran other ones"
     assert "reaches the training processes" in d.advice
+
+
+def _outlier_ev(cause: str, **worst) -> dict:
+    x = {"rank": 3, "step": 14, "duration_ns": 9_000_000, "excess_ns": 8_000_000, "cause": cause,
+         "lead_ns": 20_444_000, "usual_lead_ns": 25_968_000, "late_rank": cause == "wait",
+         "wait_ns": 8_000_000 if cause in ("wait", "transfer") else None,
+         "transfer_ns": 1_000_000 if cause in ("wait", "transfer") else None, **worst}
+    return {"op": "all_reduce", "pg": "0", "bytes_min": 25 * 2**20, "bytes_max": 26 * 2**20, "matched": True,
+            "instances": 80, "outliers": 12, "median_ns": 1_000_000, "typical_ns": 1_000_000, "limit_ns": 2_000_000,
+            "k": 5.0, "min_excess_ns": 1_000_000, "causes": {cause: 12}, "late_ranks": {3: 12} if cause == "wait" else {},
+            "excess_ns": 96_000_000, "exposed_excess_ns": 90_000_000, "steps": 20, "step_ns": 50_000_000,
+            "cost_per_step_ns": 4_500_000, "impact_ns": 4_500_000, "material": True, "worst": x, "listed": [x] * 10}
+
+
+@pytest.mark.parametrize("cause", ["wait", "transfer", "early", "unknown"])
+def test_outlier_wording(cause):
+    ev = _outlier_ev(cause)
+    d = word("outlier", cause, ev, step=14)
+    assert d.title == ("12 of 80 all-reduces of 25.0 MiB-26.0 MiB in group 0 took far longer than their median "
+                       "1.000 ms: worst 9.000 ms at rank 3, step 14")
+    assert "outlier above 2.000 ms (its kind's median plus 5 robust deviations, and at least 1.000 ms more)" in d.detail
+    assert "90.000 ms of it exposed, 4.500 ms per step over 20 steps" in d.detail
+    assert "; and 2 more" in d.detail                       # 12 outliers, 10 listed
+    if cause == "wait":
+        assert "(late: rank 3 in 12)" in d.detail and "(the rank the others waited for)" in d.detail
+        assert d.advice.startswith("open rank 3 at step 14 in the timeline")
+    elif cause == "early":
+        assert "came after 20.444 ms instead of the usual 25.968 ms" in d.detail and d.advice == ""
+    elif cause == "transfer":
+        assert "waited 8.000 ms, transfer 1.000 ms" in d.detail and "slow on every member" in d.advice
+    else:
+        assert "1 rank" not in d.detail and "report this rank's peers" in d.advice

@@ -41,6 +41,10 @@ class Thresholds:
     clock_max_spread_ns: int = 50_000        # offsets whose end-time differences spread wider are not applied
     clock_min_offset_ns: int = 20_000        # smaller offsets are end-time noise on one clock: applied, not named
     bandwidth_min_bytes: int = 1_048_576     # smaller messages are latency-bound: no bandwidth verdicts
+    # Collective outliers (per operation, size bucket and process group).
+    outlier_k: float = 5.0                   # above the group's median by more than this many robust deviations
+    outlier_min_excess_ns: int = 1_000_000   # ... and by more than this: no alarm for microseconds
+    outlier_min_group: int = 8               # fewer instances of a kind than this: no norm to be an outlier of
     # Copies.
     copy_bound_fraction: float = 0.5         # copy time nothing overlapped / step time from which copies dominate
     copy_critical_fraction: float = 0.8      # ... and from which that is critical

@@ -6,6 +6,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 
+from ..units import IEC, size  # noqa: F401 - the renderers' size is the one of every output
 from ..contract import MIXED, SEVERITIES, RankResult, Report
 
 # Findings about the run rather than one rank's steps (step null), by id: what to call their scope.
@@ -22,19 +23,6 @@ def pct(value: float | None) -> str:
 
 def frac(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f} %"
-
-
-IEC = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
-
-
-def size(n: int | None) -> str:
-    """Bytes in IEC units, as every output gives them (docs/metrics.md, "Units"): ``25.0 MiB``, ``512 B``."""
-    if n is None:
-        return "?"
-    for unit, scale in IEC:
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 def step_label(step: int | None) -> str:

@@ -35,23 +35,39 @@ def flag(duration_ns: np.ndarray, group: np.ndarray, *, k: float, floor_ns: int,
     """Which instances are outliers of their group (``group``: an int64 id per instance). Groups smaller than
     ``min_group`` flag nothing: their median is no norm."""
     d = np.asarray(duration_ns, dtype=np.int64)
-    g = np.asarray(group, dtype=np.int64)
-    n = d.size
-    median = np.zeros(n, dtype=np.int64)
-    limit = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    if n == 0:
-        return Flagged(np.zeros(0, bool), median, limit)
-    order = np.lexsort((d, g))
-    gs, ds = g[order], d[order]
-    starts = np.flatnonzero(np.r_[True, gs[1:] != gs[:-1]])
-    sizes = np.diff(np.r_[starts, n])
-    for s, size in zip(starts.tolist(), sizes.tolist()):     # one pass per group, each vectorised
-        vals = ds[s:s + size]
-        med = int(np.median(vals))
-        rows = order[s:s + size]
-        median[rows] = med
-        if size < min_group:
-            continue
-        mad = float(np.median(np.abs(vals - med)))
-        limit[rows] = med + int(max(k * MAD_SIGMA * mad, floor_ns))
-    return Flagged(d > limit, median, limit)
+    _, g = np.unique(np.asarray(group, dtype=np.int64), return_inverse=True)
+    g = g.reshape(-1)
+    n = int(g.max()) + 1 if g.size else 0
+    med = group_median(d, g, n)
+    mad = group_median(np.abs(d - med[g]), g, n)
+    limit = np.where(np.bincount(g, minlength=n) >= min_group,
+                     med + np.maximum(k * MAD_SIGMA * mad, floor_ns), np.inf)
+    median = np.floor(med).astype(np.int64)[g]
+    finite = np.isfinite(limit)
+    whole = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    whole[finite] = np.floor(limit[finite]).astype(np.int64)
+    return Flagged(d > limit[g], median, whole[g])
+
+
+def group_median(values: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
+    """The median of ``values`` within each group 0..n-1 (0 for an empty group), vectorised."""
+    out = np.zeros(n, dtype=np.float64)
+    if not len(values):
+        return out
+    cnt = np.bincount(group, minlength=n)
+    if cnt.min() == cnt.max() and np.all(group[:-1] <= group[1:]):
+        # Rows grouped in order, every group the same size (matched instances with the same members, the
+        # usual case): one row each, a partition along it.
+        m = int(cnt[0])
+        table = values.astype(np.float64).reshape(n, m)
+        lo, hi = (m - 1) // 2, m // 2
+        part = np.partition(table, sorted({lo, hi}), axis=1)
+        return (part[:, lo] + part[:, hi]) / 2
+    order = np.lexsort((values, group))
+    v = values[order].astype(np.float64)
+    first = np.cumsum(cnt) - cnt
+    has = cnt > 0
+    lo = first + (cnt - 1) // 2
+    hi = first + cnt // 2
+    out[has] = (v[lo[has]] + v[hi[has]]) / 2
+    return out

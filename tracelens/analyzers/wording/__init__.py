@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ...contract import Diagnosis
-from . import configuration, coverage, exposure, launching, memcopies, network, peers, slowdown, stalls
+from . import anomalies, configuration, coverage, exposure, launching, memcopies, network, peers, slowdown, stalls
 from .base import Finding
 from .peers import headline, lever, ranks_label, reason_advice
 
@@ -25,6 +25,7 @@ __all__ = ["Finding", "WORDING", "diagnosis", "headline", "lever", "ranks_label"
 WORDING: dict[tuple[str, Optional[str]], Callable[[Finding], tuple[str, str, str]]] = {
     **exposure.SENTENCES, **stalls.SENTENCES, **launching.SENTENCES, **peers.SENTENCES, **coverage.SENTENCES,
     **memcopies.SENTENCES, **slowdown.SENTENCES, **network.SENTENCES, **configuration.SENTENCES,
+    **anomalies.SENTENCES,
 }
 """The sentences of every finding, by (id, verdict)."""
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from ...units import size  # noqa: F401 - sizes as every table prints them
+
 
 @dataclass
 class Finding:

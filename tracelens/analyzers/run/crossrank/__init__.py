@@ -16,7 +16,7 @@ from ....contract import CrossRank, Matching, MatchedCollective, RankAcross, War
 from ...seam import LEAD_COLUMNS, RankAnalysis
 from ...thresholds import Thresholds
 from ...wording import Finding
-from . import bandwidth, clocks, match, straggler, waits
+from . import bandwidth, clocks, match, slow_instances, straggler, waits
 
 
 @dataclass
@@ -57,10 +57,11 @@ class Matched:
 
 def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
     """The cross-rank analysis of ranks in report order; nothing for fewer than two."""
-    if len(ordered) < 2:
-        return Outcome()
     tab = match.concat(ordered)
     ranks = np.array([a.rank for a in ordered], dtype=np.int64)
+    results = [a.result for a in ordered]
+    if len(ordered) < 2:
+        return Outcome(findings=slow_instances.find(tab, ranks, results, th))
     groups: dict[str, tuple[int, ...]] = {}
     for a in ordered:
         for name, members in a.groups.items():
@@ -115,6 +116,7 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
         if out.culprit is not None:
             out.findings.append(out.culprit.finding)
     out.findings += _clock_findings(mt)
+    out.findings += slow_instances.find(tab, ranks, results, th, mt)
     return out
 
 

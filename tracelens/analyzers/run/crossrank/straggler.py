@@ -26,6 +26,7 @@ import numpy as np
 
 from ...thresholds import Thresholds, material
 from ...wording import Finding
+from ..outliers import group_median
 
 REASONS = ("compute", "sync-stall", "late-launch", "host-gap")
 _COMPONENT = {"compute": "lead_compute_ns", "sync-stall": "lead_sync_ns", "late-launch": "lead_launch_ns",
@@ -167,32 +168,8 @@ def _lead_excess(instances: np.ndarray, starts: np.ndarray, n_rows: int, rows_la
     for k, col in keys.items():
         values = np.asarray(lead[col], dtype=np.int64)
         mine[k] = int(values[me].sum())
-        theirs[k] = int(round(float(_group_median(values[rows[others]], inst[others], len(instances)).sum())))
+        theirs[k] = int(round(float(group_median(values[rows[others]], inst[others], len(instances)).sum())))
     return {k: mine[k] - theirs[k] for k in keys}, mine, theirs
-
-
-def _group_median(values: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
-    """The median of ``values`` within each group 0..n-1 (0 for an empty group), vectorised; ``group`` is
-    sorted (rows grouped by instance)."""
-    out = np.zeros(n, dtype=np.float64)
-    if not len(values):
-        return out
-    cnt = np.bincount(group, minlength=n)
-    if cnt.min() == cnt.max():
-        # Every instance has the same members (the usual case): one row each, a partition along it.
-        m = int(cnt[0])
-        table = values.astype(np.float64).reshape(n, m)
-        lo, hi = (m - 1) // 2, m // 2
-        part = np.partition(table, sorted({lo, hi}), axis=1)
-        return (part[:, lo] + part[:, hi]) / 2
-    order = np.lexsort((values, group))
-    v = values[order].astype(np.float64)
-    first = np.cumsum(cnt) - cnt
-    has = cnt > 0
-    lo = first + (cnt - 1) // 2
-    hi = first + cnt // 2
-    out[has] = (v[lo[has]] + v[hi[has]]) / 2
-    return out
 
 
 def _mean_step(r) -> float:
