@@ -87,6 +87,15 @@ def selection_from_heatmap(click) -> tuple[int, int | None] | None:
         return None
 
 
+def selection_from_outlier(click) -> tuple[int, int | None] | None:
+    """(rank, step) of a clicked point of the outliers view (its customdata), or None."""
+    try:
+        rank, step = click["points"][0]["customdata"]
+        return _number(rank), None if step == "all" else _number(step)
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError):
+        return None
+
+
 def selection_from_finding(cell) -> tuple[int, int | None] | None:
     """(rank, step) of a clicked finding (its row_id), or None."""
     try:
@@ -199,6 +208,12 @@ def register(app, session) -> None:
     def _run(run):
         return run_view(session, run)
 
+    @on(Output("outliers", "figure"), Output("outliers-info", "children"), Output("outliers", "style"),
+        Input("run", "value"), prevent_initial_call=True)
+    def _outliers(run):
+        report = session.run(run).report
+        return layout.outliers_figure(report), layout.outliers_info(report), layout.outliers_style(report)
+
     @on(Output("across", "children"), Input("run", "value"), prevent_initial_call=True)
     def _across(run):
         return across_view(session, run)
@@ -215,10 +230,12 @@ def register(app, session) -> None:
 
     @on(Output("timeline", "figure"), Output("timeline-info", "children"),
         Input("heatmap", "clickData"), Input("findings", "cellClicked"), Input("culprit-link", "n_clicks"),
-        State("run", "value"), prevent_initial_call=True)
-    def _timeline(click, cell, culprit_clicks, run):
+        Input("outliers", "clickData"), State("run", "value"), prevent_initial_call=True)
+    def _timeline(click, cell, culprit_clicks, outlier, run):
         if ctx.triggered_id == "culprit-link":
             picked = selection_of_culprit(session, run)
+        elif ctx.triggered_id == "outliers":
+            picked = selection_from_outlier(outlier)
         else:
             picked = selection_from_finding(cell) if ctx.triggered_id == "findings" else \
                 selection_from_heatmap(click)

@@ -8,7 +8,7 @@ from dash import dcc, html
 import dash_ag_grid as dag
 
 from tracelens.contract import SEVERITIES
-from tracelens.renderers import across_ranks, figures
+from tracelens.renderers import across_ranks, figures, outlier_figure
 
 MAX_COLLECTIVES = 5_000     # rows sent to the collectives grid (the most exposed); the Report keeps them all
 CARD = {"background": "#f3f5f8", "padding": "6px 12px", "borderRadius": "4px"}
@@ -21,7 +21,9 @@ BYTES_FORMAT = {"function": "params.value == null ? '' : params.value < 1024 ? p
                             "params.value < 1073741824 ? d3.format('.1f')(params.value / 1048576) + ' MiB' : "
                             "d3.format('.1f')(params.value / 1073741824) + ' GiB'"}
 GRID = {"sortable": True, "filter": True, "resizable": True}
-PICK = "Click a heatmap cell (or a finding) to see that rank and step."
+PICK = "Click a heatmap cell (or a finding, or an outlier) to see that rank and step."
+NO_OUTLIERS = ("No collective outliers: no instance far above its kind's median (op, size bucket, group), or none "
+               "that is not slow in most steps.")
 WRAP = {"wrapText": True, "autoHeight": True, "cellStyle": {"wordBreak": "normal", "lineHeight": "1.35"}}
 
 
@@ -50,6 +52,11 @@ def page(session) -> html.Div:
             dcc.RadioItems(id="metric", inline=True, value="exposed_comm_fraction", options=[
                 {"label": label, "value": key} for key, (label, _, _) in figures.HEATMAP_METRICS.items()]),
             dcc.Graph(id="heatmap", figure=figures.heatmap(first), style={"height": "480px"}),
+        ]),
+        html.Div(style=SECTION, children=[
+            html.H3("Collective outliers"),
+            html.Div(id="outliers-info", children=outliers_info(first)),
+            dcc.Graph(id="outliers", figure=outliers_figure(first), style=outliers_style(first)),
         ]),
         html.Div(id="timeline-section", style=SECTION, children=[
             html.H3("Step timeline"),
@@ -94,6 +101,24 @@ def page(session) -> html.Div:
 
 
 VERDICT = {**CARD, "padding": "12px 16px"}
+
+
+def outliers_info(report) -> str:
+    if not report.outliers:
+        return NO_OUTLIERS
+    n = sum(c is not None for k in report.outliers for c in k.cause)
+    return f"{n} outlier(s) in {len(report.outliers)} kind(s) of collective; click a point for its timeline."
+
+
+def outliers_figure(report):
+    fig = outlier_figure.outliers(report)
+    return fig if fig is not None else figures.placeholder(NO_OUTLIERS)
+
+
+def outliers_style(report) -> dict:
+    # Hidden, not absent, without outliers: the timeline's callback listens to its clicks.
+    return {"height": f"{max(320, 260 * min(len(report.outliers), outlier_figure.MAX_KINDS))}px",
+            "display": "block" if report.outliers else "none"}
 
 
 def verdict_children(report) -> list:

@@ -135,6 +135,40 @@ def test_the_verdict_card_opens_the_culprits_timeline(browser):
     assert "refused" not in proc.output[0] and "Traceback" not in proc.output[0]
 
 
+def test_a_click_on_an_outlier_opens_its_timeline(browser, tmp_path):
+    """A generated run with one slow transfer injected (step 9, bucket 2 of four ranks' 80 equal all-reduces:
+    tests/integration/test_outliers.py): the outliers view marks it apart from the 79 others, and a click on
+    it opens that rank's timeline at step 9."""
+    import dataclasses
+
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from fixtures import synth
+    from fixtures.findings import write
+
+    run = write(dataclasses.replace(synth.OUTLIER_RUN, name="outliers_browser", slow_transfer={(7, 2): 10_000_000}),
+                tmp_path)
+    with running_dashboard(str(run)) as (proc, url):
+        browser.get(url)
+        _wait(browser, "#outliers .scatterlayer .trace")
+        assert browser.find_element("css selector", "#outliers-info").text.startswith(
+            "1 outlier(s) in 1 kind(s) of collective")
+        traces = browser.find_elements("css selector", "#outliers .scatterlayer .trace")
+        assert [len(t.find_elements("css selector", ".point")) for t in traces] == [79, 1]
+        point = traces[1].find_element("css selector", ".point")
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", point)
+        ActionChains(browser).move_to_element(point).click().perform()
+        WebDriverWait(browser, WAIT).until(
+            lambda d: ", step 9 " in d.find_element("css selector", "#timeline-info").text)
+        assert browser.find_element("css selector", "#timeline-info").text.startswith("Rank ")
+        view = browser.find_element("css selector", "#outliers")
+        browser.execute_script("arguments[0].scrollIntoView({block: 'start'})", view)
+        view.screenshot(str(ARTIFACTS / "dashboard-outliers.png"))
+        assert _severe(browser) == []
+    assert "refused" not in proc.output[0] and "Traceback" not in proc.output[0]
+
+
 def test_eight_findings_read_in_full_in_a_1600_by_1000_window(browser):
     """The straggler sample has 14 findings (4 ranks x 3 steps of sawtooth, the straggler, the clocks): in a
     1600x1000 window, with the grid scrolled to the top of the screen, at least 8 rows show whole, and no title

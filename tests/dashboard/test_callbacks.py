@@ -133,7 +133,8 @@ def test_a_request_reads_only_the_inputs(session, monkeypatch, tmp_path):
                 "outputs": [{"id": "timeline", "property": "figure"}, {"id": "timeline-info", "property": "children"}],
                 "inputs": [{"id": "heatmap", "property": "clickData", "value": click(rank, step)},
                            {"id": "findings", "property": "cellClicked", "value": None},
-                           {"id": "culprit-link", "property": "n_clicks", "value": 0}],
+                           {"id": "culprit-link", "property": "n_clicks", "value": 0},
+                           {"id": "outliers", "property": "clickData", "value": None}],
                 "state": [{"id": "run", "property": "value", "value": 0}],
                 "changedPropIds": ["heatmap.clickData"]}
         resp = server.post("/_dash-update-component", data=json.dumps(body), content_type="application/json")
@@ -325,3 +326,48 @@ def test_a_body_that_is_not_a_call_of_a_callback_is_refused(session, log_lines, 
 def test_the_depth_of_json_text_without_parsing_it(text, depth):
     # by hand: strings (with their escaped quotes and backslashes) hold no level
     assert guard.depth(text) == depth
+
+
+def _outlier_report(tmp_path):
+    """A generated run with one injected slow transfer (tests/integration/test_outliers.py: step 9, bucket 2
+    of four ranks' 80 equal all-reduces)."""
+    import dataclasses
+
+    from fixtures import synth
+    from fixtures.findings import write
+
+    sc = dataclasses.replace(synth.OUTLIER_RUN, name="outliers_view", slow_transfer={(7, 2): 10_000_000})
+    return tracelens.report(write(sc, tmp_path), cache=False)
+
+
+def test_the_outliers_view_marks_the_outliers_and_a_click_opens_their_timeline(tmp_path):
+    from tracelens.renderers import outlier_figure
+
+    rep = _outlier_report(tmp_path)
+    fig = outlier_figure.outliers(rep)
+    traces = {t.name: t for t in fig.data}
+    assert set(traces) == {"instance", "outlier: transfer"}
+    hit = traces["outlier: transfer"]
+    # The injected instance: step 9, 11 ms (1 ms + 10 ms), named by its longest member's rank.
+    assert list(hit.x) == [9] and list(hit.y) == [pytest.approx(11.0)]
+    assert len(traces["instance"].x) == 79 and all(y == pytest.approx(1.0) for y in traces["instance"].y)
+    rank, step = hit.customdata[0]
+    assert step == 9
+    click = {"points": [{"curveNumber": 1, "x": 9, "y": 11.0, "customdata": [rank, step]}]}
+    assert callbacks.selection_from_outlier(click) == (rank, 9)
+    assert "1 outlier(s) of 80" in fig.layout.annotations[0].text
+
+
+@pytest.mark.parametrize("bad", [None, {}, {"points": []}, {"points": [{"customdata": "x"}]},
+                                 {"points": [{"customdata": [1]}]}, {"points": [{"customdata": ["a", 2]}]},
+                                 {"points": [{"customdata": [2**70, 2]}]}])
+def test_a_click_that_is_no_outlier_point_selects_nothing(bad):
+    assert callbacks.selection_from_outlier(bad) is None
+
+
+def test_a_run_without_outliers_says_so(session):
+    from tracelens.dashboards import layout
+
+    rep = session.runs[0].report
+    assert rep.outliers == []
+    assert layout.outliers_info(rep) == layout.NO_OUTLIERS and layout.outliers_style(rep)["display"] == "none"

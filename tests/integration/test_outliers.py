@@ -15,10 +15,9 @@ from fixtures import synth
 from fixtures.findings import of, run, write
 
 MS = 1_000_000
-# Four ranks, twenty steps, four equal buckets of 25 MiB (one size bucket, one group): 80 all-reduce
-# instances of one kind, every one 1 ms long when nothing is injected (no jitter: the generator's durations).
-CLEAN = synth.Scenario("outliers_clean", [(2 * MS, 1 * MS)] * 4, steps=20, ranks=4, clock_offsets_ns=[0],
-                       coupled=True, hosts=["node0"], seq=True)
+# Four ranks, twenty steps, 80 equal all-reduces of one kind, each 1 ms when nothing is injected (no jitter:
+# the generator's durations).
+CLEAN = synth.OUTLIER_RUN
 
 
 def _outliers(sc, tmp_path, fmt="kineto"):
@@ -33,7 +32,14 @@ def test_a_clean_run_has_no_outliers(fmt, tmp_path):
 def test_a_slow_transfer_is_found_on_every_member(tmp_path):
     # Injected: step index 7 (step 9: first_step 2), bucket 2's all-reduce takes 10 ms more on every rank.
     sc = dataclasses.replace(CLEAN, name="outliers_transfer", slow_transfer={(7, 2): 10 * MS})
-    (d,) = _outliers(sc, tmp_path)
+    rep = run(write(sc, tmp_path))
+    (d,) = of(rep, "outlier")
+    # The outliers view's series: all 80 instances in order of start, 1 ms each but the injected one.
+    (kind,) = rep.outliers
+    assert (kind.op, kind.matched, len(kind.duration_ns), kind.median_ns) == ("all_reduce", True, 80, 1 * MS)
+    marked = [i for i, c in enumerate(kind.cause) if c]
+    assert marked == [7 * 4 + 2] and kind.cause[marked[0]] == "transfer" and kind.step[marked[0]] == 9
+    assert sorted(set(kind.duration_ns)) == [1 * MS, 11 * MS] and kind.start_ns == sorted(kind.start_ns)
     ev = d.evidence
     assert (ev["op"], ev["bytes_min"], ev["bytes_max"], ev["instances"]) == ("all_reduce", 25 * 2**20, 25 * 2**20, 80)
     assert ev["outliers"] == 1 and ev["causes"] == {"transfer": 1}

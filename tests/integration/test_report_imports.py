@@ -31,6 +31,9 @@ def test_kineto_reports_load_neither_pandas_nor_numpy_ma():
     # straggler: four ranks matched across (waits, clocks, bandwidth); cuda_nccl_ddp: NCCL logs in a run
     # directory (the transport verdict and its bandwidth check); wfbp_100: one rank.
     assert loaded(SAMPLES / "straggler", SAMPLES / "cuda_nccl_ddp", SAMPLES / "wfbp_100") == []
+    # Steps inferred (param's unmarked loop), collective outliers (one rank's MoE trace).
+    assert loaded(corpus_file("kineto_misc/param_single_gpu/linear_kineto.json.gz"),
+                  corpus_file("hta/negative_queue_length_values_check/rank0.json.gz")) == []
 
 
 def test_nsys_reports_load_neither_pandas_nor_numpy_ma():

@@ -20,13 +20,14 @@ from .per_rank import (PatternEvidence, DimensionStep, GroupRule, DimensionTotal
                        BucketPrediction, BucketModel, SettingCheck, RankResult)
 from .per_run import (DimensionRun, Summary, Collective, RankAcross, MatchedCollective, BandwidthRow, Matching,
                       CrossRank, Diagnosis, SEVERITIES, MIXED, InputFile, WarningEntry, EvidenceLine, Communicator,
-                      BandwidthCheck, Transport, Culprit, Cause, Verdict)
+                      BandwidthCheck, Transport, Culprit, Cause, Verdict, OutlierKind)
 
 __all__ = ["SCHEMA", "Report", "Tool", "ratio", "is_report_file", "read_report", "PatternEvidence", "DimensionStep",
            "GroupRule", "DimensionTotals", "StepMetrics", "Totals", "PreCapture", "BucketPrediction", "BucketModel",
            "SettingCheck", "RankResult", "DimensionRun", "Summary", "Collective", "RankAcross", "MatchedCollective",
            "BandwidthRow", "Matching", "CrossRank", "Diagnosis", "SEVERITIES", "MIXED", "InputFile", "WarningEntry",
-           "EvidenceLine", "Communicator", "BandwidthCheck", "Transport", "Culprit", "Cause", "Verdict"]
+           "EvidenceLine", "Communicator", "BandwidthCheck", "Transport", "Culprit", "Cause", "Verdict",
+           "OutlierKind"]
 
 SCHEMA = "tracelens.report/1"
 _FAMILY = SCHEMA.split("/")[0]
@@ -49,6 +50,7 @@ class Report(msgspec.Struct, kw_only=True):
     transport: Optional[Transport] = None  # null without NCCL logs and without inter-node bandwidth
     cross_rank: Optional[CrossRank] = None  # null for a single rank
     verdict: Optional[Verdict] = None      # null only in reports written before it existed
+    outliers: list[OutlierKind] = msgspec.field(default_factory=list)   # kinds of collective with outliers
 
     def to_json(self, indent: int = 2) -> bytes:
         try:

@@ -130,13 +130,31 @@ class CrossRank(msgspec.Struct, kw_only=True):
     matching: Matching
 
 
+class OutlierKind(msgspec.Struct, kw_only=True):
+    """A kind of collective with outliers (op, size bucket, process group; docs/metrics.md, "Collective
+    outliers"): every instance's duration, in order of start, the outliers marked with their cause."""
+
+    op: Optional[str]
+    pg: Optional[str]
+    bytes_min: int
+    bytes_max: int
+    matched: bool                          # instances matched across ranks, else one rank's each
+    median_ns: int
+    limit_ns: int                          # longer than this (and not slow in most steps): an outlier
+    rank: list[int]                        # per instance: the rank named (the late rank of a wait, else its
+    step: list[Optional[int]]              # longest member) and its step,
+    start_ns: list[int]                    # its start on that rank's clock,
+    duration_ns: list[int]                 # the longest member's duration,
+    cause: list[Optional[str]]             # wait | transfer | early | unknown for an outlier, else null
+
+
 class Diagnosis(msgspec.Struct, kw_only=True):
     """One finding for one rank and step: a verdict, why it was given, and what to try."""
 
     id: str                                # overlap-pattern | sync-stall | launch-order | memcpy-bound |
                                            # straggler | no-gpu-activity | clock-offset | nccl-transport |
                                            # overlap-tax | hidden-comm | parallelism | bucket-size |
-                                           # config-mismatch
+                                           # config-mismatch | outlier
     severity: str                          # info | warning | critical
     rank: int                              # nccl-transport: the lowest rank its evidence names, -1: none
     step: Optional[int]

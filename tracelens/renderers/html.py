@@ -9,7 +9,7 @@ from html import escape
 
 from ..contract import Report
 from ..errors import UsageError
-from . import across_ranks, figures
+from . import across_ranks, figures, outlier_figure
 
 INSTALL_HINT = "pip install 'tracelens-overlap[dashboard]'"
 TOP_COLLECTIVES = 50
@@ -38,7 +38,7 @@ def plotly_js() -> str:
 def render(report: Report, *, top: int = TOP_COLLECTIVES) -> str:
     js = plotly_js()
     figs = [figures.verdict_bar(report), figures.budget(report), figures.heatmap(report, "exposed_comm_fraction", clickable=False),
-            figures.dimensions(report)]
+            figures.dimensions(report), outlier_figure.outliers(report, clickable=False)]
     steps = across_ranks.strip_steps(report)       # the strip of the first step: a file has no step selector
     strip = across_ranks.strip(report, steps[0]) if steps else None
     figs += [f for f in (across_ranks.wait_transfer(report), strip, across_ranks.busbw(report)) if f is not None]

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...model.columns import median
+
 MAX_PAIRS_STEPS = 2000     # past this many steps the slopes come from an even sample of them (2 M pairs)
 
 
@@ -44,12 +46,12 @@ def trend(values: np.ndarray) -> Trend | None:
         y_s = y
     i, j = np.triu_indices(x.size, k=1)
     dy = y_s[j] - y_s[i]
-    slope = float(np.median(dy / (x[j] - x[i])))
+    slope = float(median(dy / (x[j] - x[i])))
     s = float(np.sign(dy).sum())
     m = x.size
     var = m * (m - 1) * (2 * m + 5) / 18.0
     z = (abs(s) - 1) / math.sqrt(var) if var > 0 and s != 0 else 0.0     # with the continuity correction
     confidence = 1.0 - math.erfc(max(z, 0.0) / math.sqrt(2))
     tenth = max(1, n // 10)
-    return Trend(steps=n, slope=slope, confidence=confidence, first=float(np.median(y[:tenth])),
-                 last=float(np.median(y[-tenth:])), median=float(np.median(y)))
+    return Trend(steps=n, slope=slope, confidence=confidence, first=float(median(y[:tenth])),
+                 last=float(median(y[-tenth:])), median=float(median(y)))

@@ -258,7 +258,10 @@ def _cut_off_launches(trace: RankTrace, lo: int, hi: int, sets: Sets) -> int:
     rows = np.flatnonzero(launch)
     if rows.size == 0:
         return 0
-    produced = np.isin(rows, trace.device_ops["launch_idx"])
+    # Rows that launched device work (a sorted search: np.isin would sort with np.unique, loading numpy.ma).
+    made = np.sort(trace.device_ops["launch_idx"])
+    at = np.minimum(np.searchsorted(made, rows), max(made.size - 1, 0))
+    produced = (made[at] == rows) if made.size else np.zeros(rows.size, dtype=bool)
     if not produced.any():
         return 0
     t = start[rows]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...model import RankTrace
-from ...model.columns import matches
+from ...model.columns import matches, percentile
 from ...model.linking import LAUNCH_CATS, launched_before_capture, step_of, take
 from ...model.table import Table
 from ...model.rank_trace import STEP_COLUMNS, empty_table
@@ -87,7 +87,8 @@ def infer(trace: RankTrace, device: int | None, *, forced: bool = False) -> Infe
     begins = ops["start_ns"][rows[cuts]]
     lengths = np.diff(begins)
     median = int(np.median(lengths)) if lengths.size else 0
-    spread = float((np.percentile(lengths, 90) - np.percentile(lengths, 10)) / median) if median > 0 else 0.0
+    p10, p90 = percentile(lengths, [10, 90]) if median > 0 else (0.0, 0.0)
+    spread = float((p90 - p10) / median) if median > 0 else 0.0
     return Inferred(steps, period=period, boundary=str(ops["name"][int(rows[cuts[0]])]), phase=phase,
                     median_ns=median, spread=spread)
 

@@ -69,7 +69,7 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
     return Report(inputs=inputs, ranks=ranks, summary=total,
                   collectives=[c for a in ordered for c in a.collectives], warnings=warnings,
                   diagnoses=[diagnosis(f) for f in findings], transport=net, cross_rank=across.cross,
-                  verdict=answer)
+                  verdict=answer, outliers=across.outliers)
 
 
 def _cross_rank_rows(cross, min_bytes: int) -> list:

@@ -26,6 +26,7 @@ class Outcome:
     warnings: list[WarningEntry] = field(default_factory=list)
     steps: dict = field(default_factory=dict)      # (rank position, step) -> {wait, transfer, exposed_wait}
     culprit: straggler.CulpritFound | None = None  # the rank the others wait for, and why
+    outliers: list = field(default_factory=list)   # OutlierKind: the kinds of collective with outliers
 
 
 @dataclass
@@ -61,7 +62,8 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
     ranks = np.array([a.rank for a in ordered], dtype=np.int64)
     results = [a.result for a in ordered]
     if len(ordered) < 2:
-        return Outcome(findings=slow_instances.find(tab, ranks, results, th))
+        found, kinds = slow_instances.find(tab, ranks, results, th)
+        return Outcome(findings=found, outliers=kinds)
     groups: dict[str, tuple[int, ...]] = {}
     for a in ordered:
         for name, members in a.groups.items():
@@ -116,7 +118,8 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
         if out.culprit is not None:
             out.findings.append(out.culprit.finding)
     out.findings += _clock_findings(mt)
-    out.findings += slow_instances.find(tab, ranks, results, th, mt)
+    found, out.outliers = slow_instances.find(tab, ranks, results, th, mt)
+    out.findings += found
     return out
 
 

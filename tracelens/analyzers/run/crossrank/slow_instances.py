@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ....contract import OutlierKind
+from ....model.columns import distinct
 from ...thresholds import Thresholds, material
 from ...wording import Finding
 from ..outliers import flag, group_median, size_bucket
@@ -114,16 +116,18 @@ def _per_slot(x: Instances, values: np.ndarray, wanted: np.ndarray) -> tuple[np.
     return median[x.slot], count[x.slot]
 
 
-def find(tab: CollectiveRows, ranks: np.ndarray, results, th: Thresholds, matched=None) -> list[Finding]:
-    """One ``outlier`` finding per group of instances with any (``results``: the ranks' RankResults, in the
-    order of ``ranks``, whose steps price an outlier per step)."""
+def find(tab: CollectiveRows, ranks: np.ndarray, results, th: Thresholds,
+         matched=None) -> tuple[list[Finding], list[OutlierKind]]:
+    """One ``outlier`` finding per group of instances with any, and the group's instances for the outliers
+    view (``results``: the ranks' RankResults, in the order of ``ranks``, whose steps price an outlier per
+    step)."""
     if not len(tab):
-        return []
+        return [], []
     x = instances(tab, ranks, matched)
     # Without its size an instance has no kind: a large message cannot be told from a slow one.
     x = x.take(np.flatnonzero(x.size > 0))
     if not x.size.size:
-        return []
+        return [], []
     keys = np.stack([x.matched.astype(np.int64), x.op, size_bucket(x.size), x.pg])
     group = np.unique(keys, axis=1, return_inverse=True)[1].reshape(-1)
     f = flag(x.duration, group, k=th.outlier_k, floor_ns=th.outlier_min_excess_ns, min_group=th.outlier_min_group)
@@ -133,7 +137,7 @@ def find(tab: CollectiveRows, ranks: np.ndarray, results, th: Thresholds, matche
     flagged = np.bincount(x.slot[f.outlier & (x.step >= 0)], minlength=int(x.slot.max()) + 1)[x.slot]
     outlier = f.outlier & ~((seen >= 3) & (2 * flagged > seen))
     if not outlier.any():
-        return []
+        return [], []
     n = int(group.max()) + 1
     excess = x.duration - f.median_ns
     wait_over = x.wait - group_median(x.wait, group, n)[group]
@@ -148,11 +152,25 @@ def find(tab: CollectiveRows, ranks: np.ndarray, results, th: Thresholds, matche
     cause = np.where(x.matched, np.where(wait_over > transfer_over, "wait", "transfer"),
                      np.where(early & (2 * short >= excess), "early", "unknown"))
     priced = np.where(cause == "early", np.maximum(excess - np.maximum(short, 0), 0), excess)
-    out = []
-    for g in np.unique(group[outlier]).tolist():
-        out.append(_finding(x, np.flatnonzero((group == g) & outlier), np.flatnonzero(group == g), excess,
-                            priced, cause, usual, f, _steps(results), tab.names, th))
-    return out
+    found, kinds = [], []
+    for g in distinct(group[outlier]).tolist():
+        members = np.flatnonzero(group == g)
+        found.append(_finding(x, np.flatnonzero((group == g) & outlier), members, excess, priced, cause, usual, f,
+                              _steps(results), tab.names, th))
+        kinds.append(_kind(x, members[np.lexsort((members, x.start[members]))], outlier, cause, f, tab.names))
+    return found, kinds
+
+
+def _kind(x: Instances, rows: np.ndarray, outlier: np.ndarray, cause: np.ndarray, f, names: dict) -> OutlierKind:
+    first = int(rows[0])
+    op, pg = int(x.op[first]), int(x.pg[first])
+    return OutlierKind(
+        op=names["op"][op] if op >= 0 else None, pg=names["pg_name"][pg] if pg >= 0 else None,
+        bytes_min=int(x.size[rows].min()), bytes_max=int(x.size[rows].max()), matched=bool(x.matched[first]),
+        median_ns=int(f.median_ns[first]), limit_ns=int(f.limit_ns[first]), rank=x.rank[rows].tolist(),
+        step=[None if s < 0 else s for s in x.step[rows].tolist()], start_ns=x.start[rows].tolist(),
+        duration_ns=x.duration[rows].tolist(),
+        cause=[str(c) if o else None for c, o in zip(cause[rows].tolist(), outlier[rows].tolist())])
 
 
 def _steps(results) -> tuple[int, int]:
