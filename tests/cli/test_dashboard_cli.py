@@ -99,12 +99,13 @@ def budget(run, step="all", sort="rank") -> dict:
                  [("run", "value", run), ("step", "value", step), ("sort", "value", sort)])
 
 
-def timeline(click, run=0) -> dict:
+def timeline(click, run=0, via="heatmap") -> dict:
+    clicked = {"heatmap": None, "outliers": None, via: click}
     return _call("..timeline.figure...timeline-info.children..",
                  [{"id": "timeline", "property": "figure"}, {"id": "timeline-info", "property": "children"}],
-                 [("heatmap", "clickData", click), ("findings", "cellClicked", None),
-                  ("culprit-link", "n_clicks", 0)], [("run", "value", run)],
-                 ["heatmap.clickData"])
+                 [("heatmap", "clickData", clicked["heatmap"]), ("findings", "cellClicked", None),
+                  ("culprit-link", "n_clicks", 0), ("outliers", "clickData", clicked["outliers"])],
+                 [("run", "value", run)], [f"{via}.clickData"])
 
 
 def point(rank, step) -> dict:
@@ -138,6 +139,11 @@ SHOWN = [      # a click on nothing the heatmap has: a message in the timeline's
     ("step out of range", timeline(point(1, 1_000_000_000)), b"No timeline for rank 1, step 1000000000"),
     ("run out of range", timeline(point(1, 3), 1_000_000_000), b"no run 1000000000"),
     ("rank as a path", timeline(point("../../etc/passwd", 3)), b'"response":{}'),
+    # an outliers view point (its customdata is [rank, step])
+    ("outlier rank out of range", timeline({"points": [{"customdata": [1_000_000_000, 3]}]}, via="outliers"),
+     b"No timeline for rank 1000000000, step 3"),
+    ("outlier rank as a path", timeline({"points": [{"customdata": ["../../etc/passwd", 3]}]}, via="outliers"),
+     b'"response":{}'),
 ]
 
 

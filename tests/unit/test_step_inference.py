@@ -145,10 +145,12 @@ def test_corpus_markers_removed_are_found_again(rel, as_nsys):
 
 
 # Checked by hand: each of these repeats a block of kernels but holds no optimizer (FastVideo inference and a
-# 300 ms window inside one training step of a video model, a vLLM-style decode loop, an MPI saxpy loop).
+# 300 ms window inside one training step of a video model, a vLLM-style decode loop, an MPI saxpy loop, and a
+# synthetic export of 200 x (gemm_nn_128x128, elementwise_add): its kernels listed in start order with sqlite3).
 UNCONVINCING = {"nsys/nsys-ai/h100_2gpu_1s.sqlite": 78, "nsys/nsys-ai/mfu_2gpu_before.sqlite": 157,
                 "tracelens_amd/b200/eager_trace.json.gz": 50,
-                "nsys/pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite": 4}
+                "nsys/pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite": 4,
+                "nsys/nsys-ai/healthy_1pct_minimal.sqlite": 2}
 
 
 @pytest.mark.parametrize("rel", sorted(UNCONVINCING))
@@ -157,6 +159,20 @@ def test_corpus_blocks_without_an_optimizer_are_not_steps(rel):
         found = infer(trace, primary_device(trace))
         assert found.steps is None and found.period == UNCONVINCING[rel]
         assert "no optimizer step" in found.why_not
+
+
+# The corpus's other nsys exports, none with step ranges (their kernels counted with sqlite3): extrap's three
+# run 5-6 test kernels 1-5 times each (6-11 kernels in all, in no repeating order), and the mock RTX 3080
+# export holds 2 kernels.
+NO_CYCLE = {"nsys/extrap/con_kernel.sqlite": "repeats", "nsys/extrap/concurrent_s16_profile16.sqlite": "repeats",
+            "nsys/extrap/ex-gpu.s10.sqlite": "repeats", "nsys/nsys-ai/mock_rtx3080.sqlite": "too few"}
+
+
+@pytest.mark.parametrize("rel", sorted(NO_CYCLE))
+def test_corpus_exports_without_a_loop_keep_the_whole_capture(rel):
+    for trace in tracelens.load([corpus_file(rel)]):
+        found = infer(trace, primary_device(trace))
+        assert found.steps is None and NO_CYCLE[rel] in found.why_not
 
 
 def test_corpus_unmarked_training_loops_get_their_steps():

@@ -147,7 +147,10 @@ def rank_title(r) -> str:
     where = f"GPU {r.device}" if r.device is not None else "CPU"
     name = f" ({r.device_name})" if r.device_name else ""
     world = f"/{r.world_size}" if r.world_size else ""
-    return f"rank {r.rank}{world} · {where}{name} · {r.source}"
+    # Steps that no marker gave are said where the step table begins (the warnings say how they were found).
+    steps = {"inferred": " · steps inferred", "whole-capture": " · the whole capture as one step"}.get(
+        r.steps_from or "", "")
+    return f"rank {r.rank}{world} · {where}{name}{steps} · {r.source}"
 
 
 @dataclass
