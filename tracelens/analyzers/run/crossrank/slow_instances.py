@@ -55,49 +55,53 @@ def instances(tab: CollectiveRows, ranks: np.ndarray, matched=None) -> Instances
     """The instances of ``tab`` (``ranks``: the rank of each position); ``matched``: the crossrank
     ``Matched`` value, None when nothing was matched."""
     c = tab.cols
-    row_rank = ranks[tab.pos]
-    dur = c["end_ns"] - c["start_ns"]
-    place = _places(tab)
     loose = np.ones(len(tab), dtype=bool)
     parts = []
+    first = np.empty(0, np.int64)
     if matched is not None and len(matched.m.starts):
         m, w = matched.m, matched.w
-        rows, starts = m.rows, m.starts
+        rows, starts, first = m.rows, m.starts, matched.first
         loose[rows] = False
-        d = dur[rows]
-        longest = np.lexsort((-d, w.inst))[starts]           # rows are grouped by instance, in order
+        d = c["end_ns"][rows] - c["start_ns"][rows]
+        # The longest member of each instance (rows are grouped by instance, in order): the first row that
+        # reaches its instance's maximum.
+        top = np.flatnonzero(d == np.repeat(np.maximum.reduceat(d, starts), np.diff(np.append(starts, d.size))))
+        longest = top[np.searchsorted(w.inst[top], np.arange(starts.size))]
         late = w.last >= 0
         named = rows[np.where(late, w.last, longest)]
+        at = rows[longest]
         parts.append(dict(
-            op=c["op"][matched.first], pg=c["pg_name"][matched.first], size=matched.size,
+            op=c["op"][first], pg=c["pg_name"][first], size=matched.size,
             matched=np.ones(starts.size, bool), duration=d[longest], wait=w.wait[longest], transfer=w.transfer,
-            rank=row_rank[named], late=late, step=c["step"][named], start=c["start_ns"][named],
-            exposed=c["exposed_ns"][rows][longest], lead=c["lead_ns"][rows][longest],
-            slot=np.stack([c["op"][matched.first], c["pg_name"][matched.first], place[matched.first],
-                           np.full(starts.size, -1, np.int64)])))
+            rank=ranks[tab.pos[named]], late=late, step=c["step"][named], start=c["start_ns"][named],
+            exposed=c["exposed_ns"][at], lead=c["lead_ns"][at]))
     solo = np.flatnonzero(loose)
     none = np.full(solo.size, -1, np.int64)
     parts.append(dict(
         op=c["op"][solo], pg=c["pg_name"][solo], size=c["bytes"][solo], matched=np.zeros(solo.size, bool),
-        duration=dur[solo], wait=none, transfer=none, rank=row_rank[solo], late=np.zeros(solo.size, bool),
-        step=c["step"][solo], start=c["start_ns"][solo], exposed=c["exposed_ns"][solo], lead=c["lead_ns"][solo],
-        slot=np.stack([c["op"][solo], c["pg_name"][solo], place[solo], tab.pos[solo]])))
-    out = {k: np.concatenate([np.asarray(p[k]) for p in parts], axis=-1) for k in parts[0]}
-    keys = np.vstack([out["matched"].astype(np.int64)[None, :], out["slot"]])
-    out["slot"] = np.unique(keys, axis=1, return_inverse=True)[1].reshape(-1) if keys.shape[1] else \
-        np.empty(0, np.int64)
+        duration=c["end_ns"][solo] - c["start_ns"][solo], wait=none, transfer=none, rank=ranks[tab.pos[solo]],
+        late=np.zeros(solo.size, bool), step=c["step"][solo], start=c["start_ns"][solo],
+        exposed=c["exposed_ns"][solo], lead=c["lead_ns"][solo]))
+    out = {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in parts[0]}
+    # An instance's place among its kind in the step, on the rank of its first row (a matched instance's
+    # lowest member, the same rank for every instance of a group), and the rank too when unmatched.
+    own = np.concatenate([first, solo])
+    place = _places(tab, own)
+    pos = np.concatenate([np.full(first.size, -1, np.int64), tab.pos[solo]])
+    keys = np.stack([out["matched"].astype(np.int64), out["op"], out["pg"], place, pos])
+    out["slot"] = np.unique(keys, axis=1, return_inverse=True)[1].reshape(-1) if own.size else np.empty(0, np.int64)
     return Instances(**out)
 
 
-def _places(tab: CollectiveRows) -> np.ndarray:
-    """Per row: its place among the rank's collectives of the same group and op in its step, by start (the
-    same collective of every step has the same place)."""
+def _places(tab: CollectiveRows, rows: np.ndarray) -> np.ndarray:
+    """Per row of ``rows``: its place among those of them of the same rank, group and op in its step, by start
+    (the same collective of every step has the same place)."""
     c = tab.cols
-    n = len(tab)
+    n = rows.size
     if not n:
         return np.empty(0, np.int64)
-    keys = (tab.pos, c["pg_name"], c["op"], c["step"])
-    order = np.lexsort((c["start_ns"], *keys[::-1]))
+    keys = (tab.pos[rows], c["pg_name"][rows], c["op"][rows], c["step"][rows])
+    order = np.lexsort((c["start_ns"][rows], *keys[::-1]))
     new = np.ones(n, dtype=bool)
     new[1:] = np.any([np.diff(k[order]) != 0 for k in keys], axis=0)
     first = np.flatnonzero(new)
