@@ -57,21 +57,29 @@ def _inferred_steps(trace: RankTrace, **kw):
     Loop(jitter=0.3, seed=11),                         # every duration ±30 %
     Loop(warmup=2, steps=9),                           # two warm-up iterations with other kernels
     Loop(layers=6, buckets=3, steps=5, loader_us=50),  # a short loader gap: no gap to lean on
-], ids=["range", "kernels", "no-copy", "jitter", "warmup", "no-gap"])
+    Loop(first_slow=4.0, seed=3),                      # an irregular first step: 4x longer (cold caches)
+    Loop(cut_first=4, steps=9),                        # the capture opens inside the first iteration
+], ids=["range", "kernels", "no-copy", "jitter", "warmup", "no-gap", "slow-first", "cut-first"])
 def test_inferred_steps_are_the_generated_iterations(lp, tmp_path):
     trace = _load(lp, tmp_path)
     found, step = _inferred_steps(trace)
     order = _launch_order(trace)
     truth = np.asarray(lp.truth)                      # the iteration of each launch, in launch order
     got = step[order]
-    # Truth: every iteration is one step, the warm-up ones too (their extra kernels come after the boundary).
-    whole = range(lp.steps)
+    # Truth: every iteration is one step, the warm-up ones too (their extra kernels come after the boundary);
+    # an iteration the capture opened inside is none: its launches belong to no step.
+    whole = range(1 if lp.cut_first else 0, lp.steps)
+    if lp.cut_first:
+        assert (got[truth == 0] == -1).all()
     for it in whole:
         mine = np.unique(got[truth == it])
         assert mine.size == 1 and mine[0] >= 0, (it, mine)
         assert (got == mine[0]).sum() == (truth == it).sum()
     assert len(found.steps) == len(whole)
-    assert found.spread <= 2 * lp.jitter + 0.01       # step lengths within the durations' jitter
+    if lp.first_slow == 1.0:
+        assert found.spread <= 2 * lp.jitter + 0.01   # step lengths within the durations' jitter
+    else:                                             # the slow first step shows in the spread, not the median
+        assert found.spread > 1.0 and found.median_ns == int(np.median(np.diff(found.steps["start_ns"])[1:]))
     assert found.boundary == ("Memcpy HtoD (Pinned -> Device)" if lp.input_copy
                               else "void gemm_fwd_kernel<float>(float const*, float*)")
 
