@@ -495,3 +495,45 @@ def test_the_readmes_verdict_is_what_a_terminal_shows():
     lines = [line.rstrip() for line in lines_of(out)]
     at = next(i for i, line in enumerate(lines) if line.startswith("verdict: "))
     assert code == 0 and lines[at:at + len(block)] == block
+
+
+# --------------------------------------------------------------------------- where steps come from
+
+PARAM_LINEAR = "kineto_misc/param_single_gpu/linear_kineto.json.gz"   # no ProfilerStep: 39 steps inferred
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_inferred_steps_in_a_terminal(columns, tmp_path):
+    path = corpus_file(PARAM_LINEAR)
+    code, out = in_terminal(["report", path], columns, env={"TRACELENS_CACHE": str(tmp_path)})
+    lines = assert_fits(code, out, columns)
+    rep = report_json(path)
+    assert rep["ranks"][0]["steps_from"] == "inferred" and len(rep["ranks"][0]["steps"]) == 39
+    assert any(line.startswith("rank 0 · GPU 0") and "steps inferred" in line for line in lines)
+    assert_step_rows_intact(lines, rep)
+    said = " ".join(lines)
+    assert "steps-inferred" in said and "39 steps inferred from a cycle of 261 device activities" in " ".join(
+        said.split())
+
+
+def test_steps_from_is_an_option_and_a_cache_key(tmp_path):
+    # One cache folder for all three: each choice is its own entry (the analysis key holds it), so a warm
+    # report never answers one choice with another's steps.
+    env = {"TRACELENS_CACHE": str(tmp_path)}
+    path = corpus_file(PARAM_LINEAR)
+
+    def steps(*extra):
+        proc = subprocess.run([str(TRACELENS), "report", str(path), "--format", "json", *extra], capture_output=True,
+                              text=True, env=clean_env(env), cwd=ROOT, timeout=180)
+        assert proc.returncode == 0, proc.stderr
+        r = json.loads(proc.stdout)["ranks"][0]
+        return r["steps_from"], len(r["steps"])
+
+    for _ in range(2):                       # cold, then warm
+        assert steps() == ("inferred", 39)
+        assert steps("--steps-from", "whole") == ("whole-capture", 1)
+        assert steps("--steps-from", "markers") == ("whole-capture", 1)
+    code, out = in_terminal(["report", path, "--steps-from", "sometimes"], 80)
+    lines = [line for line in lines_of(out) if line.strip()]
+    assert code == 2 and "Traceback" not in out
+    assert len(lines) <= 3 and any("sometimes" in line for line in lines), out
