@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracelens.analyzers.rank.drift import trend
+from tracelens.analyzers.run.trends import trend
 from tracelens.analyzers.run.outliers import flag, size_bucket
 
 MS = 1_000_000

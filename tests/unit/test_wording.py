@@ -61,6 +61,7 @@ def test_the_wording_passes_the_finding_through():
                                           "inconclusive", "unknown")),
         ("bucket-size", None), ("config-mismatch", None),
         *(("outlier", v) for v in ("wait", "transfer", "early", "unknown")),
+        ("drift", "exposed-comm"), ("drift", "step-time"),
         *(("parallelism", v) for v in ("dp", "fsdp", "tp", "pp", "ep", "emb", "cp", "unknown"))}
 
 
@@ -815,3 +816,33 @@ def test_outlier_wording(cause):
         assert "waited 8.000 ms, transfer 1.000 ms" in d.detail and "slow on every member" in d.advice
     else:
         assert "1 rank" not in d.detail and "report this rank's peers" in d.advice
+
+
+def _drift_ev(quantity="exposed_comm_ns", driver="transfer", culprit=None) -> dict:
+    part = {"first_ns": 1_000_000, "last_ns": 3_000_000, "change": 1.0, "slope_ns": 50_000.0, "confidence": 0.999}
+    return {"quantity": quantity, "driver": driver, "culprit": culprit, "direction": "grew", "steps": 40,
+            "first_step": 2, "last_step": 41, "tenth": 4, "slope_ns": 50_000.0, "confidence": 0.9995,
+            "first_ns": 1_000_000, "last_ns": 3_000_000, "median_ns": 2_000_000, "change": 1.0, "min_change": 0.1,
+            "min_confidence": 0.99, "inferred": True, "ranks": 4, "drifting_ranks": 3,
+            "listed_ranks": [{"rank": 0, "change": 1.0}], "exposed_comm_ns": part, "duration_ns": part,
+            "compute_ns": part, "wait_ns": None, "impact_ns": 2_000_000, "step_ns": 10_000_000, "material": True}
+
+
+@pytest.mark.parametrize("driver, advice", [
+    ("transfer", "the network or a link slowed"), ("wait", "a rank slowed as the run went on"),
+    ("unsplit", "report the other ranks with this one")])
+def test_drift_wording(driver, advice):
+    d = word("drift", "exposed-comm", _drift_ev(driver=driver), step=None)
+    assert d.title == ("exposed communication grew from 1.000 ms to 3.000 ms per step over steps 2–41 (100.0 % of "
+                       "its median)")
+    assert "Theil-Sen slope 0.050 ms per step, 100.0 % confidence" in d.detail       # 0.9995 at one decimal
+    assert "step time 1.000 ms → 3.000 ms; compute 1.000 ms → 3.000 ms." in d.detail  # wait_ns: none, left out
+    assert "3 of 4 ranks drift as much on their own: rank 0 (100.0 %)." in d.detail
+    assert "The steps were inferred" in d.detail and d.advice.startswith(advice)
+
+
+def test_drift_names_the_culprit_and_leaves_compute_alone():
+    d = word("drift", "exposed-comm", _drift_ev(driver="wait", culprit=5), step=None)
+    assert d.advice.startswith("rank 5 (the rank the others wait for) slowed")
+    d = word("drift", "step-time", _drift_ev(quantity="duration_ns", driver="compute"), step=None)
+    assert d.title.startswith("step time grew") and "it is not communication's" in d.detail and d.advice == ""

@@ -45,6 +45,10 @@ class Thresholds:
     outlier_k: float = 5.0                   # above the group's median by more than this many robust deviations
     outlier_min_excess_ns: int = 1_000_000   # ... and by more than this: no alarm for microseconds
     outlier_min_group: int = 8               # fewer instances of a kind than this: no norm to be an outlier of
+    # Drift over the capture (exposed communication, step time).
+    drift_min_steps: int = 20                # fewer complete steps than this: no trend to speak of
+    drift_min_change: float = 0.1            # the last tenth's median this far from the first's (share of median)
+    drift_min_confidence: float = 0.99       # Kendall's confidence that the trend is monotonic
     # Copies.
     copy_bound_fraction: float = 0.5         # copy time nothing overlapped / step time from which copies dominate
     copy_critical_fraction: float = 0.8      # ... and from which that is critical

@@ -19,7 +19,7 @@ from ...model.nccl_records import NcclInputs
 from .. import whatif
 from ..seam import Context, RankAnalysis
 from ..wording import diagnosis
-from . import crossrank, slow_ranks, summary, transport, transport_bw, verdict
+from . import crossrank, slow_ranks, summary, transport, transport_bw, trends, verdict
 
 # Findings of one rank and step are listed in this order.
 _ORDER = {"nccl-transport": -1, "no-gpu-activity": 0, "clock-offset": 1, "straggler": 1, "overlap-pattern": 2,
@@ -41,6 +41,7 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
     if across.cross is None or not across.cross.matching.matched:
         findings += slow_ranks.find(ranks, th)
     findings += across.findings
+    findings += trends.find(ranks, th, None if across.culprit is None else ordered[across.culprit.pos].rank)
     nccl = nccl or NcclInputs()
     # Bandwidth over transfer times of collectives matched across ranks when there are some, else from each
     # rank's own durations.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Finding, ms, noun, size
+from .base import Finding, ms, noun, pct, size
 
 _CAUSES = {"wait": "waited for a late rank", "transfer": "transferred slowly on every rank",
            "early": "came early and waited for their peers (a shorter lead than usual: no time lost)",
@@ -61,7 +61,53 @@ _ADVICE = {
                           "for a late rank from a slow transfer"),
 }
 
+_QUANTITY = {"exposed_comm_ns": "exposed communication", "duration_ns": "step time"}
+_PARTS = (("duration_ns", "step time"), ("exposed_comm_ns", "exposed communication"), ("compute_ns", "compute"),
+          ("wait_ns", "wait for peers"))
+
+
+def drift(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    title = (f"{_QUANTITY[ev['quantity']]} {ev['direction']} from {ms(ev['first_ns'])} to {ms(ev['last_ns'])} per step over "
+             f"steps {ev['first_step']}–{ev['last_step']} ({pct(100 * abs(ev['change']))} of its median)")
+    parts = "; ".join(f"{name} {ms(ev[k]['first_ns'])} → {ms(ev[k]['last_ns'])}" for k, name in _PARTS
+                      if ev[k] is not None and k != ev["quantity"])
+    named = ", ".join(f"rank {x['rank']} ({pct(100 * x['change'])})" for x in ev["listed_ranks"])
+    ranks = (f" {ev['drifting_ranks']} of {ev['ranks']} ranks drift as much on their own"
+             + (f": {named}" if named else "") + "." if ev["ranks"] > 1 else "")
+    inferred = " The steps were inferred from the repeating device work." if ev["inferred"] else ""
+    detail = (f"per step the median over {ev['ranks']} rank{'s' if ev['ranks'] != 1 else ''}, the first and last "
+              f"{ev['tenth']} steps compared (medians {ms(ev['first_ns'])} and {ms(ev['last_ns'])}, median of all "
+              f"{ms(ev['median_ns'])}); Theil-Sen slope {ms(int(round(ev['slope_ns'])))} per step, "
+              f"{pct(100 * ev['confidence'])} confidence of a monotonic trend (Kendall). First to last tenth: "
+              f"{parts}.{ranks}{inferred} {_DRIVER[ev['driver']]}")
+    if ev["culprit"] is not None:
+        return title, detail, (f"rank {ev['culprit']} (the rank the others wait for) slowed as the run went on and "
+                               f"the others waited for it more: what grows on rank {ev['culprit']} (its data "
+                               "loader, memory, thermals) is the lever")
+    return title, detail, _DRIFT_ADVICE.get((f.verdict, ev["driver"]), "")
+
+
+_DRIVER = {"wait": "Most of the change is the wait for peers.",
+           "transfer": "Most of the change is not the wait for peers: the communication itself took longer.",
+           "compute": "Most of the change is compute: it is not communication's.",
+           "exposed-comm": "Most of the change is exposed communication.",
+           "unsplit": "One rank's own numbers cannot tell the wait for peers from the transfer.",
+           "unknown": "No one part (compute, exposed communication, the wait for peers) carries half of it."}
+_DRIFT_ADVICE = {
+    ("exposed-comm", "wait"): ("a rank slowed as the run went on and the others waited for it more (the stragglers "
+                               "and the verdict's culprit say which): what grows on that rank (its data loader, "
+                               "memory, thermals) is the lever"),
+    ("exposed-comm", "transfer"): ("the network or a link slowed over the run (congestion from other jobs, a "
+                                   "degrading link): compare the bus bandwidth of the first and last steps' "
+                                   "collectives in the across-ranks view"),
+    ("exposed-comm", "unsplit"): ("report the other ranks with this one to tell a growing wait for peers from a "
+                                  "slowing transfer"),
+}
+
 SENTENCES = {
+    ("drift", "exposed-comm"): drift,
+    ("drift", "step-time"): drift,
     ("outlier", "wait"): outlier,
     ("outlier", "transfer"): outlier,
     ("outlier", "early"): outlier,
