@@ -537,3 +537,57 @@ def test_steps_from_is_an_option_and_a_cache_key(tmp_path):
     lines = [line for line in lines_of(out) if line.strip()]
     assert code == 2 and "Traceback" not in out
     assert len(lines) <= 3 and any("sometimes" in line for line in lines), out
+
+
+# --------------------------------------------------------------------------- long captures
+
+def _long_capture(tmp_path, steps: int):
+    import dataclasses
+
+    from fixtures import synth
+    from fixtures.findings import write
+
+    return write(dataclasses.replace(synth.SCENARIOS["long_capture"], name=f"long_{steps}", steps=steps), tmp_path)
+
+
+def _nearest(values, q):
+    # The nearest-rank quantile, by hand: sorted, index round(q x (n - 1)).
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))]
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_a_long_capture_shows_the_distribution_and_the_worst_steps(columns, tmp_path):
+    path = _long_capture(tmp_path, 55)
+    code, out = in_terminal(["report", path], columns)
+    lines = assert_fits(code, out, columns)
+    rep = report_json(path)
+    steps = rep["ranks"][0]["steps"]
+    rows = [re.sub(f"[{BOX}]", " ", line).split() for line in lines]
+    title = next(i for i, line in enumerate(lines) if line.startswith("rank 0/2"))
+    table = rows[title + 1:]
+    table = table[:next(i for i, cells in enumerate(table) if cells[:1] == ["total"])]
+    # Each quantile row, each time column: the Report's own step values, by hand.
+    for label, q in (("min", 0.0), ("median", 0.5), ("p90", 0.9), ("max", 1.0)):
+        row = next(cells for cells in table if cells[:1] == [label])
+        want = [f"{_nearest([s[k] for s in steps], q) / 1e6:.3f}" for k in ("duration_ns", "compute_ns", "comm_ns")]
+        assert row[1:4] == want, (label, row)
+    # The 5 steps with the most exposed communication (generator truth: it grows each step, so the last 5),
+    # and no other step row.
+    shown = [cells[0] for cells in table if cells and cells[0].isdigit()]
+    assert shown == ["52", "53", "54", "55", "56"]
+    said = " ".join(" ".join(lines).split())
+    assert "55 steps: min, median, p90 and max of each column over them, then the 5 with the most exposed " \
+           "communication (--steps all: every step)" in said
+
+
+def test_fifty_steps_are_all_shown_and_steps_all_shows_every_row(tmp_path):
+    code, out = in_terminal(["report", _long_capture(tmp_path / "a", 50)], 120)
+    lines = assert_fits(code, out, 120)
+    assert not any(re.sub(f"[{BOX}]", " ", line).split()[:1] == ["median"] for line in lines)
+    assert "--steps all: every step" not in out
+    path = _long_capture(tmp_path / "b", 55)
+    code, out = in_terminal(["report", path, "--steps", "all"], 120)
+    lines = assert_fits(code, out, 120)
+    assert_step_rows_intact(lines, report_json(path))            # every one of the 55 rows, whole
+    assert "--steps all: every step" not in out

@@ -32,13 +32,16 @@ def report_for(paths, options: ReportOptions, color=None, quiet: bool = False):
 @click.option("--ranks", "ranks_shown", type=click.Choice(["auto", "all"]), default="auto", show_default=True,
               help="Text/Markdown: past 16 ranks, auto shows the step columns' distribution over ranks and the 8 "
                    "most exposed ranks' tables; all shows every rank's.")
+@click.option("--steps", "steps_shown", type=click.Choice(["auto", "all"]), default="auto", show_default=True,
+              help="Text/Markdown: past 50 steps, auto shows each column's min, median, p90 and max over a rank's "
+                   "steps and its 5 steps with the most exposed communication; all shows every step's row.")
 @color_option
 @threshold_option
 @input_options
 @steps_option
 @executor_options
-def report(paths, fmt, output, force, top, one_rank, ranks_shown, color, thresholds, comm_patterns, step_nvtx,
-           no_cache, steps_from, executor, workers, scheduler) -> None:
+def report(paths, fmt, output, force, top, one_rank, ranks_shown, steps_shown, color, thresholds, comm_patterns,
+           step_nvtx, no_cache, steps_from, executor, workers, scheduler) -> None:
     """Report overlap per rank and step, with diagnoses, for trace files, directories or globs
     (or re-render a saved JSON report).
 
@@ -53,4 +56,5 @@ def report(paths, fmt, output, force, top, one_rank, ranks_shown, color, thresho
         raise UsageError(f"--rank {one_rank}: no such rank in the report (ranks: "
                          f"{', '.join(str(r.rank) for r in rep.ranks[:20]) or 'none'}"
                          + (", ..." if len(rep.ranks) > 20 else "") + ")")
-    show(rep, fmt, output, force, top, color, rank=one_rank, every=ranks_shown == "all")
+    show(rep, fmt, output, force, top, color, rank=one_rank, every=ranks_shown == "all",
+         every_step=steps_shown == "all")

@@ -134,12 +134,13 @@ def _mib(n: int) -> str:
 # ------------------------------------------------------------------------------------------------ outputs
 
 def show(rep, fmt: str = "text", output: str | None = None, force: bool = False, top: int = 10,
-         color: bool | None = None, rank: int | None = None, every: bool = False) -> None:
+         color: bool | None = None, rank: int | None = None, every: bool = False, every_step: bool = False) -> None:
     """Render a report to standard output (as wide as the terminal, coloured there) or to a file."""
     stream = sys.stdout if output in (None, "-") else None
     width = (terminal_width(stream) if stream else None) or FILE_WIDTH
     colored = use_color(color, stream) if stream else bool(color)
-    write(render(rep, fmt, color=colored, width=width, top=top, rank=rank, every=every), output, force, colored)
+    write(render(rep, fmt, color=colored, width=width, top=top, rank=rank, every=every, every_step=every_step),
+          output, force, colored)
 
 
 def write(text: str, output: str | None, force: bool, color: bool = False) -> None:

@@ -8,7 +8,8 @@ from .common import (MIXED, STEP_HEADERS, exposed_groups, frac, ms, pattern_labe
 from .run_tables import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, DISTRIBUTION_HEADERS, VERDICT_HEADERS,
                          across_cells, across_rows, bandwidth_cells, dimension_cells, dimension_rows,
                          distribution_rows, evidence_where, matching_line, merged_warnings, quoted_files,
-                         settings_line, shown_ranks, transport_facts, transport_rows, verdict_cells, verdict_levers)
+                         settings_line, shown_ranks, shown_steps, steps_caption, transport_facts, transport_rows,
+                         verdict_cells, verdict_levers)
 
 _ICON = {"info": "ℹ️", "warning": "⚠️", "critical": "🛑"}
 
@@ -19,8 +20,10 @@ def _table(headers, rows) -> list[str]:
     return lines
 
 
-def render(report: Report, top: int = 10, rank: int | None = None, every: bool = False) -> str:
-    """``rank``: that rank's tables and findings alone; ``every``: every rank's step table, however many."""
+def render(report: Report, top: int = 10, rank: int | None = None, every: bool = False,
+           every_step: bool = False) -> str:
+    """``rank``: that rank's tables and findings alone; ``every``: every rank's step table, however many;
+    ``every_step``: every step's row, however many."""
     s = report.summary
     out = ["# tracelens overlap report", ""]
     if report.verdict is not None:
@@ -61,8 +64,12 @@ def render(report: Report, top: int = 10, rank: int | None = None, every: bool =
         out += ["", f"The {len(shown)} most exposed ranks follow (`--ranks all`: every rank; `--rank N`: one).", ""]
     for r in shown:
         out += [f"## {rank_title(r)}", ""]
-        out += _table(STEP_HEADERS, [step_cells(st) for st in r.steps] + [total_cells(r.totals)])
+        steps, summary = shown_steps(r, every_step)
+        out += _table(STEP_HEADERS, (summary or []) + [step_cells(st) for st in steps] + [total_cells(r.totals)])
         out.append("")
+        if summary:
+            caption = steps_caption(r, steps, "`--steps all`")
+            out += [caption[0].upper() + caption[1:] + ".", ""]
         if r.pattern == MIXED:
             out += [f"Pattern {_pattern(r.pattern, r.pattern_counts, 'steps')}.", ""]
         for line in (pre_capture_line(r), tax_line(r)):

@@ -50,6 +50,44 @@ def shown_ranks(report: Report, rank: int | None = None, every: bool = False) ->
     return worst[:MOST_EXPOSED_SHOWN], True
 
 
+# Past this many steps a rank's step table shows each column's distribution over its steps and the steps with
+# the most exposed communication (``--steps all``: every step).
+STEPS_ALL_UP_TO = 50
+WORST_STEPS_SHOWN = 5
+STEP_QUANTILES = (("min", 0.0), ("median", 0.5), ("p90", 0.9), ("max", 1.0))
+
+
+def shown_steps(r: RankResult, every: bool = False) -> tuple[list, list[list[str]] | None]:
+    """The steps whose rows a rank's step table shows, and (past STEPS_ALL_UP_TO steps, without ``every``) the
+    rows that go first: each column's min, median, p90 and max over the rank's steps (nearest rank, as over
+    ranks); then the WORST_STEPS_SHOWN steps with the most exposed communication, in step order."""
+    if every or len(r.steps) <= STEPS_ALL_UP_TO:
+        return list(r.steps), None
+    worst = sorted(r.steps, key=lambda s: (-s.exposed_comm_ns, s.start_ns))[:WORST_STEPS_SHOWN]
+    return sorted(worst, key=lambda s: s.start_ns), step_distribution_rows(r.steps)
+
+
+def step_distribution_rows(steps: list, decimals: int = 3) -> list[list[str]]:
+    """One row per quantile (min, median, p90, max), each column's own over the steps; the pattern cell empty."""
+    times = ("duration_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns", "idle_ns", "copy_ns")
+    columns = [sorted(getattr(s, k) for s in steps) for k in times]
+    shares = [sorted(v for s in steps if (v := getattr(s, k)) is not None)
+              for k in ("overlap_pct", "exposed_comm_fraction")]
+    rows = []
+    for label, q in STEP_QUANTILES:
+        cells = [ms(nearest(c, q), decimals) for c in columns]
+        cells += [pct(nearest(shares[0], q)) if shares[0] else pct(None),
+                  frac(nearest(shares[1], q)) if shares[1] else frac(None)]
+        rows.append([label] + cells + [""])
+    return rows
+
+
+def steps_caption(r: RankResult, shown: list, flag: str) -> str:
+    """The line under a summarised step table: what its rows are, and how to see every step."""
+    return (f"{len(r.steps)} steps: min, median, p90 and max of each column over them, then the {len(shown)} "
+            f"with the most exposed communication ({flag}: every step)")
+
+
 def distribution_rows(report: Report, decimals: int = 3) -> list[list[str]]:
     """Each step-table column over the ranks: its mean per step on each rank (overlap % and the exposed
     fraction from the rank's totals), then the min, median, p90 and max of those."""

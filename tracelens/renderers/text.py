@@ -27,7 +27,8 @@ from .common import (MIXED, STEP_HEADERS, exposed_groups, frac, ms, pattern_labe
 from .run_tables import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, DISTRIBUTION_HEADERS, VERDICT_HEADERS,
                          across_cells, across_rows, bandwidth_cells, dimension_cells, dimension_rows,
                          distribution_rows, matching_line, merged_warnings, quoted_files, settings_line, shown_ranks,
-                         transport_facts, transport_rows, verdict_cells, verdict_levers)
+                         shown_steps, step_distribution_rows, steps_caption, transport_facts, transport_rows,
+                         verdict_cells, verdict_levers)
 
 _STYLE = {"info": "cyan", "warning": "yellow", "critical": "bold red"}
 ROOMY_WIDTH = 120          # from this width on, tables may keep their box
@@ -82,8 +83,9 @@ def fit(con: Console, width: int, build: Callable[[Layout], list[Table]]) -> tup
 
 
 def render(report: Report, color: bool = False, width: int = 120, top: int = 10, rank: int | None = None,
-           every: bool = False) -> str:
-    """``rank``: that rank's tables and findings alone; ``every``: every rank's step table, however many."""
+           every: bool = False, every_step: bool = False) -> str:
+    """``rank``: that rank's tables and findings alone; ``every``: every rank's step table, however many;
+    ``every_step``: every step's row, however many."""
     buf = io.StringIO()
     con = Console(file=buf, width=width, color_system="standard" if color else None, force_terminal=color,
                   no_color=False if color else None, highlight=False, emoji=False)
@@ -94,11 +96,14 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10,
         con.print(Text(f"steps over {len(report.ranks)} ranks (each rank's mean per step)", style="bold"))
         con.print(table)
         con.print(Text(f"the {len(shown)} most exposed ranks (--ranks all: every rank; --rank N: one)"))
-    layout, tables = fit(con, width, lambda lay: [_step_table(r, lay) for r in shown])
-    for r, table in zip(shown, tables):
+    rows = [shown_steps(r, every_step) for r in shown]
+    layout, tables = fit(con, width, lambda lay: [_step_table(r, lay, *rs) for r, rs in zip(shown, rows)])
+    for r, table, (steps, summary) in zip(shown, tables, rows):
         con.print(Text(rank_title(r), style="bold"))
         con.print(table)
-        for line in (_pattern_line(r, layout.tight), pre_capture_line(r), tax_line(r), settings_line(r)):
+        caption = steps_caption(r, steps, "--steps all") if summary else ""
+        for line in (caption, _pattern_line(r, layout.tight and not summary), pre_capture_line(r), tax_line(r),
+                     settings_line(r)):
             if line:
                 con.print(line, markup=False)
     groups = exposed_groups(report, top)
@@ -234,13 +239,15 @@ def _transport(con: Console, t) -> None:
         con.print(Padding(lines, (0, 0, 0, 6)))
 
 
-def _step_table(r, layout: Layout) -> Table:
+def _step_table(r, layout: Layout, steps: list, summary: list | None) -> Table:
     table = new_table(layout)
     headers = STEP_HEADERS[:-1] if layout.tight else STEP_HEADERS
     for h in headers:
         table.add_column(header(h, layout), justify="left" if h in ("step", "pattern") else "right", no_wrap=True)
     n = len(headers)
-    for st in r.steps:
+    for i, row in enumerate(step_distribution_rows(r.steps, layout.decimals) if summary else ()):
+        table.add_row(*row[:n], style="italic", end_section=i == len(summary) - 1)
+    for st in steps:
         table.add_row(*step_cells(st, layout.decimals)[:n])
     table.add_row(*total_cells(r.totals, layout.decimals)[:n], style="bold")
     return table
@@ -249,7 +256,8 @@ def _step_table(r, layout: Layout) -> Table:
 def _pattern_line(r, tight: bool) -> str:
     """The line under a rank's step table: a mixed rank's counts, ``pattern: mixed (steps: two-phase 2,
     sawtooth 1)``; in a tight layout, which also lacks the pattern column, the steps of each pattern:
-    ``pattern: sawtooth in steps 2–4; two-phase in step 5`` (after the counts of a mixed rank)."""
+    ``pattern: sawtooth in steps 2–4; two-phase in step 5`` (after the counts of a mixed rank). A summarised
+    table (past 50 steps) gets the counts only, however tight: its steps' ranges could fill a screen."""
     mixed = pattern_label(r.pattern, r.pattern_counts, "steps") if r.pattern == MIXED else ""
     by_pattern: dict[str, list] = {}
     for st in r.steps if tight else ():

@@ -76,32 +76,42 @@ def find(ranks, th: Thresholds, culprit: int | None = None) -> list:
     n = min((len(x) for x in series), default=0)
     if n < max(th.drift_min_steps, 4):
         return []
-    trends = {q: _run_trend(series, n, q) for q in (*QUANTITIES, *CONTEXT)}
+    runs = {q: _run_series(series, n, q) for q in QUANTITIES}
     for q in QUANTITIES:
-        t = trends[q]
-        if t is None or abs(t.change) < th.drift_min_change or t.confidence < th.drift_min_confidence:
+        y = runs[q]
+        # The first and last tenth first (linear): the slope's pairs (quadratic) only where they differ enough.
+        if y is None or abs(_change(y)) < th.drift_min_change:
             continue
+        t = trend(y)
+        if t is None or t.confidence < th.drift_min_confidence:
+            continue
+        trends = {k: trend(v) if v is not None else None
+                  for k, v in {**runs, **{c: _run_series(series, n, c) for c in CONTEXT}}.items()}
         return [_finding(q, t, trends, ranks, series, n, th, culprit)]
     return []
 
 
-def _run_trend(series, n: int, q: str) -> Trend | None:
+def _change(y: np.ndarray) -> float:
+    tenth = max(1, y.size // 10)
+    mid = float(median(y))
+    return (float(median(y[-tenth:])) - float(median(y[:tenth]))) / mid if mid else 0.0
+
+
+def _run_series(series, n: int, q: str) -> np.ndarray | None:
     if any(getattr(s, q) is None for x in series for s in x[:n]):
         return None
     # Per step the median over ranks: sorted along the ranks, the middle one or two (np.median of a float
     # array would load numpy.ma).
     table = np.sort(np.array([[getattr(s, q) for s in x[:n]] for x in series], dtype=np.float64), axis=0)
     m = table.shape[0]
-    return trend((table[(m - 1) // 2] + table[m // 2]) / 2)
+    return (table[(m - 1) // 2] + table[m // 2]) / 2
 
 
 def _finding(q: str, t: Trend, trends: dict, ranks, series, n: int, th: Thresholds, culprit: int | None) -> Finding:
     tenth = max(1, n // 10)
     own = []
     for r, x in zip(ranks, series):
-        v = np.array([getattr(s, q) for s in x[:n]], dtype=np.float64)
-        mid = float(median(v))
-        change = (float(median(v[-tenth:])) - float(median(v[:tenth]))) / mid if mid else 0.0
+        change = _change(np.array([getattr(s, q) for s in x[:n]], dtype=np.float64))
         if abs(change) >= th.drift_min_change and np.sign(change) == np.sign(t.change):
             own.append((abs(change), r.rank, change))
     own.sort(key=lambda c: (-c[0], c[1]))
