@@ -235,14 +235,15 @@ def thresholds(flags: Iterable[str] = (), *, config: str | Path | None = None, u
     ``[thresholds]`` (tracelens.toml) or ``[tool.tracelens.thresholds]`` (pyproject.toml) table;
     ``TRACELENS_THRESHOLDS="name=value,..."``; ``flags`` (``NAME=VALUE``). Unknown names and bad values are
     usage errors naming where they came from."""
-    # lazy: the analyzers (numpy) and the gate's config reader (tomllib)
+    # lazy: the analyzers (numpy)
     from .analyzers import Thresholds
-    from .gate import read_table  # lazy: tomllib
 
     env = os.environ if env is None else env
     th = Thresholds()
     path = config_file(config, env=env) if use_config else None
     if path is not None:
+        from .gate import read_table  # lazy: tomllib, only with a config file to read
+
         table = read_table(path, "thresholds")
         th = _override(th, [f"{k}={v}" for k, v in table.items()], str(path))
     raw = env.get(THRESHOLDS_ENV, "").strip()

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 
 from ..contract import Collective, InputFile, RankResult, WarningEntry
 from .thresholds import Thresholds
-from .wording import Finding
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np      # the Context is made before the decode workers start: nothing heavy here
+
+    from .wording import Finding   # a warm report reads no finding's sentences: the wording stays unloaded
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ Nothing heavy (numpy, msgspec, rich, the parsers) is imported at module level of
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
@@ -16,25 +17,40 @@ import click
 from .. import __version__
 from .._speed import exit_without_teardown, one_blas_thread
 from ..errors import EXIT_USAGE, TracelensError
-from . import cache, collect, dashboard, export, gate, history, report
-from .gate import AGGREGATE_CHOICES, PATTERN_CHOICES
 from .terminal import FILE_WIDTH, echo_fitted, say, terminal_width, use_color
 
 __all__ = ["AGGREGATE_CHOICES", "FILE_WIDTH", "PATTERN_CHOICES", "cli", "echo_fitted", "main", "run", "say",
            "terminal_width", "use_color"]
 
+# Each command's module, imported when that command runs (or --help lists them all): a warm `tracelens
+# report` does not import the collector, the dashboard, the gate or the history (bench/RESULTS.md, issue 35).
+COMMANDS = {"report": "report", "collect": "collect", "export": "export", "gate": "gate", "history": "history",
+            "dashboard": "dashboard", "cache": "cache"}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class _Commands(click.Group):
+    """The command group, with each command loaded from its module on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        return getattr(importlib.import_module(f".{COMMANDS[name]}", __name__), name)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tracelens")
 def cli() -> None:
     """Is my communication hidden behind compute? Collect, report and gate overlap for PyTorch profiler
     and Nsight Systems traces."""
 
 
-for _command in (report.report, collect.collect, export.export, gate.gate, history.history,
-                 dashboard.dashboard, cache.cache):
-    cli.add_command(_command)
-del _command
+def __getattr__(name: str):
+    if name in ("AGGREGATE_CHOICES", "PATTERN_CHOICES"):
+        return getattr(importlib.import_module(".gate", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> int:
