@@ -1,5 +1,6 @@
 """A Report in a notebook (tracelens/notebook.py): its HTML repr, ``report.figure`` for every dashboard view,
-``report.to_pandas`` for its four tables, and without plotly."""
+``report.to_pandas`` for its four tables, without plotly, and examples/quickstart.ipynb executed as a user runs
+it (nbclient driving an ipykernel)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import tracelens
 from tracelens import api, notebook
 from tracelens.errors import UsageError
 
-from conftest import SAMPLES
+from conftest import ROOT, SAMPLES
 
 SAMPLE = SAMPLES / "straggler"          # 4 ranks, rank 3 1.3x slower: every cross-rank view has something
 INSTALL = "pip install 'tracelens-overlap[dashboard]'"
@@ -215,3 +216,38 @@ def test_each_table_holds_the_reports_own_numbers_named_as_its_fields(sample, re
 def test_an_unknown_table_is_a_usage_error(rep):
     with pytest.raises(UsageError, match="no table 'kernels'; the tables: steps, collectives, findings, ranks"):
         rep.to_pandas("kernels")
+
+
+# ------------------------------------------------------------------------------------ the quickstart notebook
+
+def test_the_quickstart_notebook_runs_and_shows_its_figures(tmp_path, monkeypatch):
+    """examples/quickstart.ipynb as a user runs it: every cell in a fresh kernel, no error and nothing on
+    stderr, the report's repr with plotly.js once, each figure as plotly's own mime bundle."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    # The kernel keeps its files (connection file, IPython's history) out of the user's home.
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    path = ROOT / "examples" / "quickstart.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")     # kept without outputs
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+                   ).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert [o for o in outputs if o.output_type == "error" or o.get("name") == "stderr"] == []
+    rep = tracelens.report(str(SAMPLE))
+    from plotly.offline import get_plotlyjs
+
+    htmls = [o.data["text/html"] for o in outputs if "text/html" in o.get("data", {})]
+    assert sum(h.count(get_plotlyjs()) for h in htmls) == 1
+    repr_html = next(h for h in htmls if "tracelens-report" in h)
+    assert escape(rep.verdict.headline) in repr_html and len(_plots(repr_html)) == 2
+    plots = [o.data["application/vnd.plotly.v1+json"] for o in outputs
+             if "application/vnd.plotly.v1+json" in o.get("data", {})]
+    assert [p["layout"]["title"]["text"].split("<br>")[0] for p in plots] == [
+        "Rank time budget (step 3)", "Rank 0, step 3: 19.690 ms", "Wait for peers vs data transfer per rank"]
+    # The tables: the steps of the 4 ranks (12 rows) and the one warning, the straggler finding on rank 3.
+    tables = [h for h in htmls if "dataframe" in h]
+    assert len(tables) == 3 and tables[0].count("<tr>") == 12       # body rows (the header's has a style)
+    assert "straggler" in tables[2] and tables[2].count("<tr>") == 1
