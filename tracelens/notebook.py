@@ -11,6 +11,7 @@ report imports neither.
 from __future__ import annotations
 
 import inspect
+import operator
 from typing import Iterable
 
 import msgspec
@@ -20,6 +21,7 @@ from . import api
 from .contract import Collective, Diagnosis, RankResult, Report, StepMetrics
 from .errors import UsageError
 from .renderers import across_ranks, figures, html, outlier_figure, timeline_figure
+from .renderers.common import plural
 
 NEEDED_BY = "a Report's figures"
 _OMITTED = object()          # an option not given (a timeline's step may be None: the whole-capture window)
@@ -42,6 +44,15 @@ def report_html(report: Report) -> str:
     out = html.fragment(report, plotlyjs=js, footer=footer)
     _SENT["plotlyjs"] = True
     return out
+
+
+def report_text(report: Report) -> str:
+    """The Report as IPython prints it, one line: the Report's own repr holds every number of the run (a few
+    hundred KB for a bundled sample, far more for a large run), which a notebook would store beside the HTML."""
+    s = report.summary
+    verdict = report.verdict.headline if report.verdict is not None else "no run verdict"
+    return (f"<tracelens Report: {plural(s.ranks, 'rank', 'ranks')}, {plural(s.steps, 'step', 'steps')}, "
+            f"{plural(len(report.diagnoses), 'finding', 'findings')}: {verdict}>")
 
 
 # --------------------------------------------------------------------------------------------- the figures
@@ -143,8 +154,9 @@ def figure(report: Report, name: str, **options):
 
 def _columns(struct_type, prefix: str = "", optional: bool = False) -> list[tuple[str, tuple[str, ...], str]]:
     """(column, attribute path, dtype) of every field of a contract struct, as its JSON names it: a nested
-    struct's fields become ``parent.field`` columns; a list or a dict stays one column of its JSON values. A
-    field that may be null, or sits in a struct that may be, gets pandas' nullable dtype (an int stays exact)."""
+    struct's fields become ``parent.field`` columns; a list or a dict stays one column of its JSON values
+    (dtype ``json``). A field that may be null, or sits in a struct that may be, gets pandas' nullable dtype
+    (an int stays exact)."""
     out = []
     for f in mi.type_info(struct_type).fields:
         kinds = f.type.types if isinstance(f.type, mi.UnionType) else (f.type,)
@@ -155,15 +167,22 @@ def _columns(struct_type, prefix: str = "", optional: bool = False) -> list[tupl
             out += [(col, (f.name, *path), dtype) for col, path, dtype in _columns(kind.cls, name + ".", nullable)]
             continue
         dtype = {mi.IntType: "Int64" if nullable else "int64", mi.FloatType: "Float64" if nullable else "float64",
-                 mi.BoolType: "boolean" if nullable else "bool"}.get(type(kind), "")
+                 mi.BoolType: "boolean" if nullable else "bool", mi.StrType: "object"}.get(type(kind), "json")
         out.append((name, (f.name,), dtype))
     return out
 
 
-def _value(obj, path: tuple[str, ...]):
-    for attr in path:
-        obj = None if obj is None else getattr(obj, attr)
-    return msgspec.to_builtins(obj) if isinstance(obj, (list, dict, msgspec.Struct)) else obj
+def _values(rows: list, path: tuple[str, ...], dtype: str) -> list:
+    """The column's value in each row: null inside a null struct; a list or a dict as its JSON value."""
+    if len(path) == 1:                      # a million collectives: one attrgetter pass per column
+        values = list(map(operator.attrgetter(path[0]), rows))
+    else:
+        values = []
+        for obj in rows:
+            for attr in path:
+                obj = None if obj is None else getattr(obj, attr)
+            values.append(obj)
+    return [msgspec.to_builtins(v) for v in values] if dtype == "json" else values
 
 
 def _frame(rows: list, struct_type, first: dict[str, list] | None = None, leave_out: tuple[str, ...] = ()):
@@ -173,7 +192,7 @@ def _frame(rows: list, struct_type, first: dict[str, list] | None = None, leave_
     data = {name: pd.Series(values, dtype="int64") for name, values in (first or {}).items()}
     for name, path, dtype in _columns(struct_type):
         if name not in leave_out:
-            data[name] = pd.Series([_value(r, path) for r in rows], dtype=dtype or object)
+            data[name] = pd.Series(_values(rows, path, dtype), dtype="object" if dtype == "json" else dtype)
     return pd.DataFrame(data, index=pd.RangeIndex(len(rows)))
 
 

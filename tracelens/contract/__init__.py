@@ -74,6 +74,10 @@ class Report(msgspec.Struct, kw_only=True):
         (plotly.js inlined once per notebook, no CDN)."""
         return _notebook().report_html(self)
 
+    def _repr_pretty_(self, printer, cycle) -> None:
+        """IPython's plain text of a Report: one line with its verdict (its repr holds every number)."""
+        printer.text(_notebook().report_text(self))
+
     def figure(self, name: str, **options):
         """The plotly figure of a dashboard view: ``budget`` (``step=``, ``sort=``), ``heatmap``
         (``metric=``), ``timeline`` (``rank=``, ``step=``: read from that rank's trace), ``wait_transfer``,
