@@ -1,7 +1,7 @@
 """A Report in a notebook: what ``Report._repr_html_``, ``Report.figure`` and ``Report.to_pandas`` do.
 
-The contract (``tracelens/contract/``) stays a data definition: its three methods name this module by string
-and call it (docs/architecture.md, "A Report in a notebook"). Here it is drawn with the renderers' figures,
+The contract (``tracelens/contract/``) stays a data definition: its notebook methods name this module by
+string and call it (docs/architecture.md, "A Report in a notebook"). Here it is drawn with the renderers' figures,
 the dashboard's own (``renderers/figures.py``, ``across_ranks.py``, ``timeline_figure.py``,
 ``outlier_figure.py``), and a step's timeline is read through ``api.step_timeline`` from that rank's input file
 alone; nothing is computed that the Report does not hold. plotly and pandas are imported on first use: a
@@ -23,7 +23,7 @@ from .errors import UsageError
 from .renderers import across_ranks, figures, html, outlier_figure, timeline_figure
 from .renderers.common import plural
 
-NEEDED_BY = "a Report's figures"
+NEEDED_BY = "drawing a Report's figures"
 _OMITTED = object()          # an option not given (a timeline's step may be None: the whole-capture window)
 _SENT = {"plotlyjs": False}  # whether this kernel already sent plotly.js to the notebook (once per notebook)
 
@@ -39,8 +39,7 @@ def report_html(report: Report) -> str:
     try:
         js = "" if _SENT["plotlyjs"] else html.plotly_js(NEEDED_BY)
     except UsageError as exc:
-        return html.fragment(report, missing=f"{exc} (the verdict and the numbers above need nothing)",
-                             footer=footer)
+        return html.fragment(report, missing=str(exc), footer=footer)
     out = html.fragment(report, plotlyjs=js, footer=footer)
     _SENT["plotlyjs"] = True
     return out

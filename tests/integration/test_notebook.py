@@ -117,8 +117,8 @@ def test_without_plotly_the_repr_says_what_to_install_and_the_tables_still_work(
     out = json.loads(proc.stdout)
     rep = tracelens.report(str(SAMPLE))
     assert escape(rep.verdict.headline) in out["html"] and "<script" not in out["html"]
-    assert f"a Report&#x27;s figures needs plotly: {escape(INSTALL)}" in out["html"]
-    assert out["figure"] == f"a Report's figures needs plotly: {INSTALL}"
+    assert f"<p><i>drawing a Report&#x27;s figures needs plotly: {escape(INSTALL)}</i></p>" in out["html"]
+    assert out["figure"] == f"drawing a Report's figures needs plotly: {INSTALL}"
     assert out["rows"] == 12                # 4 ranks x steps 2-4
 
 
