@@ -50,8 +50,12 @@ def _natural(text: str) -> tuple:
 
 
 def is_gzip(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(2) == b"\x1f\x8b"
+    """Whether a trace is gzipped, by its content (a file that cannot be read is the copy's to report)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False
 
 
 def write_kineto(source: Path, out: Path, added: list[bytes]) -> None:
@@ -71,7 +75,7 @@ def write_kineto(source: Path, out: Path, added: list[bytes]) -> None:
                 break
             if not more or len(head) > HEAD_LIMIT:
                 raise InputError("cannot annotate: no 'traceEvents' array found in its first "
-                                 f"{min(len(head), HEAD_LIMIT) >> 20} MB", path=str(source))
+                                 f"{len(head):,} bytes", path=str(source))
         if rest.startswith(MARK):       # the events an earlier annotation inserted
             raise UsageError("already an annotated trace (tracelens annotate wrote it): annotate the trace it was "
                              "made from", path=str(source))
@@ -156,14 +160,17 @@ class _Writer:
                 self.tmp.unlink()
 
 
-def check_outputs(outputs: list[Path], inputs: list[Path]) -> None:
-    """An output that is one of the inputs (annotating a folder's annotated traces into itself) is refused:
-    an input is never written to."""
-    held = {_identity(p) for p in inputs} - {None}
-    for out in outputs:
-        if _identity(out) in held:
-            raise UsageError("the annotated trace would overwrite an input: choose another output folder",
-                             path=str(out))
+def identities(paths: list[Path]) -> set:
+    """The files ``paths`` are (device, inode), to tell an output that would be one of them."""
+    return {_identity(p) for p in paths} - {None}
+
+
+def check_output(out: Path, inputs: set) -> None:
+    """An output that is one of the ``inputs`` (:func:`identities`; a folder's annotated traces annotated
+    into itself) is refused: an input is never written to."""
+    if _identity(out) in inputs:
+        raise UsageError("the annotated trace would overwrite an input: choose another output folder",
+                         path=str(out))
 
 
 def _identity(path: Path):

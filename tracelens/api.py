@@ -333,7 +333,7 @@ def annotate(paths, out_dir: str | Path, *, force: bool = False, thresholds: Thr
              cache: bool | None = None, jobs: int | None = None,
              on_file: Callable[[Path, int, int], None] | None = None) -> list[Path]:
     """Write into ``out_dir``, per rank, its trace with tracelens' tracks added, for Perfetto UI and
-    chrome://tracing (docs/usage.md, "annotate"): ``rank<N>.tracelens.json`` (``.json.gz`` for a gzipped
+    chrome://tracing (README, "The annotated trace"): ``rank<N>.tracelens.json`` (``.json.gz`` for a gzipped
     Kineto trace); for an Nsight Systems export, an overlay of the added tracks alone on the export's clock.
     Returns the paths written. The report options are :func:`report`'s; an annotated trace of an earlier run
     in ``out_dir`` is refused unless ``force``."""
@@ -384,6 +384,12 @@ def annotate_with(paths, out_dir: str | Path, options: ReportOptions, *, force: 
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot write output: {exc.strerror or exc}", path=str(out)) from None
+    # Every output's name, and that none is an input, before anything is written.
+    targets = {i.rank: out / files_out.name(i.rank, i.format == "kineto" and files_out.is_gzip(Path(i.path)))
+               for i in rep.inputs if i.format in ("kineto", "nsys") and i.rank_rule != "manifest"}
+    held = files_out.identities(list(inputs))
+    for target in targets.values():
+        files_out.check_output(target, held)
     memo: dict = {}
     written = []
     for path in inputs:
@@ -392,9 +398,7 @@ def annotate_with(paths, out_dir: str | Path, options: ReportOptions, *, force: 
             exposed = part.analysis.exposed if len(part.analysis.exposed) == 2 else ((), ())
             added = events(rep, rank, RankSide(exposed=exposed, base_ns=part.meta.base_ns,
                                                capture_start_ns=part.first_ns))
-            kineto = part.meta.format == "kineto"
-            target = out / files_out.name(rank, kineto and files_out.is_gzip(Path(path)))
-            files_out.check_outputs([target], list(inputs))
+            kineto, target = part.meta.format == "kineto", targets[rank]
             try:
                 if kineto:
                     files_out.write_kineto(Path(path), target, added)

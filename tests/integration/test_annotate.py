@@ -132,9 +132,16 @@ def test_an_annotated_trace_is_the_trace_event_format(annotated, sample):
         assert isinstance(doc, dict) and isinstance(doc["traceEvents"], list)     # the JSON Object Format
         added, own = _added(doc), [e for e in doc["traceEvents"] if e.get("cat") != CATEGORY]
         if a.nsys:
-            # The overlay: the added tracks alone, saying what it is (the head that input discovery skips).
+            # The overlay: the added tracks alone, saying what it is (the head that input discovery skips), on
+            # the export's clock: each exposed stretch begins where a kernel of the export begins or ends (in
+            # the export's own ns, ts x 1000), or where its step's window does.
             assert own == [] and _text(path).startswith(OVERLAY_HEAD)
             assert doc["otherData"]["rank"] == rank and doc["otherData"]["source"] == str(a.input_of(rank))
+            db = sqlite3.connect(a.input_of(rank))
+            edges = {t for row in db.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL") for t in row}
+            windows = {_ns(e["ts"]) for e in _slices(added, "steps")}
+            exposed = [_ns(e["ts"]) for e in _slices(added, "exposed communication")]
+            assert exposed and set(exposed) <= edges | windows
         else:
             # The rank's own events unchanged and in order, every other key of the document as it was.
             src = _doc(a.input_of(rank))
@@ -337,12 +344,12 @@ def test_what_cannot_be_annotated_is_one_line(capsys, tmp_path, make, text):
 
 
 def test_an_input_is_never_overwritten(capsys, tmp_path):
-    # A folder of annotated traces named rank<N>.tracelens.json... annotated into itself with --force: the
-    # output would be an input, refused before anything is written.
+    # A folder whose trace of rank 1 is named as its annotated trace would be, annotated into itself with
+    # --force: that output would be an input, refused before anything is written (rank 0's output included).
     src = tmp_path / "run"
     src.mkdir()
-    for r in (0, 1):
-        (src / f"rank{r}.tracelens.json.gz").write_bytes((SAMPLES / "wfbp_100" / f"rank{r}.json.gz").read_bytes())
+    for r, name in ((0, "a.json.gz"), (1, "rank1.tracelens.json.gz")):
+        (src / name).write_bytes((SAMPLES / "wfbp_100" / f"rank{r}.json.gz").read_bytes())
     before = {p.name: p.read_bytes() for p in src.iterdir()}
     code, _, err = run(capsys, "annotate", src, "-o", src, "--force")
     assert code == 2 and "would overwrite an input" in err
@@ -354,3 +361,38 @@ def test_nccl_logs_alone_have_nothing_to_annotate(capsys, tmp_path):
     shutil.copy(next((SAMPLES / "cuda_nccl_avg" / "nccl").iterdir()), tmp_path / "nccl" / "h1.10.log")
     code, _, err = run(capsys, "annotate", tmp_path / "nccl", "-o", tmp_path / "out")
     assert code == 2 and "NCCL logs alone have nothing to annotate" in err
+
+
+def test_an_output_that_cannot_be_written_is_one_line(capsys, tmp_path):
+    (tmp_path / "taken").write_text("a file where the folder goes")
+    code, out, err = run(capsys, "annotate", SAMPLES / "wfbp_100", "-o", tmp_path / "taken")
+    assert code == 2 and out == "" and "cannot write output" in err and err.count("\n") == 1
+
+
+def test_a_trace_whose_events_open_past_the_head_limit_is_an_input_error(tmp_path, monkeypatch):
+    # The copy looks for the events array in a head of the trace (64 MB); past it, exit 3 naming the file.
+    from tracelens import annotation_files
+    from tracelens.errors import InputError
+
+    doc = json.loads(gzip.decompress((SAMPLES / "wfbp_100" / "rank0.json.gz").read_bytes()))
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "rank0.json").write_text(json.dumps({"padding": "x" * 50_000, **doc}))
+    monkeypatch.setattr(annotation_files, "CHUNK", 1 << 12)
+    monkeypatch.setattr(annotation_files, "HEAD_LIMIT", 1 << 14)
+    with pytest.raises(InputError, match="no 'traceEvents' array found in its first"):
+        api.annotate(src, tmp_path / "out")
+    assert not list((tmp_path / "out").iterdir())       # nothing half-written left
+    monkeypatch.setattr(annotation_files, "HEAD_LIMIT", 1 << 20)
+    assert [p.name for p in api.annotate(src, tmp_path / "out")] == ["rank0.tracelens.json"]
+
+
+def test_the_report_options_reach_the_tracks(tmp_path):
+    # --steps-from whole: one window over the whole capture, the step track and the exposed sum are that
+    # report's (the cache keeps each choice apart, so the analyses read again are the same choice's too).
+    written = api.annotate(SAMPLES / "wfbp_100", tmp_path / "out", steps_from="whole")
+    rep = api.report(SAMPLES / "wfbp_100", steps_from="whole")
+    for r in rep.ranks:
+        added = _added(_doc(next(p for p in written if p.name.startswith(f"rank{r.rank}."))))
+        assert [e["name"] for e in _slices(added, "steps")] == ["whole capture"] and len(r.steps) == 1
+        assert sum(_ns(e["dur"]) for e in _slices(added, "exposed communication")) == r.steps[0].exposed_comm_ns

@@ -1,5 +1,5 @@
 """The tracks ``tracelens annotate`` adds to a rank's trace, as Trace Event Format events (the Chrome-trace JSON
-that Perfetto UI and chrome://tracing open; docs/usage.md, "annotate").
+that Perfetto UI and chrome://tracing open; README, "The annotated trace").
 
 Every number is the Report's own, or the analysis' where the Report does not hold it (the rank's exposed
 intervals, :class:`RankSide`); nothing is measured here. The clock is the trace's: an event at ``ns`` (the
@@ -24,7 +24,7 @@ from typing import Iterable, Sequence
 import msgspec
 
 from ..contract import Report
-from ..model.annotation import CATEGORY
+from ..model.annotation import CATEGORY, OVERLAY_HEAD
 
 PID_BASE = 1_000_000_000       # above any OS process id (Linux: 2**22 at most), below 2**31: one pid per rank
 STEPS, EXPOSED, WAIT, TRANSFER, FINDINGS = ("steps", "exposed communication", "wait for peers", "transfer",
@@ -131,7 +131,7 @@ def _lanes(name: str, rows: list) -> list[tuple[str, list]]:
     each goes to the first whose last slice ended by its start."""
     rows = sorted(rows, key=lambda r: (r[0], r[1]))
     ends: list[int] = []
-    lanes: list[list[bytes]] = []
+    lanes: list[list] = []
     for row in rows:
         k = next((i for i, e in enumerate(ends) if e <= row[0]), len(ends))
         if k == len(ends):
@@ -156,7 +156,7 @@ def _counters(steps, p: int, base: int) -> list[bytes]:
     return out
 
 
-def us(ns: int) -> bytes:
+def _us(ns: int) -> bytes:
     """``ns`` as microseconds with three decimals, exactly (what Kineto writes: ``1234.567``)."""
     whole, part = divmod(abs(int(ns)), 1000)
     return b"%s%d.%03d" % (b"-" if ns < 0 else b"", whole, part)
@@ -164,17 +164,17 @@ def us(ns: int) -> bytes:
 
 def _slice(p: int, tid: int, base: int, start: int, end: int, name: str, args: dict) -> bytes:
     return (b'{"ph":"X","cat":' + _CAT + b',"name":' + _ENCODE(name) + b',"pid":%d,"tid":%d,"ts":' % (p, tid)
-            + us(start - base) + b',"dur":' + us(end - start) + b',"args":' + _ENCODE(args) + b"}")
+            + _us(start - base) + b',"dur":' + _us(end - start) + b',"args":' + _ENCODE(args) + b"}")
 
 
 def _instant(p: int, tid: int, base: int, at: int, name: str, args: dict) -> bytes:
     return (b'{"ph":"i","cat":' + _CAT + b',"name":' + _ENCODE(name) + b',"pid":%d,"tid":%d,"ts":' % (p, tid)
-            + us(at - base) + b',"s":"t","args":' + _ENCODE(args) + b"}")
+            + _us(at - base) + b',"s":"t","args":' + _ENCODE(args) + b"}")
 
 
 def _counter(name: str, series: str, at: int, value, p: int, base: int) -> bytes:
     return (b'{"ph":"C","cat":' + _CAT + b',"name":' + _ENCODE(name) + b',"pid":%d,"tid":1,"ts":' % p
-            + us(at - base) + b',"args":' + _ENCODE({series: value}) + b"}")
+            + _us(at - base) + b',"args":' + _ENCODE({series: value}) + b"}")
 
 
 def _meta(name: str, p: int, tid: int, args: dict) -> bytes:
@@ -185,8 +185,8 @@ def _meta(name: str, p: int, tid: int, args: dict) -> bytes:
 def document(added: Iterable[bytes], other: dict) -> Iterable[bytes]:
     """A whole trace of ``added`` events alone (the overlay of an nsys export), in pieces to write in turn;
     ``other``: what the spec's ``otherData`` says besides that it is an overlay (what of, its clock)."""
-    yield (b'{"otherData":' + _ENCODE({"tracelens": "overlay", **other}) + b',"displayTimeUnit":"ms",'
-           b'"traceEvents":[\n')
+    rest = _ENCODE(other)
+    yield OVERLAY_HEAD + (b"," + rest[1:] if other else b"}") + b',"displayTimeUnit":"ms","traceEvents":[\n'
     first = True
     for item in added:
         yield item if first else b",\n" + item
