@@ -74,6 +74,13 @@ def test_layer_imports(folder):
     assert _violations(folder, FORBIDDEN[folder]) == []
 
 
+def test_the_annotated_traces_are_written_not_measured():
+    # annotation_files.py copies a trace and writes the events a renderer made: no analyzer, no command.
+    path = PACKAGE / "annotation_files.py"
+    assert [f"{path.relative_to(ROOT)}:{line} imports {name}" for line, name in _imports(path)
+            for b in ("analyzers", "cli", "api") if name == f"tracelens.{b}" or name.startswith(f"tracelens.{b}.")] == []
+
+
 # A parser package is used through the names its __init__ gives (docs/architecture.md): no module outside its
 # folder imports one of its modules.
 PACKAGES = ("tracelens/parsers/kineto", "tracelens/parsers/nsys", "tracelens/parsers/nccl")

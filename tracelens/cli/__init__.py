@@ -1,4 +1,4 @@
-"""``tracelens`` command line: one small module per command (``report``, ``export``, ``gate``, ``history``,
+"""``tracelens`` command line: one small module per command (``report``, ``export``, ``annotate``, ``gate``, ``history``,
 ``collect``, ``dashboard``, ``cache``), each parsing its options, calling :mod:`tracelens.api` and rendering; ``terminal`` holds what
 they share. Here: the command group, the mapping of errors to exit codes, and the console script.
 
@@ -16,7 +16,7 @@ import click
 from .. import __version__
 from .._speed import exit_without_teardown, one_blas_thread
 from ..errors import EXIT_USAGE, TracelensError
-from . import cache, collect, dashboard, export, gate, history, report
+from . import annotate, cache, collect, dashboard, export, gate, history, report
 from .gate import AGGREGATE_CHOICES, PATTERN_CHOICES
 from .terminal import FILE_WIDTH, echo_fitted, say, terminal_width, use_color
 
@@ -31,7 +31,7 @@ def cli() -> None:
     and Nsight Systems traces."""
 
 
-for _command in (report.report, collect.collect, export.export, gate.gate, history.history,
+for _command in (report.report, collect.collect, export.export, annotate.annotate, gate.gate, history.history,
                  dashboard.dashboard, cache.cache):
     cli.add_command(_command)
 del _command
