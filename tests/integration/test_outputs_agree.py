@@ -132,8 +132,42 @@ def dashboard_record(rep, rank: int, step) -> dict:
             **timeline_record(callbacks.timeline_view(session, 0, (rank, step))[0])}
 
 
+def annotated_record(rep, rank: int, step) -> dict:
+    """As `tracelens annotate` writes the rank's trace (its input's folder annotated into a temporary one): the
+    step's added slices (exposed communication; each matched collective's wait for peers and transfer, by
+    their step) as offsets from the step's start and lengths, and the counters at the step's start."""
+    import gzip
+    import tempfile
+    from decimal import Decimal
+    from pathlib import Path
+
+    from tracelens import api
+    from tracelens.model.annotation import CATEGORY
+
+    source = Path(next(i.path for i in rep.inputs if i.rank == rank and i.rank_rule != "manifest"))
+    written = api.annotate(source.parent, tempfile.mkdtemp())
+    path = next(p for p in written if p.name.startswith(f"rank{rank}."))
+    with (gzip.open(path, "rt") if path.suffix == ".gz" else open(path)) as fh:
+        doc = json.load(fh, parse_float=Decimal)
+    base = doc.get("baseTimeNanoseconds") or 0
+    added = [e for e in doc["traceEvents"] if e.get("cat") == CATEGORY]
+    tracks = {e["tid"]: e["args"]["name"].split(" (")[0] for e in added
+              if e["ph"] == "M" and e["name"] == "thread_name"}
+    m = next(s for r in rep.ranks if r.rank == rank for s in r.steps if s.step == step)
+    at = lambda e: int(e["ts"] * 1000) + base        # noqa: E731 - on the Report's clock, in ns
+    out: dict = {}
+    for e in added:
+        track = {"exposed communication": "exposed"}.get(tracks.get(e["tid"], ""), tracks.get(e["tid"]))
+        if e["ph"] == "X" and track in INTERVALS and e["args"].get("step") == step:
+            out.setdefault(track, []).append((at(e) - m.start_ns, int(e["dur"] * 1000)))
+        elif e["ph"] == "C" and at(e) == m.start_ns:
+            key, field = {"overlap": ("%", "overlap_pct"), "exposed": ("fraction", "exposed_comm_fraction")}[e["name"]]
+            out[field] = float(e["args"][key])
+    return {k: sorted(v) if k in INTERVALS else v for k, v in out.items()}
+
+
 # Every view of a rank's step: a function of (Report, rank, step) giving its record. A new view joins here.
-STEP_VIEWS = {"notebook": notebook_record, "dashboard": dashboard_record}
+STEP_VIEWS = {"notebook": notebook_record, "dashboard": dashboard_record, "annotated": annotated_record}
 
 
 def report_record(rep, rank: int, step) -> dict:
@@ -170,6 +204,8 @@ def test_every_view_of_a_rank_and_step_shows_the_same_numbers():
         record = seen["notebook"]
         assert set(record) == {"budget", "exposed_comm_fraction", "overlap_pct", "exposed", "transfer"} | (
             {"wait for peers"} if waits else set())
+        # The annotated trace shows the same intervals and counters (the budget is no track of it).
+        assert set(seen["annotated"]) == set(record) - {"budget"}
         # The generator's truth for the step: every segment of the bar, and 6 transfers of 1 ms each.
         truth = next(s for s in expected[str(rank)] if s["step"] == step)
         assert record["budget"] == {"compute only": truth["compute_ns"] - truth["overlap_ns"],
