@@ -20,7 +20,7 @@ from dash.exceptions import PreventUpdate
 from tracelens.contract import SEVERITIES
 from tracelens.errors import TracelensError
 from tracelens.renderers import across_ranks, figures
-from tracelens.renderers.timeline_figure import timeline as timeline_figure
+from tracelens.renderers.timeline_figure import step_findings, timeline as timeline_figure
 
 from . import layout
 from .guard import Invalid, shown
@@ -122,7 +122,7 @@ def timeline_view(session, run, picked):
         why = f"No timeline for rank {rank}, step {step}: {exc}"
         return figures.placeholder(why), why
     report = session.run(run).report
-    pins = [d for d in report.diagnoses if d.rank == rank and d.step == step]
+    pins = step_findings(report, rank, step)
     where = "all" if step is None else step
     return timeline_figure(tl, pins, report), (f"Rank {rank}, step {where} ({tl.source}): {tl.shapes} intervals, "
                                        f"{len(pins)} finding(s) pinned.")

@@ -7,6 +7,7 @@
     nccl_inputs(paths, traces)    -> NcclInputs          NCCL logs and settings for combine(..., nccl=)
     thresholds(...)               -> Thresholds          config file < TRACELENS_THRESHOLDS < flags
     gate(paths, ...)              -> GateResult          the CI gate: rules, config, baseline
+    annotate(paths, out_dir, ...) -> list[Path]          per rank, the trace with tracelens' tracks added
 
 Nothing heavy is imported at module level: a report finds its inputs and forks its workers before numpy,
 the parsers and the analyzers are imported (see pool.py), so that the workers import them on their own
@@ -323,6 +324,107 @@ def gate(paths, *, rules: Mapping[str, object] | None = None, config: str | Path
     base, notes = baseline(cfg, thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx,
                            steps_from=steps_from, cache=cache)
     return gating.evaluate(rep, cfg, base, source=" ".join(_paths(paths)), notes=notes)
+
+
+# ------------------------------------------------------------------------------------------- annotate
+
+def annotate(paths, out_dir: str | Path, *, force: bool = False, thresholds: Thresholds | Iterable[str] | None = None,
+             comm_patterns: Iterable[str] = (), step_nvtx: str | None = None, steps_from: str = "auto",
+             config: str | Path | None = None, use_config: bool = False, env: Mapping[str, str] | None = None,
+             cache: bool | None = None, jobs: int | None = None,
+             on_file: Callable[[Path, int, int], None] | None = None) -> list[Path]:
+    """Write into ``out_dir``, per rank, its trace with tracelens' tracks added, for Perfetto UI and
+    chrome://tracing (README, "The annotated trace"): ``rank<N>.tracelens.json`` (``.json.gz`` for a gzipped
+    Kineto trace); for an Nsight Systems export, an overlay of the added tracks alone on the export's clock.
+    Returns the paths written. The report options are :func:`report`'s; an annotated trace of an earlier run
+    in ``out_dir`` is refused unless ``force``."""
+    given = thresholds if thresholds is None or hasattr(thresholds, "with_overrides") else tuple(thresholds)
+    options = _options(comm_patterns=comm_patterns, step_nvtx=step_nvtx, steps_from=steps_from, cache=cache,
+                       thresholds=given, config=None if config is None else str(config), use_config=use_config,
+                       jobs=jobs)
+    return annotate_with(paths, out_dir, options, force=force, on_file=on_file, env=env)
+
+
+def annotate_with(paths, out_dir: str | Path, options: ReportOptions, *, force: bool = False,
+                  on_file: Callable[[Path, int, int], None] | None = None, on_done: Callable | None = None,
+                  env: Mapping[str, str] | None = None) -> list[Path]:
+    """:func:`annotate` with the options as one value (the CLI's).
+
+    The Report comes first (:func:`report_with`, from the warm cache when it holds it); then each trace file
+    in turn gives its ranks' analyses again (the cache's analysis layer, or the file read once more) for what
+    the Report does not hold, the exposed intervals, and its annotated traces are written before the next."""
+    # lazy: the writer (and ISA-L), for annotate only
+    from . import annotation_files as files_out
+
+    found = files_out.existing(out_dir)
+    if found and not force:     # checked before the slow parse, as for export
+        raise UsageError(f"output folder holds annotated traces ({', '.join(found[:4])}"
+                         f"{', ...' if len(found) > 4 else ''}): use --force to overwrite them", path=str(out_dir))
+    paths = _paths(paths)
+    if len(paths) == 1 and paths[0].lower().endswith(".json"):
+        # lazy: msgspec, as in report_with
+        from .contract import is_report_file
+
+        if is_report_file(paths[0]):
+            raise UsageError("a saved report holds no trace to annotate: give the traces it was made of",
+                             path=paths[0])
+    rep = report_with(paths, options, on_file=on_file, on_done=on_done, env=env)
+    # lazy: the parsers and the pipeline, after the report (which may have come from the cache)
+    from . import pipeline
+    from .parsers import discover
+    from .renderers.added_tracks import RankSide, document, events
+
+    inputs = discover(paths)
+    if not inputs:
+        raise UsageError("no trace files found: NCCL logs alone have nothing to annotate", path=" ".join(paths))
+    options = _settled(options)
+    limits = _as_thresholds(options.thresholds, options.config, options.use_config, env)
+    ctx = context(limits(), steps_from=options.steps_from, step_nvtx=options.step_pattern)
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot write output: {exc.strerror or exc}", path=str(out)) from None
+    # Every output's name, and that none is an input, before anything is written.
+    targets = {i.rank: out / files_out.name(i.rank, i.format == "kineto" and files_out.is_gzip(Path(i.path)))
+               for i in rep.inputs if i.format in ("kineto", "nsys") and i.rank_rule != "manifest"}
+    held = files_out.identities(list(inputs))
+    for target in targets.values():
+        files_out.check_output(target, held)
+    memo: dict = {}
+    written = []
+    for path in inputs:
+        for part in pipeline.analyze_file(path, options, ctx, memo):
+            rank = _rank_of(rep, part)
+            exposed = part.analysis.exposed if len(part.analysis.exposed) == 2 else ((), ())
+            added = events(rep, rank, RankSide(exposed=exposed, base_ns=part.meta.base_ns,
+                                               capture_start_ns=part.first_ns))
+            kineto, target = part.meta.format == "kineto", targets[rank]
+            try:
+                if kineto:
+                    files_out.write_kineto(Path(path), target, added)
+                else:
+                    files_out.write_overlay(target, document(added, {
+                        "rank": rank, "source": part.analysis.source,
+                        "clock": "microseconds since the start of the Nsight Systems session"}))
+            except OSError as exc:
+                raise UsageError(f"cannot write output: {exc.strerror or exc}", path=str(target)) from None
+            written.append(target)
+    return written
+
+
+def _rank_of(rep: Report, part) -> int:
+    """The Report's rank of one of a file's analysed ranks: the rank of the same trace (its source, and where a
+    file holds several, its number, else its device and step windows)."""
+    a = part.analysis
+    same = [r for r in rep.ranks if r.source == a.source]
+    if len(same) > 1:
+        same = [r for r in same if r.rank == a.rank] or [
+            r for r in same if r.device == a.result.device
+            and [(s.start_ns, s.end_ns) for s in r.steps] == [(s.start_ns, s.end_ns) for s in a.result.steps]]
+    if len(same) != 1:
+        raise InputError("the trace changed while it was annotated: run the command again", path=a.source)
+    return same[0].rank
 
 
 # ------------------------------------------------------------------------------------------- drill-down

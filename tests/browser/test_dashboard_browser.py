@@ -219,6 +219,40 @@ def test_html_report_renders_from_disk_offline(browser, tmp_path):
         browser.delete_network_conditions()
 
 
+def test_reports_in_a_notebook_draw_offline_with_plotly_js_sent_once(browser, tmp_path, monkeypatch):
+    """Two Reports shown one after the other in a notebook's page (their reprs in order, as an exported
+    notebook holds them): the first brings plotly.js, the second draws with it, network off; the page's own
+    tables keep their style."""
+    from tracelens import notebook
+
+    import tracelens
+
+    monkeypatch.setitem(notebook._SENT, "plotlyjs", False)
+    a, b = tracelens.report(SAMPLE), tracelens.report(str(SAMPLES / "straggler"))
+    page = tmp_path / "notebook.html"
+    page.write_text("<!DOCTYPE html><html><head><meta charset=\"utf-8\"></head><body><table id=\"page\"><tr>"
+                    f"<td>a cell of the notebook</td></tr></table>{a._repr_html_()}{b._repr_html_()}</body></html>",
+                    encoding="utf-8")
+    browser.set_network_conditions(offline=True, latency=0, download_throughput=0, upload_throughput=0)
+    try:
+        browser.get(page.as_uri())
+        _wait(browser, ".plotly-graph-div .main-svg", 4)
+        graphs = browser.find_elements("css selector", ".tracelens-report .plotly-graph-div")
+        # wfbp_100's budget (2 ranks x 5 segments) and heatmap, then straggler's (4 ranks x 5) and heatmap
+        assert len(graphs) == 4
+        assert len(graphs[0].find_elements("css selector", ".barlayer .point")) == 10
+        assert len(graphs[2].find_elements("css selector", ".barlayer .point")) == 20
+        assert graphs[1].find_elements("css selector", ".hm, image") and graphs[3].find_elements("css selector", ".hm, image")
+        verdicts = browser.find_elements("css selector", ".tracelens-report .verdict")
+        assert [v.text for v in verdicts] == [a.verdict.headline, b.verdict.headline]
+        assert browser.execute_script("return document.getElementById('page').style.borderCollapse + "
+                                      "getComputedStyle(document.getElementById('page')).borderCollapse") == "separate"
+        browser.save_screenshot(str(ARTIFACTS / "notebook-repr.png"))
+        assert _severe(browser) == []
+    finally:
+        browser.delete_network_conditions()
+
+
 def test_every_control_is_answered(browser, dashboard_url):
     """Each control the page has, used as a user does: its callback request passes the server's checks
     (dashboards/guard.py; the fixture asserts that the server refused nothing) and redraws its view."""

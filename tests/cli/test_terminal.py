@@ -254,6 +254,23 @@ def test_export(columns, tmp_path):
     assert "tables/device_ops.parquet" in lines and (tmp_path / "tables" / "device_ops.parquet").is_file()
 
 
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_annotate(columns, tmp_path):
+    # straggler: 4 ranks, one annotated trace each, every path on a line of its own within the width (after
+    # the progress bar of its report, which fits too); a second run into the same folder is refused (exit 2)
+    # with the one-line error every command gives.
+    code, out = in_terminal(["annotate", SAMPLES / "straggler", "-o", "annotated"], columns, cwd=tmp_path)
+    lines = [line for line in assert_fits(code, out, columns) if line.strip()]
+    assert lines[-4:] == [f"annotated/rank{r}.tracelens.json.gz" for r in range(4)]
+    assert all(line.startswith("reading ") for line in lines[:-4])
+    assert all((tmp_path / "annotated" / f"rank{r}.tracelens.json.gz").is_file() for r in range(4))
+    code, out = in_terminal(["annotate", SAMPLES / "straggler", "-o", "annotated"], columns, cwd=tmp_path)
+    assert code == 2 and "Traceback" not in out
+    assert [line for line in lines_of(out) if line] == [
+        "tracelens: error: annotated: output folder holds annotated traces (rank0.tracelens.json.gz, "
+        "rank1.tracelens.json.gz, rank2.tracelens.json.gz, rank3.tracelens.json.gz): use --force to overwrite them"]
+
+
 # --------------------------------------------------------------------------- collect's closing summary
 
 
@@ -337,7 +354,7 @@ def test_collect_of_a_real_gloo_job_in_a_terminal(columns, tmp_path):
     assert_step_rows_intact(ours, json.loads((run / "run" / "report.json").read_text()))
 
 
-@pytest.mark.parametrize("command", ["", "report", "collect", "export", "gate", "history", "history add",
+@pytest.mark.parametrize("command", ["", "report", "collect", "export", "annotate", "gate", "history", "history add",
                                      "history list", "history show"])
 def test_help_fits_80_columns(command):
     code, out = in_terminal([*command.split(), "--help"], 80)

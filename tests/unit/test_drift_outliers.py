@@ -69,3 +69,17 @@ def test_the_floor_keeps_microsecond_jitter_quiet():
 def test_a_small_group_flags_nothing():
     d = np.array([MS, MS, 40 * MS], dtype=np.int64)
     assert not flag(d, np.zeros(3, np.int64), k=5, floor_ns=MS // 2, min_group=8).outlier.any()
+
+
+def test_a_long_ranks_findings_name_their_steps_in_short():
+    # Renderers: a finding over scattered steps of a rank past 50 steps names runs, past six runs a count.
+    from tracelens.renderers.common import steps_label
+
+    assert steps_label([2, 5, 7]) == "steps 2, 5, 7"                           # a short rank: every step
+    assert steps_label([2, 5, 7], of=60) == "steps 2, 5, 7"                    # single steps are runs of one
+    runs = list(range(2, 38)) + list(range(145, 181)) + [288]
+    assert steps_label(runs, of=1000) == "steps 2–37, 145–180, 288"
+    assert steps_label(runs, of=50) == "steps " + ", ".join(map(str, runs))   # 50 steps: as before
+    blocks = [s for k in range(8) for s in range(2 + 143 * k, 38 + 143 * k)]   # 8 runs of 36 steps
+    assert steps_label(blocks, of=1000) == ("288 of 1000 steps (2–37, 145–180, 288–323, 431–466, 574–609, …, "
+                                            "1003–1038)")

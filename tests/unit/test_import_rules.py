@@ -20,6 +20,9 @@ FORBIDDEN = {
     "tracelens/analyzers/run": ("parsers", "analyzers.rank.overlap", "analyzers.rank.syncs",
                                 "analyzers.rank.launch_order", "analyzers.rank.copies", "renderers", "cli"),
     "tracelens/renderers": ("analyzers", "parsers", "cli", "collectors", "tools", "api"),
+    # The Report is a data definition: its notebook methods reach tracelens.notebook by name (below).
+    "tracelens/contract": ("parsers", "analyzers", "renderers", "gate", "history_db", "cli", "collectors", "api",
+                           "notebook", "dashboards"),
     "collectors": ("parsers", "analyzers", "renderers", "contract", "cli", "api"),
     # The CLI parses options, calls api and renders: it never reads a trace or computes a metric itself.
     "tracelens/cli": ("parsers", "analyzers"),
@@ -69,6 +72,13 @@ def _violations(folder: str, banned: tuple[str, ...], root: Path = ROOT) -> list
 def test_layer_imports(folder):
     assert _modules(folder), f"{folder} has no modules: update the rules"
     assert _violations(folder, FORBIDDEN[folder]) == []
+
+
+def test_the_annotated_traces_are_written_not_measured():
+    # annotation_files.py copies a trace and writes the events a renderer made: no analyzer, no command.
+    path = PACKAGE / "annotation_files.py"
+    assert [f"{path.relative_to(ROOT)}:{line} imports {name}" for line, name in _imports(path)
+            for b in ("analyzers", "cli", "api") if name == f"tracelens.{b}" or name.startswith(f"tracelens.{b}.")] == []
 
 
 # A parser package is used through the names its __init__ gives (docs/architecture.md): no module outside its
@@ -191,6 +201,28 @@ def test_the_model_rule_catches_an_import_from_above(tmp_path):
     assert _outside("tracelens/model", {"tracelens.model", "tracelens._speed"}, tmp_path) == [
         "tracelens/model/table.py:2 imports tracelens.parsers",
         "tracelens/model/table.py:2 imports tracelens.parsers.discover"]
+
+
+def test_the_notebook_draws_through_api_and_the_renderers():
+    # tracelens/notebook.py (Report._repr_html_, figure, to_pandas) reads a trace only through api (a step's
+    # timeline) and draws with the renderers' figures: no parser, analyzer or Dash of its own.
+    names = {name.split(".")[1] for _, name in _imports(PACKAGE / "notebook.py") if name.startswith("tracelens.")}
+    assert names == {"api", "contract", "errors", "renderers"}
+
+
+def test_the_contract_names_the_notebook_module_and_nothing_else():
+    # The Report's notebook methods call the module their name gives, imported when first called: the only
+    # module the contract reaches that way, and one that exists (docs/architecture.md, "A Report in a
+    # notebook").
+    import importlib
+
+    from tracelens import contract
+
+    trees = [ast.parse(path.read_text(encoding="utf-8")) for path in _modules("tracelens/contract")]
+    calls = [node for tree in trees for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and isinstance(node.func, ast.Attribute) and node.func.attr in ("import_module", "__import__")]
+    assert len(calls) == 1 and ast.unparse(calls[0].args[0]) == "NOTEBOOK"
+    assert contract.NOTEBOOK == "tracelens.notebook" and importlib.import_module(contract.NOTEBOOK).figure
 
 
 def test_pool_workers_know_jobs_by_number_only():

@@ -135,3 +135,24 @@ def test_escaped_bytes(text, carried):
             escaped = True
     got, beyond = kineto_split._escaped(np.frombuffer(text, np.uint8), carried)
     assert got.tolist() == want and beyond == escaped
+
+
+@settings(max_examples=100, deadline=None)
+@given(documents(), st.data(), st.integers(1, 48))
+def test_events_start_is_where_an_event_can_be_inserted(doc, data, window):
+    # tracelens annotate inserts its events just after this bracket, having read only a head of the trace:
+    # every head answers the same offset or None (never another), and the whole document, with one event
+    # inserted there, reads as the document with that event first.
+    raw = _encode(data.draw, doc)
+    with _window(window):
+        at = kineto_split.events_start(raw)
+        cuts = data.draw(st.lists(st.integers(0, len(raw)), max_size=8))
+        heads = {kineto_split.events_start(raw[:n]) for n in cuts}
+    assert at is not None and heads <= {None, at} and raw[at:at + 1] == b"["
+    empty = raw[at + 1:].lstrip()[:1] == b"]"
+    inserted = json.loads(raw[:at + 1] + (b'{"ok": 1}' if empty else b'{"ok": 1},') + raw[at + 1:])
+    events = doc if isinstance(doc, list) else doc["traceEvents"]
+    assert (inserted if isinstance(doc, list) else inserted["traceEvents"]) == [{"ok": 1}, *events]
+    if isinstance(doc, dict):
+        assert {k: v for k, v in inserted.items() if k != "traceEvents"} == {
+            k: v for k, v in doc.items() if k != "traceEvents"}

@@ -43,7 +43,7 @@ BUDGET = [
     ("distributed", "--executor dask only, as dask"),
     ("sqlite3", "Nsight Systems exports and the history database only"),
     ("sqlite_utils", "the history database only"),
-    ("pandas", "tracelens export and Table.to_pandas only: no report imports it"),
+    ("pandas", "tracelens export, Table.to_pandas and Report.to_pandas only: no report imports it"),
     ("pyarrow", "the nsys reader and tracelens export only"),
     ("subprocess", "fresh-interpreter workers and tracelens collect only"),
 ]

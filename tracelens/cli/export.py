@@ -6,14 +6,12 @@ import click
 
 from .. import api
 from ..errors import UsageError, printable
-from .terminal import input_options, progress, writing
+from .terminal import folder_output, input_options, progress, writing
 
 
 @click.command("export", short_help="Write the trace tables and the metrics as Parquet.")
 @click.argument("paths", nargs=-1, required=True)
-@click.option("-o", "--output", "out_dir", required=True, metavar="DIR", help="Folder for the Parquet files.")
-@click.option("--force", is_flag=True,
-              help="Overwrite the files of an earlier export in DIR (other files there are never touched).")
+@folder_output("the Parquet files", "the files of an earlier export")
 @input_options
 def export(paths, out_dir, force, comm_patterns, step_nvtx, no_cache) -> None:
     """Write the parsed trace tables as Parquet (one file per table, rank as a column), and the report's

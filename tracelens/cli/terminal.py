@@ -199,6 +199,16 @@ def input_options(fn):
                         help="Also treat kernels whose name matches REGEX as communication (repeatable).")(fn)
 
 
+def folder_output(files: str, earlier: str):
+    """``-o DIR`` and ``--force`` of a command that writes its files into a folder: ``files``, what it writes
+    there; ``earlier``, what ``--force`` overwrites."""
+    def options(fn):
+        fn = click.option("--force", is_flag=True,
+                          help=f"Overwrite {earlier} in DIR (other files there are never touched).")(fn)
+        return click.option("-o", "--output", "out_dir", required=True, metavar="DIR", help=f"Folder for {files}.")(fn)
+    return options
+
+
 def threshold_option(fn):
     return click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
                         help="Change a diagnosis threshold, e.g. two_phase_min_tail=0.7 (repeatable; names and "

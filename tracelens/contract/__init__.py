@@ -9,6 +9,7 @@ The Report and how it is written and read are here; its parts in ``per_rank`` (`
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Optional
 
@@ -30,6 +31,7 @@ __all__ = ["SCHEMA", "Report", "Tool", "ratio", "is_report_file", "read_report",
            "OutlierKind"]
 
 SCHEMA = "tracelens.report/1"
+NOTEBOOK = "tracelens.notebook"      # what draws a Report in a notebook (Report._repr_html_, figure, to_pandas)
 _FAMILY = SCHEMA.split("/")[0]
 
 
@@ -64,6 +66,37 @@ class Report(msgspec.Struct, kw_only=True):
     def from_json(cls, data: bytes | str) -> "Report":
         """Read a saved report back (unknown keys from newer versions are ignored)."""
         return msgspec.json.decode(data, type=cls)
+
+    # In a notebook (tracelens/notebook.py does it; the Report stays a data definition):
+
+    def _repr_html_(self) -> str:
+        """The verdict, the headline numbers, the rank budget and the heatmap, as a notebook shows a Report
+        (plotly.js inlined once per notebook, no CDN)."""
+        return _notebook().report_html(self)
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        """IPython's plain text of a Report: one line with its verdict (its repr holds every number)."""
+        printer.text(_notebook().report_text(self))
+
+    def figure(self, name: str, **options):
+        """The plotly figure of a dashboard view: ``budget`` (``step=``, ``sort=``), ``heatmap``
+        (``metric=``), ``timeline`` (``rank=``, ``step=``: read from that rank's trace), ``wait_transfer``,
+        ``strip`` (``step=``), ``busbw``, ``dimensions``, ``outliers``, ``verdict``. Needs plotly (the
+        ``dashboard`` extra)."""
+        return _notebook().figure(self, name, **options)
+
+    def to_pandas(self, table: str):
+        """``steps``, ``collectives``, ``findings`` or ``ranks`` as a pandas DataFrame: one row per entry of
+        the JSON report (``ranks[].steps[]`` with ``rank``, ``collectives[]``, ``diagnoses[]``, ``ranks[]``),
+        columns named as its fields (a nested struct's as ``parent.field``)."""
+        return _notebook().table(self, table)
+
+
+def _notebook():
+    """The module that draws a Report in a notebook. It imports the contract and the renderers, so the
+    contract names it rather than importing it: an import would tie the data definition to the layers above
+    it in a circle (docs/architecture.md, "A Report in a notebook")."""
+    return importlib.import_module(NOTEBOOK)
 
 
 def _printable(obj):

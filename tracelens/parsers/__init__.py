@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from .. import cache, pool
 from ..errors import InputError, UsageError
+from ..model.annotation import OVERLAY_HEAD
 from ..model.rundir_layout import BOOTSTRAP, NCCL_LOGS
 from . import rundir, runs, walk, workers
 from .nccl import LOG_SUFFIXES, maybe_log, sniff
@@ -160,6 +161,8 @@ def sniff_json(path: Path) -> str | None:
                         return "not JSON"
                     if _REPORT_HEAD.match(text):
                         return "a saved tracelens report"
+                    if text.startswith(OVERLAY_HEAD):
+                        return "an overlay written by tracelens annotate (no trace of its own)"
                 window = window[-32:] + text       # the key may straddle two pieces
                 if _TRACE_KEY.search(window):
                     return None

@@ -11,6 +11,11 @@ from ..contract import MIXED, SEVERITIES, RankResult, Report
 
 # Findings about the run rather than one rank's steps (step null), by id: what to call their scope.
 RUN_LEVEL = {"straggler": "across ranks", "clock-offset": "across ranks", "nccl-transport": "whole run"}
+# Past this many steps a rank is a long capture: its step table is shown in short (run_tables.step_summary),
+# and a finding over steps that are not consecutive names their runs, at most STEP_RUNS_SHOWN of them
+# (steps_label), where a short one names every step.
+STEPS_ALL_UP_TO = 50
+STEP_RUNS_SHOWN = 6
 
 
 def ms(ns: int | None, decimals: int = 3) -> str:
@@ -168,6 +173,7 @@ class DiagnosisGroup:
     advice: str
     where: str = ""            # what it covers: its steps, or (step null) "across ranks", "whole rank"...
     texts: list = field(default_factory=list)   # (title, detail, advice) of every member, as the report has them
+    of: int = 0                # the rank's steps (steps_label: a long capture's are named in short)
 
 
 def findings(report: Report) -> list[DiagnosisGroup]:
@@ -178,14 +184,16 @@ def findings(report: Report) -> list[DiagnosisGroup]:
         groups.setdefault((d.rank, d.id, d.step is None, _skeleton(d.title), _skeleton(d.detail),
                            _skeleton(d.advice)), []).append(d)
     stepped = {r.rank for r in report.ranks if has_steps(r)}
+    counts = {r.rank: len(r.steps) for r in report.ranks}
     out = []
     for (rank, id_, *_), ds in groups.items():
         worst = max(ds, key=lambda d: SEVERITIES.index(d.severity) if d.severity in SEVERITIES else 0)
         steps = [d.step for d in ds]
         texts = [(d.title, d.detail, d.advice) for d in ds]
-        title, detail, advice = _worded(texts, steps)
+        of = counts.get(rank, 0)
+        title, detail, advice = _worded(texts, steps, of)
         out.append(DiagnosisGroup(rank, id_, worst.severity, title, steps, detail, advice,
-                                  finding_scope(id_, steps, rank in stepped), texts))
+                                  finding_scope(id_, steps, rank in stepped, of), texts, of))
     return out
 
 
@@ -226,7 +234,7 @@ def recurring(report: Report, rank: int | None = None) -> list[Recurring]:
     for members in groups.values():
         worst = max(members, key=lambda f: SEVERITIES.index(f.severity) if f.severity in SEVERITIES else 0)
         out.append(Recurring(sorted({f.rank for f in members}), total, worst.id, worst.severity, worst.where,
-                             *_worded([t for f in members for t in f.texts], members[0].steps)))
+                             *_worded([t for f in members for t in f.texts], members[0].steps, members[0].of)))
     return out
 
 
@@ -236,10 +244,10 @@ def _skeleton(text: str) -> str:
     return _NUMBER.sub("#", text)
 
 
-def _worded(texts: list[tuple], steps: list) -> tuple[str, str, str]:
+def _worded(texts: list[tuple], steps: list, of: int = 0) -> tuple[str, str, str]:
     """(title, detail, advice) of the members' sentences of one wording: each number ranged, then said per
-    step when they cover several."""
-    return per_step(*(_ranged([t[k] for t in texts]) for k in range(3)), steps)
+    step when they cover several (``of``: the rank's steps, as steps_label takes them)."""
+    return per_step(*(_ranged([t[k] for t in texts]) for k in range(3)), steps, of)
 
 
 def _ranged(texts: list[str]) -> str:
@@ -262,15 +270,16 @@ _THIS_STEP = (" in this step", "this step", "exposed here")
 _EACH_STEP = ("", "each of these steps", "exposed in each step")
 
 
-def per_step(title: str, detail: str, advice: str, steps: list) -> tuple[str, str, str]:
+def per_step(title: str, detail: str, advice: str, steps: list, of: int = 0) -> tuple[str, str, str]:
     """The sentences of one step's finding, said of each of its ``steps`` when there are several: the detail
     opens with ``in each of steps 3–6:`` (its own "in this step" dropped), and "this step" elsewhere becomes
-    "each of these steps"; every number is then a per-step value (ranged when the steps differ)."""
+    "each of these steps"; every number is then a per-step value (ranged when the steps differ). ``of``: the
+    rank's steps (steps_label)."""
     if len({s for s in steps if s is not None}) < 2:
         return title, detail, advice
     detail = detail.replace(_THIS_STEP[0], _EACH_STEP[0])
     title, advice = (_each_step(t) for t in (title, advice))
-    return title, f"in each of {steps_label(steps)}: {detail}", advice
+    return title, f"in each of {steps_label(steps, of)}: {detail}", advice
 
 
 def _each_step(text: str) -> str:
@@ -279,19 +288,24 @@ def _each_step(text: str) -> str:
     return text
 
 
-def finding_scope(id_: str, steps: list, rank_has_steps: bool) -> str:
-    """What a finding covers: its steps; without a step, the run (``across ranks``: a straggler is measured
-    against the other ranks), the ``whole trace`` when the rank has no numbered steps (its one window), else
-    the ``whole rank`` (about all of its steps at once, as no GPU activity is)."""
+def finding_scope(id_: str, steps: list, rank_has_steps: bool, of: int = 0) -> str:
+    """What a finding covers: its steps (``of``: the rank's, as steps_label takes them); without a step, the
+    run (``across ranks``: a straggler is measured against the other ranks), the ``whole trace`` when the rank
+    has no numbered steps (its one window), else the ``whole rank`` (about all of its steps at once, as no GPU
+    activity is)."""
     if any(s is not None for s in steps):
-        return steps_label(steps)
+        return steps_label(steps, of)
     if id_ in RUN_LEVEL:
         return RUN_LEVEL[id_]
     return "whole rank" if rank_has_steps else "whole trace"
 
 
-def steps_label(steps: list) -> str:
-    """``step 3``, ``steps 2–4`` (consecutive) or ``steps 2, 5, 7``; ``whole trace`` without steps."""
+def steps_label(steps: list, of: int = 0) -> str:
+    """``step 3``, ``steps 2–4`` (consecutive) or ``steps 2, 5, 7``; ``whole trace`` without steps. Of a rank
+    with more than STEPS_ALL_UP_TO steps (``of``), steps that are not consecutive are named by their runs,
+    ``steps 2–37, 145–180, 288``, and past STEP_RUNS_SHOWN runs by how many they are, the first runs and the
+    last: ``312 of 1000 steps (2–37, 145–180, 288–323, 431–466, 574–609, …, 860–894)``: the line stays short
+    however long the capture (the Report lists every step's finding)."""
     nums = sorted(s for s in steps if s is not None)
     if not nums:
         return "whole trace"
@@ -299,11 +313,21 @@ def steps_label(steps: list) -> str:
         return f"step {nums[0]}"
     if nums == list(range(nums[0], nums[-1] + 1)):
         return f"steps {nums[0]}–{nums[-1]}"
-    return "steps " + ", ".join(map(str, nums))
+    if of <= STEPS_ALL_UP_TO:
+        return "steps " + ", ".join(map(str, nums))
+    runs = _runs(nums)
+    if len(runs) <= STEP_RUNS_SHOWN:
+        return "steps " + ", ".join(runs)
+    return f"{len(nums)} of {of} steps ({', '.join(runs[:STEP_RUNS_SHOWN - 1])}, …, {runs[-1]})"
 
 
 def ranges(values: list[int]) -> str:
     """``0, 2–5, 9``: sorted integers with runs collapsed."""
+    return ", ".join(_runs(values))
+
+
+def _runs(values: list[int]) -> list[str]:
+    """``["0", "2–5", "9"]``: the runs of consecutive values among the sorted integers."""
     out, run = [], []
     for v in sorted(values):
         if run and v == run[-1] + 1:
@@ -314,7 +338,7 @@ def ranges(values: list[int]) -> str:
         run = [v]
     if run:
         out.append(str(run[0]) if len(run) == 1 else f"{run[0]}–{run[-1]}")
-    return ", ".join(out)
+    return out
 
 
 def rank_label(rank: int) -> str:

@@ -1,7 +1,8 @@
 """The Report as one self-contained HTML file: plotly.js inlined (no network, opens from disk), the run verdict
 first (its headline, causes and levers, the causes as one bar), the headline numbers, the rank budget, the rank × step heatmap, wait vs transfer and busbw across ranks (when the Report
 has them), the findings and the most exposed collectives. The figures
-are the dashboard's (``figures``)."""
+are the dashboard's (``figures``). ``fragment`` is a Report in a notebook cell (``Report._repr_html_``): the
+verdict, the headline numbers, the budget and the heatmap, styled inside its own element."""
 
 from __future__ import annotations
 
@@ -14,8 +15,7 @@ from . import across_ranks, figures, outlier_figure
 INSTALL_HINT = "pip install 'tracelens-overlap[dashboard]'"
 TOP_COLLECTIVES = 50
 
-_STYLE = """
-body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px; color: #222; }
+_RULES = """
 table { border-collapse: collapse; font-size: 0.9em; margin-bottom: 1.5em; }
 th, td { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -25,14 +25,25 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .sev-critical { color: #D55E00; font-weight: bold; } .sev-warning { color: #B07000; } .sev-info { color: #444; }
 .verdict { font-size: 1.25em; font-weight: bold; }
 """
+_STYLE = "\nbody { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px; color: #222; }" + _RULES
+# A notebook cell's HTML sits inside the notebook's own page: its rules apply inside its own element only.
+SCOPE = "tracelens-report"
+_SCOPED = "\n".join(", ".join(f".{SCOPE} {sel.strip()}" for sel in rule.split("{")[0].split(",")) + " {"
+                    + rule.split("{", 1)[1] + "}" for rule in _RULES.split("}") if "{" in rule)
 
 
-def plotly_js() -> str:
+def plotly_js(needed_by: str = "--format html") -> str:
     try:
         from plotly.offline import get_plotlyjs  # lazy: plotly, the optional ``dashboard`` extra
     except ImportError:
-        raise UsageError(f"--format html needs plotly: {INSTALL_HINT}") from None
+        raise UsageError(f"{needed_by} needs plotly: {INSTALL_HINT}") from None
     return get_plotlyjs()
+
+
+def plots(figs, height: str = "520px") -> str:
+    """The figures (None: not drawn) as HTML elements that draw with the page's plotly.js."""
+    return "\n".join(f.to_html(full_html=False, include_plotlyjs=False, default_height=height,
+                               config={"displaylogo": False}) for f in figs if f is not None)
 
 
 def render(report: Report, *, top: int = TOP_COLLECTIVES) -> str:
@@ -42,19 +53,31 @@ def render(report: Report, *, top: int = TOP_COLLECTIVES) -> str:
     steps = across_ranks.strip_steps(report)       # the strip of the first step: a file has no step selector
     strip = across_ranks.strip(report, steps[0]) if steps else None
     figs += [f for f in (across_ranks.wait_transfer(report), strip, across_ranks.busbw(report)) if f is not None]
-    plots = "\n".join(f.to_html(full_html=False, include_plotlyjs=False, default_height="520px",
-                                config={"displaylogo": False}) for f in figs if f is not None)
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         f"<title>tracelens report: {report.summary.ranks} ranks</title><style>{_STYLE}</style>",
         f"<script type=\"text/javascript\">{js}</script></head><body>",
         "<h1>tracelens: is communication hidden behind compute?</h1>",
-        _verdict(report), _headline(report), _transport(report), plots,
+        _verdict(report), _headline(report), _transport(report), plots(figs),
         "<h2>Findings</h2>", _findings(report),
         f"<h2>Most exposed collectives (top {top})</h2>", _collectives(report, top),
         f"<p><small>{escape(report.tool.name)} {escape(report.tool.version)}, schema {escape(report.schema)}; "
         f"inputs: {escape(', '.join(i.path for i in report.inputs))}</small></p>",
         "</body></html>\n"])
+
+
+def fragment(report: Report, *, plotlyjs: str = "", missing: str = "", footer: str = "") -> str:
+    """The report as a notebook cell shows it (``Report._repr_html_``): the run verdict, the headline numbers,
+    the rank budget and the rank × step heatmap, styled inside its own element. ``plotlyjs``: the plotly.js to
+    inline (a notebook's first report: the later ones draw with it); ``missing``: why there are no figures,
+    said in their place; ``footer``: a last line."""
+    figs = f"<p><i>{escape(missing)}</i></p>" if missing else plots(
+        [figures.budget(report), figures.heatmap(report, "exposed_comm_fraction", clickable=False)], "460px")
+    # As plotly's own notebook renderer loads it: MathJax left to the notebook.
+    js = (f"<script type=\"text/javascript\">window.PlotlyConfig = {{MathJaxConfig: 'local'}};</script>"
+          f"<script type=\"text/javascript\">{plotlyjs}</script>") if plotlyjs else ""
+    return "".join([f"<div class=\"{SCOPE}\"><style>{_SCOPED}</style>", js, _verdict(report), _headline(report),
+                    figs, f"<p><small>{escape(footer)}</small></p>" if footer else "", "</div>"])
 
 
 def _verdict(report: Report) -> str:

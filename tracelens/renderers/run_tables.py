@@ -5,7 +5,7 @@ and the run verdict, with the warnings merged over ranks (numbers only; no metri
 from __future__ import annotations
 
 from ..contract import RankResult, Report
-from .common import IEC, STEP_HEADERS, frac, ms, pct, plural, ranges
+from .common import IEC, STEP_HEADERS, STEPS_ALL_UP_TO, frac, ms, pct, plural, ranges
 
 
 ACROSS_HEADERS = ("rank", "host", "wait ms", "transfer ms", "exposed wait ms", "arrived last", "clock offset ms")
@@ -50,9 +50,8 @@ def shown_ranks(report: Report, rank: int | None = None, every: bool = False) ->
     return worst[:MOST_EXPOSED_SHOWN], True
 
 
-# Past this many steps a rank's step table shows each column's distribution over its steps and the steps with
-# the most exposed communication (``--steps all``: every step).
-STEPS_ALL_UP_TO = 50
+# Past STEPS_ALL_UP_TO steps (common.py) a rank's step table shows each column's distribution over its steps
+# and the steps with the most exposed communication (``--steps all``: every step).
 WORST_STEPS_SHOWN = 5
 STEP_QUANTILES = (("min", 0.0), ("median", 0.5), ("p90", 0.9), ("max", 1.0))
 

@@ -263,7 +263,7 @@ def _pattern_line(r, tight: bool) -> str:
     for st in r.steps if tight else ():
         if st.pattern:
             by_pattern.setdefault(st.pattern, []).append(st.step)
-    where = "; ".join(f"{p} in {steps_label(s)}" for p, s in by_pattern.items())
+    where = "; ".join(f"{p} in {steps_label(s, len(r.steps))}" for p, s in by_pattern.items())
     parts = [part for part in (mixed, where) if part]
     return ("pattern: " + " — ".join(parts)) if parts else ""
 

@@ -58,6 +58,11 @@ def peer_bars(report, tl: StepTimeline) -> list[dict]:
             for kind, (starts, durs) in parts.items() if starts]
 
 
+def step_findings(report, rank: int, step) -> list[Diagnosis]:
+    """The findings of one rank and step, pinned on its timeline."""
+    return [d for d in report.diagnoses if d.rank == rank and d.step == step]
+
+
 def pin_time(d: Diagnosis, tl: StepTimeline) -> int:
     """Where a finding happens in the step: the first timestamp its evidence names inside the window (a sync
     site, the end of the compute phase, the first collective), else the step start."""

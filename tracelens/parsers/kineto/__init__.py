@@ -13,7 +13,7 @@ worker imports the decode stages without ``build`` and the model.
 
 from ..._speed import lazy_exports
 
-__all__ = ["parse", "decode_file", "MAX_INFLATE_ENV"]
+__all__ = ["parse", "decode_file", "events_start", "MAX_INFLATE_ENV"]
 
 # The inflate limit's setting: it changes what parsing gives, so it is part of every cache key. Defined here,
 # not in ``inflate``, so that a warm report reads it without importing the inflate stage (ISA-L).
@@ -22,4 +22,5 @@ MAX_INFLATE_ENV = "TRACELENS_MAX_INFLATE"
 __getattr__, __dir__ = lazy_exports(__name__, {
     "parse": "build",                 # a file -> its RankTrace (decoded here, or by a worker: ``decoded=``)
     "decode_file": "decode",          # a file -> KinetoColumns: what a decode worker runs
+    "events_start": "split",          # where a trace's events array opens (tracelens annotate inserts there)
 })

@@ -21,6 +21,7 @@ from typing import Union
 import msgspec
 import numpy as np
 
+from ...model.annotation import CATEGORY as ADDED_CATEGORY
 from ...model.meta import RunMeta, rank_in_file_name
 from .schema import Document, Event, TimesDoc, TimesOnly
 
@@ -29,6 +30,9 @@ _LEGACY_CAT = {"operator": "cpu_op", "user": "user_annotation", "runtime": "cuda
 DEVICE_CATS = {"kernel": "compute", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_sync": "sync"}
 HOST_CATS = {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "xpu_runtime", "privateuse1_runtime",
              "python_function"}   # with_stack frames: they name the Python line behind a sync
+# The complete events ``tracelens annotate`` added are of neither (their category, ADDED_CATEGORY): no row is
+# made of them (tests/integration/test_annotate.py reads an annotated trace back).
+_ADDED = msgspec.json.encode(ADDED_CATEGORY)        # the category as written, for the metadata events
 _STREAM_IN_TID = re.compile(r"(\d+)")
 _F53 = float(2**43)  # below this a float µs value still resolves single nanoseconds (ulp < 1 ns)
 
@@ -405,8 +409,9 @@ def host_columns(sub: list, cats: DecodedLabels, start, end, ids: dict | None = 
 
 def thread_names(events: list) -> dict:
     """pid, tid, name of the named threads; a thread named twice (python, then pt_gloo_runloop) keeps the
-    last name."""
-    rows = [(e.pid, e.tid, e.args.name) for e in events if e.name == "thread_name" and isinstance(e.args.name, str)]
+    last name. The tracks ``tracelens annotate`` added are not the rank's threads: left out."""
+    rows = [(e.pid, e.tid, e.args.name) for e in events
+            if e.name == "thread_name" and isinstance(e.args.name, str) and bytes(e.cat) != _ADDED]
     last: dict[tuple[int, int], str] = {}
     if rows:
         pid, tid, name = zip(*rows)

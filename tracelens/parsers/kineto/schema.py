@@ -80,11 +80,13 @@ class Event(msgspec.Struct, tag_field="ph", tag="X", gc=False):
 
 
 class MetaEvent(msgspec.Struct, tag_field="ph", tag="M", gc=False):
-    """Metadata (``"ph": "M"``): thread and process names."""
+    """Metadata (``"ph": "M"``): thread and process names. ``cat``, kept undecoded (no value of it fails the
+    decode): ``tracelens annotate`` marks the names of the tracks it adds with its category."""
     name: Union[str, int, float, None] = None
     pid: IntOrStr = None
     tid: IntOrStr = None
     args: Args = _NO_ARGS
+    cat: msgspec.Raw = NO_RAW
 
 
 # Every other Chrome-trace phase (flows, instants, counters, async, ...) decodes to an empty struct: a

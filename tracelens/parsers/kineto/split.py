@@ -95,6 +95,21 @@ def split(buf, every: int, release: Callable[[int], None] | None = None,
     return Split(slices, head + marker + tail, marker)
 
 
+def events_start(buf) -> int | None:
+    """Offset of the ``[`` that opens a trace's events in ``buf`` (the head of its JSON): the document itself
+    when it is a bare array, else the value of its top-level ``traceEvents`` key, found by the scan
+    :func:`split` uses; None when ``buf`` does not reach it (or holds no such array). ``tracelens annotate``
+    inserts its events just after it, and copies everything else as it is."""
+    first = _WS.match(buf).end()
+    if first >= len(buf):
+        return None
+    if buf[first] == ord("["):
+        return first
+    if buf[first] == ord("{"):
+        return _find_array(buf, first, lambda offset: None)
+    return None
+
+
 def _find_array(buf, first: int, fill) -> int | None:
     """Offset of the ``[`` opening the value of the top-level ``traceEvents`` key, scanning from the
     document's ``{`` at ``first``."""
