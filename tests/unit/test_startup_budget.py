@@ -209,3 +209,18 @@ def test_the_budget_check_names_a_module_over_budget_and_its_importers(tmp_path)
     assert len(over) == 1, over
     assert over[0].startswith("sqlite3 (Nsight Systems") and over[0].endswith("through pkg -> pkg.a -> sqlite3")
     assert _over_budget("import json", cwd=tmp_path) == []
+
+
+def test_a_report_loads_no_other_command_and_no_wording(tmp_path):
+    # A warm `tracelens report` (its Report from the cache) runs the report command alone: the other commands'
+    # modules and the findings' sentences (they are in the Report already) stay unloaded (bench/RESULTS.md,
+    # "Warm report imports").
+    sample = str(ROOT / "sample_traces" / "wfbp_100")
+    env = f"import os; os.environ['TRACELENS_CACHE'] = {str(tmp_path)!r}"
+    code = (f"{env}\nfrom tracelens.cli import main\nassert main(['report', {sample!r}, '-o', "
+            f"{str(tmp_path / 'out.txt')!r}, '--force']) == 0")
+    _loaded(code)                                            # cold: fills the cache
+    modules, _ = _loaded(code)                               # warm
+    others = {f"tracelens.cli.{c}" for c in ("collect", "export", "annotate", "gate", "history", "dashboard", "cache")}
+    assert "tracelens.cli.report" in modules and not others & modules, sorted(others & modules)
+    assert not {m for m in modules if m.startswith("tracelens.analyzers.wording")}
