@@ -330,7 +330,11 @@ def test_command_summaries_fit_whole_at_80_columns(capsys, monkeypatch, group):
     code, out, _ = run(capsys, *group, "--help")
     assert code == 0
     listed = out.split("Commands:\n", 1)[1].splitlines()
-    commands = (cli.get_command(click.Context(cli), group[0]) if group else cli).commands
+    ctx = click.Context(cli)
+    # The top group loads each command on use (its list_commands / get_command); a command's own group holds
+    # its subcommands.
+    commands = cli.get_command(ctx, group[0]).commands if group else \
+        {name: cli.get_command(ctx, name) for name in cli.list_commands(ctx)}
     assert len(listed) == len(commands) and all(len(line) <= 80 for line in listed), listed
     for line in listed:
         name, summary = line.split(maxsplit=1)
