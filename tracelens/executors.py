@@ -25,6 +25,8 @@ from . import pool as workers
 from .errors import TracelensError, UsageError
 from .options import ReportOptions
 
+# The key in a job's memo of what may decode a file beside this process (its ``take(path)`` gives the columns).
+DECODING = "decoding"
 DASK_HINT = "--executor dask needs dask.distributed: pip install 'tracelens-overlap[dask]'"
 
 
@@ -114,6 +116,8 @@ class Local(Executor):
         plan = workers.plan(files, options.jobs, beside=True)
         self._pool = workers.Pool(len(files), plan.workers, functools.partial(_local_job, job.run), job.imports,
                                   fork=plan.fork)
+        self._plan = plan
+        self._halves = None
 
     @property
     def workers(self) -> int:
@@ -126,6 +130,16 @@ class Local(Executor):
         files, pool = self.files, self._pool
         pool.start((files, self.options, ctx, {}))      # each worker's memo its own, once unpickled
         memo: dict = {}
+        if self._plan.halves:
+            # lazy: the two-core decode of one Kineto file, for such a report only. Forked here, not with the
+            # pool: a report the cache answers never gets this far, and the file's analysis is still ahead
+            # (numpy and the analyzers to import) while the worker inflates and cuts it.
+            from .parsers.kineto.halves import Halves
+
+            path = Path(files[0])
+            self._halves = Halves(path, workers.json_bytes(path))
+            self._halves.begin()
+            memo[DECODING] = self._halves
         done: list[Done] = []
         errors: dict[int, TracelensError] = {}
         answered: set[int] = set()
@@ -179,6 +193,8 @@ class Local(Executor):
 
     def close(self) -> None:
         self._pool.close()
+        if self._halves is not None:
+            self._halves.close()
 
 
 def _local_job(run, setup, i: int):

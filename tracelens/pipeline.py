@@ -57,7 +57,7 @@ def analyze_file(path, options: ReportOptions, ctx: Context, memo: dict | None =
     hit = cache.ANALYSES.get(k) if k is not None else None
     if hit is not None:
         return hit
-    parts = _analyze(path, options, ctx, ranks)
+    parts = _analyze(path, options, ctx, ranks, (memo or {}).get(executors.DECODING))
     if k is not None:
         cache.ANALYSES.put(k, parts)
     return parts
@@ -79,11 +79,12 @@ def analysis_options(path, options: ReportOptions, ctx: Context, ranks: dict[int
     return (*memo[common], tuple(sorted(ranks.items())) if ranks else None, memo[folder])
 
 
-def _analyze(path, options: ReportOptions, ctx: Context, ranks: dict[int, int] | None) -> list[Part]:
+def _analyze(path, options: ReportOptions, ctx: Context, ranks: dict[int, int] | None,
+             decoding=None) -> list[Part]:
     # lazy: numpy and every analyzer, imported once the workers are forked
     from .analyzers import analyze_rank
 
-    traces = runs.claim_ranks(parse_file(Path(path), options), ranks)
+    traces = runs.claim_ranks(parse_file(Path(path), options, decoding), ranks)
     parts = []
     traces.reverse()
     while traces:           # the list lets go of each trace once it is analysed

@@ -48,30 +48,56 @@ _HEADER = 8
 _CHUNK = 1024           # records per write: 4 KB, at most PIPE_BUF, so each write is atomic
 
 
+# From this much JSON, the one Kineto file of a report is decoded on two cores (bench/RESULTS.md, "One file
+# on two cores"); up to the size that is decoded in slices to bound memory.
+HALVES_BYTES = 8 << 20
+
+
 class WorkerPlan(NamedTuple):
     workers: int        # 0: everything is done in this process
     fork: bool          # forked workers, else fresh interpreters
+    halves: bool = False    # the one file's events decoded half here, half in a forked worker
 
 
 def plan(files: list, jobs: int | None = None, *, beside: bool) -> WorkerPlan:
     """The workers for jobs over ``files``. ``jobs`` (or ``TRACELENS_JOBS``) decides when given; otherwise
     one per core, on a machine with a second core and for two files or more. ``beside``: this process does
-    jobs too (a report), so it takes one core and one file of the count."""
+    jobs too (a report), so it takes one core and one file of the count. A report of one Kineto file of
+    HALVES_BYTES or more, on two cores that workers can be forked on (and ``jobs`` not 0), decodes it in
+    halves (:mod:`.parsers.kineto.halves`)."""
     if jobs is None:
         jobs = jobs_setting()
     fork = can_fork()
     mine = int(beside)
     if not fork and os.name != "posix":     # a fresh interpreter is handed its pipes by number: POSIX only
         return WorkerPlan(0, fork)
-    if jobs is not None:
+    if jobs is not None and (jobs == 0 or len(files) != 1):
         return WorkerPlan(max(0, min(int(jobs), len(files) - mine)), fork)
     cpus = cores()
     n = min(cpus, len(files)) - mine
+    if cpus >= 2 and fork and beside and len(files) == 1 and jobs != 0 and _halves(Path(files[0])):
+        return WorkerPlan(0, fork, True)
     if cpus < 2 or len(files) < 2 or n < 1:
         return WorkerPlan(0, fork)
     if not fork and sum(json_bytes(Path(f)) for f in files) < MIN_BYTES:
         return WorkerPlan(0, fork)
     return WorkerPlan(n, fork)
+
+
+def _halves(path: Path) -> bool:
+    """Whether ``path`` is a Kineto trace (JSON, gzipped or not) whose events are worth decoding on two cores:
+    from HALVES_BYTES of JSON, up to the size the slice decode takes (which bounds memory instead)."""
+    # lazy: the constant only (the package's __init__ imports no decoder)
+    from .parsers.kineto import SLICE_BYTES
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return False
+    if not (head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"[")):
+        return False
+    return HALVES_BYTES <= json_bytes(path) <= SLICE_BYTES
 
 
 def cores() -> int:

@@ -75,9 +75,11 @@ class Inflating:
 
     CHUNK = 1 << 20
 
-    def __init__(self, path: Path, size: int) -> None:
+    def __init__(self, path: Path, size: int, mapping: mmap.mmap | None = None) -> None:
+        """``mapping``: where to inflate to (of ``size`` bytes; one shared with another process), else a new
+        one."""
         self.path = path
-        self.mapping = mmap.mmap(-1, size)
+        self.mapping = mmap.mmap(-1, size) if mapping is None else mapping
         self.fh = None
         self.restart()
 

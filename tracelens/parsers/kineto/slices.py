@@ -33,9 +33,8 @@ from .event_columns import (DEVICE_CATS, DecodedLabels, KinetoColumns, comm_meta
 from .inflate import InflateError, Inflating, max_inflate
 from .repair import EVENTS, HEADER, RAW_DOC
 from .schema import Document, Event, MetaEvent
-from . import split
+from . import SLICE_BYTES, split
 
-SLICE_BYTES = 64 << 20        # JSON larger than this is decoded in slices
 SLICE_EVENTS = 1 << 16
 
 
@@ -87,58 +86,42 @@ def _decode(raw, inflating: Inflating | None, path, meta: RunMeta, epoch_times) 
     if parts is None:
         return None
     release.restart()
-    doc = Document()
-    if parts.header is not None:
-        try:
-            top = RAW_DOC.decode(parts.header)
-            # The marker where the events were: the array cut is the one the whole-file decode reads.
-            if isinstance(top, list) or bytes(top.traceEvents) != parts.marker:
-                return None
-            for name, decoder in HEADER.items():
-                text = getattr(top, name)
-                if text:
-                    setattr(doc, name, decoder.decode(text))
-            del top
-        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):   # ValidationError is a DecodeError
-            return None
+    doc = header_document(parts.header, parts.marker)
+    if doc is None:
+        return None
     fill_meta(doc, meta, path)
-    base = doc.baseTimeNanoseconds or 0
-    joined = _Joined()
-    scratch = RunMeta(source=meta.source, format=meta.format)      # notes counted once per file, below
-    n_out = n_used = n_negative = 0
+    joined = _Joined(doc.baseTimeNanoseconds or 0, meta)
     for index in range(len(parts.slices)):
         try:
             if fill is not None:
                 fill(parts.slices[index][1])
-            chunk = parts.text(raw, index)
-            events = EVENTS.decode(chunk)
-        except (msgspec.DecodeError, InflateError, UnicodeDecodeError, RecursionError):
+            chunk = [parts.text(raw, index)]
+        except InflateError:
             return None
-        if not events:
-            return None             # "[ ]": a trailing comma, which the whole file's decode refuses
-        xs = [e for e in events if e.__class__ is Event]
-        joined.metas += [e for e in events if e.__class__ is MetaEvent]
-        joined.n_events += len(events)
-        codes, cat_names, dev_mask, host_mask = event_categories(xs)
-        start, dur = event_times(chunk, events, xs, scratch)
-        del chunk, events
+        if not joined.decode(chunk, epoch_times):
+            return None
         release(parts.slices[index][1])      # the slice's text is back in the page cache only
-        start, end, outside = epoch_times(start, dur, base)
-        used = dev_mask | host_mask
-        n_used += int(used.sum())
-        if outside.any():
-            n_out += int((used & outside).sum())
-            dev_mask, host_mask = dev_mask & ~outside, host_mask & ~outside
-        n_negative += int(((dev_mask | host_mask) & (dur < 0)).sum())
-        joined.add(xs, codes, cat_names, dev_mask, host_mask, start, end)
-    if n_out and n_out == n_used:
-        return None                 # the whole-file decode raises what is wrong
-    for w in scratch.warnings:
-        meta.warnings.add(w.code, w.message, 1)
-    meta.warnings.add("out-of-range-times", "skipped events whose start or end, in ns since the epoch, "
-                      "is negative or does not fit int64 (a huge ts, dur or baseTimeNanoseconds)", n_out)
-    meta.warnings.add("negative-duration", "events with a negative duration were clamped to 0", n_negative)
     return joined.columns(meta)
+
+
+def header_document(header: bytes | None, marker: bytes) -> Document | None:
+    """The document's keys besides its events: ``header`` is the document with ``marker`` in the events'
+    place (None: the document is the bare array). None when the header does not decode or the marker is not
+    where the events were: the array cut is then not the one the whole-file decode reads."""
+    doc = Document()
+    if header is None:
+        return doc
+    try:
+        top = RAW_DOC.decode(header)
+        if isinstance(top, list) or bytes(top.traceEvents) != marker:
+            return None
+        for name, decoder in HEADER.items():
+            text = getattr(top, name)
+            if text:
+                setattr(doc, name, decoder.decode(text))
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):   # ValidationError is a DecodeError
+        return None
+    return doc
 
 
 class _Release:
@@ -161,9 +144,13 @@ class _Release:
 
 
 class _Joined:
-    """The slices' columns, joined at the end."""
+    """The slices' columns, joined at the end. ``base``: the document's baseTimeNanoseconds; ``meta``: the
+    file's (its source names the slices' notes, which are counted once per file)."""
 
-    def __init__(self) -> None:
+    def __init__(self, base: int, meta: RunMeta) -> None:
+        self.base = base
+        self.scratch = RunMeta(source=meta.source, format=meta.format)
+        self.n_out = self.n_used = self.n_negative = 0
         self.device: list[dict] = []
         self.host: list[dict] = []
         self.comm_device: list[dict] = []
@@ -173,6 +160,34 @@ class _Joined:
         self.n_events = 0
         self.rows = [0, 0]
         self.ids: dict = {}          # raw-text ids (launch configurations, input shapes) across the slices
+
+    def decode(self, holder: list, epoch_times) -> bool:
+        """Add the events of the JSON array of whole events in ``holder`` (a one-item list, emptied: its
+        text is let go as soon as the times are read); False when it is not clean (the whole-file decode
+        must read the file) or holds no event ("[ ]": a trailing comma, which the whole file's decode
+        refuses)."""
+        chunk = holder.pop()
+        try:
+            events = EVENTS.decode(chunk)
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            return False
+        if not events:
+            return False
+        xs = [e for e in events if e.__class__ is Event]
+        self.metas += [e for e in events if e.__class__ is MetaEvent]
+        self.n_events += len(events)
+        codes, cat_names, dev_mask, host_mask = event_categories(xs)
+        start, dur = event_times(chunk, events, xs, self.scratch)
+        del chunk, events
+        start, end, outside = epoch_times(start, dur, self.base)
+        used = dev_mask | host_mask
+        self.n_used += int(used.sum())
+        if outside.any():
+            self.n_out += int((used & outside).sum())
+            dev_mask, host_mask = dev_mask & ~outside, host_mask & ~outside
+        self.n_negative += int(((dev_mask | host_mask) & (dur < 0)).sum())
+        self.add(xs, codes, cat_names, dev_mask, host_mask, start, end)
+        return True
 
     def add(self, xs, codes, cat_names, dev_mask, host_mask, start, end) -> None:
         dev_rows, host_rows = np.flatnonzero(dev_mask), np.flatnonzero(host_mask)
@@ -200,15 +215,59 @@ class _Joined:
         self.device.append(device)
         self.host.append(host)
 
+    def extend(self, later: _Joined) -> None:
+        """Join the columns of ``later``, decoded in another process from the events after these, as if its
+        events had been added here: its raw-text ids renumbered into these (first-seen order over both), its
+        collective rows offset past these rows, its notes and counts added."""
+        for key, theirs in later.ids.items():
+            ours = self.ids.setdefault(key, {b"": -1})
+            remap = np.empty(max(len(theirs) - 1, 0), dtype=np.int64)
+            for text, i in theirs.items():
+                if i >= 0:
+                    remap[i] = ours.setdefault(text, len(ours) - 1)
+            column = _ID_COLUMNS[key]
+            for table in later.device if column[0] == "device" else later.host:
+                ids = table[column[1]]
+                table[column[1]] = np.where(ids >= 0, remap[np.maximum(ids, 0)], -1) if remap.size else ids
+        for parts, theirs, k in ((self.comm_device, later.comm_device, 0), (self.comm_host, later.comm_host, 1)):
+            for part in theirs:
+                part["row"] = part["row"] + self.rows[k]
+                parts.append(part)
+        self.device += later.device
+        self.host += later.host
+        self.comm_args[0].extend(later.comm_args[0])
+        self.comm_args[1].extend(later.comm_args[1])
+        self.metas += later.metas
+        self.n_events += later.n_events
+        self.rows = [self.rows[0] + later.rows[0], self.rows[1] + later.rows[1]]
+        self.n_out += later.n_out
+        self.n_used += later.n_used
+        self.n_negative += later.n_negative
+        for w in later.scratch.warnings:
+            self.scratch.warnings.add(w.code, w.message, w.count)
+
     def columns(self, meta: RunMeta) -> KinetoColumns | None:
+        """The file's columns, its notes added to ``meta``; None when the whole-file decode must say what is
+        wrong (no event it can use)."""
+        if self.n_out and self.n_out == self.n_used:
+            return None                 # the whole-file decode raises what is wrong
         if not self.rows[0] and not self.rows[1]:
             return None
+        for w in self.scratch.warnings:
+            meta.warnings.add(w.code, w.message, 1)
+        meta.warnings.add("out-of-range-times", "skipped events whose start or end, in ns since the epoch, "
+                          "is negative or does not fit int64 (a huge ts, dur or baseTimeNanoseconds)", self.n_out)
+        meta.warnings.add("negative-duration", "events with a negative duration were clamped to 0", self.n_negative)
         device = _join(self.device, sorted_labels=("kind",))
         device["kind"] = DecodedLabels(device["kind"].codes, [DEVICE_CATS[c] for c in device["kind"].categories])
         host = _join(self.host, sorted_labels=("cat",))
         pg_members(self.comm_args[0] + self.comm_args[1], meta)
         comm = merge_comm_meta(self.comm_device + self.comm_host)
         return KinetoColumns(meta, device, host, thread_names(self.metas), comm)
+
+
+# The columns of the raw-text ids (event_columns._raw_ids), by the name their ids are kept under.
+_ID_COLUMNS = {"config": ("device", "config"), "shapes": ("host", "shapes")}
 
 
 def _join(parts: list[dict], sorted_labels=()) -> dict:
