@@ -26,6 +26,10 @@ The CRC covers header and columns. An entry whose magic, length, key or CRC does
 removed and the file read again. Entries are pickles, read only from the user's own cache folder, after the
 CRC check.
 
+A report with no file workers (one file, or one core busy) writes a file's tables entry from a forked pool
+worker while it analyses the file (:func:`writes_beside`), and waits for it before it combines: the entry is
+the same, and a Ctrl-C (which reaches the writer too) leaves no entry, as above.
+
 A file modified within the last RACY_S seconds is not cached: file systems stamp mtimes with a coarse clock,
 and a file rewritten at the same size within one tick would otherwise keep its old entry ("racy git"). A
 cache folder that cannot be written (read-only, full) means no cache, silently: the report is the same
@@ -34,6 +38,7 @@ either way, and it must not depend on the state of the cache.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import pickle
@@ -196,6 +201,11 @@ class Layer:
     def put(self, k: tuple, value) -> None:
         if not self._still(k):
             return
+        if _beside and _beside[0] == os.getpid() and _write_beside(self, k, value):
+            return
+        self._write(k, value)
+
+    def _write(self, k: tuple, value) -> None:
         framed = self._encode(k, value)
         if framed is not None:
             cache_files.write(self.entry(k), framed, max_bytes(), _folders())
@@ -286,6 +296,55 @@ class _Reports(Layer):
             return msgspec.msgpack.decode(described, type=Report)
         except (msgspec.DecodeError, msgspec.ValidationError, TypeError):
             return None
+
+
+# ---------------------------------------------------------------------------------- writes beside the report
+
+# While writes_beside() is open: [the pid that opened it, the pools writing]. A report's biggest entry, a
+# file's tables, is encoded and written by a forked pool worker while this process analyses the file
+# (bench/RESULTS.md, "The cache off the critical path"); the worker shares the tables with this process
+# through the fork, so nothing is pickled to it.
+_beside: list = []
+
+
+@contextlib.contextmanager
+def writes_beside(enabled: bool = True):
+    """Within it, this process's tables entries are written by a forked worker, beside the rest of its work
+    (when ``enabled``: a report whose other cores are not already reading files); on leaving, it waits for
+    every such write to end (a report is over once its entries are written)."""
+    if _beside or not enabled:      # nested (a report inside a report's callback): the outer one waits
+        yield
+        return
+    _beside[:] = [os.getpid()]
+    try:
+        yield
+    finally:
+        writers, _beside[:] = _beside[1:], []
+        for writer in writers:
+            writer.answer(0)
+            writer.close()
+
+
+def _write_beside(layer: Layer, k: tuple, value) -> bool:
+    """Start ``layer``'s write of ``value`` in a forked worker; False where none can be forked (the caller
+    writes it)."""
+    if not isinstance(layer, _Tables):
+        return False
+    # lazy: the pool, only on a report's first reading of a file
+    from . import pool
+
+    if not pool.can_fork() or pool.cores() < 2:
+        return False
+    writer = pool.Pool(1, 1, functools.partial(_write_job, layer, k, value), fork=True)
+    if not writer.workers:
+        return False
+    writer.start(None)
+    _beside.append(writer)
+    return True
+
+
+def _write_job(layer: Layer, k: tuple, value, setup, i: int) -> None:
+    layer._write(k, value)
 
 
 TABLES = _Tables("tables")

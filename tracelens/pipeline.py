@@ -123,8 +123,10 @@ def report(files: Inputs, options: ReportOptions, ctx_of: Callable[[], Context],
     here; ``on_done(tally)``: after each file (:class:`.executors.Tally`, for progress). ``options.cache``:
     use the warm cache (on Dask, each worker's own, at the same location settings)."""
     # The workers first, before this process imports numpy and the analyzers: they import them on the
-    # other cores meanwhile. A Report found in the cache below just stops them again.
-    with executors.make(files, options, FileJob(analyze_file, _parts, _worker_imports)) as executor:
+    # other cores meanwhile. A Report found in the cache below just stops them again. Without file workers
+    # a second core is free while a file is analysed: its tables entry is written there meanwhile.
+    with executors.make(files, options, FileJob(analyze_file, _parts, _worker_imports)) as executor, \
+            cache.writes_beside(not getattr(executor, "workers", 1)):
         ctx = ctx_of()
         # The Report layer serves either executor: a repeated report of unchanged files starts no cluster.
         # On Dask it needs the files visible here too (their keys are their stats); where they are not, the

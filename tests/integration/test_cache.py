@@ -649,3 +649,59 @@ def test_a_report_of_traces_alone_follows_the_logs_their_manifest_names(tmp_path
     os.utime(log, (PAST + 7, PAST + 7))
     json_of(traces)
     assert combines == [2, 2]
+
+
+# ------------------------------------------------------------------------------ writes beside the report
+
+def test_a_reports_tables_entry_is_written_beside_it_and_is_the_same_entry(tmp_path, monkeypatch):
+    """A report without file workers writes its tables entry from a forked worker while it analyses; the
+    entry is there when the report returns, byte for byte the one this process writes itself."""
+    from tracelens import pool
+    from tracelens.options import ReportOptions
+
+    path = trace_file(tmp_path / "run")
+    monkeypatch.setattr(pool, "cores", lambda: 2)
+    forked = counting(monkeypatch, cache, "_write_job", lambda layer: layer.folder)
+    beside = counting(monkeypatch, cache, "_write_beside", lambda layer: layer.folder)
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "beside"))
+    api.report_with([path], ReportOptions())
+    assert beside == ["tables", "analyses"] and forked == []      # the tables in the child, not here
+    (there,) = entries(tmp_path / "beside")
+    monkeypatch.setattr(pool, "cores", lambda: 1)                          # one core: written here
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "here"))
+    api.report_with([path], ReportOptions())
+    (here,) = entries(tmp_path / "here")
+    assert there.read_bytes() == here.read_bytes()
+    assert not list((tmp_path / "beside" / "tables").glob(".*.tmp"))
+
+
+def test_ctrl_c_at_any_moment_of_a_first_report_leaves_no_damaged_entry(tmp_path):
+    """SIGINT to the process group (what a terminal's Ctrl-C sends: the report and its workers, the cache's
+    writer among them) at several moments of a first report of the 54 MB trace: whatever entries are left,
+    the report read from them afterwards is the report made without the cache, and no temporary file is
+    left behind."""
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import corpus_file
+
+    big = corpus_file("hta/df_index_resolver/df_index_resolver.json.gz")
+    env = {**os.environ, cache.CACHE_ENV: str(tmp_path / "cache")}
+    cmd = [sys.executable, "-c", "from tracelens.cli import run; run()", "report", str(big), "--format", "json"]
+    truth = subprocess.run([*cmd, "--no-cache"], capture_output=True, env=env, check=True).stdout
+    for delay in (0.3, 0.5, 0.7, 0.9, 1.1):
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+        time.sleep(delay)
+        try:
+            os.killpg(proc.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass                        # already done: its entries are whole
+        proc.communicate(timeout=60)
+        deadline = time.time() + 10     # a writer that outlived the report (it may not) ends by itself
+        while any(p.name.endswith(".tmp") for p in (tmp_path / "cache").rglob("*")) and time.time() < deadline:
+            time.sleep(0.05)
+        assert not [p for p in (tmp_path / "cache").rglob("*.tmp")], delay
+        after = subprocess.run(cmd, capture_output=True, env=env, check=True).stdout
+        assert after == truth, delay
+        shutil.rmtree(tmp_path / "cache", ignore_errors=True)
