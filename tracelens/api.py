@@ -171,6 +171,35 @@ def report_with(paths, options: ReportOptions, *, on_file: Callable[[Path, int, 
                 on_done: Callable | None = None, env: Mapping[str, str] | None = None) -> Report:
     """:func:`report` with the options as one value, built once by the caller (the CLI) and passed down as
     it is."""
+    return _report(paths, options, None, on_file, on_done, env)
+
+
+def rendered_with(paths, options: ReportOptions, fmt: str, *, on_file: Callable[[Path, int, int], None] | None = None,
+                  on_done: Callable | None = None, env: Mapping[str, str] | None = None, **view) -> str:
+    """``render(report_with(paths, options), fmt, **view)``, the same text; a text or Markdown rendering of
+    unchanged inputs, rendered the same way before, is read back from the warm cache without the Report.
+    ``view``: :func:`tracelens.renderers.render`'s arguments; a ``rank`` the report does not hold is a usage
+    error."""
+    # lazy: the renderers' entry (rich and each format's module load only when a rendering is drawn)
+    from . import renderers
+
+    def draw(rep: Report) -> str:
+        rank = view.get("rank")
+        if rank is not None and all(r.rank != rank for r in rep.ranks):
+            raise UsageError(f"--rank {rank}: no such rank in the report (ranks: "
+                             f"{', '.join(str(r.rank) for r in rep.ranks[:20]) or 'none'}"
+                             + (", ..." if len(rep.ranks) > 20 else "") + ")")
+        return renderers.render(rep, fmt, **view)
+
+    # lazy: the pipeline's View, with the pipeline below
+    from .pipeline import View
+
+    out = _report(paths, options, View(renderers.view_key(fmt, **view), draw), on_file, on_done, env)
+    return out if isinstance(out, str) else draw(out)
+
+
+def _report(paths, options: ReportOptions, view, on_file, on_done, env):
+    """The Report, or with a ``view`` (:class:`.pipeline.View`) possibly its text (from the cache)."""
     options = _settled(options)
     paths = _paths(paths)
     limits = _as_thresholds(options.thresholds, options.config, options.use_config, env)
@@ -194,7 +223,7 @@ def report_with(paths, options: ReportOptions, *, on_file: Callable[[Path, int, 
 
     return pipeline.report(files, options, lambda: context(limits(), steps_from=options.steps_from,
                                                            step_nvtx=options.step_pattern),
-                           on_file=on_file, on_done=on_done)
+                           on_file=on_file, on_done=on_done, view=view)
 
 
 def _as_thresholds(given, config, use_config: bool, env) -> Callable[[], Thresholds]:

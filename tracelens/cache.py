@@ -1,6 +1,7 @@
-"""The warm cache: three layers, so that a second report of an unchanged file neither decodes nor analyses it
-again, and a second report of unchanged inputs does nothing but render. Each is a :class:`Layer` with the
-same four calls (``key``, ``has``, ``get``, ``put``), used by one stage each:
+"""The warm cache: four layers, so that a second report of an unchanged file neither decodes nor analyses it
+again, and a second report of unchanged inputs does nothing but render (or, rendered the same way before,
+not even that). Each is a :class:`Layer` with the same four calls (``key``, ``has``, ``get``, ``put``), used
+by one stage each:
 
 - ``TABLES``: a file's parsed RankTraces (parser output), by :func:`tracelens.parsers.parse_file`: for
   ``load`` and for a report whose analysis entry is missing;
@@ -8,7 +9,9 @@ same four calls (``key``, ``has``, ``get``, ``put``), used by one stage each:
   :func:`tracelens.pipeline.analyze_file`, for the same file analysed with the same thresholds, patterns
   and run-directory side files; combining runs again;
 - ``REPORTS``: the Report of a whole set of inputs, by :func:`tracelens.pipeline.report`: read back as it
-  was combined, whatever the output format, with neither numpy nor any analyzer imported.
+  was combined, whatever the output format, with neither numpy nor any analyzer imported;
+- ``RENDERS``: a Report's text or Markdown, by :func:`tracelens.pipeline.report` when asked for a view: read
+  back without the contract or rich.
 
 One root for everything tracelens caches (:func:`root`): ``$TRACELENS_CACHE``, else
 ``$XDG_CACHE_HOME/tracelens``, else ``~/.cache/tracelens``; ``nsys/`` beside the layers holds the SQLite
@@ -347,10 +350,25 @@ def _write_job(layer: Layer, k: tuple, value, setup, i: int) -> None:
     layer._write(k, value)
 
 
+class _Renders(Layer):
+    """A Report's rendering (text or Markdown), keyed by the Report's key and everything the rendering
+    depends on besides (:func:`tracelens.renderers.view_key`): a repeated report of unchanged inputs, rendered
+    the same way, imports neither the contract nor rich."""
+
+    def key(self, report_key: tuple | None, view_key: tuple | None) -> tuple | None:
+        if report_key is None or view_key is None:
+            return None
+        return ("render/1", report_key, view_key)
+
+    def _decode(self, data: memoryview, described):
+        return described if isinstance(described, str) else None
+
+
 TABLES = _Tables("tables")
 ANALYSES = _Analyses("analyses")
 REPORTS = _Reports("reports")
-LAYERS = (TABLES, ANALYSES, REPORTS)
+RENDERS = _Renders("renders")
+LAYERS = (TABLES, ANALYSES, REPORTS, RENDERS)
 
 
 def _folders() -> list[Path]:
@@ -362,22 +380,25 @@ def _folders() -> list[Path]:
 
 def info() -> dict:
     """Where the cache is and what it holds: location, bound, entries and bytes (table entries, analysis
-    entries, Report entries and nsys exports), and whether it is switched off in this environment."""
+    entries, Report entries, rendered reports and nsys exports), and whether it is switched off in this
+    environment."""
     every = cache_files.listing(_folders())
     tables = [(p, st) for p, st in every if p.parent.name == "tables" and p.name.endswith(SUFFIX)]
     analyses = [(p, st) for p, st in every if p.parent.name == "analyses" and p.name.endswith(SUFFIX)]
     reports = [(p, st) for p, st in every if p.parent.name == "reports" and p.name.endswith(SUFFIX)]
+    renders = [(p, st) for p, st in every if p.parent.name == "renders" and p.name.endswith(SUFFIX)]
     nsys = [(p, st) for p, st in every if p.parent.name == "nsys" and p.name.endswith(".sqlite")]
     return {"location": str(root()), "max_bytes": max_bytes(), "enabled": enabled(),
             "entries": len(tables), "bytes": sum(st.st_size for _, st in tables),
             "analyses": len(analyses), "analyses_bytes": sum(st.st_size for _, st in analyses),
             "reports": len(reports), "reports_bytes": sum(st.st_size for _, st in reports),
+            "renders": len(renders), "renders_bytes": sum(st.st_size for _, st in renders),
             "nsys_exports": len(nsys), "nsys_bytes": sum(st.st_size for _, st in nsys)}
 
 
 def clear() -> tuple[int, int]:
-    """Remove every table entry, analysis entry, Report entry and nsys export (and leftover temporary files); (files,
-    bytes) removed."""
+    """Remove every table entry, analysis entry, Report entry, rendered report and nsys export (and leftover
+    temporary files); (files, bytes) removed."""
     cache_files.forget()
     files = size = 0
     for p, st in cache_files.listing(_folders()):

@@ -134,7 +134,7 @@ class Local(Executor):
             # lazy: the two-core decode of one Kineto file, for such a report only. Forked here, not with the
             # pool: a report the cache answers never gets this far, and the file's analysis is still ahead
             # (numpy and the analyzers to import) while the worker inflates and cuts it.
-            from .parsers.kineto.halves import Halves
+            from .parsers.kineto import Halves
 
             path = Path(files[0])
             self._halves = Halves(path, workers.json_bytes(path))

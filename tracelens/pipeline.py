@@ -115,13 +115,37 @@ def _worker_imports() -> None:
     from .parsers.kineto import parse  # noqa: F401  # lazy: msgspec, in the worker
 
 
+@dataclass(frozen=True)
+class View:
+    """A rendering of the Report that the warm cache keeps beside it: ``key``, everything it depends on besides
+    the Report (:func:`.renderers.view_key`; None: not kept); ``draw(report)``, the text."""
+
+    key: tuple | None
+    draw: Callable[[Report], str]
+
+
 def report(files: Inputs, options: ReportOptions, ctx_of: Callable[[], Context], *,
-           on_file: executors.OnFile | None = None, on_done: Callable[[Tally], None] | None = None) -> Report:
-    """The Report of discovered ``files`` (:func:`.parsers.discover`), file by file.
+           on_file: executors.OnFile | None = None, on_done: Callable[[Tally], None] | None = None,
+           view: View | None = None):
+    """The Report of discovered ``files`` (:func:`.parsers.discover`), file by file; with a ``view``, its
+    text instead (read back whole when the same inputs were viewed the same way before).
 
     ``ctx_of``: gives the Context once the workers run; ``on_file(path, n, total)``: before a file is read
     here; ``on_done(tally)``: after each file (:class:`.executors.Tally`, for progress). ``options.cache``:
     use the warm cache (on Dask, each worker's own, at the same location settings)."""
+    whole: list = []
+    out = _report(files, options, ctx_of, on_file, on_done, view, whole)
+    if view is None or isinstance(out, str):
+        return out
+    text = view.draw(out)
+    seen = cache.RENDERS.key(whole[0] if whole else None, view.key)
+    if seen is not None:
+        cache.RENDERS.put(seen, text)
+    return text
+
+
+def _report(files: Inputs, options: ReportOptions, ctx_of, on_file, on_done, view: View | None, whole: list):
+    """The Report, or a view's text from the cache; ``whole`` receives the Report's key."""
     # The workers first, before this process imports numpy and the analyzers: they import them on the
     # other cores meanwhile. A Report found in the cache below just stops them again. Without file workers
     # a second core is free while a file is analysed: its tables entry is written there meanwhile.
@@ -131,8 +155,13 @@ def report(files: Inputs, options: ReportOptions, ctx_of: Callable[[], Context],
         # The Report layer serves either executor: a repeated report of unchanged files starts no cluster.
         # On Dask it needs the files visible here too (their keys are their stats); where they are not, the
         # key is None and the workers read them as always.
-        whole = report_key(files, options, ctx) if options.cache else None
-        hit = cache.REPORTS.get(whole) if whole is not None else None
+        key = report_key(files, options, ctx) if options.cache else None
+        whole.append(key)
+        seen = cache.RENDERS.key(key, view.key) if view is not None else None
+        text = cache.RENDERS.get(seen) if seen is not None else None
+        if text is not None:
+            return text
+        hit = cache.REPORTS.get(key) if key is not None else None
         if hit is not None:
             return hit
         if on_done is not None:
@@ -146,8 +175,8 @@ def report(files: Inputs, options: ReportOptions, ctx_of: Callable[[], Context],
 
     nccl = nccl_inputs(files.nccl_logs, files.logs_skipped, parts, getattr(files, "outside", ()))
     out = combine([p.analysis for p in parts], ctx, nccl=nccl)
-    if whole is not None:
-        cache.REPORTS.put(whole, out)
+    if key is not None:
+        cache.REPORTS.put(key, out)
     return out
 
 

@@ -705,3 +705,90 @@ def test_ctrl_c_at_any_moment_of_a_first_report_leaves_no_damaged_entry(tmp_path
         after = subprocess.run(cmd, capture_output=True, env=env, check=True).stdout
         assert after == truth, delay
         shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------ the renders layer
+
+def render_entries(root: Path) -> list[Path]:
+    return sorted((root / "renders").glob("*" + cache.SUFFIX))
+
+
+@pytest.fixture
+def draws(monkeypatch):
+    """The renderings really drawn (a rendering read back from the cache draws none)."""
+    import tracelens.renderers as renderers
+
+    return counting(monkeypatch, renderers, "render", lambda rep: rep.schema)
+
+
+def text_of(paths, fmt="text", **view) -> str:
+    from tracelens.options import ReportOptions
+
+    return api.rendered_with([str(p) for p in ([paths] if not isinstance(paths, list) else paths)],
+                             ReportOptions(jobs=0), fmt, **view)
+
+
+def test_a_repeated_rendering_is_read_back_and_is_the_rendering(tmp_path, root, draws, combines):
+    run = run_dir(tmp_path)
+    cold = api.report(run, jobs=0, cache=False)
+    for fmt in ("text", "markdown"):
+        assert text_of(run, fmt, width=100) == render(cold, fmt, width=100), fmt
+    draws.clear(), combines.clear()
+    for fmt in ("text", "markdown"):
+        assert text_of(run, fmt, width=100) == render(cold, fmt, width=100), fmt
+    assert draws == [] and combines == [] and len(render_entries(root)) == 2
+    assert text_of(run, "json") == render(cold, "json") and draws == ["tracelens.report/1"]    # JSON: drawn
+    assert len(render_entries(root)) == 2
+
+
+def test_each_thing_a_rendering_depends_on_makes_a_miss(tmp_path, root, draws, monkeypatch):
+    run = run_dir(tmp_path)
+    text_of(run)
+
+    def again(fmt="text", **view) -> int:
+        draws.clear()
+        text_of(run, fmt, **view)
+        return len(draws)
+    assert again() == 0
+    for view in ({"width": 80}, {"color": True}, {"top": 3}, {"rank": 1}, {"every": True}, {"every_step": True}):
+        assert again(**view) == 1 and again(**view) == 0, view
+    assert again("markdown") == 1 and again("markdown") == 0
+    for name, value in (("NO_COLOR", "1"), ("TERM", "dumb"), ("COLUMNS", "90")):      # what rich reads
+        monkeypatch.setenv(name, value)
+        assert again() == 1 and again() == 0, name
+    import tracelens.renderers as renderers                # another rich: its files differ
+    real = renderers.view_key
+    monkeypatch.setattr(renderers, "view_key", lambda fmt, **v: real(fmt, **v) + (("rich/console.py", 1, 2),))
+    assert again() == 1 and again() == 0
+    monkeypatch.setattr(cache, "_analysis_stamp", lambda: (("edited.py", 1, 2),))        # tracelens' code
+    assert again() == 1
+
+
+def test_a_rank_the_report_lacks_is_refused_warm_too(tmp_path, root):
+    from tracelens.errors import UsageError
+
+    run = run_dir(tmp_path)
+    text_of(run)
+    for _ in range(2):
+        with pytest.raises(UsageError, match="--rank 7: no such rank in the report \\(ranks: 0, 1\\)"):
+            text_of(run, rank=7)
+    assert len(render_entries(root)) == 1
+
+
+def test_a_warm_text_report_imports_neither_rich_nor_the_renderers(tmp_path, root):
+    """The console script, twice: the second prints the same bytes without importing rich or any format's
+    renderer (their import and layout were most of a warm text report)."""
+    import subprocess
+    import sys
+
+    path = trace_file(tmp_path / "run")
+    code = ("import sys, atexit; from tracelens import cli; sys.argv[0] = 'tracelens'; "
+            "code = cli.main(sys.argv[1:]); sys.stdout.flush(); "
+            "print('\\nMODULES', sorted(m for m in sys.modules if m.split('.')[0] == 'rich' "
+            "or m.startswith('tracelens.renderers.')), file=sys.stderr)")
+    env = {**os.environ, cache.CACHE_ENV: str(root), "COLUMNS": "100"}
+    runs = [subprocess.run([sys.executable, "-c", code, "report", str(path)], capture_output=True, text=True,
+                           env=env, check=True) for _ in range(2)]
+    assert runs[0].stdout == runs[1].stdout and runs[0].stdout.startswith("verdict: ")
+    assert "'rich.console'" in runs[0].stderr
+    assert runs[1].stderr.strip().endswith("MODULES []"), runs[1].stderr

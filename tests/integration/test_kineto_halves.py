@@ -184,10 +184,16 @@ def test_the_plan_picks_two_cores_for_one_mid_size_kineto_file(monkeypatch, tmp_
     small = SAMPLES / "gloo_sawtooth" / "rank0.pt.trace.json.gz"
     assert not pool.plan([small], beside=True).halves                          # under HALVES_BYTES
     sqlite = tmp_path / "r.sqlite"
-    sqlite.write_bytes(b"SQLite format 3\x00" + b"\x00" * (pool.HALVES_BYTES + 10))
+    sqlite.write_bytes(b"SQLite format 3\x00" + b"\x00" * (pool.HALVES_BYTES[0] + 10))
     assert not pool.plan([sqlite], beside=True).halves                         # not JSON
     monkeypatch.setattr(pool, "cores", lambda: 1)
     assert not pool.plan([big], beside=True).halves
+
+
+def test_the_two_core_sizes_end_where_the_slice_decode_begins():
+    from tracelens.parsers.kineto import slices
+
+    assert pool.HALVES_BYTES[1] == slices.SLICE_BYTES
 
 
 def test_a_report_decoded_on_two_cores_is_the_report_decoded_here(monkeypatch):

@@ -38,6 +38,8 @@ def cache_info(fmt) -> None:
                 f"{_size(got['analyses_bytes'])}")
     echo_fitted(f"reports: {got['reports']} entr{'y' if got['reports'] == 1 else 'ies'}, "
                 f"{_size(got['reports_bytes'])}")
+    echo_fitted(f"rendered reports: {got['renders']} entr{'y' if got['renders'] == 1 else 'ies'}, "
+                f"{_size(got['renders_bytes'])}")
     echo_fitted(f"nsys exports: {got['nsys_exports']}, {_size(got['nsys_bytes'])}")
     echo_fitted(f"bound: {_size(got['max_bytes'])} (TRACELENS_CACHE_MAX; least recently used removed first)")
 

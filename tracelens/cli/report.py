@@ -5,10 +5,9 @@ from __future__ import annotations
 import click
 
 from .. import api
-from ..errors import UsageError
 from ..options import ReportOptions
-from .terminal import (color_option, executor_options, input_options, progress, report_options, show,
-                       steps_option, threshold_option)
+from .terminal import (color_option, executor_options, fitting, input_options, progress,
+                       report_options, steps_option, threshold_option, write)
 
 
 def report_for(paths, options: ReportOptions, color=None, quiet: bool = False):
@@ -50,11 +49,10 @@ def report(paths, fmt, output, force, top, one_rank, ranks_shown, steps_shown, c
         tracelens report runs/ddp_bs32/ --format markdown -o summary.md
     """
     options = report_options(comm_patterns, step_nvtx, thresholds, no_cache, executor, workers, scheduler, steps_from)
+    width, colored = fitting(output, color)
     # No progress bar beside JSON: its readers are scripts, which want nothing on the terminal but errors.
-    rep = report_for(paths, options, color, quiet=fmt == "json")
-    if one_rank is not None and all(r.rank != one_rank for r in rep.ranks):
-        raise UsageError(f"--rank {one_rank}: no such rank in the report (ranks: "
-                         f"{', '.join(str(r.rank) for r in rep.ranks[:20]) or 'none'}"
-                         + (", ..." if len(rep.ranks) > 20 else "") + ")")
-    show(rep, fmt, output, force, top, color, rank=one_rank, every=ranks_shown == "all",
-         every_step=steps_shown == "all")
+    with progress(color, fmt == "json") as bar:
+        text = api.rendered_with(paths, options, fmt, on_file=bar, on_done=bar.done if bar else None,
+                                 color=colored, width=width, top=top, rank=one_rank, every=ranks_shown == "all",
+                                 every_step=steps_shown == "all")
+    write(text, output, force, colored)

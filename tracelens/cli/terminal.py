@@ -136,11 +136,17 @@ def _mib(n: int) -> str:
 def show(rep, fmt: str = "text", output: str | None = None, force: bool = False, top: int = 10,
          color: bool | None = None, rank: int | None = None, every: bool = False, every_step: bool = False) -> None:
     """Render a report to standard output (as wide as the terminal, coloured there) or to a file."""
-    stream = sys.stdout if output in (None, "-") else None
-    width = (terminal_width(stream) if stream else None) or FILE_WIDTH
-    colored = use_color(color, stream) if stream else bool(color)
+    width, colored = fitting(output, color)
     write(render(rep, fmt, color=colored, width=width, top=top, rank=rank, every=every, every_step=every_step),
           output, force, colored)
+
+
+def fitting(output: str | None, color: bool | None) -> tuple[int, bool]:
+    """(width, colour) of a rendering for ``output``: standard output (None or ``-``) as wide as the terminal
+    and coloured there, a file FILE_WIDTH wide and coloured only when asked."""
+    stream = sys.stdout if output in (None, "-") else None
+    width = (terminal_width(stream) if stream else None) or FILE_WIDTH
+    return width, (use_color(color, stream) if stream else bool(color))
 
 
 def write(text: str, output: str | None, force: bool, color: bool = False) -> None:

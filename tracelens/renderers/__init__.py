@@ -3,12 +3,20 @@ compute a metric."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..contract import Report
 
 FORMATS = ("text", "json", "markdown", "html")
+# The formats whose renderings the warm cache keeps beside the Report: their tables cost more than all the
+# rest of a warm report (rich alone: its import and layout, ~80 ms). JSON is the Report as it is stored; HTML
+# is megabytes of figures.
+KEPT = ("text", "markdown")
+# What rich reads from the environment (rich/console.py): a text rendering depends on them too.
+_RICH_ENV = ("COLORTERM", "COLUMNS", "DATABRICKS_RUNTIME_VERSION", "FORCE_COLOR", "JUPYTER_COLUMNS",
+             "JUPYTER_LINES", "LINES", "NO_COLOR", "TERM", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
 
 
 def render(report: Report, fmt: str, *, color: bool = False, width: int = 120, top: int = 10,
@@ -33,3 +41,27 @@ def render(report: Report, fmt: str, *, color: bool = False, width: int = 120, t
 
         return text.render(report, color=color, width=width, top=top, rank=rank, every=every, every_step=every_step)
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+def view_key(fmt: str, **args) -> tuple | None:
+    """Everything a rendering depends on besides the Report and tracelens' own code (which the Report's key
+    holds): the format and :func:`render`'s arguments, and for text the installed rich (its files' sizes
+    and times) and the environment variables it reads. None for a format the cache does not keep."""
+    if fmt not in KEPT:
+        return None
+    if fmt != "text":
+        return (fmt, tuple(sorted(args.items())))
+    # lazy: where rich is installed, found without importing it (a warm text report never does)
+    from importlib.util import find_spec
+
+    spec = find_spec("rich")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    stamp = []
+    for folder in spec.submodule_search_locations:
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            return None
+        stamp += [(e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in entries if e.name.endswith(".py")]
+    return (fmt, tuple(sorted(args.items())), tuple(stamp), tuple(os.environ.get(v) for v in _RICH_ENV))

@@ -13,17 +13,15 @@ worker imports the decode stages without ``build`` and the model.
 
 from ..._speed import lazy_exports
 
-__all__ = ["parse", "decode_file", "events_start", "MAX_INFLATE_ENV"]
+__all__ = ["parse", "decode_file", "events_start", "Halves", "MAX_INFLATE_ENV"]
 
 # The inflate limit's setting: it changes what parsing gives, so it is part of every cache key. Defined here,
 # not in ``inflate``, so that a warm report reads it without importing the inflate stage (ISA-L).
 MAX_INFLATE_ENV = "TRACELENS_MAX_INFLATE"
-# JSON larger than this is decoded in slices (:mod:`.slices`); defined here so that the worker pool's plan
-# reads it without importing the decoder.
-SLICE_BYTES = 64 << 20
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "parse": "build",                 # a file -> its RankTrace (decoded here, or by a worker: ``decoded=``)
     "decode_file": "decode",          # a file -> KinetoColumns: what a decode worker runs
     "events_start": "split",          # where a trace's events array opens (tracelens annotate inserts there)
+    "Halves": "halves",               # one file's events decoded half here, half in a forked worker
 })

@@ -94,7 +94,7 @@ def decode_file(path: Path, keep_alive: list | None = None) -> KinetoColumns:
     if len(raw) > slices.SLICE_BYTES:
         holder = [raw]
         del raw
-        cols = slices.decode(holder, path, meta, _epoch_times)
+        cols = slices.decode(holder, path, meta, epoch_times)
         if cols is not None:
             return cols
         raw = read_bytes(path)          # not clean: the whole-file decode repairs or says what is wrong
@@ -116,7 +116,7 @@ def decode_file(path: Path, keep_alive: list | None = None) -> KinetoColumns:
     # The file's text is needed only for an exact re-read of the times: freed before the columns.
     start, dur = event_times(raw if kept is None else kept, events, xs, meta)
     del raw, kept
-    start, end, outside = _epoch_times(start, dur, doc.baseTimeNanoseconds or 0)
+    start, end, outside = epoch_times(start, dur, doc.baseTimeNanoseconds or 0)
     if outside.any():
         used = dev_mask | host_mask
         n_out = int((used & outside).sum())
@@ -149,7 +149,7 @@ def decode_file(path: Path, keep_alive: list | None = None) -> KinetoColumns:
 _I64_MAX, _I64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
 
 
-def _epoch_times(start: np.ndarray, dur: np.ndarray, base: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def epoch_times(start: np.ndarray, dur: np.ndarray, base: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(start, end, outside): epoch ns start and end (negative durations clamped to 0), and which events'
     start is before the epoch or whose start or end would wrap int64 (their times are left meaningless;
     the caller skips them).

@@ -9,11 +9,11 @@ this process imports numpy and the analyzers, and claims two jobs in turn:
    that the JSON is inflated once) and find the cut: where the ``traceEvents`` array opens and closes, and
    a gap between two events near ``SHARE`` of the way through it. This needs no numpy: the cut is ready
    before this process has imported what it needs to decode;
-1. import the decode stages and decode the events before the cut into columns (:class:`.slices._Joined`,
+1. import the decode stages and decode the events before the cut into columns (:class:`.slices.Joined`,
    the slice decode's own).
 
 This process waits for job 0's cut, decodes the events after it, then takes job 1's columns and joins
-them (:meth:`.slices._Joined.extend`).
+them (:meth:`.slices.Joined.extend`).
 
 The cut is found without a scan of the JSON (a scan costs a third of the decode): the array's opening is
 the first ``"traceEvents": [``, its end the ``]`` after a ``}`` that the rest of the document can follow,
@@ -132,19 +132,19 @@ def header(raw, cut: Cut) -> bytes | None:
 
 
 def decode_part(raw, cut: Cut, which: int, path, epoch_times):
-    """Part ``which`` of the events decoded into columns (a :class:`.slices._Joined`) and the document around
+    """Part ``which`` of the events decoded into columns (a :class:`.slices.Joined`) and the document around
     them; None when they are not clean."""
     # lazy: the decode stages (numpy, msgspec), in the worker once forked and here once the imports are done
     from ...model.meta import RunMeta
     from .event_columns import fill_meta
-    from .slices import _Joined, header_document
+    from .slices import Joined, header_document
 
     doc = header_document(header(raw, cut), cut.marker)
     if doc is None:
         return None
     meta = RunMeta(source=str(path), format="kineto", bytes=Path(path).stat().st_size)
     fill_meta(doc, meta, Path(path))
-    joined = _Joined(doc.baseTimeNanoseconds or 0, meta)
+    joined = Joined(doc.baseTimeNanoseconds or 0, meta)
     if not joined.decode([part_text(raw, cut, which)], epoch_times):
         return None
     return joined, meta
@@ -181,7 +181,7 @@ class Halves:
 
     def _take(self):
         # lazy: the decode stage, here once the report's imports are done
-        from .decode import _epoch_times
+        from .decode import epoch_times
 
         answer = self._pool.answer(0)
         if answer is None or answer[0] != "ok" or not isinstance(answer[1], Cut):
@@ -190,7 +190,7 @@ class Halves:
         raw = self.mapping if self.mapping is not None else _file_bytes(self.path)
         if raw is None:
             return None
-        mine = decode_part(raw, cut, 1, self.path, _epoch_times)
+        mine = decode_part(raw, cut, 1, self.path, epoch_times)
         del raw
         if mine is None:
             return None
@@ -249,6 +249,6 @@ def _job(path: Path, mapping, setup, i: int):
     if cut is None:
         return None
     # lazy: the decode stage (numpy, msgspec), imported once the cut is given: this process needs it first
-    from .decode import _epoch_times
+    from .decode import epoch_times
 
-    return decode_part(_held["raw"], cut, 0, path, _epoch_times)
+    return decode_part(_held["raw"], cut, 0, path, epoch_times)

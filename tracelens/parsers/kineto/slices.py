@@ -33,8 +33,9 @@ from .event_columns import (DEVICE_CATS, DecodedLabels, KinetoColumns, comm_meta
 from .inflate import InflateError, Inflating, max_inflate
 from .repair import EVENTS, HEADER, RAW_DOC
 from .schema import Document, Event, MetaEvent
-from . import SLICE_BYTES, split
+from . import split
 
+SLICE_BYTES = 64 << 20        # JSON larger than this is decoded in slices (tracelens.pool.HALVES_BYTES ends here)
 SLICE_EVENTS = 1 << 16
 
 
@@ -90,7 +91,7 @@ def _decode(raw, inflating: Inflating | None, path, meta: RunMeta, epoch_times) 
     if doc is None:
         return None
     fill_meta(doc, meta, path)
-    joined = _Joined(doc.baseTimeNanoseconds or 0, meta)
+    joined = Joined(doc.baseTimeNanoseconds or 0, meta)
     for index in range(len(parts.slices)):
         try:
             if fill is not None:
@@ -143,7 +144,7 @@ class _Release:
         self.done = 0
 
 
-class _Joined:
+class Joined:
     """The slices' columns, joined at the end. ``base``: the document's baseTimeNanoseconds; ``meta``: the
     file's (its source names the slices' notes, which are counted once per file)."""
 
@@ -215,7 +216,7 @@ class _Joined:
         self.device.append(device)
         self.host.append(host)
 
-    def extend(self, later: _Joined) -> None:
+    def extend(self, later: Joined) -> None:
         """Join the columns of ``later``, decoded in another process from the events after these, as if its
         events had been added here: its raw-text ids renumbered into these (first-seen order over both), its
         collective rows offset past these rows, its notes and counts added."""
