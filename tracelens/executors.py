@@ -137,7 +137,7 @@ class Local(Executor):
             from .parsers.kineto import Halves
 
             path = Path(files[0])
-            self._halves = Halves(path, workers.json_bytes(path))
+            self._halves = Halves(path, workers.json_bytes(path), self.job.imports)
             self._halves.begin()
             memo[DECODING] = self._halves
         done: list[Done] = []

@@ -81,10 +81,11 @@ def analysis_options(path, options: ReportOptions, ctx: Context, ranks: dict[int
 
 def _analyze(path, options: ReportOptions, ctx: Context, ranks: dict[int, int] | None,
              decoding=None) -> list[Part]:
-    # lazy: numpy and every analyzer, imported once the workers are forked
+    traces = runs.claim_ranks(parse_file(Path(path), options, decoding), ranks)
+    # lazy: numpy and every analyzer, imported once the workers are forked (after the parse: a file decoded
+    # on two cores imports them here while the other core finishes its part, see executors.Local)
     from .analyzers import analyze_rank
 
-    traces = runs.claim_ranks(parse_file(Path(path), options, decoding), ranks)
     parts = []
     traces.reverse()
     while traces:           # the list lets go of each trace once it is analysed

@@ -31,7 +31,7 @@ import mmap
 import os
 import re
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from ... import pool
 
@@ -155,8 +155,11 @@ class Halves:
     and set to work by :meth:`begin`; :meth:`take` gives the file's columns, None when this process must
     decode it whole."""
 
-    def __init__(self, path: Path, size: int) -> None:
+    def __init__(self, path: Path, size: int, meanwhile: Callable[[], None] | None = None) -> None:
+        """``meanwhile()``: run here once this process's part is decoded, while the worker may still decode
+        its own (the caller's imports for what comes after the decode)."""
         self.path = Path(path)
+        self.meanwhile = meanwhile
         try:
             with open(self.path, "rb") as fh:
                 gzipped = fh.read(2) == b"\x1f\x8b"
@@ -194,6 +197,8 @@ class Halves:
         del raw
         if mine is None:
             return None
+        if self.meanwhile is not None:
+            self.meanwhile()
         answer = self._pool.answer(1)
         if answer is None or answer[0] != "ok" or answer[1] is None:
             return None
