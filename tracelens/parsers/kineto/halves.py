@@ -2,18 +2,13 @@
 process decodes the rest, and the two parts' columns are joined as one pass would have made them.
 
 A report of one file has nothing else for a second core to do (:func:`tracelens.pool.plan` decides when
-this pays: bench/RESULTS.md, "One file on two cores"). The worker is forked when the report starts, before
-this process imports numpy and the analyzers, and claims two jobs in turn:
-
-0. inflate the file (a gzip trace into an anonymous shared mapping this process made before the fork, so
-   that the JSON is inflated once) and find the cut: where the ``traceEvents`` array opens and closes, and
-   a gap between two events near ``SHARE`` of the way through it. This needs no numpy: the cut is ready
-   before this process has imported what it needs to decode;
-1. import the decode stages and decode the events before the cut into columns (:class:`.slices.Joined`,
-   the slice decode's own).
-
-This process waits for job 0's cut, decodes the events after it, then takes job 1's columns and joins
-them (:meth:`.slices.Joined.extend`).
+this pays: bench/RESULTS.md, "One file on two cores"). Once the report's cache is missed, a pool worker is
+forked and imports the decode stages (numpy, msgspec) while this process inflates the file (a gzip trace
+into an anonymous mapping shared with the worker, so the JSON is inflated once) and finds the cut: where the
+``traceEvents`` array opens and closes, and a gap between two events near ``SHARE`` of the way through it.
+The worker is given the cut and decodes the events before it into columns (:class:`.slices.Joined`, the
+slice decode's own); this process imports the same stages, decodes the events after the cut, imports what
+the analysis needs, and joins the worker's columns to its own (:meth:`.slices.Joined.extend`).
 
 The cut is found without a scan of the JSON (a scan costs a third of the decode): the array's opening is
 the first ``"traceEvents": [``, its end the ``]`` after a ``}`` that the rest of the document can follow,
@@ -35,7 +30,7 @@ from typing import Callable, NamedTuple
 
 from ... import pool
 
-SHARE = 0.5         # of the events, decoded by the worker (bench/RESULTS.md, "One file on two cores")
+SHARE = 0.55        # of the events, decoded by the worker (bench/RESULTS.md, "One file on two cores")
 _OPEN = re.compile(rb'"traceEvents"[ \t\n\r]*:[ \t\n\r]*\[')
 _GAP = re.compile(rb"\}[ \t\n\r]*,[ \t\n\r]*\{")
 _TAIL = 1 << 20     # bytes from the end that the array's closing bracket is looked for in
@@ -151,31 +146,53 @@ def decode_part(raw, cut: Cut, which: int, path, epoch_times):
 
 
 class Halves:
-    """The worker decoding the first part of ``path`` (a Kineto trace of ``size`` bytes of JSON), forked now
-    and set to work by :meth:`begin`; :meth:`take` gives the file's columns, None when this process must
-    decode it whole."""
+    """The worker decoding the first part of ``path`` (a Kineto trace of ``size`` bytes of JSON), forked now,
+    importing the decode stages while :meth:`begin` inflates the file and cuts it here; :meth:`take` gives the
+    file's columns, None when this process must decode it whole."""
 
     def __init__(self, path: Path, size: int, meanwhile: Callable[[], None] | None = None) -> None:
         """``meanwhile()``: run here once this process's part is decoded, while the worker may still decode
         its own (the caller's imports for what comes after the decode)."""
         self.path = Path(path)
         self.meanwhile = meanwhile
+        self.cut: Cut | None = None
         try:
             with open(self.path, "rb") as fh:
                 gzipped = fh.read(2) == b"\x1f\x8b"
         except OSError:
-            gzipped = False     # the worker finds it unreadable, and the whole-file decode says so
-        # Shared with the forked worker, which inflates into it: the JSON is inflated once, by the worker.
+            gzipped = False     # unreadable: the whole-file decode says so
+        # Shared with the forked worker: the JSON is inflated once, here, and read by both.
         self.mapping = mmap.mmap(-1, size) if gzipped and size > 0 else None
-        self._pool = pool.Pool(2, 1, functools.partial(_job, self.path, self.mapping), fork=True)
+        self.raw = self.mapping
+        self._pool = pool.Pool(1, 1, functools.partial(_job, self.path, self.mapping), _imports, fork=True)
 
     def begin(self) -> None:
-        """Let the worker start on the file. Until then it waits, idle: a report the cache answers kills it
-        before it has inflated anything (its CPU and the mapping's pages are not spent)."""
-        self._pool.start(None)
+        """Inflate the file and cut it, then let the worker decode the first part. A report the cache answers
+        never calls this: its worker is killed having imported, not inflated, anything."""
+        if not self._pool.workers:
+            return
+        if self.mapping is not None:
+            # lazy: ISA-L, for a first report only
+            from .inflate import InflateError, Inflating
+
+            try:
+                inflating = Inflating(self.path, len(self.mapping), self.mapping)
+                inflating.finish()
+                inflating.fh.close()    # not close(): the mapping is the JSON both processes read
+            except (InflateError, OSError):
+                self.close()            # not what its trailer says: the whole-file decode says why
+                return
+        else:
+            self.raw = _file_bytes(self.path)
+        self.cut = find_cut(self.raw) if self.raw is not None else None
+        if self.cut is None:
+            self.close()
+            return
+        self._pool.start(self.cut)
 
     def take(self, path: Path):
-        if Path(path) != self.path or not self._pool.workers:
+        if Path(path) != self.path or self.cut is None or not self._pool.workers:
+            self.close()
             return None
         try:
             return self._take()
@@ -186,20 +203,12 @@ class Halves:
         # lazy: the decode stage, here once the report's imports are done
         from .decode import epoch_times
 
-        answer = self._pool.answer(0)
-        if answer is None or answer[0] != "ok" or not isinstance(answer[1], Cut):
-            return None
-        cut = answer[1]
-        raw = self.mapping if self.mapping is not None else _file_bytes(self.path)
-        if raw is None:
-            return None
-        mine = decode_part(raw, cut, 1, self.path, epoch_times)
-        del raw
+        mine = decode_part(self.raw, self.cut, 1, self.path, epoch_times)
         if mine is None:
             return None
         if self.meanwhile is not None:
             self.meanwhile()
-        answer = self._pool.answer(1)
+        answer = self._pool.answer(0)
         if answer is None or answer[0] != "ok" or answer[1] is None:
             return None
         first, _ = answer[1]
@@ -209,6 +218,10 @@ class Halves:
 
     def close(self) -> None:
         self._pool.close()
+        self.cut = None
+        if self.raw is not None and self.raw is not self.mapping:
+            self.raw.close()
+        self.raw = None
         if self.mapping is not None:
             try:
                 self.mapping.close()
@@ -225,35 +238,18 @@ def _file_bytes(path: Path):
         return None
 
 
-_held: dict = {}
+def _imports() -> None:
+    """The worker's imports, while this process inflates and cuts the file."""
+    # lazy: the decode stages (numpy, msgspec), in the worker right after its fork (the point of this function)
+    from . import decode, slices  # noqa: F401
 
 
-def _job(path: Path, mapping, setup, i: int):
-    """The worker's jobs: 0, inflate and cut; 1, decode the first part (its events parked until the exit,
-    which frees them at no cost: tracelens/_speed.py, "exit without teardown")."""
-    if i == 0:
-        if mapping is not None:
-            # lazy: ISA-L, in the worker (a report the cache answers never needs it)
-            from .inflate import InflateError, Inflating
-
-            try:
-                inflating = Inflating(path, len(mapping), mapping)
-                inflating.finish()
-                inflating.fh.close()    # not close(): the mapping is this process's view of the shared JSON
-            except (InflateError, OSError):
-                return None
-            raw = mapping
-        else:
-            raw = _file_bytes(path)
-            if raw is None:
-                return None
-        _held["raw"] = raw
-        _held["cut"] = find_cut(raw)
-        return _held["cut"]
-    cut = _held.get("cut")
-    if cut is None:
-        return None
-    # lazy: the decode stage (numpy, msgspec), imported once the cut is given: this process needs it first
+def _job(path: Path, mapping, cut: Cut, i: int):
+    """The worker's job: decode the first part of the JSON (the shared mapping, or the file mapped again)."""
+    # lazy: the decode stage, imported by _imports already
     from .decode import epoch_times
 
-    return decode_part(_held["raw"], cut, 0, path, epoch_times)
+    raw = mapping if mapping is not None else _file_bytes(path)
+    if raw is None:
+        return None
+    return decode_part(raw, cut, 0, path, epoch_times)
