@@ -792,7 +792,7 @@ def _outlier_ev(cause: str, **worst) -> dict:
          "wait_ns": 8_000_000 if cause in ("wait", "transfer") else None,
          "transfer_ns": 1_000_000 if cause in ("wait", "transfer") else None, **worst}
     return {"op": "all_reduce", "pg": "0", "bytes_min": 25 * 2**20, "bytes_max": 26 * 2**20, "matched": True,
-            "instances": 80, "outliers": 12, "median_ns": 1_000_000, "typical_ns": 1_000_000, "limit_ns": 2_000_000,
+            "instances": 80, "outliers": 12, "median_ns": 1_000_000, "limit_ns": 2_000_000,
             "k": 5.0, "min_excess_ns": 1_000_000, "causes": {cause: 12}, "late_ranks": {3: 12} if cause == "wait" else {},
             "excess_ns": 96_000_000, "exposed_excess_ns": 90_000_000, "steps": 20, "step_ns": 50_000_000,
             "cost_per_step_ns": 4_500_000, "impact_ns": 4_500_000, "material": True, "worst": x, "listed": [x] * 10}

@@ -194,7 +194,6 @@ def _finding(x: Instances, hit: np.ndarray, members: np.ndarray, excess: np.ndar
     worst = int(hit[0])
     exposed_excess = np.minimum(priced[hit], np.maximum(x.exposed[hit], 0))
     per_step = int(exposed_excess.sum()) // max(steps, 1)
-    typical = int(np.median(x.duration[members]))
     listed = [{"rank": int(x.rank[i]), "step": None if x.step[i] < 0 else int(x.step[i]), "start_ns": int(x.start[i]),
                "duration_ns": int(x.duration[i]), "excess_ns": int(excess[i]), "cause": str(cause[i]),
                "lead_ns": None if x.lead[i] < 0 else int(x.lead[i]),
@@ -210,7 +209,7 @@ def _finding(x: Instances, hit: np.ndarray, members: np.ndarray, excess: np.ndar
         "op": names["op"][op] if op >= 0 else None, "pg": names["pg_name"][pg] if pg >= 0 else None,
         "bytes_min": int(size.min()) if size.size else None, "bytes_max": int(size.max()) if size.size else None,
         "matched": bool(x.matched[worst]), "instances": int(members.size), "outliers": int(hit.size),
-        "median_ns": int(f.median_ns[worst]), "typical_ns": typical, "limit_ns": int(f.limit_ns[worst]),
+        "median_ns": int(f.median_ns[worst]), "limit_ns": int(f.limit_ns[worst]),
         "k": th.outlier_k, "min_excess_ns": th.outlier_min_excess_ns, "causes": causes,
         "late_ranks": {int(r): int(t) for r, t in zip(named.tolist(), times.tolist())},
         "excess_ns": int(excess[hit].sum()), "exposed_excess_ns": int(exposed_excess.sum()),
