@@ -30,7 +30,7 @@ from typing import Callable, NamedTuple
 
 from ... import pool
 
-SHARE = 0.55        # of the events, decoded by the worker (bench/RESULTS.md, "One file on two cores")
+SHARE = 0.5         # of the events, decoded by the worker (bench/RESULTS.md, "One file on two cores")
 _OPEN = re.compile(rb'"traceEvents"[ \t\n\r]*:[ \t\n\r]*\[')
 _GAP = re.compile(rb"\}[ \t\n\r]*,[ \t\n\r]*\{")
 _TAIL = 1 << 20     # bytes from the end that the array's closing bracket is looked for in
