@@ -31,6 +31,7 @@ test-deps: $(STAMP)
 	$(BIN)/python -m pip install --quiet $(TORCH_PIN)
 
 bench: $(STAMP)
+	$(BIN)/python bench/bench_floor.py
 	$(BIN)/python bench/bench_parse.py
 	$(BIN)/python bench/bench_nsys.py
 	$(BIN)/python bench/bench_figures.py
