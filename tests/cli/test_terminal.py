@@ -608,3 +608,24 @@ def test_fifty_steps_are_all_shown_and_steps_all_shows_every_row(tmp_path):
     lines = assert_fits(code, out, 120)
     assert_step_rows_intact(lines, report_json(path))            # every one of the 55 rows, whole
     assert "--steps all: every step" not in out
+
+
+def test_a_warm_report_in_a_terminal_prints_what_a_cold_one_prints(tmp_path):
+    """In a terminal (colour on, the window's width): the second report of the same inputs prints its kept
+    rendering, byte for byte the first's; the same inputs in a narrower window are rendered afresh, as a
+    report without the cache renders them there."""
+    env = {"TRACELENS_CACHE": str(tmp_path / "cache")}
+    path = REPORT_INPUTS["straggler"]
+
+    def report(*args, columns=120):
+        code, out = in_terminal(["report", path, *args], columns, env)
+        assert code == 0
+        # What follows the progress bar (shown while files are read, then erased).
+        return out[out.index("\x1b[1mverdict"):]
+    first = report()
+    assert SGR.search(first) and "Waiting for rank 3" in first
+    assert report() == first
+    assert len(list((tmp_path / "cache" / "renders").glob("*.tlc"))) == 1
+    narrow = report(columns=80)
+    assert narrow == report("--no-cache", columns=80) and narrow != first
+    assert len(list((tmp_path / "cache" / "renders").glob("*.tlc"))) == 2
