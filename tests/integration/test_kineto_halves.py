@@ -148,7 +148,8 @@ def test_a_truncated_file_is_left_to_the_whole_file_decode(keep, tmp_path):
     assert _halves(gz) is None
 
 
-_NAMES = st.lists(st.sampled_from(list('"\\[]{},: \n\tab') + ["é", "\u2028", "😀", "traceEvents", "\\u0022", "}, {"]),
+_NAMES = st.lists(st.sampled_from(list('"\\[]{},: \n\tab')
+                                  + ["é", "\u2028", "😀", "traceEvents", "\\u0022", "}, {"]),
                   max_size=10).map("".join)
 
 

@@ -12,11 +12,11 @@ the analysis needs, and joins the worker's columns to its own (:meth:`.slices.Jo
 
 The cut is found without a scan of the JSON (a scan costs a third of the decode): the array's opening is
 the first ``"traceEvents": [``, its end the ``]`` after a ``}`` that the rest of the document can follow,
-the gap the first ``}, {`` past the middle. None of that is trusted: the part before the gap decodes as a list only if the gap lies between two
-events of the array (a gap inside a string or an event would leave it unterminated), the part after it only
-if the end is the array's, and the document around the array only if the array is where a whole-file decode
-reads it (:func:`.slices.header_document`). Any failure, and any file that is not clean, leaves the file to
-the whole-file decode, which repairs it or says what is wrong.
+the gap the first ``}, {`` past the middle. None of that is trusted: the part before the gap decodes as a
+list only if the gap lies between two events of the array (a gap inside a string or an event would leave it
+unterminated), the part after it only if the end is the array's, and the document around the array only if
+the array is where a whole-file decode reads it (:func:`.slices.header_document`). Any failure, and any file
+that is not clean, leaves the file to the whole-file decode, which repairs it or says what is wrong.
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ def find_cut(raw, share: float = SHARE) -> Cut | None:
     gap = _GAP.search(raw, opening + 1 + int((close - opening - 1) * share), close)
     if gap is None:
         return None
-    return Cut(opening, close, gap.start() + 1, gap.end() - 1, bare, b'"tracelens:' + os.urandom(8).hex().encode() + b'"')
+    marker = b'"tracelens:' + os.urandom(8).hex().encode() + b'"'      # a string no file holds
+    return Cut(opening, close, gap.start() + 1, gap.end() - 1, bare, marker)
 
 
 def _close(raw, opening: int, bare: bool) -> int:
@@ -100,7 +101,7 @@ def _ends_document(rest: bytes, bare: bool) -> bool:
     """Whether ``rest`` can follow the events' array: nothing, for a bare array; else the rest of the object."""
     if bare:
         return not rest.strip(_WS)
-    # lazy: the standard library's parser (the worker has not imported msgspec yet), once a file is cut
+    # lazy: the standard library's parser, once a file is cut (before the decode stages' msgspec is imported)
     import json
 
     try:
