@@ -63,9 +63,9 @@ class WorkerPlan(NamedTuple):
 def plan(files: list, jobs: int | None = None, *, beside: bool) -> WorkerPlan:
     """The workers for jobs over ``files``. ``jobs`` (or ``TRACELENS_JOBS``) decides when given; otherwise
     one per core, on a machine with a second core and for two files or more. ``beside``: this process does
-    jobs too (a report), so it takes one core and one file of the count. A report of one Kineto file of
-    HALVES_BYTES or more, on two cores that workers can be forked on (and ``jobs`` not 0), decodes it in
-    halves (:mod:`.parsers.kineto.halves`)."""
+    jobs too (a report), so it takes one core and one file of the count. One Kineto file of HALVES_BYTES
+    (a report's or a load's), on two cores that workers can be forked on (and ``jobs`` not 0), is decoded
+    in halves (:mod:`.parsers.kineto.halves`)."""
     if jobs is None:
         jobs = jobs_setting()
     fork = can_fork()
@@ -76,7 +76,7 @@ def plan(files: list, jobs: int | None = None, *, beside: bool) -> WorkerPlan:
         return WorkerPlan(max(0, min(int(jobs), len(files) - mine)), fork)
     cpus = cores()
     n = min(cpus, len(files)) - mine
-    if cpus >= 2 and fork and beside and len(files) == 1 and jobs != 0 and _halves(Path(files[0])):
+    if cpus >= 2 and fork and len(files) == 1 and jobs != 0 and _halves(Path(files[0])):
         return WorkerPlan(0, fork, True)
     if cpus < 2 or len(files) < 2 or n < 1:
         return WorkerPlan(0, fork)
@@ -152,6 +152,7 @@ class Pool:
         self._answer_fds: list[int] = []
         self._live = 0
         self._next = 0
+        self._threads: list[threading.Thread] = []
         self._jobs_r = self._jobs_w = -1
         if workers < 1:
             return
@@ -232,11 +233,13 @@ class Pool:
             os.close(fd)
         self._setup_fds = []
         for fd in self._answer_fds:
-            threading.Thread(target=_read_answers, args=(fd, self._answers), daemon=True).start()
+            self._threads.append(threading.Thread(target=_read_answers, args=(fd, self._answers), daemon=True))
+            self._threads[-1].start()
         self._live = len(self._answer_fds)
         self._answer_fds = []
         writer = threading.Thread(target=_write_jobs, args=(self._jobs_w, self.n_jobs), daemon=True)
         self._jobs_w = -1       # the writer's now: it closes it once every job is written
+        self._threads.append(writer)
         writer.start()
 
     def claim(self) -> int | None:
@@ -307,6 +310,11 @@ class Pool:
             _end(proc)
         self._procs = []
         self._early.clear()
+        # Each thread ends once its pipe does (the workers are gone): joined, so that this process runs one
+        # thread again when close returns and the next pool may fork (can_fork).
+        for t in self._threads:
+            t.join(timeout=5)
+        self._threads = []
 
     def __enter__(self) -> Pool:
         return self

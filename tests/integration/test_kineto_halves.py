@@ -181,7 +181,7 @@ def test_the_plan_picks_two_cores_for_one_mid_size_kineto_file(monkeypatch, tmp_
     assert pool.plan([big], beside=True).halves
     assert not pool.plan([big, big], beside=True).halves                       # two files: file workers
     assert not pool.plan([big], 0, beside=True).halves                         # TRACELENS_JOBS=0: none
-    assert not pool.plan([big], beside=False).halves                           # load: no
+    assert pool.plan([big], beside=False).halves                               # a load of it too
     small = SAMPLES / "gloo_sawtooth" / "rank0.pt.trace.json.gz"
     assert not pool.plan([small], beside=True).halves                          # under HALVES_BYTES
     sqlite = tmp_path / "r.sqlite"
@@ -210,3 +210,20 @@ def test_a_report_decoded_on_two_cores_is_the_report_decoded_here(monkeypatch):
     assert len(took) == 1
     for fmt in ("json", "text", "markdown"):
         assert render(two, fmt) == render(one, fmt)
+
+
+def test_a_load_decoded_on_two_cores_is_the_load_decoded_here(monkeypatch):
+    """api.load of one mid-size file (the dashboard's and the timeline's way in) decodes it in halves: the
+    same RankTrace as a load without workers."""
+    from tests.integration.test_cache import same_traces
+
+    path = corpus_file("hta/df_index_resolver/df_index_resolver.json.gz")
+    monkeypatch.setattr(pool, "cores", lambda: 2)
+    took = []
+    take = halves.Halves.take
+    monkeypatch.setattr(halves.Halves, "take", lambda self, p: took.append(take(self, p)) or took[-1])
+    two = api.load(path, cache=False)
+    assert took and took[0] is not None
+    one = api.load(path, cache=False, jobs=0)
+    assert len(took) == 1
+    same_traces(two, one)

@@ -23,6 +23,7 @@ from .notes import describe_outside, describe_skipped
 if TYPE_CHECKING:
     from ..model import RankTrace
     from ..options import ReportOptions
+    from .kineto import Halves
     from .workers import Decoding
 
 KINETO_SUFFIXES = (".json", ".json.gz", ".json.tmp", ".json.gz.tmp")
@@ -258,13 +259,21 @@ def _format_or_none(path: Path) -> str | None:
         return None  # reported when the file is parsed
 
 
-def start_decoding(files: list[Path], options: ReportOptions) -> Decoding | None:
+def start_decoding(files: list[Path], options: ReportOptions) -> Decoding | Halves | None:
     """Workers decoding the Kineto files among ``files`` that the warm cache does not hold, when that pays
-    (:func:`tracelens.pool.plan`; else None). Call it before the parsers and analyzers are imported, and pass
+    (:func:`tracelens.pool.plan`; else None): one worker per file, or for one file a worker decoding half
+    of it. Call it before the parsers and analyzers are imported, and pass
     it to :func:`load_files`, which closes it."""
     held = (lambda f: cache.TABLES.has(cache.TABLES.key(f, cache_options(options)))) if options.cache else None
     kineto_files = [f for f in files if _format_or_none(f) == "kineto" and not (held and held(f))]
     plan = pool.plan(kineto_files, options.jobs, beside=False)
+    if plan.halves:
+        # lazy: the two-core decode of one Kineto file, for such a load only
+        from .kineto import Halves
+
+        halves = Halves(Path(kineto_files[0]), pool.json_bytes(Path(kineto_files[0])))
+        halves.begin()
+        return halves
     if not plan.workers:
         return None
     if plan.fork:
