@@ -136,8 +136,7 @@ class Local(Executor):
             # (numpy and the analyzers to import) while the worker inflates and cuts it.
             from .parsers.kineto import Halves
 
-            path = Path(files[0])
-            self._halves = Halves(path, workers.json_bytes(path), self.job.imports)
+            self._halves = Halves(Path(files[0]), self.job.imports)
             self._halves.begin()
             memo[DECODING] = self._halves
         done: list[Done] = []

@@ -134,19 +134,18 @@ def report(files: Inputs, options: ReportOptions, ctx_of: Callable[[], Context],
     ``ctx_of``: gives the Context once the workers run; ``on_file(path, n, total)``: before a file is read
     here; ``on_done(tally)``: after each file (:class:`.executors.Tally`, for progress). ``options.cache``:
     use the warm cache (on Dask, each worker's own, at the same location settings)."""
-    whole: list = []
-    out = _report(files, options, ctx_of, on_file, on_done, view, whole)
+    out, key = _report(files, options, ctx_of, on_file, on_done, view)
     if view is None or isinstance(out, str):
         return out
     text = view.draw(out)
-    seen = cache.RENDERS.key(whole[0] if whole else None, view.key)
+    seen = cache.RENDERS.key(key, view.key)
     if seen is not None:
         cache.RENDERS.put(seen, text)
     return text
 
 
-def _report(files: Inputs, options: ReportOptions, ctx_of, on_file, on_done, view: View | None, whole: list):
-    """The Report, or a view's text from the cache; ``whole`` receives the Report's key."""
+def _report(files: Inputs, options: ReportOptions, ctx_of, on_file, on_done, view: View | None) -> tuple:
+    """(the Report, or a view's text from the cache; the Report's key, None when it is not cached)."""
     # The workers first, before this process imports numpy and the analyzers: they import them on the
     # other cores meanwhile. A Report found in the cache below just stops them again. Without file workers
     # a second core is free while a file is analysed: its tables entry is written there meanwhile.
@@ -157,14 +156,13 @@ def _report(files: Inputs, options: ReportOptions, ctx_of, on_file, on_done, vie
         # On Dask it needs the files visible here too (their keys are their stats); where they are not, the
         # key is None and the workers read them as always.
         key = report_key(files, options, ctx) if options.cache else None
-        whole.append(key)
         seen = cache.RENDERS.key(key, view.key) if view is not None else None
         text = cache.RENDERS.get(seen) if seen is not None else None
         if text is not None:
-            return text
+            return text, key
         hit = cache.REPORTS.get(key) if key is not None else None
         if hit is not None:
-            return hit
+            return hit, key
         if on_done is not None:
             tally = Tally(len(files), sum(map(executors.size, files)))
             on_done = (lambda done, tell=on_done: tell(tally.add(done)))
@@ -178,7 +176,7 @@ def _report(files: Inputs, options: ReportOptions, ctx_of, on_file, on_done, vie
     out = combine([p.analysis for p in parts], ctx, nccl=nccl)
     if key is not None:
         cache.REPORTS.put(key, out)
-    return out
+    return out, key
 
 
 def _end_imports() -> None:

@@ -38,7 +38,7 @@ def _halves(path: Path, share: float = halves.SHARE, monkeypatch=None):
         monkeypatch.setattr(halves, "SHARE", share)
         find = halves.find_cut
         monkeypatch.setattr(halves, "find_cut", lambda raw, s=share: find(raw, s))
-    helper = halves.Halves(path, pool.json_bytes(path))
+    helper = halves.Halves(path)
     helper.begin()
     try:
         return helper.take(path)

@@ -262,8 +262,8 @@ def _format_or_none(path: Path) -> str | None:
 def start_decoding(files: list[Path], options: ReportOptions) -> Decoding | Halves | None:
     """Workers decoding the Kineto files among ``files`` that the warm cache does not hold, when that pays
     (:func:`tracelens.pool.plan`; else None): one worker per file, or for one file a worker decoding half
-    of it. Call it before the parsers and analyzers are imported, and pass
-    it to :func:`load_files`, which closes it."""
+    of it. Call it before the parsers and analyzers are imported, and pass it to :func:`load_files`, which
+    closes it."""
     held = (lambda f: cache.TABLES.has(cache.TABLES.key(f, cache_options(options)))) if options.cache else None
     kineto_files = [f for f in files if _format_or_none(f) == "kineto" and not (held and held(f))]
     plan = pool.plan(kineto_files, options.jobs, beside=False)
@@ -271,7 +271,7 @@ def start_decoding(files: list[Path], options: ReportOptions) -> Decoding | Halv
         # lazy: the two-core decode of one Kineto file, for such a load only
         from .kineto import Halves
 
-        halves = Halves(Path(kineto_files[0]), pool.json_bytes(Path(kineto_files[0])))
+        halves = Halves(Path(kineto_files[0]))
         halves.begin()
         return halves
     if not plan.workers:

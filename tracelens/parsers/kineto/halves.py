@@ -147,14 +147,15 @@ def decode_part(raw, cut: Cut, which: int, path, epoch_times):
 
 
 class Halves:
-    """The worker decoding the first part of ``path`` (a Kineto trace of ``size`` bytes of JSON), forked now,
+    """The worker decoding the first part of ``path`` (a Kineto trace), forked now,
     importing the decode stages while :meth:`begin` inflates the file and cuts it here; :meth:`take` gives the
     file's columns, None when this process must decode it whole."""
 
-    def __init__(self, path: Path, size: int, meanwhile: Callable[[], None] | None = None) -> None:
+    def __init__(self, path: Path, meanwhile: Callable[[], None] | None = None) -> None:
         """``meanwhile()``: run here once this process's part is decoded, while the worker may still decode
         its own (the caller's imports for what comes after the decode)."""
         self.path = Path(path)
+        size = pool.json_bytes(self.path)
         self.meanwhile = meanwhile
         self.cut: Cut | None = None
         try:
