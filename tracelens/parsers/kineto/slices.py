@@ -158,7 +158,6 @@ class Joined:
         self.comm_host: list[dict] = []
         self.comm_args: tuple[list, list] = ([], [])
         self.metas: list = []
-        self.n_events = 0
         self.rows = [0, 0]
         self.ids: dict = {}          # raw-text ids (launch configurations, input shapes) across the slices
 
@@ -176,7 +175,6 @@ class Joined:
             return False
         xs = [e for e in events if e.__class__ is Event]
         self.metas += [e for e in events if e.__class__ is MetaEvent]
-        self.n_events += len(events)
         codes, cat_names, dev_mask, host_mask = event_categories(xs)
         start, dur = event_times(chunk, events, xs, self.scratch)
         del chunk, events
@@ -239,7 +237,6 @@ class Joined:
         self.comm_args[0].extend(later.comm_args[0])
         self.comm_args[1].extend(later.comm_args[1])
         self.metas += later.metas
-        self.n_events += later.n_events
         self.rows = [self.rows[0] + later.rows[0], self.rows[1] + later.rows[1]]
         self.n_out += later.n_out
         self.n_used += later.n_used
