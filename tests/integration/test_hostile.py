@@ -84,6 +84,32 @@ def test_non_utf8_byte_in_a_name_is_replaced_and_counted(tmp_path, capsys):
     assert steps(report_of(path)) == steps(report_of(write(tmp_path / "clean.json", doc())))
 
 
+def test_non_utf8_byte_after_a_value_of_the_wrong_type_is_replaced_too(tmp_path, capsys):
+    """The typed decode stops first at the value of the wrong type, the per-event decode then at the bad bytes
+    (msgspec 0.23 says so with a DecodeError, the class it gives text that is not JSON: issue 44)."""
+    d = doc()
+    i = first_kernel(d)
+    d["traceEvents"][i]["name"] = "gemm_MARK"
+    at = next(k for k, e in enumerate(d["traceEvents"]) if k < i and e.get("ph") == "X")
+    d["traceEvents"][at]["ts"] = str(d["traceEvents"][at]["ts"])       # a number written as text: repaired
+    path = tmp_path / "bad.json"
+    path.write_bytes(json.dumps(d).encode().replace(b"MARK", b"\xff"))
+    code, out, _ = run(capsys, path)
+    rep = json.loads(out)
+    counts = {w["code"]: w["count"] for w in rep["warnings"]}
+    assert code == 0 and counts["invalid-utf8"] == 1 and counts["coerced-values"] == 1
+    assert steps(report_of(path)) == steps(report_of(write(tmp_path / "clean.json", doc())))
+
+
+def test_non_utf8_bytes_in_text_that_is_not_json_is_not_json(tmp_path, capsys):
+    """Replacing the bad bytes does not make broken JSON readable: the answer is still "not valid JSON"."""
+    text = json.dumps(doc()).encode()
+    path = tmp_path / "bad.json"
+    path.write_bytes(text[: len(text) // 2].replace(b"gemm", b"g\xffmm", 1))
+    code, _, err = run(capsys, path)
+    assert code == 3 and err.count("\n") == 1 and "bad.json: not valid JSON" in err
+
+
 def test_nesting_past_the_decoder_limit_is_one_line_exit_3(tmp_path, capsys):
     d = doc()
     d["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": "x", "ts": 1, "dur": 1, "args": {"z": "DEEP"}})

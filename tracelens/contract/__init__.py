@@ -17,6 +17,7 @@ import msgspec
 
 from .._version import __version__
 from ..errors import InputError, printable
+from ..json_text import UNREADABLE, why
 from .per_rank import (PatternEvidence, DimensionStep, GroupRule, DimensionTotals, StepMetrics, Totals, PreCapture,
                        BucketPrediction, BucketModel, SettingCheck, RankResult)
 from .per_run import (DimensionRun, Summary, Collective, RankAcross, MatchedCollective, BandwidthRow, Matching,
@@ -133,8 +134,10 @@ def read_report(path) -> Report:
         raise InputError(f"cannot read report: {exc.strerror or exc}", path=str(path)) from None
     try:
         doc = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
-        raise InputError(f"not a JSON report: {exc}", path=str(path)) from None
+    except UNREADABLE as exc:
+        raise InputError(f"not a JSON report: {why(exc)}", path=str(path)) from None
+    except RecursionError:
+        raise InputError("not a JSON report: nested deeper than the decoder's limit", path=str(path)) from None
     schema = doc.get("schema") if isinstance(doc, dict) else None
     if not isinstance(schema, str) or not schema.startswith(_FAMILY + "/"):
         raise InputError(f"not a tracelens report (schema {schema!r})", path=str(path))

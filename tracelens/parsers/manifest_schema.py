@@ -15,6 +15,9 @@ from typing import Annotated, ClassVar, Union
 
 import msgspec
 
+from .. import json_text
+from ..json_text import not_utf8
+
 # Ranks and world sizes as a launcher gives them (torch's ranks are C ints).
 Rank = Annotated[int, msgspec.Meta(ge=0, lt=2**31)]
 WorldSize = Annotated[int, msgspec.Meta(ge=1, lt=2**31)]
@@ -69,10 +72,10 @@ def decode(data: bytes) -> tuple[Manifest | None, list[tuple[str, str]]]:
     document is JSON but not an object. Raises :class:`Unusable` when it is not JSON at all."""
     try:
         return _decoder(Manifest).decode(data), []
-    except (msgspec.ValidationError, UnicodeDecodeError):      # a field's value: read field by field
-        pass
     except _FAILED as exc:
-        raise Unusable(_why(exc)) from None
+        # A field's value of the wrong type, or text that is not UTF-8: read field by field.
+        if not isinstance(exc, msgspec.ValidationError) and not not_utf8(exc, data):
+            raise Unusable(_why(exc)) from None
     wrong: list[tuple[str, str]] = []
     try:
         top = _decoder(_raw_twin(Manifest)).decode(data)
@@ -131,7 +134,5 @@ def _why(exc: BaseException) -> str:
     """A decoder's message without the path it appends (the caller names the field)."""
     if isinstance(exc, RecursionError):
         return "nested too deep"
-    if isinstance(exc, UnicodeDecodeError):
-        return "text that is not UTF-8"
-    text = str(exc).split(" - at `$", 1)[0]
+    text = json_text.why(exc).split(" - at `$", 1)[0]
     return text[:1].lower() + text[1:] if text[1:2].islower() else text

@@ -33,6 +33,7 @@ from .event_columns import (DEVICE_CATS, DecodedLabels, KinetoColumns, comm_colu
                             event_categories, event_times, fill_meta, host_columns, subset_labels, thread_names)
 from . import slices
 from .inflate import read_bytes
+from ...json_text import UNREADABLE, not_utf8
 from .repair import DecodeIssues, decode_per_event
 from .schema import DECODER, Document, Event, MetaEvent
 
@@ -53,25 +54,31 @@ def _decode(raw: bytes, path: str, issues: DecodeIssues | None = None) -> tuple[
     The whole file is decoded typed in one call (the common, clean case). Only when that fails is it
     split into raw events (:mod:`.repair`), which are decoded typed again in chunks; a chunk that
     fails is decoded event by event, and only the failing events are repaired or skipped. So one bad
-    event costs only itself: every other event is decoded exactly as in a clean file.
+    event costs only itself: every other event is decoded exactly as in a clean file. Text that is not
+    UTF-8 is read again with each bad sequence replaced (:func:`_valid_utf8`).
     """
     issues = issues if issues is not None else DecodeIssues()
     try:
-        doc, kept = DECODER.decode(raw), None
-    except msgspec.ValidationError:
+        doc, kept = _typed(raw, path, issues)
+    except UNREADABLE as exc:
+        if not not_utf8(exc, raw):
+            raise InputError(f"not valid JSON ({exc})", path=path) from None
         try:
-            doc, kept = decode_per_event(raw, path, issues)
-        except UnicodeDecodeError:      # past the value the typed decode refused
-            doc, kept = decode_per_event(_valid_utf8(raw, issues), path, issues.restart())
-    except UnicodeDecodeError:
-        doc, kept = decode_per_event(_valid_utf8(raw, issues), path, issues)
-    except msgspec.DecodeError as exc:
-        raise InputError(f"not valid JSON ({exc})", path=path) from None
+            doc, kept = _typed(_valid_utf8(raw, issues), path, issues.restart())
+        except UNREADABLE as again:
+            raise InputError(f"not valid JSON ({again})", path=path) from None
     if isinstance(doc, list):
         doc = Document(traceEvents=doc)
     if doc.traceEvents is None:
         raise InputError("not a PyTorch profiler trace (no 'traceEvents' list)", path=path)
     return doc, kept
+
+
+def _typed(raw: bytes, path: str, issues: DecodeIssues) -> tuple:
+    try:
+        return DECODER.decode(raw), None
+    except msgspec.ValidationError:
+        return decode_per_event(raw, path, issues)
 
 
 def _valid_utf8(raw: bytes, issues: DecodeIssues) -> bytes:

@@ -16,6 +16,7 @@ from typing import Union
 import msgspec
 
 from ...errors import InputError
+from ...json_text import UNREADABLE, not_utf8
 from .schema import NO_RAW, KNOWN_PHASES, AnyEvent, DeviceProp, DistInfo, Document, Int64
 
 
@@ -105,7 +106,9 @@ def decode_per_event(raw: bytes, path: str, issues: DecodeIssues) -> tuple[Docum
         top = RAW_DOC.decode(raw)
     except msgspec.ValidationError:
         raise InputError("not a PyTorch profiler trace (no 'traceEvents' list)", path=path) from None
-    except msgspec.DecodeError as exc:
+    except UNREADABLE as exc:
+        if not_utf8(exc, raw):
+            raise                       # the caller reads the text again with the bad bytes replaced
         raise InputError(f"not valid JSON ({exc})", path=path) from None
     doc = Document()
     if isinstance(top, list):
