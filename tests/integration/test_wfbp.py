@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import statistics
 
+import numpy as np
 import pytest
 
 import tracelens
-from tracelens.analyzers.rank.wfbp import MIB, exposed, layout
+from tracelens.analyzers.rank.wfbp import MIB, _fit, exposed, layout
 
 from conftest import SAMPLES
 from fixtures import synth
@@ -100,3 +101,35 @@ def test_real_gloo_runs_quarter_mb_buckets_against_one_bucket():
     assert m.model_exposed_ns == pytest.approx(m.bucket_ns, abs=1)
     assert m.observed_exposed_ns == 2_537_581
     assert sorted(s.exposed_comm_ns for s in saw.ranks[0].steps)[1] == m.observed_exposed_ns
+
+
+@pytest.mark.parametrize("sizes, durations, why", [
+    # synth_xrank_mismatch's buckets (issue 44): two sizes, every all-reduce 1 ms. polyfit gave a slope of
+    # float noise, 1.3e19 GB/s under one numpy and 2.1e17 GB/s under the next; the exact sums give 0.
+    ([25 * MIB, 25 * MIB, 25 * MIB, 25 * MIB + 1], [MS] * 4, "do not grow with the bucket size"),
+    # 1 ns more for 24 MiB more: 25,165 TB/s, above any link
+    ([MIB, 25 * MIB], [MS, MS + 1], "above any link's"),
+    # durations that fall with the size
+    ([MIB, 25 * MIB], [2 * MS, MS], "do not grow with the bucket size"),
+    # 1 MiB in 0.1 ms, 25 MiB in 10 ms: 0.4125 ms per MiB, and the line meets size 0 at -0.3125 ms
+    ([MIB, 25 * MIB, 25 * MIB], [MS // 10, 10 * MS, 10 * MS], "latency is negative (-312.5 µs)"),
+    ([MIB] * 3, [MS] * 3, "one bucket size"),
+])
+def test_a_fit_that_is_not_physical_is_no_fit(sizes, durations, why):
+    fit, no_fit = _fit(np.array(sizes, dtype=np.int64), np.array(durations, dtype=np.int64))
+    assert fit is None and why in no_fit
+
+
+def test_an_exact_line_is_fitted_exactly():
+    # t(s) = 0.1 ms + s at 2 GB/s (0.5 ns per byte), the sizes of DDP's default layout: exactly that line
+    fit, no_fit = _fit(np.array([MIB, 25 * MIB, 25 * MIB, 17 * MIB]),
+                       np.array([100_000 + s // 2 for s in (MIB, 25 * MIB, 25 * MIB, 17 * MIB)]))
+    assert no_fit is None and fit == (100_000.0, 0.5)
+
+
+def test_the_mismatch_run_says_why_it_has_no_fit(tmp_path):
+    """Its buckets take 1 ms whatever their size: no bandwidth, the one-bucket prediction, no cap."""
+    m = _report(tmp_path, "xrank_mismatch").ranks[1].bucket_model
+    assert (m.gbps, m.latency_ns, m.suggested_cap_mib, m.bucket_ns) == (None, None, None, MS)
+    assert m.no_fit == "the all-reduce durations do not grow with the bucket size"
+    assert [(p.cap_mib, p.buckets) for p in m.predictions] == [(None, 1)]

@@ -173,6 +173,7 @@ class BucketModel(msgspec.Struct, kw_only=True):
     predictions: list[BucketPrediction]
     suggested_cap_mib: Optional[int]       # the cap with the least predicted exposure (null without a fit)
     suggested_exposed_ns: Optional[int]
+    no_fit: Optional[str] = None           # why the sizes gave no fit of latency and bandwidth; null with one
 
 
 class SettingCheck(msgspec.Struct, kw_only=True):

@@ -7,7 +7,8 @@ free) and the end of the compute before the last bucket started (the end of the 
 the backward less the first bucket's share, ``Tb = K(first start, backward end) × G / (G − s₁)`` with ``G``
 the gradient bytes and ``s₁`` the first bucket's (``× n / (n − 1)`` for ``n`` buckets of unknown size).
 Transfer time is ``t(s) = α + s / B``, fitted by least squares over every bucket of the rank when the trace
-gives at least two bucket sizes; otherwise ``α`` is unknown (taken as 0) and no bucket size is suggested.
+gives at least two bucket sizes and the fit is physical (``α ≥ 0``, ``B`` below any link's); otherwise ``α``
+is unknown (taken as 0), the model says why (``no_fit``) and no bucket size is suggested.
 
 The model (§6): gradients become ready at a constant rate over ``Tb``, last layer first; bucket i's all-reduce
 starts at max(ready_i, previous end) and takes t(s_i); exposed = max(0, last end − Tb). Candidate caps lay
@@ -16,6 +17,8 @@ buckets of the cap, the rest in the last.
 """
 
 from __future__ import annotations
+
+from math import fsum
 
 import numpy as np
 
@@ -47,16 +50,35 @@ def layout(total: int, first: int, cap: int) -> list[int]:
     return [first] + [cap] * k + ([rest] if rest else [])
 
 
-def _fit(sizes: np.ndarray, durations: np.ndarray) -> tuple[float, float] | None:
-    """(α, ns per byte) by least squares, or None without two sizes or with a slope that is not positive."""
+# No link or memory moves a collective's bytes faster (NVLink 5: 900 GB/s each way; one GPU's HBM3e: 8 TB/s):
+# a fitted bandwidth above this says the durations do not grow with the size, not that the link is fast.
+MAX_FIT_GBPS = 10_000.0
+
+
+def _fit(sizes: np.ndarray, durations: np.ndarray) -> tuple[tuple[float, float] | None, str | None]:
+    """((α, ns per byte), None) by least squares, or (None, why there is no fit).
+
+    The sums are exact (``math.fsum``) over the sizes and durations less their means: the same numbers
+    on every machine and numpy release, and no cancellation between the bytes' square (~10^15) and the
+    intercept. A fit that is not physical is no fit: the model then treats the sizes as unknown."""
     if distinct(sizes).size < 2:
-        return None
-    slope, icpt = np.polyfit(sizes.astype(float), durations.astype(float), 1)
+        return None, "one bucket size: latency and bandwidth cannot be told apart"
+    s = sizes.astype(float).tolist()
+    d = durations.astype(float).tolist()
+    s_mean, d_mean = fsum(s) / len(s), fsum(d) / len(d)
+    sxx = fsum((x - s_mean) ** 2 for x in s)
+    sxy = fsum((x - s_mean) * (y - d_mean) for x, y in zip(s, d))
+    slope = sxy / sxx
     if slope <= 0:
-        return None
-    if icpt < 0:                                  # a negative latency is noise: refit through the origin
-        return 0.0, float((sizes * durations).sum() / (sizes.astype(float) ** 2).sum())
-    return float(icpt), float(slope)
+        return None, "the all-reduce durations do not grow with the bucket size"
+    if 1.0 / slope > MAX_FIT_GBPS:
+        return None, (f"the fitted bandwidth, {1.0 / slope:.3g} GB/s, is above any link's "
+                      f"({MAX_FIT_GBPS:,.0f} GB/s): the durations barely grow with the bucket size")
+    latency = d_mean - slope * s_mean
+    if latency < 0:
+        return None, (f"the fitted latency is negative ({latency / 1e3:,.1f} µs): the durations do not "
+                      "follow latency + size / bandwidth")
+    return (latency, slope), None
 
 
 def model(ctx: RankContext, dims: np.ndarray) -> BucketModel | None:
@@ -93,7 +115,10 @@ def model(ctx: RankContext, dims: np.ndarray) -> BucketModel | None:
     # The median step (by backward time) stands for the rank: its buckets, its backward.
     st, at, backward, known = sorted(rows, key=lambda r: (r[2], r[0]))[(len(rows) - 1) // 2]
     all_at = np.concatenate([r[1] for r in rows])
-    fit = _fit(size[all_at], dur[all_at]) if known and (size[all_at] > 0).all() else None
+    if known and (size[all_at] > 0).all():
+        fit, no_fit = _fit(size[all_at], dur[all_at])
+    else:
+        fit, no_fit = None, "the trace records no bucket sizes"
     if fit is not None:
         latency, per = fit
         sizes = size[at].tolist()
@@ -120,7 +145,7 @@ def model(ctx: RankContext, dims: np.ndarray) -> BucketModel | None:
         gbps=None if fit is None else 1.0 / per,          # bytes per ns = GB/s
         observed_exposed_ns=int(observed), model_exposed_ns=round(exposed(sizes, backward, latency, per)),
         predictions=preds, suggested_cap_mib=None if best is None else best.cap_mib,
-        suggested_exposed_ns=None if best is None else best.exposed_ns)
+        suggested_exposed_ns=None if best is None else best.exposed_ns, no_fit=no_fit)
 
 
 def finding(ctx: RankContext, m: BucketModel | None) -> Finding | None:
