@@ -22,6 +22,7 @@ import socket
 import sys
 import time
 
+from tracelens import outputs
 from tracelens.model.envlist import allowed_env
 from tracelens.model.rundir_layout import TORCH_TRACE, WORKERS
 
@@ -146,8 +147,8 @@ class _Agent:
         atexit.register(self._at_exit)
         record = self._record("running")
         try:
-            self.counter = os.open(record.removesuffix(".json") + ".steps", os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-                                   0o644)
+            self.counter = os.open(record.removesuffix(".json") + ".steps",
+                                   os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
             self._count()
         except OSError:
             self.counter = None
@@ -179,9 +180,17 @@ class _Agent:
     def _save(self, prof) -> None:
         rank = self._ranks()["rank"]
         final = os.path.join(self.run_dir, TORCH_TRACE.format(rank=rank))
-        tmp = os.path.join(self.run_dir, f".rank{rank}.{os.getpid()}.partial.gz")
-        prof.export_chrome_trace(tmp)
-        os.replace(tmp, final)     # readers never see half a trace
+        # A fresh name (torch writes through whatever is at the name it is given), renamed into place: readers
+        # never see half a trace.
+        fd, tmp = outputs.fresh(final, suffix=".partial.gz")
+        os.close(fd)
+        try:
+            prof.export_chrome_trace(str(tmp))
+            os.replace(tmp, final)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
         self.trace = os.path.basename(final)
         self.partial = self.steps < self.wait + self.warmup + self.active
 
@@ -281,10 +290,7 @@ class _Agent:
         folder = os.path.join(self.run_dir, WORKERS)
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, f"rank{info['rank']}.{os.getpid()}.json")
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(info, fh, indent=1)
-        os.replace(tmp, path)
+        outputs.write_text(path, json.dumps(info, indent=1))
         return path
 
 

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Optional
 
+from tracelens import outputs
 from tracelens._speed import user_environ
 from tracelens.errors import UsageError
 from tracelens.model.rundir_layout import BOOTSTRAP, MANIFEST, NCCL_LOGS, REPORT, WORKERS
@@ -120,7 +121,7 @@ def plan(options: CollectOptions, environ: Optional[dict] = None) -> Plan:
     for stale in (f"{WORKERS}/*.json", "rank*.pt.trace.json.gz", "rank*.nsys-rep", "rank*.sqlite", MANIFEST, REPORT):
         for path in run_dir.glob(stale):
             path.unlink()
-    (run_dir / BOOTSTRAP / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
+    outputs.write_text(run_dir / BOOTSTRAP / "sitecustomize.py", _SITECUSTOMIZE)
     env = worker_env(user_environ() if environ is None else dict(environ), run_dir.resolve(), options)
     argv = list(options.command)
     if options.profiler == "nsys":

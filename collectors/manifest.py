@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
+from tracelens import outputs
 from tracelens._version import __version__
 from tracelens.model.envlist import allowed_env
 from tracelens.errors import UsageError
@@ -104,9 +105,7 @@ def write_manifest(p: Plan, exit_code: int, started: float, ended: float, notes:
         "nccl_logs": sorted(f"{NCCL_LOGS}/{name}" for name in logs),
         "warnings": warnings,
     }
-    tmp = run_dir / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, run_dir / MANIFEST)
+    outputs.write_text(run_dir / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return manifest
 
 

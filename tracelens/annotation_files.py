@@ -23,6 +23,7 @@ try:  # ISA-L deflates several times faster than zlib at the same ratio class; g
 except ImportError:  # pragma: no cover - platforms without an isal wheel
     _deflate, _LEVEL = zlib, 6
 
+from . import outputs
 from .errors import InputError, UsageError
 from .renderers.added_tracks import MARK
 
@@ -131,33 +132,32 @@ class _Reader:
 
 
 class _Writer:
-    """``out`` written under a temporary name beside it, deflated when its name ends in ``.gz``, and moved
-    into place when whole (removed on any failure)."""
+    """``out`` written as every tracelens output is (:func:`tracelens.outputs.replacing`: a fresh temporary
+    name beside it, moved into place when whole, nothing left on a failure), deflated when its name ends in
+    ``.gz``."""
 
     def __init__(self, out: Path) -> None:
         self.out = out
-        self.tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
         self.deflater = _deflate.compressobj(_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS) \
             if out.name.endswith(".gz") else None
+        self._replacing = outputs.replacing(out)
         self.fh = None
 
     def __enter__(self) -> "_Writer":
-        self.fh = open(self.tmp, "wb")
+        self.fh = self._replacing.__enter__()
         return self
 
     def write(self, data: bytes) -> None:
         self.fh.write(self.deflater.compress(data) if self.deflater is not None else data)
 
-    def __exit__(self, kind, exc, tb) -> None:
-        try:
-            if kind is None and self.deflater is not None:
+    def __exit__(self, kind, exc, tb) -> bool:
+        if kind is None and self.deflater is not None:
+            try:
                 self.fh.write(self.deflater.flush())
-            self.fh.close()
-            if kind is None:
-                os.replace(self.tmp, self.out)
-        finally:
-            if self.tmp.exists():
-                self.tmp.unlink()
+            except BaseException as failed:       # a full disk at the last bytes: no file, as any failure
+                self._replacing.__exit__(type(failed), failed, failed.__traceback__)
+                raise
+        return self._replacing.__exit__(kind, exc, tb)
 
 
 def identities(paths: list[Path]) -> set:

@@ -11,6 +11,8 @@ import time
 import zlib
 from pathlib import Path
 
+from . import outputs
+
 MAGIC = b"TLCACHE2"            # the last digit is the layout's version: a new layout never reads an old one
 # Temporary files older than this are left over from a killed writer (a live one renames within seconds).
 STALE_TMP_S = 3600
@@ -43,20 +45,15 @@ def write(target: Path, parts: list, limit: int, folders: list[Path]) -> None:
     size = sum(len(p) for p in parts)
     if size > limit:
         return
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{time.monotonic_ns():x}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         _evict(limit - size, folders)
-        with open(tmp, "wb") as fh:
+        # A fresh temporary name, renamed into place; Ctrl-C or a failure leaves neither entry nor temporary file.
+        with outputs.replacing(target) as fh:
             for p in parts:
                 fh.write(p)
-        os.replace(tmp, target)
     except OSError:
-        unlink(tmp)
         return
-    except BaseException:     # Ctrl-C while writing: no entry, and no temporary file left either
-        unlink(tmp)
-        raise
     if _usage is not None:
         _usage[str(target)] = size
 

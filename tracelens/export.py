@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import outputs
 from .errors import printable
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,7 +58,8 @@ def export_parquet(traces: list[RankTrace], out_dir: str | Path, report: Report 
     for name in FILES:
         if name[:-len(".parquet")] in frames:
             path = out / name
-            frames[name[:-len(".parquet")]].to_parquet(path, index=False)
+            with outputs.replacing(path) as fh:       # a link or file there is replaced, never written through
+                frames[name[:-len(".parquet")]].to_parquet(fh, index=False)
             written.append(path)
     return written
 

@@ -46,6 +46,12 @@ STEP_TABLE_COLUMNS = {
 def open_db(path: str | Path, *, create: bool) -> Iterator[sqlite_utils.Database]:
     """The history database at ``path``; created (with its tables) on first use when ``create``."""
     p = Path(path)
+    # SQLite writes the database and its journals in place, following links: a link at any of their paths
+    # is refused, so that a history never writes into a file it was pointed at by one.
+    for name in (p, *(p.with_name(p.name + end) for end in ("-journal", "-wal", "-shm"))):
+        if name.is_symlink():
+            raise UsageError("a symbolic link: tracelens never writes a history through one (name the file "
+                             "itself)", path=str(name))
     if not p.exists():
         if not create:
             raise UsageError("no such history database", path=str(path))

@@ -8,7 +8,6 @@ import re
 import sqlite3
 import stat
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ from tracelens.errors import InputError
 from tracelens.parsers.nsys import rows as nsys_rows, sql as nsys_sql
 
 from fixtures import synth
+from fixtures.fake_nsys import fake_nsys
 
 STEP_KEYS = ("step", "start_ns", "end_ns", "duration_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns",
              "idle_ns", "overlap_pct", "exposed_comm_fraction")
@@ -113,32 +113,6 @@ def test_step_ranges_from_a_user_regex(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------- .nsys-rep
-
-FAKE_NSYS = textwrap.dedent("""\
-    #!{python}
-    import shutil, sys
-    args = sys.argv[1:]
-    with open({log!r}, "a") as fh:
-        fh.write(" ".join(args) + "\\n")
-    if {fail!r}:
-        print("fake nsys: cannot open report", file=sys.stderr)
-        sys.exit(1)
-    # What tracelens must ask for: a SQLite export of the given report to the given output path.
-    assert args[:2] == ["export", "--type"] and args[2] == "sqlite", args
-    assert "--output" in args and args[-1].endswith(".nsys-rep"), args
-    out = args[args.index("--output") + 1]
-    shutil.copyfile({export!r}, out)
-    """)
-
-
-def fake_nsys(tmp_path: Path, export: Path, fail: bool = False) -> tuple[Path, Path]:
-    log = tmp_path / "nsys-calls.log"
-    exe = tmp_path / "bin" / "nsys"
-    exe.parent.mkdir(exist_ok=True)
-    exe.write_text(FAKE_NSYS.format(python=sys.executable, log=str(log), export=str(export), fail=fail))
-    exe.chmod(0o755)
-    return exe, log
-
 
 def test_nsys_rep_is_converted_once_and_cached(tmp_path, monkeypatch):
     (export,) = synth.write_nsys(synth.SCENARIOS["one_bucket"], tmp_path / "src", per_rank=False)

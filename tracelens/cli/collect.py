@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from .. import outputs
 from ..errors import EXIT_NO_TRACE, TracelensError
 from .report import report_for
 from .terminal import color_option, report_options, say, show
@@ -81,6 +82,6 @@ def collect(profiler, out, steps, with_stack, force, no_report, color, command) 
     except TracelensError as exc:
         say(f"tracelens: error: {exc}")
         return result.exit_code or exc.exit_code
-    (plan.run_dir / REPORT).write_bytes(rep.to_json())
+    outputs.write_bytes(plan.run_dir / REPORT, rep.to_json())
     show(rep, color=color)
     return result.exit_code

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import click
 
-from .. import api
+from .. import api, outputs
 from ..errors import EXIT_GATE, EXIT_OK, UsageError, printable
 from ..renderers import render
 from .terminal import (FILE_WIDTH, color_option, emit, executor_args, executor_options, input_options, progress,
@@ -77,10 +76,10 @@ def gate(paths, config_path, no_config, fmt, junit, html_path, summary_md, color
 
     if junit:
         with writing(junit):
-            Path(junit).write_bytes(show.junit(result))
+            outputs.write_bytes(junit, show.junit(result))
     if summary_md:
-        with writing(summary_md), open(summary_md, "a", encoding="utf-8") as fh:
-            fh.write(printable(show.markdown(result)))
+        with writing(summary_md):
+            outputs.append_text(summary_md, printable(show.markdown(result)))
     if fmt == "json":
         emit(show.json(result))
     else:
@@ -98,5 +97,5 @@ def _html_writer(path: str):
 
     def write(rep) -> None:
         with writing(path):
-            Path(path).write_text(printable(render(rep, "html")), encoding="utf-8")
+            outputs.write_text(path, printable(render(rep, "html")))
     return write

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from .. import outputs
 from ..errors import UsageError, printable
 from ..options import ReportOptions
 from ..renderers import render
@@ -158,11 +159,16 @@ def write(text: str, output: str | None, force: bool, color: bool = False) -> No
     out = Path(output)
     if out.is_dir():
         raise UsageError("cannot write output: is a directory (name a file)", path=output)
-    # Only a regular file is overwritten; a device or pipe (/dev/stdout, a FIFO) is written to, as a shell would.
-    if out.is_file() and not force:
-        raise UsageError("output file exists (use --force to overwrite)", path=output)
     with writing(output):
-        out.write_text(printable(text), encoding="utf-8")
+        if out.exists() and not out.is_file():
+            # A device or pipe (/dev/stdout, a FIFO), through a link or not, is written to, as a shell would.
+            with open(out, "w", encoding="utf-8") as fh:
+                fh.write(printable(text))
+            return
+        # A file or a link to one is replaced, never written through (tracelens/outputs.py).
+        if os.path.lexists(out) and not force:
+            raise UsageError("output file exists (use --force to overwrite)", path=output)
+        outputs.write_text(out, printable(text))
 
 
 def emit(text: str, color: bool = False) -> None:

@@ -13,6 +13,7 @@ import subprocess
 import urllib.parse
 from pathlib import Path
 
+from .. import outputs
 from ..cache import root
 from ..errors import InputError
 
@@ -74,10 +75,12 @@ def cached_export(report: Path, beside: bool = False) -> Path:
     target = sibling if beside and os.access(report.parent, os.W_OK) else keyed
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+        # A fresh name that nsys then overwrites (never a name someone could have put a link at beforehand).
+        fd, tmp = outputs.fresh(target, suffix=".tmp.sqlite")
     except OSError as exc:
         raise InputError(f"cannot create the export cache {target.parent}: {exc.strerror or exc}",
                          path=str(report)) from None
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp.sqlite")
+    os.close(fd)
     # Blobs keep NCCL's NVTX payloads (collective sizes); an nsys too old to know the option exports without.
     base, tail = [exe, "export", "--type", "sqlite"], ["--force-overwrite", "true", "--output", str(tmp), str(report)]
     try:
@@ -86,6 +89,7 @@ def cached_export(report: Path, beside: bool = False) -> Path:
         if proc.returncode != 0 and "include-blobs" in proc.stderr + proc.stdout:
             proc = subprocess.run(base + tail, capture_output=True, text=True, errors="replace")
     except OSError as exc:
+        tmp.unlink(missing_ok=True)
         raise InputError(f"cannot run {exe}: {exc.strerror or exc}", path=str(report)) from None
     if proc.returncode != 0 or not tmp.is_file():
         tmp.unlink(missing_ok=True)
