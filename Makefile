@@ -3,32 +3,84 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# Every dependency, direct and transitive, at the version and with the hashes CI tested (docs/ci.md, "The
+# project's own dependencies"); `make lock` refreshes it from pyproject.toml and requirements/lock.in.
+LOCK := requirements/lock.txt
 
-.PHONY: demo test test-deps goldens bench bench-scale fuzz samples record-gloo record-cuda clean
+.PHONY: demo test test-deps test-latest test-oldest lock goldens bench bench-scale fuzz samples \
+	record-gloo record-cuda clean
 
 # The end-to-end collector tests run real jobs under torchrun; they need this CPU build of torch.
 TORCH_PIN ?= torch==2.13.0
+# The tool that writes the lock (and the oldest set, for test-oldest); installed beside, never in the venv.
+UV_PIN ?= uv==0.13.9
+TOOLS := .venv-tools
+# The suite on every core (pytest-xdist); TEST_JOBS=0 runs it in this process.
+TEST_JOBS ?= auto
+PYTEST = -q -p no:cacheprovider $(if $(filter 0,$(TEST_JOBS)),-p no:xdist,-n $(TEST_JOBS))
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,dashboard]'
+# The venv holds the lock and nothing else (pip checks every hash), then tracelens itself, built without
+# fetching anything (its build backend is in the lock). A changed lock makes a new venv.
+$(STAMP): pyproject.toml $(LOCK)
+	$(PYTHON) -m venv --clear $(VENV)
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip check
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/tracelens report sample_traces/wfbp_100
+	@echo "Run it as $(BIN)/tracelens, or first: . $(BIN)/activate"
 	@echo "In a browser: $(BIN)/tracelens dashboard sample_traces/wfbp_100"
 	@echo "As one HTML file: add --format html -o report.html to the report command"
 
+# Every test but those marked slow (pyproject.toml), on every core. ALL=1 (CI: .ci/run) then runs the slow
+# ones in this one process: real jobs and a real browser, timed, with no other test competing for the cores.
 test: $(STAMP)
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest $(PYTEST) -m "not slow"
+	$(if $(ALL),$(BIN)/pytest -q -p no:cacheprovider -p no:xdist -m slow)
+
+# The newest release of every dependency, in a venv of its own (torch stays TORCH_PIN, the CPU build).
+# A failure here is a bug to fix; docs/ci.md says what the last run found.
+test-latest:
+	$(PYTHON) -m venv --clear .venv-latest
+	.venv-latest/bin/python -m pip install --quiet --upgrade pip
+	.venv-latest/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager -e '.[test,dashboard]' \
+		$(TORCH_PIN)
+	.venv-latest/bin/python -m pip freeze --exclude-editable > .venv-latest/versions.txt
+	.venv-latest/bin/pytest $(PYTEST) -m "not slow"
+	.venv-latest/bin/pytest -q -p no:cacheprovider -p no:xdist -m slow
+
+# pyproject.toml's lower bounds: the oldest release each direct dependency allows (what it needs resolved as
+# usual), in a venv of its own. Not in CI (docs/ci.md).
+test-oldest: $(TOOLS)/bin/uv
+	$(TOOLS)/bin/uv pip compile pyproject.toml requirements/lock.in --extra test --extra dashboard \
+		--resolution lowest-direct --python-version 3.11 --index-url https://pypi.org/simple --quiet \
+		-o .venv-oldest.txt
+	$(PYTHON) -m venv --clear .venv-oldest
+	.venv-oldest/bin/python -m pip install --quiet -r .venv-oldest.txt
+	.venv-oldest/bin/python -m pip install --quiet --no-deps --no-build-isolation -e . $(TORCH_PIN)
+	.venv-oldest/bin/pytest $(PYTEST) -m "not slow"
+	.venv-oldest/bin/pytest -q -p no:cacheprovider -p no:xdist -m slow
+
+# Rewrite the lock with the newest releases pyproject.toml and requirements/lock.in allow, for Python 3.11 on
+# Linux (x86-64 and aarch64 alike: one file with markers). Review its diff like any other change.
+lock: $(TOOLS)/bin/uv
+	$(TOOLS)/bin/uv pip compile pyproject.toml requirements/lock.in --extra test --extra dashboard \
+		--universal --python-version 3.11 --generate-hashes --upgrade --index-url https://pypi.org/simple \
+		--custom-compile-command "make lock" --quiet -o $(LOCK)
+
+$(TOOLS)/bin/uv:
+	$(PYTHON) -m venv --clear $(TOOLS)
+	$(TOOLS)/bin/python -m pip install --quiet $(UV_PIN)
 
 # Rewrite tests/golden/ from the current code; review the diff before committing.
 goldens: $(STAMP)
 	$(BIN)/python tests/golden/regen.py
 
+# torch without its dependencies: they are in the lock.
 test-deps: $(STAMP)
-	$(BIN)/python -m pip install --quiet $(TORCH_PIN)
+	$(BIN)/python -m pip install --quiet --no-deps $(TORCH_PIN)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_floor.py
@@ -65,4 +117,4 @@ record-cuda: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python examples/record_samples.py cuda
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-latest .venv-oldest .venv-oldest.txt $(TOOLS) build dist *.egg-info .pytest_cache .hypothesis

@@ -33,6 +33,10 @@ def pytest_configure(config):
     os.environ["TRACELENS_CACHE"] = _CACHE_ROOT
     os.environ.pop("TRACELENS_NO_CACHE", None)
     os.environ.pop("TRACELENS_CACHE_MAX", None)
+    # Text goes where a pipe's would (160 columns) unless a test says otherwise: pytest-xdist starts its
+    # workers with COLUMNS=80, which every report in them would then fit.
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 
 
 def pytest_unconfigure(config):
@@ -46,7 +50,10 @@ _CACHE_ROOT = ""
 def pytest_collection_modifyitems(config, items):
     """Tests marked single_thread run first: tracelens forks its decode workers only while its process runs
     one thread, and a test that starts Dask leaves a thread behind for the rest of the session (its
-    offload executor)."""
+    offload executor). Every e2e test is slow too: a real job under torchrun, timed, in CI's one-process pass."""
+    for item in items:
+        if item.get_closest_marker("e2e") and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
     first = [i for i in items if i.get_closest_marker("single_thread")]
     items[:] = first + [i for i in items if not i.get_closest_marker("single_thread")]
 

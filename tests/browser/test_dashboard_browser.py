@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow       # a real Chromium: CI's second, one-process pass (Makefile)
+
 from conftest import CHROMEDRIVER, CHROMIUM, SAMPLES, needs_browser, running_dashboard
 
 SAMPLE = str(SAMPLES / "wfbp_100")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow       # runs pytest itself, several times
+
 HERE = Path(__file__).resolve().parents[1]      # tests/
 
 

@@ -493,17 +493,6 @@ def test_the_readme_says_how_tables_take_the_width():
     assert step_table(needs) == (True, "step") and step_table(160) == (True, "step")
 
 
-def test_make_demo_installs_the_dashboard_extra_the_readme_says_it_does():
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    assert "`make demo` installs it, with the test extra" in readme and "Both need the `dashboard` extra" in readme
-    make = (ROOT / "Makefile").read_text()
-    (install,) = [line for line in make.splitlines() if "pip install" in line and " -e " in line]
-    extras = re.search(r"-e '\.\[([\w,]+)\]'", install)[1].split(",")
-    assert {"test", "dashboard"} <= set(extras), install
-    stamp = make.split("$(STAMP): pyproject.toml", 1)[1].split("\n\n", 1)[0]
-    assert install in stamp and "demo: $(STAMP)" in make
-
-
 def test_the_readmes_verdict_is_what_a_terminal_shows():
     # README, "The run verdict": the straggler sample's first lines in a terminal of 112 columns, as quoted.
     readme = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -38,6 +38,7 @@ def _summary(rows: list[dict]) -> str:
                      f"    base {r.get('base')} ops {json.dumps(r.get('ops'))[:300]}" for r in rows)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["kineto", "nsys", "manifest", "history", "config"])
 def test_ci_fuzz_set(fmt):
     if fmt in ("kineto", "nsys"):       # the run folders, history databases and configs are of bundled samples

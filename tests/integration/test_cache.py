@@ -675,6 +675,7 @@ def test_a_reports_tables_entry_is_written_beside_it_and_is_the_same_entry(tmp_p
     assert not list((tmp_path / "beside" / "tables").glob(".*.tmp"))
 
 
+@pytest.mark.slow
 def test_ctrl_c_at_any_moment_of_a_first_report_leaves_no_damaged_entry(tmp_path):
     """SIGINT to the process group (what a terminal's Ctrl-C sends: the report and its workers, the cache's
     writer among them) at several moments of a first report of the 54 MB trace: whatever entries are left,

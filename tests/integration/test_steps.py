@@ -181,6 +181,7 @@ def test_real_recording_first_step_starts_after_the_pre_capture_work():
     assert pre.start_ns == min(start for start, _ in _raw_ns(orphans, base))
 
 
+@pytest.mark.slow
 def test_corpus_trace_whose_first_step_held_the_previous_one():
     # corpus hta/negative_queue_length_values_check/rank0 (A100, integer µs): recording began while the GPU
     # was still ~155 ms into step 549, which the CPU had launched before the capture. Step 550 read

@@ -56,6 +56,7 @@ def _window(size: int):
         kineto_split.WINDOW = saved
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(documents(), st.data(), st.integers(1, 4), st.integers(1, 48))
 def test_slices_are_the_array_and_the_header_the_rest(doc, data, every, window):
@@ -76,6 +77,7 @@ def test_slices_are_the_array_and_the_header_the_rest(doc, data, every, window):
     assert header == {k: v for k, v in doc.items() if k != "traceEvents"}
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(_EVENT, min_size=1, max_size=12), st.integers(1, 4), st.integers(1, 48))
 def test_each_slice_holds_every_events_but_the_last(events, every, window):
@@ -88,6 +90,7 @@ def test_each_slice_holds_every_events_but_the_last(events, every, window):
     assert sum(counts) == len(events)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(documents(), st.data(), st.integers(1, 48))
 def test_a_truncated_document_is_never_cut_as_if_whole(doc, data, window):
