@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # project's own dependencies"); `make lock` refreshes it from pyproject.toml and requirements/lock.in.
 LOCK := requirements/lock.txt
 
-.PHONY: demo test test-deps test-latest test-oldest lock goldens bench bench-scale fuzz samples \
+.PHONY: demo test test-deps test-latest test-oldest lock goldens bench bench-scale bench-whatif fuzz samples \
 	record-gloo record-cuda clean
 
 # The end-to-end collector tests run real jobs under torchrun; they need this CPU build of torch.
@@ -88,6 +88,14 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_parse.py
 	$(BIN)/python bench/bench_nsys.py
 	$(BIN)/python bench/bench_figures.py
+
+# Predictions against re-runs (bench/RESULTS.md): records examples/ddp_train.py with `tracelens collect` at each
+# knob, interleaved (REPEATS rounds, ~13 s a recording on 2 cores; ONLY=straggler|buckets|item for one group),
+# and prints the verdict's predicted saving beside the step time the change gave. Needs `make test-deps`.
+REPEATS ?= 5
+ONLY ?=
+bench-whatif: $(STAMP)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python bench/bench_whatif.py --repeats $(REPEATS) $(if $(ONLY),--only $(ONLY))
 
 # Rank scaling (bench/RESULTS.md, "Rank scaling"): copies of a corpus rank under /tmp/tl-bench, wall and
 # peak memory of every process; the local executor at every size, Dask at the small sizes (~7 min on 2

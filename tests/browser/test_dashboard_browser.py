@@ -123,7 +123,7 @@ def test_the_verdict_card_opens_the_culprits_timeline(browser):
     with running_dashboard(str(SAMPLES / "straggler")) as (proc, url):
         browser.get(url)
         card = _wait(browser, "#verdict #verdict-bar .main-svg") and browser.find_element("css selector", "#verdict")
-        assert card.text.startswith("Waiting for rank 3 costs 3.200 ms per step (16.3 % of the step)")
+        assert card.text.startswith("Rank 3 arrives last because of slower compute")
         button = browser.find_element("css selector", "#culprit-link")
         assert button.text == "Open rank 3's timeline (step 2, where it cost the others most)"
         button.click()

@@ -612,7 +612,7 @@ def test_a_warm_report_in_a_terminal_prints_what_a_cold_one_prints(tmp_path):
         # What follows the progress bar (shown while files are read, then erased).
         return out[out.index("\x1b[1mverdict"):]
     first = report()
-    assert SGR.search(first) and "Waiting for rank 3" in first
+    assert SGR.search(first) and "Rank 3 arrives last" in first
     assert report() == first
     assert len(list((tmp_path / "cache" / "renders").glob("*.tlc"))) == 1
     narrow = report(columns=80)

@@ -254,6 +254,12 @@ class Cause(msgspec.Struct, kw_only=True, omit_defaults=True):
     culprit: Optional[Culprit]             # peer-wait: the rank the others wait for (null: none, other causes)
     lever: str                             # the one thing to try first
     pattern: Optional[str] = None          # not-overlapped: the overlap pattern of the steps it is material in
+    # What removing the cause would save per step, as the step would lose it (docs/metrics.md, "What fixing a
+    # cause saves"), with its interval; null where the trace cannot tell, and saving_note says why.
+    saving_ns: Optional[int] = None
+    saving_low_ns: Optional[int] = None
+    saving_high_ns: Optional[int] = None
+    saving_note: Optional[str] = None
 
 
 class Verdict(msgspec.Struct, kw_only=True):

@@ -268,7 +268,7 @@ def dimension_cells(d, decimals: int = 3) -> list[str]:
             f"{d.worst_rank} ({ms(d.worst_exposed_ns, decimals)})", ", ".join(d.rules)]
 
 
-VERDICT_HEADERS = ("cause", "ms per step", "of step", "ranks", "why")
+VERDICT_HEADERS = ("cause", "ms per step", "of step", "fixing saves", "ranks", "why")
 _WHY = {"compute": "slower compute", "host-gap": "host gaps", "sync-stall": "a sync stall",
         "late-launch": "late launches", "unknown": "cause unknown"}
 
@@ -286,7 +286,18 @@ def verdict_cells(report: Report, c) -> list[str]:
         why = "compute slowed beside communication"
     where = "—" if not c.ranks else ranges(c.ranks) + (f" ({len(c.ranks)} of {total})" if total > 1 else "")
     share = "n/a" if c.share_of_step is None else pct(100 * c.share_of_step)
-    return [c.cause, ms(c.ns_per_step), share, where, why]
+    return [c.cause, ms(c.ns_per_step), share, saving_cell(c), where, why]
+
+
+def saving_cell(c) -> str:
+    """What fixing the cause saves per step (ms) and its interval; "can't tell" where the trace cannot say."""
+    if c.saving_ns is None:
+        return "can't tell" if c.saving_note else "—"
+    if c.saving_low_ns == c.saving_high_ns:
+        return ms(c.saving_ns)
+    if c.saving_ns - c.saving_low_ns == c.saving_high_ns - c.saving_ns:
+        return f"{ms(c.saving_ns)} ±{ms(c.saving_high_ns - c.saving_ns)}"
+    return f"{ms(c.saving_ns)} ({ms(c.saving_low_ns)}–{ms(c.saving_high_ns)})"
 
 
 def verdict_levers(report: Report) -> list[tuple[str, str]]:

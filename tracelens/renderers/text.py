@@ -163,8 +163,8 @@ def _verdict(con: Console, width: int, report: Report) -> None:
         def build(layout: Layout) -> Table:
             table = new_table(layout)
             for h in VERDICT_HEADERS:
-                table.add_column(header(h, layout), justify="right" if h in ("ms per step", "of step") else "left",
-                                 no_wrap=h != "why")
+                table.add_column(header(h, layout), justify="right" if h in ("ms per step", "of step", "fixing saves")
+                                 else "left", no_wrap=h != "why")
             for c in v.causes:
                 table.add_row(*verdict_cells(report, c))
             return table

@@ -18,6 +18,7 @@ biggest one when it is material (thresholds.material), with the culprit and its 
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import replace
 
@@ -31,15 +32,17 @@ _TCP = ("tcp_silent_fallback", "tcp_no_rdma")
 
 
 def verdict(ranks: list[RankResult], *, matched: bool, culprit: Culprit | None, transport: Transport | None,
-            dimension: str | None, th: Thresholds) -> Verdict:
+            dimension: str | None, th: Thresholds, culprit_saving: dict | None = None) -> Verdict:
     """``matched``: collectives were matched across ranks (peer-wait is measured); ``dimension``: the
-    parallelism dimension with the most exposed communication."""
+    parallelism dimension with the most exposed communication; ``culprit_saving``: per step of the culprit,
+    what its coming on time would save (crossrank/straggler.saving_by_step)."""
     rows = [_per_step(r) for r in ranks]
     rows = [x for x in rows if x is not None]
     if not rows or not any(x["comm"] for x in rows):
         return Verdict(headline=headline(None, None, None), causes=[])
     step = statistics.median(x["step"] for x in rows)
     causes = []
+    spans = {}
     cpu = all(r.mode == "cpu" for r in ranks)
     tcp = transport is not None and transport.verdict in _TCP
     for name in _ORDER:
@@ -50,16 +53,95 @@ def verdict(ranks: list[RankResult], *, matched: bool, culprit: Culprit | None, 
         where = [x["rank"] for x in rows if material(th, int(round(x[key])), int(round(x["step"])))]
         pattern = _pattern(ranks, th) if name == "not-overlapped" else None
         who = culprit if name == "peer-wait" else None
+        saved, note = _saving(name, ranks, who, culprit_saving, cpu)
         causes.append(Cause(cause=name, ns_per_step=ns, share_of_step=ns / step if step > 0 else None, ranks=where,
                             culprit=who, pattern=pattern,
                             # Advice for a cause material nowhere would be noise.
                             lever=lever(name, who, pattern, dimension, tcp and name == "not-overlapped", cpu)
-                            if where or who is not None else ""))
-    causes.sort(key=lambda c: (-c.ns_per_step, _ORDER.index(c.cause)))
+                            if where or who is not None else "",
+                            saving_ns=None if saved is None else saved[0],
+                            saving_low_ns=None if saved is None else saved[1],
+                            saving_high_ns=None if saved is None else saved[2], saving_note=note))
+        # What the cause is worth, and its interval: the saving where the trace tells it, else the cost.
+        spans[name] = saved if saved is not None else _cost_span(rows, key, ns)
+    causes.sort(key=lambda c: (-spans[c.cause][0], _ORDER.index(c.cause)))
     top = causes[0]
     waiting = [x["rank"] for x in rows if material(th, int(round(x["wait"])), int(round(x["step"])))]
-    biggest = top if material(th, top.ns_per_step, int(round(step))) else None
-    return Verdict(headline=headline(biggest, top, waiting, tcp=tcp), causes=causes)
+    biggest = top if material(th, spans[top.cause][0], int(round(step))) else None
+    # A second cause whose interval reaches the first's is as likely the bigger one: the headline names both.
+    tie = None
+    if biggest is not None and len(causes) > 1:
+        second = causes[1]
+        if material(th, spans[second.cause][0], int(round(step))) and spans[second.cause][2] >= spans[top.cause][1]:
+            tie = second
+    return Verdict(headline=headline(biggest, top, waiting, tcp=tcp, step_ns=step, also=tie, cpu=cpu),
+                   causes=causes)
+
+
+# A two-sided 90 % interval of a mean: 1.645 standard errors either side.
+_Z90 = 1.645
+_NO_CULPRIT = ("no single rank arrives last (the arrival order moves between ranks): no one change removes "
+               "the waiting, so the trace cannot say what it would save")
+_CPU_TRANSFERS = ("CPU ranks: the transfers run on the cores the compute uses (gloo's threads), so hiding them "
+                  "frees time only where cores sit idle, which the trace does not show")
+
+
+def _interval(values) -> tuple[int, int, int] | None:
+    """(mean, low, high) of per-step values: the mean and 1.645 standard errors either side (0 at the least)."""
+    v = [float(x) for x in values]
+    if not v:
+        return None
+    mean = statistics.fmean(v)
+    half = _Z90 * statistics.stdev(v) / math.sqrt(len(v)) if len(v) > 1 else 0.0
+    return int(round(mean)), max(0, int(round(mean - half))), int(round(mean + half))
+
+
+def _saving(name: str, ranks: list[RankResult], culprit: Culprit | None, by_step: dict | None, cpu: bool):
+    """What removing a cause saves per step, as (mean, low, high), and None; or None and why the trace cannot
+    tell (docs/metrics.md, "What fixing a cause saves")."""
+    if name == "peer-wait":
+        if culprit is None:
+            return None, _NO_CULPRIT
+        if not by_step:
+            return None, f"rank {culprit.rank} has no complete step to measure its lateness in"
+        return _interval(by_step.values()), None
+    if name == "not-overlapped":
+        if cpu:
+            return None, _CPU_TRANSFERS
+        # Per rank and step, the exposed transfer that compute could hide: never more than the step's time
+        # beyond its compute (a step cannot get shorter than its compute).
+        per_rank = [[max(0, min(s.exposed_comm_ns - (s.exposed_wait_ns or 0), s.duration_ns - s.compute_ns))
+                     for s in ([s for s in r.steps if s.complete] or r.steps)] for r in ranks]
+        per_rank = [v for v in per_rank if v]
+        return _centred(per_rank), None
+    per_rank = [[s.overlap_tax_low_ns for s in ([s for s in r.steps if s.complete] or r.steps)] for r in ranks]
+    low = _median_of_means(per_rank)
+    high = _median_of_means([[s.overlap_tax_high_ns for s in ([s for s in r.steps if s.complete] or r.steps)]
+                             for r in ranks])
+    return (low, low, max(low, high)), None
+
+
+def _median_of_means(per_rank: list[list[int]]) -> int:
+    means = [statistics.fmean(v) for v in per_rank if v]
+    return int(round(statistics.median(means))) if means else 0
+
+
+def _centred(per_rank: list[list[int]]) -> tuple[int, int, int] | None:
+    """The median over ranks of each rank's mean, with the interval the spread over all ranks' steps gives."""
+    if not per_rank:
+        return None
+    point = _median_of_means(per_rank)
+    mean, low, high = _interval([x for v in per_rank for x in v])
+    return point, max(0, point - (mean - low)), point + (high - mean)
+
+
+def _cost_span(rows: list[dict], key: str, ns: int) -> tuple[int, int, int]:
+    """A cause's cost with the interval the spread of its ranks' means gives (for telling causes apart)."""
+    values = [x[key] for x in rows]
+    if len(values) < 2:
+        return ns, ns, ns
+    half = _Z90 * statistics.stdev(values) / math.sqrt(len(values))
+    return ns, max(0, int(round(ns - half))), int(round(ns + half))
 
 
 def _per_step(r: RankResult) -> dict | None:

@@ -145,30 +145,59 @@ def _cost(c) -> str:
             f"({pct(None if c.share_of_step is None else 100 * c.share_of_step)} of the step)")
 
 
-def headline(biggest, top, waiting: list[int] | None, tcp: bool = False) -> str:
-    """The run's answer in one sentence: the biggest material cause, its cost per step and the culprit."""
+def saving_words(c, step_ns: float | None) -> str:
+    """What fixing a cause saves, as a person says it: "about 33.9 ms per step (27.4 % of the step)"."""
+    share = pct(100 * c.saving_ns / step_ns) if step_ns else "n/a"
+    return f"about {ms(c.saving_ns)} per step ({share} of the step)"
+
+
+def headline(biggest, top, waiting: list[int] | None, tcp: bool = False, step_ns: float | None = None,
+             also=None, cpu: bool = False) -> str:
+    """The run's answer in one sentence: the biggest material cause, what fixing it saves per step (its cost
+    where the trace cannot tell what it saves), and the culprit; ``also``, a second cause as likely the
+    bigger one (their intervals meet), named after it."""
     if top is None:
         return "No communication in this run: nothing to overlap."
     if biggest is None:
         return (f"Communication is not what holds the steps up: the largest cause, {_CAUSE_WORDS[top.cause]}, "
                 f"costs {_cost(top)}.")
-    c = biggest
+    first = _clause(biggest, waiting, tcp, step_ns, cpu)
+    if also is None:
+        return first + "."
+    return f"{first}; about as much: {_CAUSE_WORDS[also.cause]}, {_worth(also, step_ns)}."
+
+
+def _worth(c, step_ns) -> str:
+    return f"saving {saving_words(c, step_ns)} if fixed" if c.saving_ns is not None else f"costing {_cost(c)}"
+
+
+def _clause(c, waiting, tcp: bool, step_ns, cpu: bool) -> str:
     if c.cause == "peer-wait":
         if c.culprit is None:
             return (f"Waiting for the last rank to arrive costs {_cost(c)}, and no single rank is the one waited "
-                    "for.")
+                    "for")
         others = [r for r in (waiting or []) if r != c.culprit.rank]
         who = (f"{ranks_label(others)} wait for it at their collectives" if len(others) > 1 else
                f"{ranks_label(others)} waits for it at its collectives" if others else
                "the other ranks wait for it at their collectives")
         why = ("for a reason the trace does not show" if c.culprit.reason == "unknown"
                else f"because of {_REASON_WORDS[c.culprit.reason]}")
-        return f"Waiting for rank {c.culprit.rank} costs {_cost(c)}: {who}, and it arrives last {why}."
+        if c.saving_ns is None:
+            return f"Waiting for rank {c.culprit.rank} costs {_cost(c)}: {who}, and it arrives last {why}"
+        return (f"Rank {c.culprit.rank} arrives last {why}: {who}, and its coming on time would save "
+                f"{saving_words(c, step_ns)}")
     if c.cause == "not-overlapped":
         shape = f", pattern {c.pattern}" if c.pattern else ""
         over = " over TCP sockets between nodes" if tcp else ""
-        return f"Transfers that no compute hides cost {_cost(c)}{over}{shape}."
-    return f"The overlap tax costs {_cost(c)}: compute runs slower beside communication."
+        if c.saving_ns is None:
+            hidden = " (on CPU ranks hiding them may save nothing: they run on the cores the compute uses)" \
+                if cpu else ""
+            return f"Transfers that no compute hides take {_cost(c)}{over}{shape}{hidden}"
+        if ms(c.saving_ns) == ms(c.ns_per_step):        # hiding them all saves all they cost
+            return f"Transfers that no compute hides cost {_cost(c)}{over}{shape}"
+        return (f"Transfers that no compute hides take {_cost(c)}{over}{shape}; hiding them would save "
+                f"{saving_words(c, step_ns)}")
+    return f"The overlap tax costs {_cost(c)}: compute runs slower beside communication"
 
 
 _DIM_LEVER = {
@@ -195,6 +224,11 @@ def lever(cause: str, culprit, pattern: str | None, dimension: str | None, tcp: 
     if tcp:
         return ("make NCCL use RDMA between the nodes: it runs over TCP sockets (see the network transport "
                 "verdict for why)")
+    if cpu:
+        # Re-runs of a gloo job at every bucket size and with no_sync left its step time where it was
+        # (bench/RESULTS.md, "Predictions against re-runs"): overlap settings are no lever here.
+        return ("none that overlap settings give on CPU ranks: the transfers share the compute's cores, and no "
+                "bucket size or no_sync changed the step time of a re-run; on GPUs (NCCL) they act")
     if pattern == "serialized":
         return ("issue the collectives on their own stream (async_op=True, NCCL's internal stream), not the compute "
                 "stream")
