@@ -52,6 +52,21 @@ def test_the_culprit_its_reason_and_the_cost_of_waiting(tmp_path, name):
     assert d.title.startswith(f"straggler ({REASON_WORDS[truth['reason']]}): ")
 
 
+@pytest.mark.parametrize("name", ["culprit_host_gap", "culprit_late_launch", "culprit_sync_stall"])
+def test_the_reason_is_read_where_the_others_waited_longest(tmp_path, name):
+    # The generator makes rank 5 reach every step's work culprit_ns (3 ms) late for its reason, and the
+    # others wait at each of its two buckets. Read where they waited longest in each step, its excess lead,
+    # its reason's excess and how late it came are all those 3 ms, and it computed no more than they did
+    # (read at every late bucket, the lead excess was 1.875 ms and the compute excess -0.76 ms).
+    sc, rep = _report(name, tmp_path)
+    (d,) = of(rep, "straggler")
+    ev = d.evidence
+    assert ev["excess_ns"][sc.culprit_reason] == pytest.approx(sc.culprit_ns, rel=0.05)
+    assert ev["excess_ns"]["lead"] == pytest.approx(sc.culprit_ns, rel=0.05)
+    assert ev["lateness_ns"] == pytest.approx(sc.culprit_ns, rel=0.05)
+    assert abs(ev["excess_ns"]["compute"]) <= 0.05 * sc.culprit_ns
+
+
 @pytest.mark.parametrize("name", ["culprit_compute", "culprit_host_gap", "culprit_late_launch",
                                   "culprit_sync_stall", "straggler"])
 def test_the_headline_names_the_culprit_and_why(tmp_path, name):

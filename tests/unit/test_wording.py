@@ -465,7 +465,7 @@ def test_cross_rank_straggler_wording(reason, words, doing):
                      r"waiting in all", d.title)
     assert m and (int(m[1]), m[2]) == (ev["late_count"], ms(ev["caused_wait_ns"]))
     m = re.fullmatch(rf"it arrives last at (\d+) of (\d+) matched collectives, a mean ({NUM}) ms after the first "
-                     rf"rank, causing (\d+\.\d) % of the waiting over (\d+) ranks; before each it spent a mean ({NUM}) ms "
+                     rf"rank, causing (\d+\.\d) % of the waiting over (\d+) ranks; before the one of each step they waited at longest it spent a mean ({NUM}) ms "
                      rf"{doing} against ({NUM}) ms on the other ranks, of ({NUM}) ms against ({NUM}) ms since they "
                      r"last met \(the previous step's collective, else the step's start\)", d.detail)
     assert m, d.detail
@@ -480,7 +480,7 @@ def test_cross_rank_straggler_of_unknown_cause():
     d = word("straggler", "unknown", ev, step=None)
     assert d.title.startswith("straggler (cause unknown): ")
     m = re.fullmatch(rf"it arrives last at 11 of 13 matched collectives, causing 91\.3 % of the waiting over 8 ranks; "
-                     rf"it came a mean ({NUM}) ms after the other ranks, but since they last met \(the previous "
+                     rf"at the one of each step they waited at longest it came a mean ({NUM}) ms after the other ranks, but since they last met \(the previous "
                      rf"step's collective, else the step's start\) it took a mean ({NUM}) ms to arrive against ({NUM}) ms on "
                      rf"the others, and no one activity explains the difference; it began its first captured step "
                      rf"({NUM}) ms after the other ranks: look at what it does between steps and before the capture",

@@ -70,14 +70,16 @@ def _straggler_late(f: Finding) -> tuple[str, str, str]:
     reason = ev["reason"]
     n = ev["late_count"]
     if reason == "unknown":
-        why = (f"it came a mean {ms(ev['lateness_ns'])} after the other ranks, but since they last met (the "
+        why = (f"at the one of each step they waited at longest it came a mean {ms(ev['lateness_ns'])} after "
+               f"the other ranks, but since they last met (the "
                f"previous step's collective, else the step's start) it took a mean {ms(ev['lead_ns'])} to arrive "
                f"against {ms(ev['ranks_lead_ns'])} on the others, and no one activity explains the difference")
         if ev["late_start_ns"] is not None:
             why += (f"; it began its first captured step {ms(ev['late_start_ns'])} after the other ranks: look at "
                     "what it does between steps and before the capture")
     else:
-        why = (f"before each it spent a mean {ms(ev['lead_by_reason_ns'][reason])} {_REASON_DOING[reason]} "
+        why = (f"before the one of each step they waited at longest it spent a mean "
+               f"{ms(ev['lead_by_reason_ns'][reason])} {_REASON_DOING[reason]} "
                f"against {ms(ev['ranks_lead_by_reason_ns'][reason])} on the other ranks, of "
                f"{ms(ev['lead_ns'])} against {ms(ev['ranks_lead_ns'])} since they last met (the previous step's "
                "collective, else the step's start)")

@@ -10,9 +10,10 @@ longest steps.
 
 Why it is late is read from what it did before its late collectives: each member's lead since the ranks last
 met (analyzers/rank/arrival.py: compute, sync-stall idle, late-launch idle, host-gap idle) at the same
-instances. Per component, the culprit's sum over its late instances minus the sum of the other members'
-medians is its excess. How late it was is the median of the other members' waits at each instance (clock-free:
-a member waits as long as the last one came after it). The largest positive excess that explains at least
+instances, read per step at its peak (the late collective the others waited at longest: see _peaks). Per
+component, the culprit's sum over its peaks minus the sum of the other members' medians is its excess. How
+late it was is the median of the other members' waits at each peak (clock-free: a member waits as long as the
+last one came after it). The largest positive excess that explains at least
 straggler_min_reason_share of that lateness (and of the excess lead) names the reason, else ``unknown``: then
 the lateness arose before the lead, e.g. before the capture's first collective.
 """
@@ -114,8 +115,8 @@ def find(results, arr: Arrivals, cpu: bool, th: Thresholds) -> CulpritFound | No
     caused_total = int(caused[mine].sum())
     others = max(float(np.mean(members[mine])) - 1, 1.0)
     impact = int(round(caused_total / others / max(len(by_step), 1)))     # one other rank's wait per step
-    excess, mine_sum, theirs_sum = _lead_excess(np.flatnonzero(mine), starts, len(pos), rows_late,
-                                                {**lead, "wait": wait})
+    peaks = _peaks(np.flatnonzero(mine), step, caused)
+    excess, mine_sum, theirs_sum = _lead_excess(peaks, starts, len(pos), rows_late, {**lead, "wait": wait})
     saving = saving_by_step(np.flatnonzero(mine), starts, len(pos), rows_late, lead, wait, step,
                             [s.step for s in (x for x in results[late].steps if x.complete)])
     lateness = theirs_sum.pop("wait")
@@ -139,7 +140,7 @@ def find(results, arr: Arrivals, cpu: bool, th: Thresholds) -> CulpritFound | No
     important = material(th, impact, int(ranks_step))
     skewed = skew[mine]
     def mean(v):
-        return int(round(v / counts[late]))
+        return int(round(v / len(peaks)))
 
     evidence = {
         "late_count": int(counts[late]), "instances": int(has.sum()), "late_share": float(counts[late] / has.sum()),
@@ -147,7 +148,8 @@ def find(results, arr: Arrivals, cpu: bool, th: Thresholds) -> CulpritFound | No
         if (skewed >= 0).any() else None,
         "caused_wait_ns": caused_total,
         "caused_wait_by_step": [[None if s < 0 else s, ns] for s, ns in sorted(by_step.items())],
-        # Means per late collective: leads of later collectives of a step overlap (they run from the same point).
+        # Means over the steps' peaks (the late collective of each step the others waited at longest): leads of
+        # later collectives of a step overlap (they run from the same point).
         "reason": reason, "lateness_ns": mean(lateness), "late_start_ns": late_start, "lead_ns": mean(mine_sum["lead"]),
         "ranks_lead_ns": mean(theirs_sum["lead"]), "excess_ns": {k: mean(excess[k]) for k in ("lead", *REASONS)},
         "lead_by_reason_ns": {k: mean(mine_sum[k]) for k in REASONS},
@@ -189,6 +191,22 @@ def saving_by_step(instances: np.ndarray, starts: np.ndarray, n_rows: int, rows_
             last = here[np.argmax(own[here])]
             out[s] = int(round(max(0.0, min(float(total[last]), float(late[here].sum())))))
     return out
+
+
+def _peaks(instances: np.ndarray, step: np.ndarray, caused: np.ndarray) -> np.ndarray:
+    """Per step, the one of its late ``instances`` where the others waited longest (the first of equals).
+
+    Later collectives of a step lead from the same point, so their leads hold what came after the lateness
+    arose, and on CPU backends the others' leads there hold their own blocked waits for the late rank (the
+    training thread sits in the earlier collective's call): read there, the waiting it caused shows as the
+    others' host gaps and its own delay as compute. Where it kept them waiting longest is where it was late
+    for its reason."""
+    order = np.lexsort((instances, -caused[instances], step[instances]))
+    ranked = instances[order]
+    s = step[ranked]
+    first = np.ones(len(ranked), dtype=bool)
+    first[1:] = s[1:] != s[:-1]
+    return np.sort(ranked[first])
 
 
 def _members(instances: np.ndarray, starts: np.ndarray, n_rows: int, rows_late: np.ndarray):
