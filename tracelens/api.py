@@ -7,6 +7,7 @@
     nccl_inputs(paths, traces)    -> NcclInputs          NCCL logs and settings for combine(..., nccl=)
     thresholds(...)               -> Thresholds          config file < TRACELENS_THRESHOLDS < flags
     gate(paths, ...)              -> GateResult          the CI gate: rules, config, baseline
+    diff(before, after, ...)      -> Diff                two runs compared, the BEFORE verdict's prediction checked
     annotate(paths, out_dir, ...) -> list[Path]          per rank, the trace with tracelens' tracks added
 
 Nothing heavy is imported at module level: a report finds its inputs and forks its workers before numpy,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .gate import GateConfig, GateResult
     from .model import RankTrace
     from .contract import Report
+    from .contract.two_runs import Diff
     from .model.nccl_records import NcclInputs
     from .parsers import Inputs
 
@@ -302,6 +304,20 @@ def gate_config(rules: Mapping[str, object] | None = None, *, config: str | Path
     path = config_file(config, env=env) if use_config else None
     base, where = (load_config(path), str(path)) if path is not None else (GateConfig(), "gate")
     return base.merged(dict(rules or {})).check(where), where
+
+
+# ---------------------------------------------------------------------------------------------------- diff
+
+def diff(before, after, *, options: ReportOptions | None = None,
+         on_file: Callable[[Path, int, int], None] | None = None, env: Mapping[str, str] | None = None) -> Diff:
+    """Two runs compared (``tracelens diff``; docs/metrics.md, "Comparing two runs"): each a trace folder,
+    files or a saved report.json, read with the same ``options`` (:class:`ReportOptions`; the defaults when
+    None). What BEFORE's verdict predicted for the change is checked against AFTER's step time."""
+    from .analyzers.compare import compare     # lazy: only a diff needs it
+
+    options = options or ReportOptions()
+    reports = [report_with(p, options, on_file=on_file, env=env) for p in (before, after)]
+    return compare(*reports, " ".join(_paths(before)), " ".join(_paths(after)))
 
 
 # ---------------------------------------------------------------------------------------------------- gate

@@ -1,8 +1,9 @@
 """Every file tracelens writes is created here, so that nothing already at its path is followed or truncated.
 
-A file is written whole under a fresh name in its own folder (:func:`fresh`: ``O_CREAT | O_EXCL | O_NOFOLLOW``
-under a random name, so no one can plant a link at it beforehand), then renamed over its path (atomic; what was there, a link
-included, is replaced as a name: a link's target and a hard link's other names keep their bytes). A reader
+A file is written whole under a fresh name in its own folder (:func:`fresh`: ``O_CREAT | O_EXCL |
+O_NOFOLLOW`` under a random name, so no one can plant a link at it beforehand), then renamed over its path
+(atomic; what was there, a link included, is replaced as a name: a link's target and a hard link's other
+names keep their bytes). A reader
 never sees half a file, and a write that fails leaves no temporary file. An appended file (the gate's
 Markdown summary) is opened with ``O_NOFOLLOW``: a link there is refused. The history database, which SQLite
 changes in place, refuses a link at its path itself (:func:`tracelens.history_db.open_db`).

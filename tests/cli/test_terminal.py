@@ -618,3 +618,15 @@ def test_a_warm_report_in_a_terminal_prints_what_a_cold_one_prints(tmp_path):
     narrow = report(columns=80)
     assert narrow == report("--no-cache", columns=80) and narrow != first
     assert len(list((tmp_path / "cache" / "renders").glob("*.tlc"))) == 2
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_diff_in_a_terminal(columns):
+    """`tracelens diff` of the real re-run (the 40 ms slow rank removed) fits the terminal, answers first."""
+    rec = ROOT / "tests" / "fixtures" / "recordings"
+    code, out = in_terminal(["diff", rec / "gloo_slow40", rec / "gloo_baseline"], columns)
+    lines = [line for line in assert_fits(code, out, columns) if line.strip()]
+    first = next(i for i, line in enumerate(lines) if line.startswith("diff: "))
+    assert lines[first].startswith("diff: The step got faster by ")
+    assert not any("peer-wait" in line for line in lines[:first])                       # the answer first
+    assert any("peer-wait" in line for line in lines) and any("no compute or communica" in line for line in lines)

@@ -33,8 +33,16 @@ def synthetic_cases() -> list[str]:
     return [f"synth_{name}" for name in synth.SCENARIOS if name not in bundled]
 
 
+# `tracelens diff` of a BEFORE and an AFTER run: a real re-run (the 40 ms slow rank removed: the recordings
+# nearest their configuration's median in bench/RESULTS.md, "Predictions against re-runs") and a generated
+# pair with exact truth (rank 5 of 8 late by 3 ms for a host gap, then on time).
+RECORDINGS = "tests/fixtures/recordings"
+DIFFS = {"diff_gloo_slow40": (f"{RECORDINGS}/gloo_slow40", f"{RECORDINGS}/gloo_baseline"),
+         "diff_synth_late_rank": ("synth_culprit_host_gap", "synth_culprit_host_gap_on_time")}
+
+
 def all_cases() -> list[str]:
-    return sample_cases() + synthetic_cases()
+    return sample_cases() + synthetic_cases() + sorted(DIFFS)
 
 
 @contextmanager
@@ -48,14 +56,20 @@ def _at_root():
 
 
 def _input(case: str) -> str:
+    if case.startswith(RECORDINGS):
+        return case
     if case.startswith("synth_"):
+        import dataclasses
+
         from fixtures import synth
 
         name = case.removeprefix("synth_")
         out = BUILD / name
         if name not in _written:
             shutil.rmtree(out, ignore_errors=True)
-            synth.write(synth.SCENARIOS[name], out)
+            base = name.removesuffix("_on_time")
+            sc = synth.SCENARIOS[base]
+            synth.write(sc if base == name else dataclasses.replace(sc, name=name, culprit_ns=0), out)
             _written.add(name)
         return str(out.relative_to(ROOT))
     return str((SAMPLES / case).relative_to(ROOT))
@@ -66,9 +80,23 @@ def render_case(case: str) -> dict[str, str]:
     import tracelens
     from tracelens.renderers import render
 
+    if case in DIFFS:
+        return _render_diff(*DIFFS[case])
     with _at_root():
         rep = tracelens.analyze(tracelens.load(_input(case)))
     out = {"report.json": render(rep, "json"), "report.md": render(rep, "markdown")}
     for width in WIDTHS:
         out[f"text-{width}.txt"] = render(rep, "text", color=False, width=width)
+    return out
+
+
+def _render_diff(before: str, after: str) -> dict[str, str]:
+    import tracelens
+    from tracelens.renderers.diff_tables import render_diff
+
+    with _at_root():
+        d = tracelens.api.diff(_input(before), _input(after))
+    out = {"diff.json": render_diff(d, "json"), "diff.md": render_diff(d, "markdown")}
+    for width in WIDTHS:
+        out[f"text-{width}.txt"] = render_diff(d, "text", color=False, width=width)
     return out

@@ -64,6 +64,7 @@ class RankAnalysis:
     host: str | None = None
     groups: dict[str, tuple[int, ...]] = field(default_factory=dict)
     exposed: tuple = ()
+    work: list = field(default_factory=list)     # (name, kind, count, ns) per step: rank/work.by_name
 
     def sort_key(self) -> tuple:
         """Order of ranks in the Report: by rank, then file; processes of one file claiming the same rank by

@@ -1,5 +1,5 @@
 """``tracelens`` command line: one small module per command (``report``, ``export``, ``annotate``, ``gate``, ``history``,
-``collect``, ``dashboard``, ``cache``), each parsing its options, calling :mod:`tracelens.api` and rendering; ``terminal`` holds what
+``collect``, ``dashboard``, ``cache``, ``diff``), each parsing its options, calling :mod:`tracelens.api` and rendering; ``terminal`` holds what
 they share. Here: the command group, the mapping of errors to exit codes, and the console script.
 
 Nothing heavy (numpy, msgspec, rich, the parsers) is imported at module level of any of these modules:
@@ -25,7 +25,7 @@ __all__ = ["AGGREGATE_CHOICES", "FILE_WIDTH", "PATTERN_CHOICES", "cli", "echo_fi
 # Each command's module, imported when that command runs (or --help lists them all): a warm `tracelens
 # report` does not import the collector, the dashboard, the gate or the history (bench/RESULTS.md, issue 35).
 COMMANDS = {"report": "report", "collect": "collect", "export": "export", "annotate": "annotate", "gate": "gate",
-            "history": "history", "dashboard": "dashboard", "cache": "cache"}
+            "history": "history", "dashboard": "dashboard", "cache": "cache", "diff": "diff"}
 
 
 class _Commands(click.Group):

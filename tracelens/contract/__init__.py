@@ -22,14 +22,14 @@ from .per_rank import (PatternEvidence, DimensionStep, GroupRule, DimensionTotal
                        BucketPrediction, BucketModel, SettingCheck, RankResult)
 from .per_run import (DimensionRun, Summary, Collective, RankAcross, MatchedCollective, BandwidthRow, Matching,
                       CrossRank, Diagnosis, SEVERITIES, MIXED, InputFile, WarningEntry, EvidenceLine, Communicator,
-                      BandwidthCheck, Transport, Culprit, Cause, Verdict, OutlierKind)
+                      BandwidthCheck, Transport, Culprit, Cause, Verdict, OutlierKind, WorkTime)
 
 __all__ = ["SCHEMA", "Report", "Tool", "ratio", "is_report_file", "read_report", "PatternEvidence", "DimensionStep",
            "GroupRule", "DimensionTotals", "StepMetrics", "Totals", "PreCapture", "BucketPrediction", "BucketModel",
            "SettingCheck", "RankResult", "DimensionRun", "Summary", "Collective", "RankAcross", "MatchedCollective",
            "BandwidthRow", "Matching", "CrossRank", "Diagnosis", "SEVERITIES", "MIXED", "InputFile", "WarningEntry",
            "EvidenceLine", "Communicator", "BandwidthCheck", "Transport", "Culprit", "Cause", "Verdict",
-           "OutlierKind"]
+           "OutlierKind", "WorkTime"]
 
 SCHEMA = "tracelens.report/1"
 NOTEBOOK = "tracelens.notebook"      # what draws a Report in a notebook (Report._repr_html_, figure, to_pandas)

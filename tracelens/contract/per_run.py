@@ -21,6 +21,17 @@ class DimensionRun(msgspec.Struct, kw_only=True):
     rules: list[str]                       # the rules that attributed it, each once (name, op, layout-world, ...)
 
 
+class WorkTime(msgspec.Struct, kw_only=True):
+    """One name's share of the run's steps (docs/metrics.md, "Comparing two runs"): a kernel, copy or
+    collective of a GPU rank, a CPU op (by self time) of a CPU rank."""
+
+    name: str
+    kind: str                              # compute | comm | memcpy | memset | sync | cpu-op
+    ranks: int                             # the ranks among whose top names it is
+    count_per_step: float                  # the mean over every rank (0 where it is not among its top names)
+    ns_per_step: int
+
+
 class Summary(msgspec.Struct, kw_only=True):
     ranks: int
     steps: int
@@ -47,6 +58,8 @@ class Summary(msgspec.Struct, kw_only=True):
     # What the ranks arriving together at their collectives would buy: the exposed wait for the last rank
     # (steps[*].exposed_wait_ns) over every rank's step time (null for a single rank or nothing matched).
     arrival_gain: Optional[float] = None
+    # The run's work by name, most time first (at most WORK_TOP): what `tracelens diff` matches between runs.
+    work: list[WorkTime] = msgspec.field(default_factory=list)
 
 
 class Collective(msgspec.Struct, kw_only=True):

@@ -14,7 +14,7 @@ from .run_tables import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, D
 _ICON = {"info": "ℹ️", "warning": "⚠️", "critical": "🛑"}
 
 
-def _table(headers, rows) -> list[str]:
+def table(headers, rows) -> list[str]:
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---:" if i else "---" for i in range(len(headers))) + "|"]
     lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
     return lines
@@ -29,7 +29,7 @@ def render(report: Report, top: int = 10, rank: int | None = None, every: bool =
     if report.verdict is not None:
         out += [f"**{_md(report.verdict.headline)}**", ""]
         if report.verdict.causes:
-            out += _table(VERDICT_HEADERS, [verdict_cells(report, c) for c in report.verdict.causes])
+            out += table(VERDICT_HEADERS, [verdict_cells(report, c) for c in report.verdict.causes])
             out.append("")
         out += [f"- *Try ({cause}):* {_md(lever)}" for cause, lever in verdict_levers(report)]
         out.append("")
@@ -60,12 +60,12 @@ def render(report: Report, top: int = 10, rank: int | None = None, every: bool =
     shown, few_of_many = shown_ranks(report, rank, every)
     if few_of_many:
         out += [f"## Steps over {len(report.ranks)} ranks", "", "Each rank's mean per step.", ""]
-        out += _table(DISTRIBUTION_HEADERS, distribution_rows(report))
+        out += table(DISTRIBUTION_HEADERS, distribution_rows(report))
         out += ["", f"The {len(shown)} most exposed ranks follow (`--ranks all`: every rank; `--rank N`: one).", ""]
     for r in shown:
         out += [f"## {rank_title(r)}", ""]
         steps, summary = shown_steps(r, every_step)
-        out += _table(STEP_HEADERS, (summary or []) + [step_cells(st) for st in steps] + [total_cells(r.totals)])
+        out += table(STEP_HEADERS, (summary or []) + [step_cells(st) for st in steps] + [total_cells(r.totals)])
         out.append("")
         if summary:
             caption = steps_caption(r, steps, "`--steps all`")
@@ -80,28 +80,28 @@ def render(report: Report, top: int = 10, rank: int | None = None, every: bool =
     groups = exposed_groups(report, top)
     if groups:
         out += ["## Most exposed collectives", ""]
-        out += _table(("rank", "op", "size", "count", "exposed ms", "worst ms", "worst step", "kernel"),
+        out += table(("rank", "op", "size", "count", "exposed ms", "worst ms", "worst step", "kernel"),
                       [(g.rank, g.op or "?", size(g.bytes), f"{g.count} of {g.calls}", ms(g.exposed_ns),
                         ms(g.worst_ns), step_label(g.worst_step), "`" + short(g.name) + "`") for g in groups])
         out.append("")
     dims = dimension_rows(report)
     if dims:
         out += ["## Exposed communication by parallelism", ""]
-        out += _table(DIMENSION_HEADERS, [dimension_cells(d) for d in dims])
+        out += table(DIMENSION_HEADERS, [dimension_cells(d) for d in dims])
         out.append("")
     if report.cross_rank is not None:
         rows, spread = across_rows(report)
         out += ["## Across ranks", ""]
-        out += _table(ACROSS_HEADERS, [["…"] + [""] * (len(ACROSS_HEADERS) - 1) if r is None else across_cells(r)
+        out += table(ACROSS_HEADERS, [["…"] + [""] * (len(ACROSS_HEADERS) - 1) if r is None else across_cells(r)
                                        for r in rows])
         out += [""] + [line[0].upper() + line[1:] + "." for line in (spread, matching_line(report)) if line] + [""]
         if report.cross_rank.bandwidth:
             out += ["### Bus bandwidth (GB/s, over the transfer time)", ""]
-            out += _table(BANDWIDTH_HEADERS, [bandwidth_cells(b) for b in report.cross_rank.bandwidth])
+            out += table(BANDWIDTH_HEADERS, [bandwidth_cells(b) for b in report.cross_rank.bandwidth])
             out.append("")
     if report.warnings:
         out += ["## Warnings", ""]
-        out += _table(("rank", "code", "count", "message"),
+        out += table(("rank", "code", "count", "message"),
                       [(who.removeprefix("ranks ").removeprefix("rank "), f"`{code}`", count, message)
                        for who, code, count, message in merged_warnings(report)])
         out.append("")

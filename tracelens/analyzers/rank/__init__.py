@@ -21,7 +21,8 @@ from ...contract import Collective, InputFile, PreCapture, RankResult, StepMetri
 from ..seam import Context, RankAnalysis
 from ..wording import Finding
 from .. import intervals as iv, whatif
-from . import arrival, copies, dimensions, hidden_comm, launch_order, overlap, pattern, settings, syncs, tax, wfbp
+from . import (arrival, copies, dimensions, hidden_comm, launch_order, overlap, pattern, settings, syncs, tax, wfbp,
+               work)
 from .context import RankContext, build
 
 
@@ -90,7 +91,8 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
                  for w in t.meta.input_warnings]
     return RankAnalysis(rank=t.meta.rank, source=printable(t.meta.source, one_line=True), inputs=inputs, result=result,
                         collectives=collectives, comm=comm, findings=findings, warnings=warnings,
-                        host=t.meta.host, groups=ctx.groups, exposed=_exposed_set(sets, windows))
+                        host=t.meta.host, groups=ctx.groups, exposed=_exposed_set(sets, windows),
+                        work=work.by_name(ctx))
 
 
 def _exposed_set(sets, windows) -> tuple:

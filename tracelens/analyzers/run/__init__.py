@@ -59,7 +59,7 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
     warnings = [w for a in ordered for w in a.warnings] + across.warnings
     warnings += [WarningEntry(code=code, rank=None, count=n, message=printable(message, one_line=True))
                  for code, n, message in nccl.notes]
-    total = summary.summarize(ranks)
+    total = summary.summarize(ranks, [a.work for a in ordered])
     matched = across.cross is not None and across.cross.matching.matched > 0
     culprit = None if across.culprit is None else \
         Culprit(rank=ordered[across.culprit.pos].rank, reason=across.culprit.reason)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from ...contract import DimensionRun, RankResult, Summary, ratio
+from ...contract import DimensionRun, RankResult, Summary, WorkTime, ratio
 from ..verdicts import majority
 
 
-def summarize(ranks: list[RankResult]) -> Summary:
+WORK_TOP = 100      # names the Report keeps of the run's work (contract Summary.work)
+
+
+def summarize(ranks: list[RankResult], work: list[list] = ()) -> Summary:
+    """The run's sums; ``work``: each rank's work by name (rank/work.by_name), merged into the run's."""
     comm = sum(r.totals.comm_ns for r in ranks)
     overlap_ns = sum(r.totals.overlap_ns for r in ranks)
     exposed = sum(r.totals.exposed_comm_ns for r in ranks)
@@ -29,7 +33,25 @@ def summarize(ranks: list[RankResult]) -> Summary:
                    overlap_tax_compared=sum(r.totals.overlap_tax_compared for r in ranks),
                    effective_exposed_ns=sum(r.totals.effective_exposed_ns for r in ranks), arrival_gain=arrival,
                    overlap_tax_low_ns=sum(r.totals.overlap_tax_low_ns for r in ranks),
-                   overlap_tax_high_ns=sum(r.totals.overlap_tax_high_ns for r in ranks))
+                   overlap_tax_high_ns=sum(r.totals.overlap_tax_high_ns for r in ranks), work=_work(work))
+
+
+def _work(per_rank: list[list]) -> list[WorkTime]:
+    """Each (name, kind): its mean per step over every rank (a rank without it among its top names counts 0),
+    the most time first."""
+    n = len(per_rank)
+    if not n:
+        return []
+    merged: dict[tuple[str, str], list] = {}
+    for rows in per_rank:
+        for name, kind, count, ns in rows:
+            m = merged.setdefault((name, kind), [0, 0.0, 0.0])
+            m[0] += 1
+            m[1] += count
+            m[2] += ns
+    ordered = sorted(merged.items(), key=lambda kv: (-kv[1][2], kv[0]))[:WORK_TOP]
+    return [WorkTime(name=name, kind=kind, ranks=k, count_per_step=round(count / n, 3), ns_per_step=round(ns / n))
+            for (name, kind), (k, count, ns) in ordered]
 
 
 def _dimensions(ranks: list[RankResult]) -> list[DimensionRun]:

@@ -1,0 +1,107 @@
+"""``tracelens diff`` as text (rich), Markdown or JSON: the Diff's numbers as they are, never recomputed."""
+
+from __future__ import annotations
+
+import io
+
+from ..contract.two_runs import Diff
+from .common import ms, short
+from .markdown import table as md_table
+
+FORMATS = ("text", "markdown", "json")
+SIDE_HEADERS = ("", "step ms", "ranks", "world", "steps", "device")
+CAUSE_HEADERS = ("cause", "before ms", "after ms", "predicted saving ms")
+CHANGE_HEADERS = ("kind", "name", "before ms", "after ms", "change ms", "count before", "count after")
+
+
+def render_diff(diff: Diff, fmt: str, *, color: bool = False, width: int = 120) -> str:
+    if fmt == "json":
+        return diff.to_json().decode() + "\n"
+    if fmt == "markdown":
+        return _markdown(diff)
+    if fmt == "text":
+        return _text(diff, color, width)
+    raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+def _side_rows(d: Diff) -> list[list[str]]:
+    return [[name, ms(s.step_ns), str(s.ranks), "?" if s.world_size is None else str(s.world_size), str(s.steps),
+             s.mode] for name, s in (("before", d.before), ("after", d.after))]
+
+
+def _verdicts(d: Diff) -> list[str]:
+    return [f"before's verdict: {d.before.headline}", f"after's verdict: {d.after.headline}"]
+
+
+def _saving(c) -> str:
+    if c.predicted_ns is None:
+        return "—"
+    if c.predicted_low_ns == c.predicted_high_ns:
+        return ms(c.predicted_ns)
+    return f"{ms(c.predicted_ns)} ({ms(c.predicted_low_ns)}–{ms(c.predicted_high_ns)})"
+
+
+def _cause_rows(d: Diff) -> list[list[str]]:
+    return [[c.cause, ms(c.before_ns), ms(c.after_ns), _saving(c)] for c in d.causes]
+
+
+def _change_rows(d: Diff, name_width: int) -> list[list[str]]:
+    return [[c.kind, short(c.name, name_width), ms(c.before_ns), ms(c.after_ns), f"{c.change_ns / 1e6:+,.3f}",
+             f"{c.before_count:g}", f"{c.after_count:g}"] for c in d.changes]
+
+
+def _labels(d: Diff) -> list[str]:
+    return [f"before: {d.before.label}", f"after:  {d.after.label}"]
+
+
+def _text(d: Diff, color: bool, width: int) -> str:
+    # lazy: rich (and the text renderer's layouts), for the text format only
+    from rich.console import Console  # lazy: as above
+    from rich.text import Text  # lazy: as above
+
+    from .text import fit, header, new_table  # lazy: as above
+
+    buf = io.StringIO()
+    con = Console(file=buf, width=width, color_system="standard" if color else None, force_terminal=color,
+                  no_color=False if color else None, highlight=False, emoji=False)
+    con.print(Text.assemble(("diff", "bold"), ": ", (d.summary, "bold")))
+    for line in _labels(d):
+        con.print(Text(line))
+
+    def table(headers, rows, right, wrap=()):
+        def build(layout):
+            t = new_table(layout)
+            for h in headers:
+                t.add_column(header(h, layout), justify="right" if h in right else "left", no_wrap=h not in wrap)
+            for row in rows(layout):
+                t.add_row(*row)
+            return [t]
+        return fit(con, width, build)[1][0]
+
+    con.print(table(SIDE_HEADERS, lambda lay: _side_rows(d), {"step ms", "ranks", "world", "steps"}))
+    for line in _verdicts(d):
+        con.print(Text(line))
+    if d.causes:
+        con.print(table(CAUSE_HEADERS, lambda lay: _cause_rows(d), {"before ms", "after ms", "predicted saving ms"}))
+    if d.changes:
+        con.print(Text("what changed most, per step (mean over ranks)", style="bold"))
+        con.print(table(CHANGE_HEADERS, lambda lay: _change_rows(d, 24 if lay.tight else 60),
+                        {"before ms", "after ms", "change ms", "count before", "count after"}))
+    for note in d.notes:
+        con.print(Text(f"note: {note}"))
+    return buf.getvalue()
+
+
+def _markdown(d: Diff) -> str:
+    out = ["# tracelens diff", "", f"**{d.summary}**", ""]
+    out += [f"- {line.replace('  ', ' ')}" for line in _labels(d)] + [""]
+    out += md_table(SIDE_HEADERS, _side_rows(d)) + [""]
+    out += [f"- {line}" for line in _verdicts(d)] + [""]
+    if d.causes:
+        out += md_table(CAUSE_HEADERS, _cause_rows(d)) + [""]
+    if d.changes:
+        out += ["## What changed most, per step (mean over ranks)", ""]
+        out += md_table(CHANGE_HEADERS, [[f"`{r[1]}`" if i == 1 else r[i] for i in range(len(r))]
+                                          for r in _change_rows(d, 80)]) + [""]
+    out += [f"> note: {n}" for n in d.notes]
+    return "\n".join(out).rstrip() + "\n"
