@@ -77,3 +77,68 @@ def test_no_culprit_no_saving(tmp_path):
     wait = cause(report_of(sc, tmp_path), "peer-wait")
     assert wait.culprit is None and wait.ns_per_step > 0
     assert wait.saving_ns is None and "no single rank arrives last" in wait.saving_note
+
+
+def test_collectives_given_their_own_stream_save_what_wait_free_backprop_hides(tmp_path):
+    """The serialized sample's all-reduces run on the compute stream (8 buckets: 1 ms of backward, 0.4 ms of
+    all-reduce each). On a stream of their own each runs under the next bucket's backward but the last:
+    the step shortens by 7 x 0.4 = 2.8 ms (generator truth), not by all 3.2 ms exposed (perfect overlap)."""
+    before = synth.SCENARIOS["serialized"]
+    after = dataclasses.replace(before, name="own_stream", comm_on_compute_stream=False)
+    observed = step_time(before) - step_time(after)
+    assert observed == pytest.approx(2.8 * MS, abs=1)
+    rep = report_of(before, tmp_path)
+    c = cause(rep, "not-overlapped")
+    assert c.pattern == "serialized" and "own stream" in c.lever
+    assert c.ns_per_step == 3.2 * MS                      # what it costs today
+    assert c.saving_ns == pytest.approx(observed, rel=0.05)
+    assert c.saving_low_ns <= observed <= c.saving_high_ns
+
+
+def launch_lag(sc) -> int:
+    """The generator's classic steps launch every kernel before the device starts, one host slot each
+    (fixtures/synth/timeline.py): (forward + 2 x buckets + optimizer + 2) slots of idle at each step's start."""
+    n = len(sc.forward_ns) + 2 * len(sc.buckets) + (1 if sc.optimizer_ns else 0)
+    return (n + 2) * synth.HOST_SLOT
+
+
+def test_the_suggested_bucket_cap_saves_what_the_bucket_model_predicts(tmp_path):
+    """wfbp_sized (DDP's 1 MiB first bucket, then three of 32 MiB; backward 0.2 ms per MiB, all-reduce 0.1 ms +
+    0.15 ms per MiB): the last 32 MiB all-reduce (4.9 ms) is exposed, and the bucket model suggests 2 MiB
+    buckets, exposing 0.4 ms. AFTER is the same job at bucket_cap_mb=2, laid out as DDP does (49 buckets),
+    each bucket's times from the same timing model. The device's step (the step less the generator's
+    launch lag, which grows with 49 buckets' launches by 0.9 ms and which no trace of BEFORE shows) shortens
+    by the 4.5 ms the verdict predicts."""
+    from tracelens.analyzers.rank.wfbp import MIB, layout
+
+    before = synth.SCENARIOS["wfbp_sized"]
+    sizes = layout(sum(before.bucket_sizes), before.bucket_sizes[0], 2 * MIB)
+    after = dataclasses.replace(before, name="cap_2", bucket_sizes=sizes,
+                                buckets=[(200 * s // MIB * 1000, 100_000 + 150 * s // MIB * 1000) for s in sizes])
+    assert len(sizes) == 49
+    observed = (step_time(before) - launch_lag(before)) - (step_time(after) - launch_lag(after))
+    assert observed == pytest.approx(4.5 * MS, abs=1)
+    rep = report_of(before, tmp_path)
+    c = cause(rep, "not-overlapped")
+    (bucket,) = {(d.evidence["suggested_cap_mib"], d.evidence["gain_ns"]) for d in rep.diagnoses if d.id == "bucket-size"}
+    assert bucket == (2, 4.5 * MS)
+    assert c.saving_ns == pytest.approx(observed, rel=0.05)    # perfect overlap would say all 4.9 ms
+
+
+def test_the_sync_stall_s_impact_is_what_removing_the_sync_saves(tmp_path):
+    """item_mid_backward: an .item() after the 4th backward kernel drains the device and the host works
+    400 µs before launching again. Without it (the same explicit launches) every step is 419 µs shorter
+    (generator truth: the 400 µs, the sync's 2 µs return and its 10 µs host slot, 7 µs of launch latency);
+    each step's sync-stall finding says 407 µs of device idle. item_gpu_busy's .item() costs the device
+    19 µs: below the material floor, and its findings say no idle."""
+    before = synth.SCENARIOS["item_mid_backward"]
+    after = dataclasses.replace(before, name="no_item", item_after_bucket=-1, item_idle_ns=0, launch_each=True)
+    observed = step_time(before) - step_time(after)
+    assert observed == pytest.approx(419_000, abs=1)
+    stalls = [d for d in report_of(before, tmp_path).diagnoses if d.id == "sync-stall"]
+    assert stalls and all(d.evidence["impact_ns"] == pytest.approx(observed, rel=0.05) for d in stalls)
+    busy = synth.SCENARIOS["item_gpu_busy"]
+    observed = step_time(busy) - step_time(dataclasses.replace(busy, name="busy_no_item", item_after_bucket=-1,
+                                                                launch_each=True))
+    stalls = [d for d in report_of(busy, tmp_path).diagnoses if d.id == "sync-stall"]
+    assert observed < 100_000 and stalls and all(d.evidence["impact_ns"] < 100_000 for d in stalls)

@@ -53,7 +53,7 @@ def verdict(ranks: list[RankResult], *, matched: bool, culprit: Culprit | None, 
         where = [x["rank"] for x in rows if material(th, int(round(x[key])), int(round(x["step"])))]
         pattern = _pattern(ranks, th) if name == "not-overlapped" else None
         who = culprit if name == "peer-wait" else None
-        saved, note = _saving(name, ranks, who, culprit_saving, cpu)
+        saved, note = _saving(name, ranks, who, culprit_saving, cpu, pattern, dimension)
         causes.append(Cause(cause=name, ns_per_step=ns, share_of_step=ns / step if step > 0 else None, ranks=where,
                             culprit=who, pattern=pattern,
                             # Advice for a cause material nowhere would be noise.
@@ -96,7 +96,8 @@ def _interval(values) -> tuple[int, int, int] | None:
     return int(round(mean)), max(0, int(round(mean - half))), int(round(mean + half))
 
 
-def _saving(name: str, ranks: list[RankResult], culprit: Culprit | None, by_step: dict | None, cpu: bool):
+def _saving(name: str, ranks: list[RankResult], culprit: Culprit | None, by_step: dict | None, cpu: bool,
+            pattern: str | None = None, dimension: str | None = None):
     """What removing a cause saves per step, as (mean, low, high), and None; or None and why the trace cannot
     tell (docs/metrics.md, "What fixing a cause saves")."""
     if name == "peer-wait":
@@ -108,9 +109,10 @@ def _saving(name: str, ranks: list[RankResult], culprit: Culprit | None, by_step
     if name == "not-overlapped":
         if cpu:
             return None, _CPU_TRANSFERS
-        # Per rank and step, the exposed transfer that compute could hide: never more than the step's time
-        # beyond its compute (a step cannot get shorter than its compute).
-        per_rank = [[max(0, min(s.exposed_comm_ns - (s.exposed_wait_ns or 0), s.duration_ns - s.compute_ns))
+        # Per rank and step, the exposed transfer that the lever lets compute hide: never more than the step's
+        # time beyond its compute (a step cannot get shorter than its compute).
+        per_rank = [[max(0, min(s.exposed_comm_ns - (s.exposed_wait_ns or 0) - _stays(r, pattern, dimension),
+                                s.duration_ns - s.compute_ns))
                      for s in ([s for s in r.steps if s.complete] or r.steps)] for r in ranks]
         per_rank = [v for v in per_rank if v]
         return _centred(per_rank), None
@@ -119,6 +121,22 @@ def _saving(name: str, ranks: list[RankResult], culprit: Culprit | None, by_step
     high = _median_of_means([[s.overlap_tax_high_ns for s in ([s for s in r.steps if s.complete] or r.steps)]
                              for r in ranks])
     return (low, low, max(low, high)), None
+
+
+def _stays(r: RankResult, pattern: str | None, dimension: str | None) -> int:
+    """What of a rank's exposed transfer stays exposed once the lever is pulled, where its bucket model tells
+    (analyzers/rank/wfbp.py): collectives moved to their own stream still expose what wait-free backprop
+    leaves of its buckets (the last one's transfer at least); a data-parallel step given the suggested
+    bucket cap exposes what the model predicts for it. Else 0: all of it could run under compute, the bound
+    of perfect overlap."""
+    m = r.bucket_model
+    if m is None:
+        return 0
+    if pattern == "serialized":
+        return m.model_exposed_ns
+    if dimension == "dp" and pattern != "two-phase" and m.suggested_exposed_ns is not None:
+        return min(m.suggested_exposed_ns, m.observed_exposed_ns)
+    return 0
 
 
 def _median_of_means(per_rank: list[list[int]]) -> int:
