@@ -146,7 +146,9 @@ def _late(n, lead, late_by=800_000, share=None):
     arrivals = straggler.Arrivals(pos=pos, wait=wait, lead=cols, starts=starts, members=np.full(n, 3),
                                   rows_late=rows_late, skew=np.full(n, late_by), caused=np.full(n, 2 * late_by),
                                   step=np.arange(n) // 2, delay=np.full(n, 900_000), first_start=[0, 0, 0])
-    return straggler.find([_result(0), _result(1), _result(2)], arrivals, False, Thresholds())
+    # The others' waits are all exposed (nothing computes beside them): per step, two instances' waits.
+    exposed = {(p, s): 2 * late_by for p in (0, 1) for s in range((n + 1) // 2)}
+    return straggler.find([_result(0), _result(1), _result(2)], arrivals, False, Thresholds(), exposed)
 
 
 @pytest.mark.parametrize("component, reason", [
@@ -159,8 +161,9 @@ def test_the_reason_is_the_component_that_explains_the_lateness(component, reaso
     assert (c.pos, c.reason, c.finding.verdict) == (2, reason, reason)
     ev = c.finding.evidence
     assert ev["lateness_ns"] == 800_000 and ev["excess_ns"]["lead"] == 800_000        # means per late collective
-    # 6 instances x 2 x 0.8 ms of the others' wait = 9.6 ms; per other rank and step: 9.6 / 2 / 3 = 1.6 ms.
-    assert ev["caused_wait_ns"] == 9_600_000 and ev["impact_ns"] == 1_600_000
+    # 6 instances x 2 x 0.8 ms of the others' wait = 9.6 ms; per other rank and step: 9.6 / 2 / 3 = 1.6 ms,
+    # all of it exposed.
+    assert ev["caused_wait_ns"] == 9_600_000 and ev["wait_per_step_ns"] == ev["impact_ns"] == 1_600_000
 
 
 def test_a_lateness_the_lead_does_not_explain_is_unknown():

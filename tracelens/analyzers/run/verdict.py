@@ -56,9 +56,10 @@ def verdict(ranks: list[RankResult], *, matched: bool, culprit: Culprit | None, 
         saved, note = _saving(name, ranks, who, culprit_saving, cpu, pattern, dimension)
         causes.append(Cause(cause=name, ns_per_step=ns, share_of_step=ns / step if step > 0 else None, ranks=where,
                             culprit=who, pattern=pattern,
-                            # Advice for a cause material nowhere would be noise.
+                            # Advice for a cause material nowhere would be noise, even with a culprit: a
+                            # wait all under compute costs nothing to remove.
                             lever=lever(name, who, pattern, dimension, tcp and name == "not-overlapped", cpu)
-                            if where or who is not None else "",
+                            if where else "",
                             saving_ns=None if saved is None else saved[0],
                             saving_low_ns=None if saved is None else saved[1],
                             saving_high_ns=None if saved is None else saved[2], saving_note=note))

@@ -114,7 +114,8 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
         arrivals = straggler.Arrivals(pos=pos, wait=w.wait, lead=lead, starts=m.starts, members=cnt, rows_late=late,
                                       skew=w.skew, caused=inst_wait - wait_late, step=c["step"][rows][late_row],
                                       delay=delay, first_start=first_start)
-        out.culprit = straggler.find([a.result for a in ordered], arrivals, cpu, th)
+        exposed = {k: v["exposed_wait_ns"] for k, v in out.steps.items()}
+        out.culprit = straggler.find([a.result for a in ordered], arrivals, cpu, th, exposed)
         if out.culprit is not None:
             out.findings.append(out.culprit.finding)
     out.findings += _clock_findings(mt)

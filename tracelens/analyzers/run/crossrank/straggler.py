@@ -87,9 +87,10 @@ class Arrivals:
     first_start: list          # per rank position: its first step's start, aligned (None: clock not aligned)
 
 
-def find(results, arr: Arrivals, cpu: bool, th: Thresholds) -> CulpritFound | None:
+def find(results, arr: Arrivals, cpu: bool, th: Thresholds, exposed: dict | None = None) -> CulpritFound | None:
     """The rank the others wait for, if one is (``results``: the ranks' results in position order; ``cpu``:
-    every rank ran on a CPU backend)."""
+    every rank ran on a CPU backend; ``exposed``: {(position, step): the exposed wait of that rank's step},
+    waits.per_rank's)."""
     pos, rows_late, skew, caused, step, delay = arr.pos, arr.rows_late, arr.skew, arr.caused, arr.step, arr.delay
     members, starts, lead, wait, first_start = arr.members, arr.starts, arr.lead, arr.wait, arr.first_start
     has = rows_late >= 0
@@ -114,11 +115,18 @@ def find(results, arr: Arrivals, cpu: bool, th: Thresholds) -> CulpritFound | No
         by_step[s] = by_step.get(s, 0) + c
     caused_total = int(caused[mine].sum())
     others = max(float(np.mean(members[mine])) - 1, 1.0)
-    impact = int(round(caused_total / others / max(len(by_step), 1)))     # one other rank's wait per step
+    waited = int(round(caused_total / others / max(len(by_step), 1)))     # one other rank's wait per step
+    # What the waiting costs is the part no compute hid: one other rank's exposed wait per step (the median
+    # over the other ranks of each one's mean). A wait all under compute shortens no step.
+    exposed = exposed or {}
+    mine_steps = sorted(by_step, key=lambda s: (s is None, s if s is not None else 0))
+    hidden = _others_exposed(exposed, late, n_ranks, mine_steps)
+    impact = int(round(statistics.median([statistics.fmean(v.values()) for v in hidden.values() if v] or [0])))
     peaks = _peaks(np.flatnonzero(mine), step, caused)
     excess, mine_sum, theirs_sum = _lead_excess(peaks, starts, len(pos), rows_late, {**lead, "wait": wait})
     saving = saving_by_step(np.flatnonzero(mine), starts, len(pos), rows_late, lead, wait, step,
-                            [s.step for s in (x for x in results[late].steps if x.complete)])
+                            [s.step for s in (x for x in results[late].steps if x.complete)],
+                            _exposed_comm(results, late))
     lateness = theirs_sum.pop("wait")
     excess.pop("wait"), mine_sum.pop("wait")
     reason = "unknown"
@@ -155,19 +163,39 @@ def find(results, arr: Arrivals, cpu: bool, th: Thresholds) -> CulpritFound | No
         "lead_by_reason_ns": {k: mean(mine_sum[k]) for k in REASONS},
         "ranks_lead_by_reason_ns": {k: mean(theirs_sum[k]) for k in REASONS},
         "launched_promptly": prompt, "launch_known": int(known.sum()), "cpu": cpu,
-        "ranks": n_ranks, "impact_ns": impact, "step_ns": int(ranks_step), "material": important}
+        "ranks": n_ranks, "wait_per_step_ns": waited, "impact_ns": impact, "step_ns": int(ranks_step),
+        "material": important}
     finding = Finding(id="straggler", severity="warning" if important else "info", rank=results[late].rank,
                       step=None, verdict=reason, evidence=evidence)
     return CulpritFound(pos=late, reason=reason, finding=finding, saving_by_step=saving)
 
 
+def _others_exposed(exposed: dict, late: int, n_ranks: int, steps: list) -> dict:
+    """Per other rank position, {step: its exposed wait} over the given steps it has."""
+    return {p: {s: exposed[p, s] for s in steps if (p, s) in exposed} for p in range(n_ranks) if p != late}
+
+
+def _exposed_comm(results, late: int) -> dict:
+    """Per step: the median over the other ranks of their exposed communication in it. Coming on time moves
+    only the collectives, so no rank's step can shorten by more than that: a wait all under compute saves
+    nothing, while a wait partly under compute can save more than its exposed part (the transfer after it
+    moves under compute too)."""
+    by_step: dict = {}
+    for p, r in enumerate(results):
+        if p != late:
+            for s in r.steps:
+                by_step.setdefault(s.step, []).append(s.exposed_comm_ns)
+    return {s: statistics.median(v) for s, v in by_step.items()}
+
+
 def saving_by_step(instances: np.ndarray, starts: np.ndarray, n_rows: int, rows_late: np.ndarray, lead: dict,
-                   wait, step: np.ndarray, steps: list) -> dict:
+                   wait, step: np.ndarray, steps: list, exposed: dict | None = None) -> dict:
     """Per step of the late rank (``steps``, its complete steps), what every rank's step would lose if the
     late rank came on time at its late ``instances``: how much more of its own time it spent since the ranks
     last met than the others did, at the step's last late collective (the one its lead covers most of),
     bounded by the waits it caused in the step (the other members' median wait, summed over the step's late
-    collectives). A step it was late nowhere saves 0.
+    collectives) and by the other ranks' median exposed communication in the step (``exposed``; see
+    _exposed_comm). A step it was late nowhere saves 0.
 
     Its own time is its lead's parts (compute, sync-stall, late-launch and host-gap idle), each less the
     other members' median. A part where it spent less than the others counts against it only for compute:
@@ -189,7 +217,10 @@ def saving_by_step(instances: np.ndarray, starts: np.ndarray, n_rows: int, rows_
         here = np.flatnonzero(at == s)
         if here.size:
             last = here[np.argmax(own[here])]
-            out[s] = int(round(max(0.0, min(float(total[last]), float(late[here].sum())))))
+            bound = float(late[here].sum())
+            if exposed is not None:
+                bound = min(bound, float(exposed.get(s, 0)))
+            out[s] = int(round(max(0.0, min(float(total[last]), bound))))
     return out
 
 
