@@ -8,6 +8,7 @@
     thresholds(...)               -> Thresholds          config file < TRACELENS_THRESHOLDS < flags
     gate(paths, ...)              -> GateResult          the CI gate: rules, config, baseline
     diff(before, after, ...)      -> Diff                two runs compared, the BEFORE verdict's prediction checked
+    compare_reports(a, b, ...)    -> Diff                the same of two Reports already made (the dashboard's)
     annotate(paths, out_dir, ...) -> list[Path]          per rank, the trace with tracelens' tracks added
 
 Nothing heavy is imported at module level: a report finds its inputs and forks its workers before numpy,
@@ -313,11 +314,18 @@ def diff(before, after, *, options: ReportOptions | None = None,
     """Two runs compared (``tracelens diff``; docs/metrics.md, "Comparing two runs"): each a trace folder,
     files or a saved report.json, read with the same ``options`` (:class:`ReportOptions`; the defaults when
     None). What BEFORE's verdict predicted for the change is checked against AFTER's step time."""
-    from .analyzers.compare import compare     # lazy: only a diff needs it
-
     options = options or ReportOptions()
     reports = [report_with(p, options, on_file=on_file, env=env) for p in (before, after)]
-    return compare(*reports, " ".join(_paths(before)), " ".join(_paths(after)))
+    return compare_reports(*reports, before_label=" ".join(_paths(before)), after_label=" ".join(_paths(after)))
+
+
+def compare_reports(before: Report, after: Report, *, before_label: str = "before", after_label: str = "after"
+                    ) -> Diff:
+    """:func:`diff` of two Reports already made (the dashboard's runs A and B, read once for all its views);
+    the labels name the runs in the Diff (``diff`` gives the paths)."""
+    from .analyzers.compare import compare     # lazy: only a diff needs it
+
+    return compare(before, after, before_label, after_label)
 
 
 # ---------------------------------------------------------------------------------------------------- gate
