@@ -16,15 +16,7 @@ from tracelens.renderers import render
 
 from conftest import SAMPLES
 from fixtures import synth
-
-
-def _components(node):
-    """Every Dash component of a layout tree."""
-    yield node
-    children = getattr(node, "children", None)
-    for child in children if isinstance(children, (list, tuple)) else [children]:
-        if hasattr(child, "to_plotly_json"):
-            yield from _components(child)
+from fixtures import dash_tree
 
 
 def _report(case, tmp_path):
@@ -63,9 +55,9 @@ def test_the_outputs_agree(case, culprit, tmp_path):
             assert f"waiting for rank {culprit}: " in out
     # The dashboard's first card is the verdict, and its culprit link names the same rank.
     layout = page(Session([Run("A", rep)]))
-    ids = [c.id for c in _components(layout) if getattr(c, "id", None)]
+    ids = [c.id for c in dash_tree.components(layout) if getattr(c, "id", None)]
     assert ids.index("verdict") < ids.index("headline")
-    by_id = {c.id: c for c in _components(layout) if getattr(c, "id", None)}
+    by_id = dash_tree.by_id(layout)
     assert by_id["verdict-headline"].children == headline
     link = by_id["culprit-link"]
     assert (f"Open rank {culprit}'s timeline" in link.children) if culprit is not None else \
