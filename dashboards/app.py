@@ -1,6 +1,7 @@
 """The app factory and the server. A :class:`Session` holds what the dashboard was started with: the Reports
-(analysed once, through ``tracelens.api``) and how their traces were read. Every view is drawn from them; the
-step timeline is the only thing fetched later, for one rank and step, from that rank's own input file."""
+(analysed once, through ``tracelens.api``), with two runs their Diff (``api.compare_reports``, made once too),
+and how their traces were read. Every view is drawn from them; the step timeline is the only thing fetched
+later, for one rank and step, from that rank's own input file."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from tracelens import api
 from tracelens.errors import UsageError
 from tracelens.contract import Report
+from tracelens.contract.two_runs import Diff
 
 from .guard import Invalid, shown
 
@@ -35,6 +37,7 @@ class Session:
     comm_patterns: tuple[str, ...] = ()
     step_nvtx: str | None = None
     history: list[dict] | None = None       # runs of a history database (api.history_runs), oldest first
+    diff: Diff | None = None                # runs[0] (before) against runs[1] (after): api.compare_reports
     _timelines: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

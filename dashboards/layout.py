@@ -8,7 +8,7 @@ from dash import dcc, html
 import dash_ag_grid as dag
 
 from tracelens.contract import SEVERITIES
-from tracelens.renderers import across_ranks, figures, outlier_figure
+from tracelens.renderers import across_ranks, diff_tables, figures, outlier_figure
 
 MAX_COLLECTIVES = 5_000     # rows sent to the collectives grid (the most exposed); the Report keeps them all
 CARD = {"background": "#f3f5f8", "padding": "6px 12px", "borderRadius": "4px"}
@@ -24,6 +24,7 @@ GRID = {"sortable": True, "filter": True, "resizable": True}
 PICK = "Click a heatmap cell (or a finding, or an outlier) to see that rank and step."
 NO_OUTLIERS = ("No collective outliers: no instance far above its kind's median (op, size bucket, group), or none "
                "that is not slow in most steps.")
+CHANGE_NAME_WIDTH = 120    # a kernel's or op's name in the changes table, cut past this many characters
 WRAP = {"wrapText": True, "autoHeight": True, "cellStyle": {"wordBreak": "normal", "lineHeight": "1.35"}}
 
 
@@ -135,9 +136,7 @@ def verdict_children(report) -> list:
     rows = figures.verdict_causes(report)
     if rows:
         head = ("cause", "ms per step", "of step", "ranks", "why")
-        children.append(html.Table([html.Thead(html.Tr([html.Th(h, style={"textAlign": "left", "padding": "2px 10px"})
-                                                        for h in head]))] + [
-            html.Tbody([html.Tr([html.Td(r[h], style={"padding": "2px 10px"}) for h in head]) for r in rows])]))
+        children.append(table(head, [[r[h] for h in head] for r in rows]))
         children.append(html.Ul([html.Li([html.I(f"Try ({r['cause']}): "), r["lever"]]) for r in rows
                                  if r["lever"]]))
     rank, step = figures.culprit_step(report)
@@ -171,6 +170,9 @@ def step_options(report) -> list[dict]:
 
 
 def compare_section(session) -> html.Div:
+    """Run B against run A: with the session's Diff, what ``tracelens diff A B`` says (its answer first, the
+    runs, their verdicts, the causes and the prediction checked, what changed most, its notes); then the
+    per-rank and per-step deltas."""
     if len(session.runs) < 2:
         return html.Div()
     a, b = session.runs[0], session.runs[1]
@@ -178,9 +180,41 @@ def compare_section(session) -> html.Div:
                                                                          figures.headline(r.report)))])
                 for r in (a, b)]
     return html.Div(style=SECTION, children=[
-        html.H3(f"Run {b.name} vs run {a.name}"), *verdicts,
+        html.H3(f"Run {b.name} vs run {a.name}"),
+        *(diff_children(session.diff, (f"run {a.name} (before)", f"run {b.name} (after)"))
+          if session.diff is not None else []),
+        *verdicts,
         dcc.Graph(id="compare", figure=figures.compare(a.report, b.report, (a.name, b.name)),
                   style={"height": "440px"})])
+
+
+def diff_children(d, names: tuple[str, str]) -> list:
+    """The Diff as ``tracelens diff`` prints it, its cells the text renderer's (``diff_tables``)."""
+    children: list = [
+        html.Div(html.B(d.summary, style={"fontSize": "1.1em"}), id="compare-summary", style=VERDICT),
+        html.Div([html.Div(line) for line in diff_tables.labels(d, names)], id="compare-labels"),
+        table(diff_tables.SIDE_HEADERS + (diff_tables.CULPRIT_HEADER,), diff_tables.side_rows(d, names, culprit=True),
+              {1, 2, 3, 4}, id="compare-runs"),
+        html.Ul([html.Li(line) for line in diff_tables.verdicts(d, names)], id="compare-verdicts")]
+    if d.causes:
+        children.append(table(diff_tables.CAUSE_HEADERS, diff_tables.cause_rows(d), {1, 2, 3}, id="compare-causes"))
+    children.append(html.Div([html.I("prediction checked: "), diff_tables.prediction_line(d)],
+                             id="compare-prediction"))
+    if d.changes:
+        children += [html.H4(diff_tables.CHANGES_TITLE.capitalize()),
+                     table(diff_tables.CHANGE_HEADERS, diff_tables.change_rows(d, CHANGE_NAME_WIDTH), {2, 3, 4, 5, 6},
+                           id="compare-changes")]
+    if d.notes:
+        children.append(html.Ul([html.Li(f"note: {n}") for n in d.notes], id="compare-notes"))
+    return children
+
+
+def table(head, rows, numeric=frozenset(), **props) -> html.Table:
+    """Rows of text under their headers; the ``numeric`` columns right-aligned."""
+    def cell(tag, i, text):
+        return tag(text, style={"padding": "2px 10px", "textAlign": "right" if i in numeric else "left"})
+    return html.Table([html.Thead(html.Tr([cell(html.Th, i, h) for i, h in enumerate(head)])),
+                       html.Tbody([html.Tr([cell(html.Td, i, c) for i, c in enumerate(r)]) for r in rows])], **props)
 
 
 def history_section(session) -> html.Div:

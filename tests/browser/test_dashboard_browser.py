@@ -13,9 +13,10 @@ import pytest
 
 pytestmark = pytest.mark.slow       # a real Chromium: CI's second, one-process pass (Makefile)
 
-from conftest import CHROMEDRIVER, CHROMIUM, SAMPLES, needs_browser, running_dashboard
+from conftest import CHROMEDRIVER, CHROMIUM, ROOT, SAMPLES, needs_browser, running_dashboard
 
 SAMPLE = str(SAMPLES / "wfbp_100")
+RECORDINGS = ROOT / "tests" / "fixtures" / "recordings"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 WAIT = 20
 EXPOSED_TOP_NS = 120_000   # wfbp_100: each all-reduce takes 0.12 ms; those after the compute are wholly exposed
@@ -133,6 +134,28 @@ def test_the_verdict_card_opens_the_culprits_timeline(browser):
         lanes = browser.find_element("css selector", "#timeline").text
         assert "wait vs transfer" in lanes and "transfer" in lanes
         browser.find_element("css selector", "#verdict").screenshot(str(ARTIFACTS / "dashboard-verdict.png"))
+        assert _severe(browser) == []
+    assert "refused" not in proc.output[0] and "Traceback" not in proc.output[0]
+
+
+def test_the_compare_view_says_what_tracelens_diff_says(browser):
+    """--compare: run A the real 40 ms slow rank, run B its re-run without the delay (tests/fixtures/recordings).
+    The compare section shows the Diff's answer, as `tracelens diff A B` gives it, and that the prediction held."""
+    import tracelens
+
+    a, b = str(RECORDINGS / "gloo_slow40"), str(RECORDINGS / "gloo_baseline")
+    d = tracelens.api.diff(a, b)
+    with running_dashboard(a, "--compare", b) as (proc, url):
+        browser.get(url)
+        summary = _wait(browser, "#compare-summary")[0]
+        browser.execute_script("arguments[0].scrollIntoView({block: 'start'})", summary)
+        assert summary.is_displayed() and summary.text == d.summary
+        check = browser.find_element("css selector", "#compare-prediction")
+        assert check.is_displayed() and check.text.endswith("the prediction held"), check.text
+        rows = browser.find_elements("css selector", "#compare-changes tbody tr")
+        assert len(rows) == len(d.changes) > 0
+        assert rows[0].text.split()[0] == d.changes[0].kind
+        browser.save_screenshot(str(ARTIFACTS / "dashboard-compare.png"))
         assert _severe(browser) == []
     assert "refused" not in proc.output[0] and "Traceback" not in proc.output[0]
 

@@ -26,8 +26,8 @@ def check_installed() -> None:
 @click.command("dashboard", short_help="Serve the overlap dashboard in a browser.")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--compare", "compare", multiple=True, metavar="PATH",
-              help="A second run (B) to compare with the first (A): per-rank and per-step deltas (repeatable: "
-                   "its files, folders or report.json).")
+              help="A second run (B, after a change) to compare with the first (A, before it): what tracelens diff "
+                   "A B says, and per-rank and per-step deltas (repeatable: its files, folders or report.json).")
 @click.option("--history", "history_db", metavar="DB",
               help="Also show overlap and exposed fraction over time from this history database (tracelens "
                    "history add).")
@@ -56,6 +56,11 @@ def dashboard(paths, compare, history_db, label, host, port, open_browser, thres
 
     options = report_options(comm_patterns, step_nvtx, thresholds, no_cache, steps_from=steps_from)
     runs = [Run("A", report_for(paths, options))]
+    diff = None
     if compare:
         runs.append(Run("B", report_for(compare, options)))
-    serve(Session(runs, tuple(comm_patterns), step_nvtx, history=past), host=host, port=port, open_browser=open_browser)
+        # A is the run before the change, B the run after it, as `tracelens diff A B` reads them.
+        diff = api.compare_reports(runs[0].report, runs[1].report, before_label=" ".join(paths),
+                                   after_label=" ".join(compare))
+    serve(Session(runs, tuple(comm_patterns), step_nvtx, history=past, diff=diff), host=host, port=port,
+          open_browser=open_browser)
