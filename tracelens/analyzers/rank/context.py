@@ -52,7 +52,7 @@ def build(trace: RankTrace, thresholds: Thresholds, warn, steps_from: str = "aut
     :class:`~tracelens.analyzers.seam.Context` has them): marked, inferred or the whole capture."""
     sets = overlap.interval_sets(trace, warn)
     trace, source = step_inference.settle(trace, sets.device if sets.mode == "gpu" else None, steps_from,
-                                          step_pattern, warn)
+                                          step_pattern, warn, cpu=sets.mode == "cpu")
     windows = overlap.step_windows(trace, sets, warn)
     exposure = overlap.collective_exposure(trace, sets)
     return RankContext(trace=trace, thresholds=thresholds, sets=sets, windows=windows,

@@ -22,7 +22,7 @@ def step_timeline(trace: RankTrace, step: int | None, *, max_shapes: int = MAX_S
     quiet = lambda *a, **k: None        # noqa: E731 - the report said it already
     sets = overlap.interval_sets(trace, quiet)
     trace, _ = step_inference.settle(trace, sets.device if sets.mode == "gpu" else None, steps_from,
-                                     step_pattern, quiet)
+                                     step_pattern, quiet, cpu=sets.mode == "cpu")
     w = overlap.step_windows(trace, sets, quiet)
     want = -1 if step is None else step
     hit = np.flatnonzero(w.step == want)

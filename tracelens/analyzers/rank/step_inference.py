@@ -6,7 +6,10 @@ step. Its boundary is placed after the optimizer (torch's ``Optimizer.step#`` ra
 kernels), else before the longest launch gap of the cycle (the host fetching the next batch).
 
 Launch order, not device start order: kernels on several streams interleave differently every iteration on
-the device, while one thread launches them in the program's order.
+the device, while one thread launches them in the program's order. On CPU-only runs the training thread's
+ops are the device's work: the activities are the main thread's outermost ops in the order they ran (the
+forward, each backward function, DDP's bucket copies, ``Optimizer.step#``), and the step begins after the
+optimizer the same way.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import numpy as np
 
 from ...model import RankTrace
 from ...model.columns import matches, percentile
-from ...model.linking import LAUNCH_CATS, launched_before_capture, step_of, take
+from ...model.linking import LAUNCH_CATS, launched_before_capture, main_thread, step_of, take
 from ...model.table import Table
 from ...model.rank_trace import STEP_COLUMNS, empty_table
 
@@ -43,54 +46,101 @@ class Inferred:
     median_ns: int = 0            # median step length, boundary to boundary on the device
     spread: float = 0.0           # the step lengths' spread: (p90 - p10) / median
     why_not: str = ""
+    what: str = "device activities"   # what the period counts (CPU ops on CPU-only runs)
 
 
-def infer(trace: RankTrace, device: int | None, *, forced: bool = False) -> Inferred:
-    """The steps of a rank whose capture marks none, from the device work on ``device``. A cycle with no
-    optimizer in it convinces only when ``forced`` (``--steps-from inferred``): the blocks of a model repeat
-    as regularly as steps do, and a capture shorter than a step shows only those."""
+@dataclass(frozen=True)
+class _Sequence:
+    """The activities a period is looked for in, in the order the program issued them."""
+
+    codes: np.ndarray          # each one's name, as a code
+    at: np.ndarray             # when it was issued (its launch call's start; a CPU op's start)
+    issued_end: np.ndarray     # when the issuing call returned (a CPU op's end)
+    begins: np.ndarray         # when it ran (a kernel's start; a CPU op's start)
+    copies: np.ndarray         # is an input copy (host to device)
+    optimizer: np.ndarray      # is the optimizer's work
+    names: object              # the name column the codes index (for the boundary's name)
+    what: str                  # "device activities" or "CPU ops", for the words
+
+
+def _device_sequence(trace: RankTrace, device: int | None) -> _Sequence | str:
     ops, host = trace.device_ops, trace.host_ops
     if device is None or not len(ops):
-        return Inferred(None, why_not="no device activity to find a period in")
+        return "no device activity to find a period in"
     launch = ops["launch_idx"]
     rows = np.flatnonzero((ops["device"] == device) & ~ops["kind"].isin(("sync",)) & (launch >= 0))
     if rows.size < 2 * MIN_STEPS:
-        return Inferred(None, why_not="too few device activities with a launch call in the trace")
+        return "too few device activities with a launch call in the trace"
     at = take(host["start_ns"], launch[rows], 0)
     order = np.argsort(at, kind="stable")
     rows, at = rows[order], at[order]
-    codes = ops["name"].codes[rows].astype(np.int64)
+    names = ops["name"]
+    return _Sequence(codes=names.codes[rows].astype(np.int64), at=at, issued_end=take(host["end_ns"], launch[rows], 0),
+                     begins=ops["start_ns"][rows], copies=matches(names, _INPUT_COPY, "search")[rows],
+                     optimizer=matches(names, _OPTIMIZER_KERNELS, "search")[rows], names=names[rows],
+                     what="device activities")
+
+
+def _cpu_sequence(trace: RankTrace) -> _Sequence | str:
+    host = trace.host_ops
+    main = main_thread(host) if len(host) else None
+    if main is None:
+        return "no CPU op to find a period in"
+    rows = np.flatnonzero((host["pid"] == main[0]) & (host["tid"] == main[1]) & host["cat"].isin(("cpu_op",))
+                          & (np.asarray(host["parent"]) < 0))
+    if rows.size < 2 * MIN_STEPS:
+        return "too few CPU ops on the training thread"
+    rows = rows[np.argsort(host["start_ns"][rows], kind="stable")]
+    names = host["name"]
+    start = np.asarray(host["start_ns"][rows], dtype=np.int64)
+    return _Sequence(codes=names.codes[rows].astype(np.int64), at=start,
+                     issued_end=np.asarray(host["end_ns"][rows], dtype=np.int64), begins=start,
+                     copies=np.zeros(rows.size, dtype=bool),
+                     optimizer=matches(names, _OPTIMIZER_RANGE, "search")[rows], names=names[rows], what="CPU ops")
+
+
+def infer(trace: RankTrace, device: int | None, *, forced: bool = False, cpu: bool = False) -> Inferred:
+    """The steps of a rank whose capture marks none, from the device work on ``device`` (``cpu``: a CPU-only
+    run, from its training thread's ops). A cycle with no optimizer in it convinces only when ``forced``
+    (``--steps-from inferred``): the blocks of a model repeat as regularly as steps do, and a capture shorter
+    than a step shows only those."""
+    seq = _cpu_sequence(trace) if cpu else _device_sequence(trace, device)
+    if isinstance(seq, str):
+        return Inferred(None, why_not=seq)
+    codes, at, what = seq.codes, seq.at, seq.what
     found = _period(codes)
     if found is None:
-        return Inferred(None, why_not=f"no sequence of kernels repeats {MIN_STEPS} times or more")
+        kind = "kernels" if what == "device activities" else what
+        return Inferred(None, why_not=f"no sequence of {kind} repeats {MIN_STEPS} times or more")
     anchors, modal = found
     period = int(np.median(np.diff(anchors)[modal]))
-    offset, phase = _phase(trace, rows, at, codes, anchors, modal)
+    offset, phase = _phase(trace, seq, anchors, modal)
     if not phase.startswith("after") and not forced:
-        return Inferred(None, period=period, why_not=f"a cycle of {period} device activities repeats "
+        return Inferred(None, period=period, why_not=f"a cycle of {period} {what} repeats "
                         f"{int(modal.sum())} times but holds no optimizer step (perhaps a block of the model "
                         "inside one step)")
+    n = codes.size
     first = anchors + offset
     cuts = np.concatenate([first[:1] - period, first]) if first[0] - period >= 0 else first
-    cuts = cuts[cuts < rows.size]
-    if rows.size - cuts[-1] < period:          # the capture closed inside the last cycle: not a step
+    cuts = cuts[cuts < n]
+    if n - cuts[-1] < period:          # the capture closed inside the last cycle: not a step
         cuts, tail = cuts[:-1], cuts[-1]
     else:
-        tail = rows.size
+        tail = n
     if cuts.size < MIN_STEPS:
-        return Inferred(None, why_not=f"fewer than {MIN_STEPS} whole cycles of {period} device activities")
-    launch_end = take(host["end_ns"], launch[rows], 0)
+        return Inferred(None, why_not=f"fewer than {MIN_STEPS} whole cycles of {period} {what}")
+    launch_end = seq.issued_end
     start = np.where(cuts > 0, launch_end[np.maximum(cuts - 1, 0)], at[cuts])
     end = np.append(start[1:], launch_end[tail - 1] + 1 if tail > 0 else start[-1] + 1)
     steps = Table({"step": np.arange(cuts.size, dtype=np.int64), "start_ns": start.astype(np.int64),
                    "end_ns": np.maximum(end, start + 1).astype(np.int64)})
-    begins = ops["start_ns"][rows[cuts]]
+    begins = seq.begins[cuts]
     lengths = np.diff(begins)
     median = int(np.median(lengths)) if lengths.size else 0
     p10, p90 = percentile(lengths, [10, 90]) if median > 0 else (0.0, 0.0)
     spread = float((p90 - p10) / median) if median > 0 else 0.0
-    return Inferred(steps, period=period, boundary=str(ops["name"][int(rows[cuts[0]])]), phase=phase,
-                    median_ns=median, spread=spread)
+    return Inferred(steps, period=period, boundary=str(seq.names[int(cuts[0])]), phase=phase, median_ns=median,
+                    spread=spread, what=what)
 
 
 def with_steps(trace: RankTrace, steps: Table) -> RankTrace:
@@ -139,7 +189,7 @@ def _period(codes: np.ndarray):
     return None if best is None else best[:2]
 
 
-def _phase(trace, rows, at, codes, anchors, modal) -> tuple[int, str]:
+def _phase(trace, seq: _Sequence, anchors, modal) -> tuple[int, str]:
     """Where in the cycle a step begins, as an offset from the anchor kernel, and the rule that placed it.
 
     A loop steps after its optimizer and then fetches the next batch: the step begins with the batch's
@@ -148,12 +198,12 @@ def _phase(trace, rows, at, codes, anchors, modal) -> tuple[int, str]:
     lengths = np.diff(anchors)[modal]
     period = int(np.median(lengths))
     same = anchors[:-1][modal][lengths == period]
-    names = trace.device_ops["name"]
-    copies = matches(names, _INPUT_COPY, "search")[rows][same[0]:same[0] + period]
+    at = seq.at
+    copies = seq.copies[same[0]:same[0] + period]
     gap = np.zeros(at.size, dtype=np.int64)
     gap[1:] = np.diff(at)
     typical = np.median(gap[same[:, None] + np.arange(period)[None, :]], axis=0)
-    offset, phase = _after_optimizer(trace, rows, at, anchors, modal)
+    offset, phase = _after_optimizer(trace, seq, anchors, modal)
     if offset is not None:
         offset %= period
         if copies.any():
@@ -169,17 +219,17 @@ def _phase(trace, rows, at, codes, anchors, modal) -> tuple[int, str]:
     return int(np.argmax(typical)), "longest launch gap"
 
 
-def _after_optimizer(trace, rows, at, anchors, modal) -> tuple[int | None, str]:
+def _after_optimizer(trace, seq: _Sequence, anchors, modal) -> tuple[int | None, str]:
     """The offset of the first launch after the optimizer: after torch's ``Optimizer.step#`` range, else
     after the optimizer's last kernel of the cycle."""
     host = trace.host_ops
     ends = host["end_ns"][matches(host["name"], _OPTIMIZER_RANGE)]
     if ends.size:
-        after = np.searchsorted(at, np.sort(ends), side="left")
-        offset = _mode_offset(after[after < rows.size], anchors)
+        after = np.searchsorted(seq.at, np.sort(ends), side="left")
+        offset = _mode_offset(after[after < seq.at.size], anchors)
         if offset is not None:
             return offset, "after the optimizer step"
-    optimizer = matches(trace.device_ops["name"], _OPTIMIZER_KERNELS, "search")[rows]
+    optimizer = seq.optimizer
     lasts = []
     for k in np.flatnonzero(modal):
         hit = np.flatnonzero(optimizer[anchors[k]:anchors[k + 1]])
@@ -205,7 +255,7 @@ SOURCES = ("markers", "nvtx", "inferred", "whole-capture")     # a rank's steps_
 
 
 def settle(trace: RankTrace, device: int | None, steps_from: str, step_pattern: str | None,
-           warn) -> tuple[RankTrace, str]:
+           warn, cpu: bool = False) -> tuple[RankTrace, str]:
     """The rank's trace with the steps the report uses, and where they came from (one of :data:`SOURCES`).
 
     ``steps_from`` is the option: ``auto`` takes the marked steps (``ProfilerStep#N``, or the ranges
@@ -226,7 +276,7 @@ def settle(trace: RankTrace, device: int | None, steps_from: str, step_pattern: 
     if steps_from == "markers":
         warn("no-steps", f"no {_markers(step_pattern)}: the whole capture is reported as one step", 1)
         return trace, "whole-capture"
-    found = infer(trace, device, forced=steps_from == "inferred")
+    found = infer(trace, device, forced=steps_from == "inferred", cpu=cpu)
     if found.steps is None:
         asked = "--steps-from inferred" if steps_from == "inferred" else f"no {_markers(step_pattern)}"
         warn("no-steps", f"{asked}, and no steps inferred: {found.why_not}; the whole capture is reported as "
@@ -234,7 +284,7 @@ def settle(trace: RankTrace, device: int | None, steps_from: str, step_pattern: 
         return (with_steps(trace, empty_table(STEP_COLUMNS)) if len(trace.steps) else trace), "whole-capture"
     asked = "--steps-from inferred" if len(trace.steps) else f"no {_markers(step_pattern)}"
     warn("steps-inferred", f"{asked}: {len(found.steps)} steps "
-         f"inferred from a cycle of {found.period} device activities repeating, each beginning at "
+         f"inferred from a cycle of {found.period} {found.what} repeating, each beginning at "
          f"{found.boundary} ({found.phase}); median step {found.median_ns / 1e6:.3f} ms, spread "
          f"{100 * found.spread:.1f} % (p90 - p10 over the median)", 1)
     return with_steps(trace, found.steps), "inferred"
