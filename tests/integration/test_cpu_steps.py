@@ -43,3 +43,21 @@ def test_a_cpu_run_without_markers_gets_the_marked_steps(tmp_path):
             if i:      # the first marked step also holds the profiler's start, before the first op
                 assert abs(x.compute_ns - y.compute_ns) <= 0.02 * x.compute_ns, (a.rank, x.step)
     assert any("inferred from a cycle of" in w.message and "CPU ops" in w.message for w in inferred.warnings)
+
+
+def test_the_training_thread_s_time_in_collective_calls(tmp_path):
+    """blocked_ns, per step of the real recording: the training thread's outermost c10d::* calls clipped to
+    the step window, summed here by hand from the parsed host ops (the thread that holds ProfilerStep#N)."""
+    rep = tracelens.report(str(RECORDING), cache=False)
+    for trace, r in zip(tracelens.load(str(RECORDING)), rep.ranks):
+        h = trace.host_ops
+        names = [str(n) for n in h["name"]]
+        pid, tid = next((int(h["pid"][i]), int(h["tid"][i])) for i, n in enumerate(names)
+                        if n.startswith("ProfilerStep#"))
+        calls = sorted((int(h["start_ns"][i]), int(h["end_ns"][i])) for i, n in enumerate(names)
+                       if n.startswith("c10d::") and int(h["pid"][i]) == pid and int(h["tid"][i]) == tid)
+        outer = [c for c in calls if not any(o != c and o[0] <= c[0] and c[1] <= o[1] for o in calls)]
+        assert outer
+        for s in r.steps:
+            by_hand = sum(max(0, min(e, s.end_ns) - max(b, s.start_ns)) for b, e in outer)
+            assert s.pattern_evidence.blocked_ns == by_hand > 0

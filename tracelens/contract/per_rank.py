@@ -29,6 +29,9 @@ class PatternEvidence(msgspec.Struct, kw_only=True):
     issued_during_compute: Optional[int] = None  # ... of which the host issued before compute it issued later
     queued: Optional[int] = None           # ... of which started late, released by an earlier collective's end
     backlog_ns: Optional[int] = None       # tail time of collectives issued during compute (comm backlog)
+    issued_in_compute: Optional[int] = None  # the step's collectives (all, not the tail's) issued during compute
+    blocked_ns: Optional[int] = None       # CPU-only runs: the training thread's time inside collective calls
+                                           # (c10d::*) in the step, where it could not compute
 
 
 class DimensionStep(msgspec.Struct, kw_only=True):

@@ -25,7 +25,8 @@ Comm and compute *take turns* when overlap ≤ serialized_max_overlap_pct with a
 bursts. The rule is applied in order: no communication → ``no-comm``; no compute → no pattern (nothing to
 overlap); sharing the compute stream (≥ serialized_min_shared_fraction) and taking turns → ``serialized``;
 tail ≥ two_phase_min_tail → ``backlog`` when more than half of the tail is backlog and a collective of it
-queued, else ``two-phase``; overlap ≥ sawtooth_min_overlap_pct → ``sawtooth``; taking turns →
+queued, else ``partial`` when more than half of the tail is collectives issued during compute (held up
+after, not issued late), else ``two-phase``; overlap ≥ sawtooth_min_overlap_pct → ``sawtooth``; taking turns →
 ``serialized``; anything else → ``backlog`` on the same condition, else ``partial``. A rank's pattern is a
 strict majority of its steps', else ``mixed``.
 """
@@ -64,7 +65,14 @@ def classify(ev: PatternEvidence, overlap_pct: float | None, th: Thresholds) -> 
     # bound, not issued late (a two-phase or partial shape with this cause is a backlog).
     backlog = bool(ev.queued) and 2 * (ev.backlog_ns or 0) > ev.tail_ns
     if ev.tail_fraction >= th.two_phase_min_tail:
-        return "backlog" if backlog else "two-phase"
+        if backlog:
+            return "backlog"
+        # Communication that waits for the end of compute was issued at its end: a tail most of whose time
+        # is collectives issued while compute ran is held up by something else (a busy worker, a blocked
+        # training thread, a stream dependency), which bucket settings do not move.
+        if 2 * (ev.backlog_ns or 0) > ev.tail_ns:
+            return "partial"
+        return "two-phase"
     if overlap_pct >= th.sawtooth_min_overlap_pct:
         return "sawtooth"
     if takes_turns:
@@ -127,8 +135,10 @@ def step_patterns(ctx: RankContext) -> list[tuple[str | None, PatternEvidence]]:
     evidence = step_features(sets.compute, sets.comm, lo, hi, starts, a, b)
     shared = shared_stream_fraction(trace, sets.device, lo, hi) if sets.mode == "gpu" else [None] * lo.size
     k_start, k_issue = compute_issues(trace, sets)
+    blocked = iv.length_in(collective_calls(trace), lo, hi).tolist() if sets.mode == "cpu" else [None] * lo.size
     out = []
-    for ev, i, j, pct, sh, h in zip(evidence, a.tolist(), b.tolist(), overlap_pct, shared, hi.tolist()):
+    for ev, i, j, pct, sh, h, bl in zip(evidence, a.tolist(), b.tolist(), overlap_pct, shared, hi.tolist(), blocked):
+        ev.blocked_ns = None if bl is None else int(bl)
         counts = Counter(o for o in ops[i:j].tolist() if isinstance(o, str))
         ev.op = counts.most_common(1)[0][0] if counts else None
         ev.ops = dict(counts.most_common()) if counts else None
@@ -153,12 +163,9 @@ def issue_times(trace, sets, exposure: Table) -> np.ndarray:
         known = launch >= 0
         out[known] = host["start_ns"][launch[known]]
         return out
-    main = main_thread(host)
-    if main is None:
+    outer = _outer_collective_calls(host)
+    if outer is None:
         return out
-    parent = host["parent"]
-    c10d = (host["pid"] == main[0]) & (host["tid"] == main[1]) & matches(host["name"], r"c10d::")
-    outer = c10d & ~np.where(parent >= 0, c10d[np.maximum(parent, 0)], False)
     calls = np.sort(host["start_ns"][outer])
     order = np.argsort(exposure["start_ns"], kind="stable")
     k = 0
@@ -167,6 +174,26 @@ def issue_times(trace, sets, exposure: Table) -> np.ndarray:
             out[row] = calls[k]
             k += 1
     return out
+
+
+def _outer_collective_calls(host):
+    """The main thread's outermost ``c10d::*`` calls (a mask over the host table), or None without one."""
+    main = main_thread(host)
+    if main is None:
+        return None
+    parent = host["parent"]
+    c10d = (host["pid"] == main[0]) & (host["tid"] == main[1]) & matches(host["name"], r"c10d::")
+    return c10d & ~np.where(parent >= 0, c10d[np.maximum(parent, 0)], False)
+
+
+def collective_calls(trace) -> iv.IntervalSet:
+    """When the training thread was inside a collective call: on CPU-only runs gloo's calls return once the
+    work is queued, so time inside them is the thread held up (a full queue, a busy worker, a contended core)."""
+    host = trace.host_ops
+    outer = _outer_collective_calls(host) if len(host) else None
+    if outer is None or not outer.any():
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return iv.union(np.asarray(host["start_ns"][outer], np.int64), np.asarray(host["end_ns"][outer], np.int64))
 
 
 def compute_issues(trace, sets) -> tuple[np.ndarray, np.ndarray]:
@@ -202,6 +229,7 @@ def _backlog(ev: PatternEvidence, starts, ends, issued, k_start, k_issue, hi: in
     own = (ends >= starts - th.launch_prompt_ns) & (ends <= starts)          # a zero-length one counts itself
     queued = late & (near - own > 0)
     ev.tail_collectives = int(tail.sum())
+    ev.issued_in_compute = int(during.sum())
     ev.issued_during_compute = int((tail & during).sum())
     ev.queued = int(queued.sum())
     ev.backlog_ns = _tail_of(starts, ends, during, phase_end, hi)

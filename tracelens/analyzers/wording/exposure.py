@@ -36,6 +36,18 @@ def _phase(ev: dict) -> str:
     return "the main thread's compute phase" if ev["mode"] == "cpu" else "the compute phase"
 
 
+def _blocked(ev: dict) -> tuple[str, str]:
+    """On a CPU step whose training thread sat inside collective calls for at least half of the exposed
+    time: that, and the levers that act on it; else nothing."""
+    b = ev.get("blocked_ns")
+    if ev["mode"] != "cpu" or not b or 2 * b < ev["exposed_comm_ns"]:
+        return "", ""
+    return (f"; the training thread spent {ms(b)} inside collective calls (c10d::*), held up queueing them "
+            "(a busy gloo worker, a late peer, a contended core) where it could have computed",
+            "the training thread is blocked queueing collectives: fewer processes or threads per core (gloo's "
+            "threads share them), or larger buckets so that fewer calls block")
+
+
 def nothing_to_overlap(f: Finding) -> tuple[str, str, str]:
     ev = f.evidence
     cpu = ev["mode"] == "cpu"
@@ -88,10 +100,11 @@ def backlog(f: Finding) -> tuple[str, str, str]:
                   "transport")
     if ev["mode"] == "cpu":
         levers += "; gloo's threads share the cores with the training processes: fewer processes per core"
+    held, _ = _blocked(ev)      # said as evidence: the backlog's levers (fewer processes per core) cover it
     return ("comm backlog: collectives issued during compute start late, queued behind earlier ones",
             f"{k} of the {n} collectives that start after {_phase(ev)} were issued during it, {ev['queued']} "
             f"of them queued behind earlier communication; {ms(ev['backlog_ns'])} of the {ms(ev['tail_ns'])} "
-            f"after it is communication issued during it; {_exposed(ev)}, {pct(ev['overlap_pct'])} hidden",
+            f"after it is communication issued during it; {_exposed(ev)}, {pct(ev['overlap_pct'])} hidden{held}",
             "the communication is throughput-bound, not issued late (smaller buckets or earlier launches will not "
             f"hide it): send fewer bytes or get more bandwidth: {levers}")
 
@@ -120,11 +133,22 @@ def serialized(f: Finding) -> tuple[str, str, str]:
 
 def partial(f: Finding) -> tuple[str, str, str]:
     ev = f.evidence
+    held, levers = _blocked(ev)
+    n, k = ev["comm_kernels"], ev.get("issued_in_compute") or 0
+    tail = ev["tail_fraction"] or 0
+    if 2 * (ev.get("backlog_ns") or 0) > ev["tail_ns"] and tail >= 0.5:
+        # Issued during compute but run after it: neither earlier launches nor smaller buckets act on that.
+        return ("partial overlap: collectives issued during compute run after it",
+                f"{k} of {_what(ev)} {verb(k)} issued during {_phase(ev)}, yet {pct(100 * tail)} of communication "
+                f"runs after it, {ms(ev['backlog_ns'])} of that theirs; {_exposed(ev)}{held}",
+                levers or "they were issued in time and held up after: look at what delays them (a busy "
+                "communication thread or stream, a dependency on other work)")
     lever = "smaller or earlier buckets; " if _ddp(ev) else ""
+    # A blocked training thread is the measured cause: its levers, not the bucket advice they contradict.
     return ("partial overlap",
-            f"{pct(ev['overlap_pct'])} of communication is hidden and {pct(100 * (ev['tail_fraction'] or 0))} "
-            f"runs after {_phase(ev)}; {_exposed(ev)}",
-            f"{lever}launch collectives before the compute they can hide behind")
+            f"{pct(ev['overlap_pct'])} of communication is hidden and {pct(100 * tail)} "
+            f"runs after {_phase(ev)}; {_exposed(ev)}{held}",
+            levers or f"{lever}launch collectives before the compute they can hide behind")
 
 
 SENTENCES = {
