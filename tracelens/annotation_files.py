@@ -107,20 +107,18 @@ class _Reader:
             self.fh = open(path, "rb")
         except OSError as exc:
             raise InputError(f"cannot read file: {exc.strerror or exc}", path=str(path)) from None
-        self.inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS) if self.fh.read(2) == b"\x1f\x8b" else None
+        gzipped = self.fh.read(2) == b"\x1f\x8b"
         self.fh.seek(0)
+        if gzipped:
+            from .parsers.kineto import Members      # lazy: ISA-L, for a gzip trace only
+
+            self.members = Members(self.fh.read, CHUNK)
+        else:
+            self.members = None
 
     def read(self, n: int) -> bytes:
         try:
-            if self.inflater is None:
-                return self.fh.read(n)
-            out = b""
-            while not out and not self.inflater.eof:
-                data = self.inflater.unconsumed_tail or self.fh.read(CHUNK)
-                if not data:
-                    raise EOFError("compressed data ended before the end-of-stream marker")
-                out = self.inflater.decompress(data, n)
-            return out
+            return self.fh.read(n) if self.members is None else self.members.inflate(n)
         except (EOFError, OSError, zlib.error) as exc:
             raise InputError(f"truncated or corrupt gzip data ({exc})", path=str(self.path)) from None
 

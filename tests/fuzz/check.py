@@ -201,12 +201,16 @@ def command_problems(code: int, out: str, err: str, json_out: bool) -> list[str]
 
 
 def expected(expect: dict | None, code: int, out: str) -> list[str]:
-    """What a regression case says its report must hold besides (``expect``: ``warnings`` codes present,
-    ``not_warnings`` codes absent, ``messages``: a code's message holding a text); nothing without it."""
+    """What a regression case says its answer must be besides (``expect``: ``code`` the exit code, 0 when not
+    given; of a report, ``warnings`` codes present, ``not_warnings`` codes absent, ``messages``: a code's
+    message holding a text); nothing without it."""
     if not expect:
         return []
+    if code != expect.get("code", 0):
+        return [f"exit code {code}, where " + (f"exit code {expect['code']}" if expect.get("code") else
+                                               "a report") + " was expected"]
     if code != 0:
-        return [f"exit code {code}, where a report was expected"]
+        return []
     try:
         said = {w["code"]: w["message"] for w in json.loads(out).get("warnings", [])}
     except (ValueError, AttributeError):

@@ -4,7 +4,7 @@ drawn never changes what a committed case replays.
 
 Operations act on the decoded document (events dropped, duplicated, reordered, fields dropped or retyped,
 extreme numbers, deep nesting, step names reused) or on the encoded bytes (invalid UTF-8, truncation,
-gzip damaged, truncated or a small bomb).
+gzip damaged, truncated, a small bomb, cut into several members or followed by bytes of no member).
 """
 
 from __future__ import annotations
@@ -88,7 +88,8 @@ def plan(rng: random.Random, doc: dict) -> list:
         elif kind == "file_name":
             ops.append([kind, rng.choice(FILE_NAMES)])
         elif kind == "gzip":
-            ops.append([kind, rng.choice(["flip", "cut", "bomb", "trailer", "plain"]), rng.randrange(2**31)])
+            ops.append([kind, rng.choice(["flip", "cut", "bomb", "trailer", "plain", "members", "members", "garbage"]),
+                        rng.randrange(2**31)])
         else:
             ops.append(["retype_arg", at, "Input Dims", ["deep", rng.choice([100, 900, 2000, 5000])]])
     return ops
@@ -183,8 +184,17 @@ def _bytes_op(op: list, data: bytes) -> bytes:
         # 48 MiB of spaces after the opening brace: past the cap the fuzzer sets (TRACELENS_MAX_INFLATE=32M).
         return b"".join([co.compress(data[:1])] + [co.compress(b" " * (1 << 20)) for _ in range(48)]
                         + [co.compress(data[1:]), co.flush()])
-    gz = bytearray(gzip.compress(data, compresslevel=1, mtime=0))
     rng = random.Random(seed)
+    if how == "members":
+        # As cat a.gz b.gz or bgzip write them: 2 to 5 members cut anywhere, bgzip's empty one last at times.
+        cuts = sorted(rng.randrange(len(data) + 1) for _ in range(rng.randrange(1, 5)))
+        parts = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)])] + [b""] * rng.randrange(2)
+        return b"".join(gzip.compress(part, compresslevel=1, mtime=0) for part in parts)
+    gz = bytearray(gzip.compress(data, compresslevel=1, mtime=0))
+    if how == "garbage":
+        # Bytes after the member that open no other one: NUL padding (read past) or anything else (refused).
+        return bytes(gz) + rng.choice([bytes(rng.randrange(1, 600)), b"\x1f", b"\x1f\x8bxx", b"garbage\n",
+                                      rng.randbytes(rng.randrange(1, 64))])
     if how == "flip":
         for _ in range(rng.randrange(1, 4)):
             gz[rng.randrange(10, len(gz))] ^= 1 << rng.randrange(8)

@@ -165,6 +165,23 @@ def test_a_gzip_stream_that_is_not_what_it_says_goes_the_whole_file_way(variant,
             _same(getattr(whole, part), getattr(sliced, part), part)
 
 
+@pytest.mark.parametrize("variant", ["halves", "bgzip"])
+def test_a_gzip_trace_of_several_members_is_decoded_in_slices_too(variant, monkeypatch, tmp_path):
+    """The last member's trailer is not the JSON's size (half of it; bgzip's empty last member: 0): the size
+    is counted instead, and the slices read every member."""
+    raw = json.dumps(_small_doc()).encode()
+    parts = [raw[:len(raw) // 2], raw[len(raw) // 2:]] if variant == "halves" else \
+        [raw[i:i + 4096] for i in range(0, len(raw), 4096)] + [b""]
+    path = tmp_path / "rank0.json.gz"
+    path.write_bytes(b"".join(gzip.compress(p) for p in parts))
+    whole, sliced = _both(path, monkeypatch, events=5)
+    assert not isinstance(whole, str) and _both.took_slices
+    for part in ("device", "host", "threads", "comm_meta"):
+        _same(getattr(whole, part), getattr(sliced, part), part)
+    assert whole.meta == sliced.meta
+    assert len(whole.device["start_ns"]) == 63       # the sample's kernels: both halves read
+
+
 def test_a_gzip_trace_is_inflated_in_two_passes_a_slice_at_a_time(monkeypatch, tmp_path):
     raw = json.dumps(_small_doc(), indent=1).encode()
     path = tmp_path / "rank0.json.gz"

@@ -182,18 +182,13 @@ def _text_pieces(fh, size: int = 1 << 14):
             yield data
             data = fh.read(4 * size)
         return
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    from .kineto import Members     # lazy: ISA-L, for a gzip file only
+
+    members = Members(fh.read, size, first=data)
     limit = size            # a small first piece: the key shows in it, and inflating costs by the byte out
-    while True:
-        text = inflater.decompress(data, limit)
+    while text := members.inflate(limit):
         limit = 4 * size
-        if text:
-            yield text
-        if inflater.eof:
-            return
-        data = inflater.unconsumed_tail or fh.read(size)
-        if not data:
-            raise EOFError
+        yield text
 
 
 def parse_file(path: Path, options: ReportOptions, decoding: Decoding | None = None) -> list[RankTrace]:

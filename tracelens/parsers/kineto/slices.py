@@ -30,7 +30,7 @@ from ...model.meta import RunMeta
 from .event_columns import (DEVICE_CATS, DecodedLabels, KinetoColumns, comm_meta_of, device_columns,
                             event_categories, event_times, fill_meta, host_columns, merge_comm_meta, pg_members,
                             subset_labels, thread_names)
-from .inflate import InflateError, Inflating, max_inflate
+from .inflate import InflateError, Inflating, inflated_size, max_inflate
 from .repair import EVENTS, HEADER, RAW_DOC
 from .schema import Document, Event, MetaEvent
 from . import split
@@ -52,6 +52,10 @@ def big_source(path) -> mmap.mmap | Inflating | None:
             if fh.read(2) == b"\x1f\x8b":
                 fh.seek(-4, os.SEEK_END)
                 inflated = int.from_bytes(fh.read(4), "little")     # the trailer: the size modulo 4 GiB
+                if inflated < size:
+                    # No one member of JSON inflates to less than it takes: several members (bgzip ends in an
+                    # empty one) or past 4 GiB. The trailer is not the JSON's size; counting it costs a pass.
+                    inflated = inflated_size(Path(path), max_inflate(size)) or 0
                 if inflated <= SLICE_BYTES or inflated > max_inflate(size):
                     return None
                 return Inflating(Path(path), inflated)
@@ -68,10 +72,19 @@ def decode(holder: list, path, meta: RunMeta, epoch_times) -> KinetoColumns | No
     raw = holder.pop()
     if not isinstance(raw, Inflating):
         return _decode(raw, None, path, meta, epoch_times)
+    tried = len(raw)
     try:
-        return _decode(raw.mapping, raw, path, meta, epoch_times)
+        cols = _decode(raw.mapping, raw, path, meta, epoch_times)
+        if cols is not None or not raw.too_small():
+            return cols
     finally:
         raw.close()
+    # Several members, the last one's trailer the size tried: once more at the size they all inflate to.
+    size = inflated_size(Path(path), max_inflate(os.stat(path).st_size))
+    if size is None or size == tried or size <= SLICE_BYTES:
+        return None
+    return decode([Inflating(Path(path), size)], path, RunMeta(source=meta.source, format=meta.format,
+                                                               bytes=meta.bytes), epoch_times)
 
 
 def _decode(raw, inflating: Inflating | None, path, meta: RunMeta, epoch_times) -> KinetoColumns | None:

@@ -1,0 +1,126 @@
+"""Hostile inputs to the newer features (issue 49): each case once gave a refusal, a traceback or a wrong
+number on input that a user may well hand over.
+
+- a gzip trace of several members (``cat a.gz b.gz``, bgzip, log shippers) read as one, as ``gzip -d`` and
+  Python's gzip read it; bytes after a member that open no other member refused as corrupt gzip data.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tracelens import api
+from tracelens.cli import main
+
+from conftest import SAMPLES
+
+TRACE = SAMPLES / "wfbp_100" / "rank0.json.gz"     # one gzip member, 20,278 bytes, 483,716 of JSON
+
+
+def run(capsys, *args) -> tuple[int, str, str]:
+    code = main([*map(str, args)])
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err
+    return code, out.out, out.err
+
+
+# ------------------------------------------------------------------------------- gzip of several members
+
+
+def _json() -> bytes:
+    return gzip.decompress(TRACE.read_bytes())
+
+
+def _members(*parts: bytes) -> bytes:
+    return b"".join(gzip.compress(p, mtime=0) for p in parts)
+
+
+def _bgzip(raw: bytes) -> bytes:
+    """As bgzip writes a file: members of at most 64 KiB of input each, and an empty member last (whose
+    trailer, the one a reader finds at the end of the file, says 0 bytes)."""
+    return _members(*[raw[i:i + (64 << 10)] for i in range(0, len(raw), 64 << 10)], b"")
+
+
+VARIANTS = {
+    "halves": lambda raw: _members(raw[:len(raw) // 2], raw[len(raw) // 2:]),
+    # The first member ends before the "traceEvents" key (byte 392): a folder's sniff must read on.
+    "key-in-the-second": lambda raw: _members(raw[:10], raw[10:]),
+    "bgzip": _bgzip,
+    "NUL padding": lambda raw: gzip.compress(raw, mtime=0) + bytes(512),     # gzip -d skips it, so does Python
+}
+
+
+def _report(capsys, path: Path) -> dict:
+    code, out, err = run(capsys, "report", "--format", "json", path)
+    assert code == 0, err
+    doc = json.loads(out)
+    for i in doc["inputs"]:
+        assert i.pop("bytes") == Path(i["path"]).stat().st_size     # each file's own size: the one field that differs
+    return doc
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_gzip_trace_of_several_members_reports_as_one(variant, tmp_path, capsys):
+    one, several = tmp_path / "one" / "rank0.json.gz", tmp_path / "several" / "rank0.json.gz"
+    for p in (one, several):
+        p.parent.mkdir()
+    shutil.copy(TRACE, one)
+    several.write_bytes(VARIANTS[variant](_json()))
+    assert gzip.decompress(several.read_bytes()) == _json()         # what Python's gzip reads: the same JSON
+    # The folder, not the file: a folder's files are sniffed for a trace before they are read.
+    expected = json.dumps(_report(capsys, one.parent)).replace(str(one.parent), "DIR")
+    assert json.dumps(_report(capsys, several.parent)).replace(str(several.parent), "DIR") == expected
+
+
+def test_an_annotated_trace_of_several_members_is_the_one_of_one_member(tmp_path, capsys):
+    one, several = tmp_path / "one" / "rank0.json.gz", tmp_path / "several" / "rank0.json.gz"
+    for p in (one, several):
+        p.parent.mkdir()
+    shutil.copy(TRACE, one)
+    several.write_bytes(VARIANTS["halves"](_json()))
+    for p in (one, several):
+        code, _, err = run(capsys, "annotate", p, "-o", p.parent / "out")
+        assert code == 0, err
+    made = [gzip.decompress((p.parent / "out" / "rank0.tracelens.json.gz").read_bytes()) for p in (one, several)]
+    # The whole input copied through, both members, with the same events added.
+    assert made[1].replace(str(several).encode(), str(one).encode()) == made[0]
+    assert len(made[0]) > len(_json())
+    assert json.loads(made[1])["traceEvents"][-1] == json.loads(_json())["traceEvents"][-1]
+
+
+@pytest.mark.parametrize("tail, why", [
+    (b"garbage\n", "bytes after gzip member 1 that are not a gzip member"),
+    (bytes(64) + b"x", "bytes after gzip member 1 that are not a gzip member"),     # NUL padding, then more
+    (b"\x1f", "bytes after gzip member 1 that are not a gzip member"),
+    (gzip.compress(b"  ", mtime=0)[:-3], "compressed data ended before the end-of-stream marker"),
+], ids=["text", "NUL padding then a byte", "half a gzip magic", "a member cut short"])
+def test_bytes_after_a_member_that_open_no_other_are_corrupt_gzip(tail, why, tmp_path, capsys):
+    path = tmp_path / "rank0.json.gz"
+    path.write_bytes(TRACE.read_bytes() + tail)
+    for command in (["report", "--format", "json", path], ["annotate", path, "-o", tmp_path / "out"]):
+        code, _, err = run(capsys, *command)
+        assert (code, err) == (3, f"tracelens: error: {path}: truncated or corrupt gzip data ({why})\n")
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_a_gzip_bomb_of_many_members_stops_at_the_cap(tmp_path, capsys, monkeypatch):
+    # 40 members of 1 MiB of spaces each: every one small, together past the 16 MiB cap.
+    path = tmp_path / "bomb.json.gz"
+    path.write_bytes(_members(b'{"traceEvents": [', *[b" " * (1 << 20)] * 40, b"]}"))
+    monkeypatch.setenv("TRACELENS_MAX_INFLATE", "16M")
+    code, _, err = run(capsys, "report", "--format", "json", path)
+    assert code == 3 and f"gzip data inflates to more than {16 << 20:,} bytes" in err
+
+
+def test_the_annotate_api_reads_every_member(tmp_path):
+    path = tmp_path / "in" / "rank0.json.gz"
+    path.parent.mkdir()
+    path.write_bytes(_bgzip(_json()))
+    (written,) = api.annotate(path, tmp_path / "out")
+    assert json.loads(gzip.decompress(written.read_bytes()))["traceEvents"][-1] == \
+        json.loads(_json())["traceEvents"][-1]
