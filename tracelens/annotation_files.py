@@ -28,7 +28,6 @@ from .errors import InputError, UsageError
 from .renderers.added_tracks import MARK
 
 CHUNK = 1 << 20                         # bytes copied at a time
-HEAD_LIMIT = 64 << 20                   # the most of a trace's head read while looking for its events array
 SUFFIX = ".tracelens.json"
 _OURS = re.compile(r"rank\d+\.tracelens\.json(\.gz)?")
 
@@ -62,7 +61,8 @@ def is_gzip(path: Path) -> bool:
 def write_kineto(source: Path, out: Path, added: list[bytes]) -> None:
     """``source``'s trace with ``added`` inserted first among its events, written to ``out`` (gzipped when
     its name ends in ``.gz``)."""
-    from .parsers.kineto import events_start     # lazy: the scan's numpy, for a Kineto input only
+    # lazy: the scan's numpy, for a Kineto input only
+    from .parsers.kineto import EVENTS_WITHIN, events_start
 
     with _Writer(out) as sink, _Reader(source) as reader:
         head = b""
@@ -70,13 +70,18 @@ def write_kineto(source: Path, out: Path, added: list[bytes]) -> None:
             more = reader.read(max(CHUNK, len(head)))
             head += more
             at = events_start(head)
+            if (at is None and len(head) >= EVENTS_WITHIN) or (at is not None and at >= EVENTS_WITHIN):
+                raise InputError("cannot annotate: its 'traceEvents' array does not open within its first "
+                                 f"{EVENTS_WITHIN >> 20} MiB ({EVENTS_WITHIN:,} bytes)", path=str(source))
             # The bracket, and the first byte after it that is not blank (an empty array takes no comma).
             rest = head[at + 1:].lstrip(b" \t\n\r") if at is not None else b""
             if at is not None and (rest or not more):
                 break
-            if not more or len(head) > HEAD_LIMIT:
-                raise InputError("cannot annotate: no 'traceEvents' array found in its first "
-                                 f"{len(head):,} bytes", path=str(source))
+            if not more:
+                raise InputError("cannot annotate: no 'traceEvents' array found in it", path=str(source))
+            if len(head) >= 2 * EVENTS_WITHIN:      # blanks after the bracket, as many again: held no further
+                raise InputError("cannot annotate: nothing but blanks after its events array opens, for "
+                                 f"{EVENTS_WITHIN >> 20} MiB", path=str(source))
         if rest.startswith(MARK):       # the events an earlier annotation inserted
             raise UsageError("already an annotated trace (tracelens annotate wrote it): annotate the trace it was "
                              "made from", path=str(source))

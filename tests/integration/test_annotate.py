@@ -370,20 +370,22 @@ def test_an_output_that_cannot_be_written_is_one_line(capsys, tmp_path):
 
 
 def test_a_trace_whose_events_open_past_the_head_limit_is_an_input_error(tmp_path, monkeypatch):
-    # The copy looks for the events array in a head of the trace (64 MB); past it, exit 3 naming the file.
+    # The copy looks for the events array in a head of the trace (64 MiB; at the real limit in
+    # test_hostile_features.py); past it, exit 3 naming the file.
     from tracelens import annotation_files
     from tracelens.errors import InputError
+    from tracelens.parsers import kineto
 
     doc = json.loads(gzip.decompress((SAMPLES / "wfbp_100" / "rank0.json.gz").read_bytes()))
     src = tmp_path / "in"
     src.mkdir()
     (src / "rank0.json").write_text(json.dumps({"padding": "x" * 50_000, **doc}))
     monkeypatch.setattr(annotation_files, "CHUNK", 1 << 12)
-    monkeypatch.setattr(annotation_files, "HEAD_LIMIT", 1 << 14)
-    with pytest.raises(InputError, match="no 'traceEvents' array found in its first"):
+    monkeypatch.setattr(kineto, "EVENTS_WITHIN", 1 << 14)
+    with pytest.raises(InputError, match="'traceEvents' array does not open within its first"):
         api.annotate(src, tmp_path / "out")
     assert not list((tmp_path / "out").iterdir())       # nothing half-written left
-    monkeypatch.setattr(annotation_files, "HEAD_LIMIT", 1 << 20)
+    monkeypatch.setattr(kineto, "EVENTS_WITHIN", 1 << 20)
     assert [p.name for p in api.annotate(src, tmp_path / "out")] == ["rank0.tracelens.json"]
 
 

@@ -3,6 +3,8 @@ number on input that a user may well hand over.
 
 - a gzip trace of several members (``cat a.gz b.gz``, bgzip, log shippers) read as one, as ``gzip -d`` and
   Python's gzip read it; bytes after a member that open no other member refused as corrupt gzip data.
+- ``annotate``'s head limit: a trace whose events array opens at 64 MiB or later is refused (it was 128 MiB,
+  where docs/errors.md says 64).
 """
 
 from __future__ import annotations
@@ -10,12 +12,15 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import zlib
 from pathlib import Path
 
 import pytest
 
-from tracelens import api
+from tracelens import annotation_files, api
 from tracelens.cli import main
+from tracelens.errors import InputError
+from tracelens.parsers import kineto
 
 from conftest import SAMPLES
 
@@ -124,3 +129,49 @@ def test_the_annotate_api_reads_every_member(tmp_path):
     (written,) = api.annotate(path, tmp_path / "out")
     assert json.loads(gzip.decompress(written.read_bytes()))["traceEvents"][-1] == \
         json.loads(_json())["traceEvents"][-1]
+
+
+# ------------------------------------------------------------------------------------ annotate's head limit
+
+
+def _padded(path: Path, bracket_at: int) -> Path:
+    """The sample trace with blanks before its document, so that the ``[`` of its events is at byte
+    ``bracket_at`` of the JSON (gzipped: 64 MiB of spaces are 64 KB)."""
+    doc = json.loads(_json())
+    text = json.dumps({"traceEvents": doc.pop("traceEvents"), **doc}).encode()
+    co = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    path.write_bytes(co.compress(b" " * (bracket_at - text.index(b"["))) + co.compress(text) + co.flush())
+    return path
+
+
+def test_the_head_limit_is_the_documented_64_mib():
+    assert kineto.EVENTS_WITHIN == 64 << 20 == 67_108_864       # docs/errors.md: "within its first 64 MiB"
+
+
+@pytest.mark.parametrize("bracket_at, opens", [((64 << 20) - 1, True), (64 << 20, False)],
+                         ids=["the last byte of the head", "the first byte past it"])
+def test_events_that_open_at_the_head_limit(bracket_at, opens, tmp_path):
+    source = _padded(tmp_path / "rank0.json.gz", bracket_at)
+    out = tmp_path / "rank0.tracelens.json.gz"
+    added = [b'{"ph": "i", "name": "added", "ts": 0, "pid": 0, "tid": 0, "s": "g"}']
+    if not opens:
+        with pytest.raises(InputError) as raised:
+            annotation_files.write_kineto(source, out, added)
+        assert str(raised.value) == (f"{source}: cannot annotate: its 'traceEvents' array does not open within "
+                                     "its first 64 MiB (67,108,864 bytes)")
+        assert not out.exists()
+        return
+    annotation_files.write_kineto(source, out, added)
+    text = gzip.decompress(out.read_bytes())
+    start = bracket_at - len(b'{"traceEvents": ')       # the document after its blanks
+    assert not text[:start].strip(b" ") and text[bracket_at:].startswith(b"[\n" + added[0] + b",\n")
+    assert json.loads(text[start:])["traceEvents"][1:] == json.loads(_json())["traceEvents"]
+
+
+def test_annotate_past_the_head_limit_is_one_line_exit_3(tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    source = _padded(tmp_path / "in" / "rank0.json.gz", 64 << 20)
+    code, _, err = run(capsys, "annotate", source, "-o", tmp_path / "out")
+    assert (code, err) == (3, f"tracelens: error: {source}: cannot annotate: its 'traceEvents' array does not "
+                              "open within its first 64 MiB (67,108,864 bytes)\n")
+    assert not list((tmp_path / "out").iterdir())

@@ -13,11 +13,15 @@ worker imports the decode stages without ``build`` and the model.
 
 from ..._speed import lazy_exports
 
-__all__ = ["parse", "decode_file", "events_start", "Halves", "Members", "MAX_INFLATE_ENV"]
+__all__ = ["parse", "decode_file", "events_start", "Halves", "Members", "MAX_INFLATE_ENV", "EVENTS_WITHIN"]
 
 # The inflate limit's setting: it changes what parsing gives, so it is part of every cache key. Defined here,
 # not in ``inflate``, so that a warm report reads it without importing the inflate stage (ISA-L).
 MAX_INFLATE_ENV = "TRACELENS_MAX_INFLATE"
+# How far into a trace's JSON the ``[`` of its events must be for ``tracelens annotate`` (docs/errors.md): the
+# copy holds the head up to it in memory. Beside ``events_start``, which finds it; plain, so that it costs no
+# import.
+EVENTS_WITHIN = 64 << 20
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "parse": "build",                 # a file -> its RankTrace (decoded here, or by a worker: ``decoded=``)
