@@ -19,10 +19,13 @@ cores while this process does.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
+from .arguments import (COUNT, ENV, FUNCTION, INTEGER, NAMED, PATH, PATHS, PATTERNS, POSITIVE, SWITCH, TEXT,
+                        instance, many, optional, takes)
 from .errors import InputError, UsageError
 from .options import ReportOptions
 
@@ -39,12 +42,41 @@ THRESHOLDS_ENV = "TRACELENS_THRESHOLDS"   # "name=value,name=value": between the
 CONFIG_ENV = "TRACELENS_CONFIG"           # the config file to read when no --config is given
 
 
+# The kinds of the public functions' parameters (tracelens.arguments); the classes are looked for among the
+# modules already imported, so that checking a report's arguments imports none of them.
+_THRESHOLDS_TYPE = instance("tracelens.analyzers.thresholds", "Thresholds", "a Thresholds")
+_FLAGS = many(TEXT, "a list of NAME=VALUE str")
+_KINDS = {
+    "paths": PATHS, "comm_patterns": PATTERNS, "step_nvtx": optional(TEXT), "jobs": optional(COUNT),
+    "on_file": optional(FUNCTION), "prepare": optional(FUNCTION), "on_done": optional(FUNCTION),
+    "on_report": optional(FUNCTION), "cache": optional(SWITCH), "config": optional(PATH), "use_config": SWITCH,
+    "env": optional(ENV), "executor": TEXT, "workers": optional(POSITIVE), "scheduler": optional(TEXT),
+    "steps_from": TEXT, "thresholds": optional(_THRESHOLDS_TYPE | _FLAGS), "force": SWITCH, "out_dir": PATH,
+    "options": instance("tracelens.options", "ReportOptions", "a ReportOptions"),
+    "ctx": optional(instance("tracelens.analyzers.seam", "Context", "a Context (api.context())")),
+    "nccl": optional(instance("tracelens.model.nccl_records", "NcclInputs", "NcclInputs (api.nccl_inputs())")),
+    "traces": many(instance("tracelens.model.rank_trace", "RankTrace", "a RankTrace"),
+                   "a list of RankTrace (api.load())"),
+}
+
+
+def _takes(**kinds):
+    """:func:`.arguments.takes` with the kinds of the parameters named alike in every function (``_KINDS``)
+    and ``kinds``, those of this function alone."""
+    def wrap(fn):
+        names = [p.name for p in inspect.signature(fn).parameters.values()
+                 if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        return takes(**{n: kinds[n] if n in kinds else _KINDS[n] for n in names})(fn)
+    return wrap
+
+
 def _paths(paths) -> list[str]:
     return [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
 
 
 # ------------------------------------------------------------------------------------------ load and analyze
 
+@_takes()
 def load(paths, *, comm_patterns: Iterable[str] = (), step_nvtx: str | None = None, jobs: int | None = None,
          on_file: Callable[[Path, int, int], None] | None = None, prepare: Callable[[], object] | None = None,
          cache: bool | None = None) -> list[RankTrace]:
@@ -66,6 +98,7 @@ def load(paths, *, comm_patterns: Iterable[str] = (), step_nvtx: str | None = No
                      on_file=on_file, prepare=prepare)
 
 
+@_takes(files=instance("tracelens.parsers", "Inputs", "Inputs (parsers.discover())"))
 def load_with(files: Inputs, options: ReportOptions, *, on_file: Callable[[Path, int, int], None] | None = None,
               prepare: Callable[[], object] | None = None) -> list[RankTrace]:
     """:func:`load` of discovered ``files`` with the options as one value."""
@@ -96,6 +129,7 @@ def _settled(options: ReportOptions) -> ReportOptions:
     return options.resolved(warm.enabled(options.cache))
 
 
+@_takes()
 def nccl_inputs(paths, traces: list[RankTrace] = ()) -> NcclInputs:
     """The NCCL logs under ``paths`` (and those the traces' run manifests list), parsed, with the NCCL
     settings recorded for the traces: what the network transport verdict reads besides bandwidth."""
@@ -106,6 +140,7 @@ def nccl_inputs(paths, traces: list[RankTrace] = ()) -> NcclInputs:
     return nccl.inputs(files.nccl_logs, files.logs_skipped, traces, files.outside)
 
 
+@_takes(thresholds=optional(_THRESHOLDS_TYPE))
 def context(thresholds: Thresholds | None = None, *, steps_from: str = "auto", step_nvtx: str | None = None
             ) -> Context:
     """The context every rank's analysis and the combine share: the thresholds, and where the steps come
@@ -116,6 +151,7 @@ def context(thresholds: Thresholds | None = None, *, steps_from: str = "auto", s
     return Context(thresholds or Thresholds(), steps_from=steps_from, step_pattern=step_nvtx)
 
 
+@_takes(trace=instance("tracelens.model.rank_trace", "RankTrace", "a RankTrace (api.load())"))
 def analyze_rank(trace: RankTrace, ctx: Context | None = None) -> RankAnalysis:
     """One rank's metrics, findings, warnings and collective instances; the trace can be dropped after."""
     # lazy: numpy and the analyzers
@@ -124,6 +160,8 @@ def analyze_rank(trace: RankTrace, ctx: Context | None = None) -> RankAnalysis:
     return _analyze_rank(trace, ctx or context())
 
 
+@_takes(analyses=many(instance("tracelens.analyzers.seam", "RankAnalysis", "a RankAnalysis"),
+                        "a list of RankAnalysis (api.analyze_rank())"))
 def combine(analyses: Iterable[RankAnalysis], ctx: Context | None = None, *, nccl: NcclInputs | None = None
             ) -> Report:
     """The Report of a run from its ranks' analyses, in any order (each rank once); ``nccl``: its NCCL logs
@@ -134,6 +172,7 @@ def combine(analyses: Iterable[RankAnalysis], ctx: Context | None = None, *, ncc
     return _combine(analyses, ctx or context(), nccl=nccl)
 
 
+@_takes(thresholds=optional(_THRESHOLDS_TYPE))
 def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None, *, nccl: NcclInputs | None = None
             ) -> Report:
     """The Report of loaded traces: each analysed (and released from the list) in turn, then combined."""
@@ -146,6 +185,7 @@ def analyze(traces: list[RankTrace], thresholds: Thresholds | None = None, *, nc
     return combine(analyses, ctx, nccl=nccl)
 
 
+@_takes()
 def report(paths, *, thresholds: Thresholds | Iterable[str] | None = None, comm_patterns: Iterable[str] = (),
            step_nvtx: str | None = None, steps_from: str = "auto", jobs: int | None = None,
            on_file: Callable[[Path, int, int], None] | None = None, config: str | Path | None = None, use_config: bool = False,
@@ -170,6 +210,7 @@ def report(paths, *, thresholds: Thresholds | Iterable[str] | None = None, comm_
     return report_with(paths, options, on_file=on_file, on_done=on_done, env=env)
 
 
+@_takes()
 def report_with(paths, options: ReportOptions, *, on_file: Callable[[Path, int, int], None] | None = None,
                 on_done: Callable | None = None, env: Mapping[str, str] | None = None) -> Report:
     """:func:`report` with the options as one value, built once by the caller (the CLI) and passed down as
@@ -177,6 +218,7 @@ def report_with(paths, options: ReportOptions, *, on_file: Callable[[Path, int, 
     return _report(paths, options, None, on_file, on_done, env)
 
 
+@_takes(fmt=TEXT)
 def rendered_with(paths, options: ReportOptions, fmt: str, *, on_file: Callable[[Path, int, int], None] | None = None,
                   on_done: Callable | None = None, env: Mapping[str, str] | None = None, **view) -> str:
     """``render(report_with(paths, options), fmt, **view)``, the same text; a text or Markdown rendering of
@@ -245,6 +287,7 @@ def _as_thresholds(given, config, use_config: bool, env) -> Callable[[], Thresho
 
 # ------------------------------------------------------------------------------------------- configuration
 
+@_takes()
 def config_file(config: str | Path | None = None, *, env: Mapping[str, str] | None = None) -> Path | None:
     """The config file to read: ``config`` when given, else ``TRACELENS_CONFIG``, else the nearest
     ``tracelens.toml`` (or ``pyproject.toml`` with a ``[tool.tracelens]`` table) from the working directory up.
@@ -262,6 +305,7 @@ def config_file(config: str | Path | None = None, *, env: Mapping[str, str] | No
     return path
 
 
+@_takes(flags=_FLAGS)
 def thresholds(flags: Iterable[str] = (), *, config: str | Path | None = None, use_config: bool = True,
                env: Mapping[str, str] | None = None) -> Thresholds:
     """The thresholds of every rule, each layer over the one before: the defaults; the config file's
@@ -295,6 +339,7 @@ def _override(th: Thresholds, pairs: list[str], where: str) -> Thresholds:
         raise UsageError(f"{where}: {exc.message}") from None
 
 
+@_takes(rules=optional(NAMED))
 def gate_config(rules: Mapping[str, object] | None = None, *, config: str | Path | None = None,
                 use_config: bool = True, env: Mapping[str, str] | None = None) -> tuple[GateConfig, str]:
     """The gate's rules: the config file's gate table, then ``rules`` (flags; None values are not given),
@@ -309,6 +354,7 @@ def gate_config(rules: Mapping[str, object] | None = None, *, config: str | Path
 
 # ---------------------------------------------------------------------------------------------------- diff
 
+@_takes(before=PATHS, after=PATHS, options=optional(_KINDS["options"]))
 def diff(before, after, *, options: ReportOptions | None = None,
          on_file: Callable[[Path, int, int], None] | None = None, env: Mapping[str, str] | None = None) -> Diff:
     """Two runs compared (``tracelens diff``; docs/metrics.md, "Comparing two runs"): each a trace folder,
@@ -330,6 +376,7 @@ def compare_reports(before: Report, after: Report, *, before_label: str = "befor
 
 # ---------------------------------------------------------------------------------------------------- gate
 
+@_takes(config=instance("tracelens.gate.config", "GateConfig", "a GateConfig (api.gate_config())"))
 def baseline(config: GateConfig, *, thresholds=None, comm_patterns: Iterable[str] = (),
              step_nvtx: str | None = None, steps_from: str = "auto", cache: bool | None = None
              ) -> tuple[object | None, list[str]]:
@@ -356,6 +403,7 @@ def _gate_module():
     return importlib.import_module(".gate", __package__)
 
 
+@_takes(rules=optional(NAMED))
 def gate(paths, *, rules: Mapping[str, object] | None = None, config: str | Path | None = None,
          use_config: bool = True, thresholds=None, comm_patterns: Iterable[str] = (),
          step_nvtx: str | None = None, steps_from: str = "auto",
@@ -381,6 +429,7 @@ def gate(paths, *, rules: Mapping[str, object] | None = None, config: str | Path
 
 # ------------------------------------------------------------------------------------------- annotate
 
+@_takes()
 def annotate(paths, out_dir: str | Path, *, force: bool = False, thresholds: Thresholds | Iterable[str] | None = None,
              comm_patterns: Iterable[str] = (), step_nvtx: str | None = None, steps_from: str = "auto",
              config: str | Path | None = None, use_config: bool = False, env: Mapping[str, str] | None = None,
@@ -398,6 +447,7 @@ def annotate(paths, out_dir: str | Path, *, force: bool = False, thresholds: Thr
     return annotate_with(paths, out_dir, options, force=force, on_file=on_file, env=env)
 
 
+@_takes()
 def annotate_with(paths, out_dir: str | Path, options: ReportOptions, *, force: bool = False,
                   on_file: Callable[[Path, int, int], None] | None = None, on_done: Callable | None = None,
                   env: Mapping[str, str] | None = None) -> list[Path]:
@@ -482,6 +532,8 @@ def _rank_of(rep: Report, part) -> int:
 
 # ------------------------------------------------------------------------------------------- drill-down
 
+@_takes(rep=instance("tracelens.contract", "Report", "a Report"), rank=INTEGER, step=optional(INTEGER),
+        max_shapes=optional(POSITIVE))
 def step_timeline(rep: Report, rank: int, step: int | None, *, comm_patterns: Iterable[str] = (),
                   step_nvtx: str | None = None, max_shapes: int | None = None):
     """The timeline of one rank and step of ``rep`` (a :class:`~tracelens.model.step_timeline.StepTimeline`): only the
@@ -509,6 +561,7 @@ def step_timeline(rep: Report, rank: int, step: int | None, *, comm_patterns: It
     return _timeline(mine[0], step, max_shapes=max_shapes or MAX_SHAPES, steps_from=option, step_pattern=step_nvtx)
 
 
+@_takes(db=PATH, label=optional(TEXT), limit=COUNT)
 def history_runs(db: str | Path, label: str | None = None, limit: int = 1000) -> list[dict]:
     """The runs of a history database (summary metrics, label, commit, time, source), oldest first."""
     # lazy: sqlite3, for the history only

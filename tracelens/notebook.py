@@ -18,6 +18,7 @@ import msgspec
 import msgspec.inspect as mi
 
 from . import api
+from .arguments import ANYTHING, INTEGER, PATTERNS, TEXT, of_type, optional, takes
 from .contract import Collective, Diagnosis, RankResult, Report, StepMetrics
 from .errors import UsageError
 from .renderers import across_ranks, figures, html, outlier_figure, timeline_figure
@@ -64,6 +65,10 @@ def _steps_list(steps: Iterable) -> str:
     return ", ".join("None (the whole capture)" if s is None else str(s) for s in steps) or "none"
 
 
+_STEP = optional(INTEGER)        # a step's number; None: the whole capture's window
+
+
+@takes("Report.figure('budget')", report=ANYTHING, step=_STEP, sort=TEXT)
 def _budget(report: Report, step=None, sort: str = "rank"):
     """The rank time budget; ``step``: one step (None: every step), ``sort``: rank, exposed, compute or
     duration."""
@@ -75,6 +80,7 @@ def _budget(report: Report, step=None, sort: str = "rank"):
     return figures.budget(report, step, sort)
 
 
+@takes("Report.figure('heatmap')", report=ANYTHING, metric=TEXT)
 def _heatmap(report: Report, metric: str = "exposed_comm_fraction"):
     """The rank × step heatmap of one metric of the steps."""
     if metric not in figures.HEATMAP_METRICS:
@@ -82,6 +88,8 @@ def _heatmap(report: Report, metric: str = "exposed_comm_fraction"):
     return figures.heatmap(report, metric, clickable=False)
 
 
+@takes("Report.figure('timeline')", report=ANYTHING, rank=optional(INTEGER), step=_STEP, comm_patterns=PATTERNS,
+       step_nvtx=optional(TEXT))
 def _timeline(report: Report, rank: int | None = None, step=_OMITTED, comm_patterns: Iterable[str] = (),
               step_nvtx: str | None = None):
     """One rank's step: its lanes, the exposed stretches, each matched collective's wait apart from its
@@ -99,6 +107,8 @@ def _timeline(report: Report, rank: int | None = None, step=_OMITTED, comm_patte
     return timeline_figure.timeline(tl, timeline_figure.step_findings(report, rank, step), report)
 
 
+@takes("Report.figure('strip')", report=ANYTHING,
+       step=_STEP | of_type("'all'", str, test=lambda value: value == "all"))
 def _strip(report: Report, step=_OMITTED):
     """The collective strip on the aligned clock: one step (None: the whole-capture window), or "all"; left
     out, the first step, as the dashboard opens it."""

@@ -5,11 +5,14 @@ number on input that a user may well hand over.
   Python's gzip read it; bytes after a member that open no other member refused as corrupt gzip data.
 - ``annotate``'s head limit: a trace whose events array opens at 64 MiB or later is refused (it was 128 MiB,
   where docs/errors.md says 64).
+- the Python API's arguments: a value of the wrong type is a one-line UsageError (``comm_patterns="xyz_p2p"``
+  was seven one-letter patterns, and every kernel communication). Generated values: tests/fuzz/test_api_arguments.py.
 """
 
 from __future__ import annotations
 
 import gzip
+import inspect
 import json
 import shutil
 import zlib
@@ -17,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
+import tracelens
 from tracelens import annotation_files, api
 from tracelens.cli import main
-from tracelens.errors import InputError
+from tracelens.errors import InputError, UsageError
 from tracelens.parsers import kineto
 
 from conftest import SAMPLES
@@ -175,3 +179,75 @@ def test_annotate_past_the_head_limit_is_one_line_exit_3(tmp_path, capsys):
     assert (code, err) == (3, f"tracelens: error: {source}: cannot annotate: its 'traceEvents' array does not "
                               "open within its first 64 MiB (67,108,864 bytes)\n")
     assert not list((tmp_path / "out").iterdir())
+
+
+# ------------------------------------------------------------------------------ the Python API's arguments
+
+# The public functions of tracelens.api: those of its docstring, the *_with forms the CLI calls, and the
+# helpers a caller of load/analyze_rank/combine needs (context, nccl_inputs), the gate's pieces, the drill-down.
+PUBLIC = ["analyze", "analyze_rank", "annotate", "annotate_with", "baseline", "combine", "config_file", "context",
+          "diff", "gate", "gate_config", "history_runs", "load", "load_with", "nccl_inputs", "rendered_with", "report",
+          "report_with", "step_timeline", "thresholds"]
+
+
+def test_every_public_function_of_the_api_checks_every_parameter():
+    found = sorted(n for n, f in vars(api).items()
+                   if inspect.isfunction(f) and f.__module__ == "tracelens.api" and not n.startswith("_"))
+    assert found == PUBLIC
+    for name in PUBLIC:
+        fn = getattr(api, name)
+        named = {p.name for p in inspect.signature(fn).parameters.values() if p.kind not in (p.VAR_POSITIONAL,
+                                                                                            p.VAR_KEYWORD)}
+        assert set(getattr(fn, "kinds", ())) == named, name
+    # The top-level names are the same functions, checked alike (asked of the package's lazy lookup: once the
+    # tracelens.gate subpackage is imported, the attribute tracelens.gate is that module).
+    for name, (module, _) in tracelens._LAZY.items():
+        if module == "api":
+            assert tracelens.__getattr__(name) is getattr(api, name)
+
+
+def _kernel_times(rep) -> list[tuple[int, int]]:
+    return [(s.comm_ns, s.compute_ns) for r in rep.ranks for s in r.steps]
+
+
+def test_a_str_for_the_comm_patterns_is_refused_not_read_letter_by_letter():
+    with pytest.raises(UsageError) as raised:
+        tracelens.report(SAMPLES / "wfbp_100", comm_patterns="xyz_p2p", cache=False)
+    assert str(raised.value) == ("report(): comm_patterns must be a list of str (regular expressions), not str "
+                                 "'xyz_p2p'; for one, write ['xyz_p2p']")
+    # As a list it is one pattern, which no kernel of the sample matches: the default numbers, 12.3 ms of
+    # compute a step (letter by letter, '_' matched every kernel: no compute at all).
+    times = _kernel_times(tracelens.report(SAMPLES / "wfbp_100", comm_patterns=["xyz_p2p"], cache=False))
+    assert times == _kernel_times(tracelens.report(SAMPLES / "wfbp_100", cache=False))
+    assert {c for _, c in times} == {12_300_000}
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: tracelens.report(SAMPLES / "wfbp_100", thresholds="idle_min_fraction=0.5"),
+     "report(): thresholds must be a Thresholds, a list of NAME=VALUE str or None, not str "
+     "'idle_min_fraction=0.5'; for one, write ['idle_min_fraction=0.5']"),
+    (lambda: tracelens.load(SAMPLES / "wfbp_100", jobs="2"),
+     "load(): jobs must be an int of at least 0 or None, not str '2'"),
+    (lambda: tracelens.report(SAMPLES / "wfbp_100", cache="no"),
+     "report(): cache must be a bool (True or False) or None, not str 'no'"),
+    (lambda: tracelens.report(SAMPLES / "wfbp_100", comm_patterns=["nccl", 3]),
+     "report(): comm_patterns must be a list of str (regular expressions), not list ['nccl', 3]; it holds int 3"),
+    (lambda: api.annotate(SAMPLES / "wfbp_100", b"out"),
+     "annotate(): out_dir must be a path (str or os.PathLike), not bytes b'out'"),
+    (lambda: api.thresholds("a=1"), "thresholds(): flags must be a list of NAME=VALUE str, not str 'a=1'; "
+                                    "for one, write ['a=1']"),
+    (lambda: tracelens.report(), "report(): missing a required argument: 'paths'"),
+    (lambda: tracelens.report(SAMPLES / "wfbp_100", comm_pattern=["x"]),
+     "report(): got an unexpected keyword argument 'comm_pattern'"),
+], ids=["thresholds as a str", "jobs as a str", "cache as a str", "a pattern that is no str", "bytes for a path",
+        "flags as a str", "no paths", "a misspelt keyword"])
+def test_a_wrong_argument_is_a_one_line_usage_error(call, message):
+    with pytest.raises(UsageError) as raised:
+        call()
+    assert str(raised.value) == message
+
+
+def test_an_iterator_of_patterns_is_read_once():
+    rep = tracelens.report(SAMPLES / "wfbp_100", comm_patterns=iter(["xyz_p2p"]), cache=False)
+    assert _kernel_times(rep) == _kernel_times(tracelens.report(SAMPLES / "wfbp_100", cache=False))
+

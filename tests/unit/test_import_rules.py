@@ -207,7 +207,7 @@ def test_the_notebook_draws_through_api_and_the_renderers():
     # tracelens/notebook.py (Report._repr_html_, figure, to_pandas) reads a trace only through api (a step's
     # timeline) and draws with the renderers' figures: no parser, analyzer or Dash of its own.
     names = {name.split(".")[1] for _, name in _imports(PACKAGE / "notebook.py") if name.startswith("tracelens.")}
-    assert names == {"api", "contract", "errors", "renderers"}
+    assert names == {"api", "arguments", "contract", "errors", "renderers"}
 
 
 def test_the_contract_names_the_notebook_module_and_nothing_else():

@@ -16,6 +16,7 @@ from typing import Optional
 import msgspec
 
 from .._version import __version__
+from ..arguments import ANYTHING, TEXT, takes
 from ..errors import InputError, printable
 from ..json_text import UNREADABLE, why
 from .per_rank import (PatternEvidence, DimensionStep, GroupRule, DimensionTotals, StepMetrics, Totals, PreCapture,
@@ -79,6 +80,7 @@ class Report(msgspec.Struct, kw_only=True):
         """IPython's plain text of a Report: one line with its verdict (its repr holds every number)."""
         printer.text(_notebook().report_text(self))
 
+    @takes("Report.figure()", self=ANYTHING, name=TEXT)
     def figure(self, name: str, **options):
         """The plotly figure of a dashboard view: ``budget`` (``step=``, ``sort=``), ``heatmap``
         (``metric=``), ``timeline`` (``rank=``, ``step=``: read from that rank's trace), ``wait_transfer``,
@@ -86,6 +88,7 @@ class Report(msgspec.Struct, kw_only=True):
         ``dashboard`` extra)."""
         return _notebook().figure(self, name, **options)
 
+    @takes("Report.to_pandas()", self=ANYTHING, table=TEXT)
     def to_pandas(self, table: str):
         """``steps``, ``collectives``, ``findings`` or ``ranks`` as a pandas DataFrame: one row per entry of
         the JSON report (``ranks[].steps[]`` with ``rank``, ``collectives[]``, ``diagnoses[]``, ``ranks[]``),
