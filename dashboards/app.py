@@ -50,12 +50,13 @@ class Session:
     def timeline(self, index: int, rank: int, step):
         """The StepTimeline of one rank and step of run ``index`` (cached): api.step_timeline reads only the
         rank's input file named in that run's Report."""
+        run = self.run(index)          # before the index is a key: a list there is Invalid, not a TypeError
         key = (index, rank, step)
         with self._lock:
             if key in self._timelines:
                 self._timelines.move_to_end(key)
                 return self._timelines[key]
-        tl = api.step_timeline(self.run(index).report, rank, step, comm_patterns=self.comm_patterns,
+        tl = api.step_timeline(run.report, rank, step, comm_patterns=self.comm_patterns,
                                step_nvtx=self.step_nvtx)
         with self._lock:
             self._timelines[key] = tl

@@ -5,8 +5,11 @@ or ``[]``, names no registered callback, or holds other inputs than the callback
 HTTP 500 with a traceback in the log), and JSON nested 100,000 deep overflowed the parser's stack. Here a
 body larger than :data:`MAX_BODY`, nested deeper than :data:`MAX_DEPTH`, not JSON, or not the shape of a
 call of a registered callback (its outputs, inputs and state, in order) is answered with a 4xx and one line
-in the server's log. The values themselves are each callback's to check (:mod:`.callbacks`): one the page
-never sends raises :class:`Invalid`, quoted in its message by :func:`shown`.
+in the server's log. Then each value is checked against the kind the page's component sends (``VALUES``): a
+list where a run's index goes is no update (204, as a callback answers :class:`Invalid`), before any callback
+runs, where it once reached the callback and failed there. What a value of the right kind must also be (a run
+or step that is there) is each callback's to check (:mod:`.callbacks`): one the page never sends raises
+:class:`Invalid`, quoted in its message by :func:`shown`.
 """
 
 from __future__ import annotations
@@ -15,11 +18,33 @@ import logging
 import re
 import reprlib
 
+from tracelens.arguments import COUNT, INTEGER, TEXT, TEXTS, of_type, optional
+
 MAX_BODY = 1 << 20      # bytes; the page's largest call (a findings filter, a click) is under 2 KB
 MAX_DEPTH = 32          # JSON levels; a call's body nests 8 deep (body, inputs, input, click, points, ...)
 UPDATE = "_dash-update-component"
 
+NO_UPDATE = 204         # what Dash answers a callback that makes no update: for a value the page never sends
+
 log = logging.getLogger("tracelens.dashboard")
+
+_CLICK = optional(of_type("an object", dict))
+# (component, property) -> the kind of value the page sends for it (tracelens.arguments' kinds): every input
+# and state of a registered callback is here (tests/dashboard/test_callbacks.py checks it).
+VALUES = {
+    ("run", "value"): COUNT,                                      # an index into the runs
+    ("step", "value"): optional(INTEGER) | of_type("'all'", str, test=lambda v: v == "all"),
+    ("strip-step", "value"): INTEGER | of_type("'all' or 'none'", str, test=lambda v: v in ("all", "none")),
+    ("sort", "value"): optional(TEXT),
+    ("metric", "value"): optional(TEXT),
+    ("severity", "value"): optional(TEXTS),
+    ("find-text", "value"): optional(TEXT),
+    ("culprit-link", "n_clicks"): optional(COUNT),
+    ("heatmap", "clickData"): _CLICK,
+    ("outliers", "clickData"): _CLICK,
+    ("history", "clickData"): _CLICK,
+    ("findings", "cellClicked"): _CLICK,
+}
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
@@ -52,6 +77,8 @@ def install(app) -> None:
         if refused is None:
             return None
         status, why = refused
+        if status == NO_UPDATE:     # a well-formed call of a value the page never sends: as Invalid, no log line
+            return server.response_class(status=NO_UPDATE)
         log.warning("refused %s %s from %s: %d %s", request.method, request.path, request.remote_addr, status, why)
         return server.response_class(why + "\n", status=status, mimetype="text/plain")
 
@@ -113,6 +140,10 @@ def _call(body: dict, callbacks: dict) -> tuple[int, str] | None:
     names = {f"{i}.{p}" for i, p in ((i["id"], i["property"]) for i in cb["inputs"])}
     if not isinstance(changed, list) or any(not isinstance(c, str) or c not in names for c in changed):
         return 400, "changedPropIds are not the callback's inputs"
+    for item in [*body.get("inputs", []), *body.get("state", [])]:
+        kind = VALUES.get(_key(item))
+        if kind is not None and not kind.fits(item.get("value")):
+            return NO_UPDATE, f"{item['id']}.{item['property']} is {shown(item.get('value'))}, not {kind.wants}"
     return None
 
 

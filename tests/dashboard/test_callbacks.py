@@ -371,3 +371,82 @@ def test_a_run_without_outliers_says_so(session):
     rep = session.runs[0].report
     assert rep.outliers == []
     assert layout.outliers_info(rep) == layout.NO_OUTLIERS and layout.outliers_style(rep)["display"] == "none"
+
+
+def _timeline_call(run, click_=None):
+    """A click on a heatmap cell (rank 1, step 3 of wfbp_100) with the run selector at ``run``."""
+    inputs = [("heatmap", "clickData", click_ or click(1, 3)), ("findings", "cellClicked", None),
+              ("culprit-link", "n_clicks", 0), ("outliers", "clickData", None)]
+    return {"output": "..timeline.figure...timeline-info.children..",
+            "outputs": [{"id": "timeline", "property": "figure"}, {"id": "timeline-info", "property": "children"}],
+            "inputs": [{"id": i, "property": p, "value": v} for i, p, v in inputs],
+            "state": [{"id": "run", "property": "value", "value": run}], "changedPropIds": ["heatmap.clickData"]}
+
+
+def test_every_value_of_every_callback_has_its_kind(session, history_db):
+    app = create_app(Session(session.runs, history=api.history_runs(history_db)))     # with the history's callback
+    given = {(i["id"], i["property"]) for cb in app.callback_map.values() for i in [*cb["inputs"], *cb["state"]]}
+    assert given == set(guard.VALUES)
+
+
+@pytest.mark.parametrize("run", [[0], {"0": 0}, "0", 0.0, True, None, -1])
+def test_a_run_of_the_wrong_kind_is_no_update_before_any_callback_runs(session, log_lines, run):
+    """Issue 49: a list where the run's index goes was answered 204, but the timeline callback had run and
+    failed on it ('callback timeline failed: TypeError: unhashable type: 'list'' in the log)."""
+    server = create_app(session).server.test_client()
+    assert _update(server, _timeline_call(0)).status_code == 200
+    answer = _update(server, _timeline_call(run))
+    assert (answer.status_code, answer.data) == (204, b"")
+    assert log_lines == []
+
+
+# What the page sends for each input and state before anything is clicked (its own values).
+_PAGE = {("run", "value"): 0, ("step", "value"): "all", ("sort", "value"): "rank", ("metric", "value"): "overlap_pct",
+         ("severity", "value"): None, ("find-text", "value"): None, ("strip-step", "value"): "all",
+         ("culprit-link", "n_clicks"): 0}
+
+
+def _call_of(app, output: str, given: dict) -> dict:
+    """A call of the callback ``output``, each value the page's own (``_PAGE``, else None) or ``given``'s."""
+    cb = app.callback_map[output]
+    outs = cb["output"] if isinstance(cb["output"], list) else [cb["output"]]
+    value = lambda i: given.get((i["id"], i["property"]), _PAGE.get((i["id"], i["property"])))  # noqa: E731
+    body = {"output": output, "outputs": [{"id": o.component_id, "property": o.component_property} for o in outs],
+            "inputs": [{**i, "value": value(i)} for i in cb["inputs"]],
+            "changedPropIds": [f"{i['id']}.{i['property']}" for i in cb["inputs"][:1]]}
+    if len(outs) == 1:
+        body["outputs"] = body["outputs"][0]
+    if cb["state"]:
+        body["state"] = [{**i, "value": value(i)} for i in cb["state"]]
+    return body
+
+
+@pytest.mark.parametrize("output, given, function", [
+    ("budget.figure", {("step", "value"): [3]}, "budget_figure"),
+    ("budget.figure", {("step", "value"): 3.0}, "budget_figure"),
+    ("budget.figure", {("sort", "value"): ["rank"]}, "budget_figure"),
+    ("heatmap.figure", {("metric", "value"): 7}, "heatmap_figure"),
+    ("findings.rowData", {("severity", "value"): "info"}, "finding_rows"),
+    ("findings.rowData", {("find-text", "value"): ["x"]}, "finding_rows"),
+    ("strip.figure", {("strip-step", "value"): None}, "strip_figure"),
+    ("..timeline.figure...timeline-info.children..", {("heatmap", "clickData"): ["x"]}, "timeline_view"),
+    ("..timeline.figure...timeline-info.children..", {("culprit-link", "n_clicks"): "1"}, "timeline_view"),
+], ids=["a list for the step", "a float step", "a list for the sort", "a number for the metric",
+        "a str for the severities", "a list for the filter", "no strip step", "a list for a click",
+        "clicks as text"])
+def test_a_value_of_the_wrong_kind_never_reaches_its_callback(session, log_lines, monkeypatch, output, given,
+                                                             function):
+    app = create_app(session)
+    server = app.server.test_client()
+    assert _update(server, _call_of(app, output, {})).status_code in (200, 204)     # the page's own values
+    ran = []
+    monkeypatch.setattr(callbacks, function, lambda *args: ran.append(args))
+    answer = _update(server, _call_of(app, output, given))
+    assert (answer.status_code, answer.data, ran, log_lines) == (204, b"", [], [])
+
+
+def test_the_timeline_of_a_run_that_is_no_index_says_so(session):
+    # As for any run that is not there (test_the_run_is_an_index_into_the_inputs): the reason in its place.
+    assert callbacks.timeline_view(session, [0], (1, 3))[1] == "No timeline for rank 1, step 3: no run [0]"
+    with pytest.raises(guard.Invalid, match=r"^no run \[0\]$"):
+        session.timeline([0], 1, 3)

@@ -7,6 +7,8 @@ number on input that a user may well hand over.
   where docs/errors.md says 64).
 - the Python API's arguments: a value of the wrong type is a one-line UsageError (``comm_patterns="xyz_p2p"``
   was seven one-letter patterns, and every kernel communication). Generated values: tests/fuzz/test_api_arguments.py.
+- a Report's notebook methods given a list where a name or a rank goes: ``TypeError: unhashable type: 'list'``.
+  The dashboard's side of it: tests/dashboard/test_callbacks.py.
 """
 
 from __future__ import annotations
@@ -251,3 +253,41 @@ def test_an_iterator_of_patterns_is_read_once():
     rep = tracelens.report(SAMPLES / "wfbp_100", comm_patterns=iter(["xyz_p2p"]), cache=False)
     assert _kernel_times(rep) == _kernel_times(tracelens.report(SAMPLES / "wfbp_100", cache=False))
 
+
+# ------------------------------------------------------------------------- a Report's notebook methods
+
+
+@pytest.fixture(scope="module")
+def sample_report():
+    return tracelens.report(SAMPLES / "wfbp_100")
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda r: r.to_pandas(["steps"]), "Report.to_pandas(): table must be a str, not list ['steps']"),
+    (lambda r: r.figure(["heatmap"]), "Report.figure(): name must be a str, not list ['heatmap']"),
+    (lambda r: r.figure("timeline", rank=[0], step=10),
+     "Report.figure('timeline'): rank must be an int or None, not list [0]"),
+    (lambda r: r.figure("timeline", rank=0, step=[3]),
+     "Report.figure('timeline'): step must be an int or None, not list [3]"),
+    (lambda r: r.figure("budget", step={3}), "Report.figure('budget'): step must be an int or None, not set {3}"),
+    (lambda r: r.figure("heatmap", metric=["overlap_pct"]),
+     "Report.figure('heatmap'): metric must be a str, not list ['overlap_pct']"),
+    (lambda r: r.figure("strip", step=[2]), "Report.figure('strip'): step must be an int, None or 'all', not list [2]"),
+    (lambda r: r.figure("timeline", rank=True, step=3), "Report.figure('timeline'): rank must be an int or None, "
+                                                         "not bool True"),
+], ids=["a table as a list", "a figure as a list", "a rank as a list (the issue's)", "a step as a list",
+        "a step as a set", "a metric as a list", "a strip step as a list", "a rank as a bool"])
+def test_a_value_of_the_wrong_kind_in_a_notebook_is_one_line(sample_report, call, message):
+    pytest.importorskip("plotly", reason="the dashboard extra (plotly) draws the figures")
+    with pytest.raises(UsageError) as raised:
+        call(sample_report)
+    assert str(raised.value) == message
+
+
+def test_the_values_of_the_right_kind_are_still_drawn(sample_report):
+    pytest.importorskip("plotly", reason="the dashboard extra (plotly) draws the figures")
+    # wfbp_100: ranks 0 and 1, steps 2, 3 and 4 (metrics.expected); a step the report lacks is its own error.
+    assert sample_report.figure("timeline", rank=1, step=3).layout.title.text.startswith("Rank 1, step 3")
+    assert len(sample_report.to_pandas("steps")) == 6
+    with pytest.raises(UsageError, match="the timeline needs step= one of rank 0's steps: 2, 3, 4"):
+        sample_report.figure("timeline", rank=0, step=10)
