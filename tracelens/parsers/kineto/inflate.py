@@ -51,9 +51,11 @@ def read_bytes(path: Path) -> bytes:
     if raw[:2] == b"\x1f\x8b":
         cap = max_inflate(len(raw))
         try:
+            # Each member's CRC is checked in C by the gzip mode (gzip.decompress would run a second crc32
+            # pass); the room left stops a bomb at the cap instead of at the end of memory. One piece for a
+            # file of one member: inflated in one call, never copied.
             members = Members(lambda size: b"", first=raw)
             pieces, room = [], cap + 1
-            # One piece for a file of one member: inflated in one call, never copied.
             while room > 0 and (piece := members.inflate(room)):
                 pieces.append(piece)
                 room -= len(piece)
