@@ -365,6 +365,8 @@ def diff(before, after, *, options: ReportOptions | None = None,
     return compare_reports(*reports, before_label=" ".join(_paths(before)), after_label=" ".join(_paths(after)))
 
 
+@_takes(before=instance("tracelens.contract", "Report", "a Report"),
+        after=instance("tracelens.contract", "Report", "a Report"), before_label=TEXT, after_label=TEXT)
 def compare_reports(before: Report, after: Report, *, before_label: str = "before", after_label: str = "after"
                     ) -> Diff:
     """:func:`diff` of two Reports already made (the dashboard's runs A and B, read once for all its views);

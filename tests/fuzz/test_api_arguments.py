@@ -9,7 +9,7 @@ description a parameter's kind gives, which values fit it. A value it admits is 
 function (the same signature and kinds, a body that only records the call), so that no report runs; a value it
 refuses is given to the real function too, which must refuse it before doing anything.
 
-Budget: a fixed, derandomized set of 640 cases (like ``test_fuzz.py``'s seeded ones), about 4 s here.
+Budget: a fixed, derandomized set of 660 cases (like ``test_fuzz.py``'s seeded ones), about 4 s here.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from tracelens.parsers import Inputs, discover
 
 from conftest import SAMPLES
 
-CASES = 640             # 5 a parameter: 128 parameters (test_every_description_is_known_here)
+CASES = 660             # 5 a parameter: 132 parameters (test_every_description_is_known_here)
 SAMPLE = str(SAMPLES / "wfbp_100")
 
 
@@ -108,6 +108,8 @@ class Objects:
                          "analyses": [], "traces": [], "fmt": "json", "out_dir": "out", "before": SAMPLE, "after": SAMPLE,
                          "config": GateConfig(), "rep": self.report, "rank": 0, "step": None, "db": "h.db",
                          "report": self.report, "self": self.report, "name": "budget", "table": "steps"}
+        # Where one name takes another kind in another function: compare_reports compares Reports made.
+        self.required_in = {"compare_reports": {"before": self.report, "after": self.report}}
 
 
 @pytest.fixture(scope="module")
@@ -128,9 +130,9 @@ PARAMETERS = [(where, name) for where, fn, _ in CALLS for name in fn.kinds]
 def test_every_description_is_known_here():
     wants = {fn.kinds[name].wants for where, fn, _ in CALLS for name in fn.kinds}
     assert wants <= set(VALID), wants - set(VALID)
-    # 112 of the api's 20 functions, 4 of the two methods (self and the name), 12 of the 4 figures with options
+    # 116 of the api's 21 functions, 4 of the two methods (self and the name), 12 of the 4 figures with options
     # (budget 3, heatmap 2, timeline 5, strip 2, each with its report): every one drawn about 5 times.
-    assert len(PARAMETERS) == 112 + 4 + 12
+    assert len(PARAMETERS) == 116 + 4 + 12
 
 
 SCALARS = (st.none() | st.booleans() | st.integers(-3, 2**70) | st.floats() | st.text(max_size=6)
@@ -158,7 +160,8 @@ def test_each_value_is_admitted_or_refused_in_one_line(objects, parameter, value
         ran.append(kwargs.get(name, args))
     stand_in.__signature__ = inspect.signature(fn)
     probe = takes(where, **fn.kinds)(stand_in)
-    required = {p.name: objects.required[p.name] for p in inspect.signature(fn).parameters.values()
+    need = {**objects.required, **objects.required_in.get(where, {})}
+    required = {p.name: need[p.name] for p in inspect.signature(fn).parameters.values()
                 if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name != name}
     try:
         probe(**required, **{name: fresh()})

@@ -187,8 +187,8 @@ def test_annotate_past_the_head_limit_is_one_line_exit_3(tmp_path, capsys):
 
 # The public functions of tracelens.api: those of its docstring, the *_with forms the CLI calls, and the
 # helpers a caller of load/analyze_rank/combine needs (context, nccl_inputs), the gate's pieces, the drill-down.
-PUBLIC = ["analyze", "analyze_rank", "annotate", "annotate_with", "baseline", "combine", "config_file", "context",
-          "diff", "gate", "gate_config", "history_runs", "load", "load_with", "nccl_inputs", "rendered_with", "report",
+PUBLIC = ["analyze", "analyze_rank", "annotate", "annotate_with", "baseline", "combine", "compare_reports",
+          "config_file", "context", "diff", "gate", "gate_config", "history_runs", "load", "load_with", "nccl_inputs", "rendered_with", "report",
           "report_with", "step_timeline", "thresholds"]
 
 
