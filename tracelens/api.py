@@ -553,9 +553,15 @@ def step_timeline(rep: Report, rank: int, step: int | None, *, comm_patterns: It
     if not found:
         raise InputError(f"the trace of rank {rank} is not here ({', '.join(i.path for i in files) or 'none named'})")
     traces = load([found[0]], comm_patterns=comm_patterns, step_nvtx=step_nvtx, jobs=0)
-    mine = [t for t in traces if t.meta.rank == rank] or (traces if len(traces) == 1 else [])
+    mine = [t for t in traces if t.meta.rank == rank]
+    # A file read alone may number its rank by name or order differently than the run did; one that says
+    # its rank itself (distributedInfo) is used only for that rank: a saved report is untrusted input.
+    if not mine and len(traces) == 1 and traces[0].meta.rank_rule != "distributedInfo":
+        mine = traces
     if not mine:
-        raise InputError(f"no rank {rank} in this trace", path=str(found[0]))
+        said = sorted({t.meta.rank for t in traces if t.meta.rank_rule == "distributedInfo"})
+        whose = f": it is rank {', '.join(map(str, said))}'s (its distributedInfo)" if said else ""
+        raise InputError(f"no rank {rank} in this trace{whose}", path=str(found[0]))
     # The steps as the report settled them: an inferred step is found again the same way (with the
     # optimizer's cycle the inference takes the same boundaries whether asked or not).
     option = {"inferred": "inferred", "whole-capture": "whole"}.get(next(

@@ -291,3 +291,45 @@ def test_the_values_of_the_right_kind_are_still_drawn(sample_report):
     assert len(sample_report.to_pandas("steps")) == 6
     with pytest.raises(UsageError, match="the timeline needs step= one of rank 0's steps: 2, 3, 4"):
         sample_report.figure("timeline", rank=0, step=10)
+
+
+# ------------------------------------------------------------------------------ a saved report that lies (item 4)
+
+def saved(tmp_path, edit):
+    """The straggler sample's report saved, edited by ``edit(doc)``, written again."""
+    out = tmp_path / "report.json"
+    if not out.exists():
+        assert main(["report", str(SAMPLES / "straggler"), "--format", "json", "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    edit(doc)
+    edited = tmp_path / f"edited{len(list(tmp_path.glob('edited*')))}.json"
+    edited.write_text(json.dumps(doc))
+    return edited
+
+
+def test_a_number_outside_int64_in_a_saved_report_is_refused(tmp_path, capsys):
+    # 2^70 loaded, then report.to_pandas("steps") raised pandas' OverflowError.
+    path = saved(tmp_path, lambda d: d["ranks"][0]["steps"][0].__setitem__("duration_ns", 2**70))
+    capsys.readouterr()
+    assert main(["report", str(path)]) == 3
+    err = capsys.readouterr().err
+    assert err == (f"tracelens: error: {path}: malformed report: $.ranks[0].steps[0].duration_ns is outside the "
+                   "int64 range a report's numbers have\n")
+    # The largest int64 and the smallest are numbers a report may hold: read.
+    ok = saved(tmp_path, lambda d: d["ranks"][0]["steps"][0].__setitem__("duration_ns", 2**63 - 1))
+    assert tracelens.report(str(ok)).ranks[0].steps[0].duration_ns == 2**63 - 1
+
+
+def test_a_trace_is_used_for_a_rank_only_when_it_is_that_rank_s(tmp_path):
+    # Ranks 0 and 1 name each other's trace: rank 1's timeline was drawn as rank 0's.
+    def swap(d):
+        d["inputs"][0]["path"], d["inputs"][1]["path"] = d["inputs"][1]["path"], d["inputs"][0]["path"]
+    rep = tracelens.report(str(saved(tmp_path, swap)))
+    step = rep.ranks[0].steps[0].step
+    with pytest.raises(InputError) as raised:
+        api.step_timeline(rep, 0, step)
+    assert str(raised.value).endswith("no rank 0 in this trace: it is rank 1's (its distributedInfo)")
+    assert str(raised.value).startswith(str(SAMPLES / "straggler" / "rank1.json.gz"))
+    # The report as written draws rank 0 from rank 0's file.
+    good = tracelens.report(str(saved(tmp_path, lambda d: None)))
+    assert api.step_timeline(good, 0, step).rank == 0

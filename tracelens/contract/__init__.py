@@ -10,6 +10,7 @@ The Report and how it is written and read are here; its parts in ``per_rank`` (`
 from __future__ import annotations
 
 import importlib
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -146,7 +147,36 @@ def read_report(path) -> Report:
         raise InputError(f"not a tracelens report (schema {schema!r})", path=str(path))
     if schema != SCHEMA:
         raise InputError(f"report schema {schema} is not the {SCHEMA} this version reads", path=str(path))
+    if _LONG_NUMBER.search(data):
+        where = _outside_int64(doc)
+        if where is not None:
+            raise InputError(f"malformed report: {where} is outside the int64 range a report's numbers have",
+                             path=str(path))
     try:
         return msgspec.convert(doc, Report)
     except msgspec.ValidationError as exc:
         raise InputError(f"malformed report: {exc}", path=str(path)) from None
+
+
+# A number of 19 digits or more: the only way a JSON integer can leave int64 (|x| < 2^63 has at most 19
+# digits). Searched in the bytes first, so that a report without one is never walked value by value.
+_LONG_NUMBER = re.compile(rb"\d{19,}")
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _outside_int64(doc) -> str | None:
+    """The path (``$.ranks[0].steps[0].duration_ns``) of the first integer outside int64, else None: every
+    time, count and size a Report holds is int64 inside, and a larger one breaks its columns later."""
+    stack = [("$", doc)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            if not _INT64[0] <= value <= _INT64[1]:
+                return where
+        elif isinstance(value, dict):
+            stack.extend((f"{where}.{k}", v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
+    return None
