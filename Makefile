@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # project's own dependencies"); `make lock` refreshes it from pyproject.toml and requirements/lock.in.
 LOCK := requirements/lock.txt
 
-.PHONY: demo test test-deps test-latest test-oldest lock goldens bench bench-scale bench-whatif fuzz samples \
+.PHONY: demo test test-deps test-latest test-oldest lock goldens bench bench-nccl bench-scale bench-whatif fuzz samples \
 	record-gloo record-cuda clean
 
 # The end-to-end collector tests run real jobs under torchrun; they need this CPU build of torch.
@@ -88,6 +88,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_parse.py
 	$(BIN)/python bench/bench_nsys.py
 	$(BIN)/python bench/bench_figures.py
+
+# A big NCCL log (bench/RESULTS.md, "A big NCCL log"): one healthy corpus log repeated to 59 and 200 MB in a
+# temporary folder, parse and verdict seconds and peak RSS; BEFORE=DIR also times the package under DIR.
+bench-nccl: $(STAMP)
+	$(BIN)/python bench/bench_nccl_log.py $(if $(BEFORE),--before $(BEFORE))
 
 # Predictions against re-runs (bench/RESULTS.md): records examples/ddp_train.py with `tracelens collect` at each
 # knob, interleaved (REPEATS rounds, ~13 s a recording on 2 cores; ONLY=straggler|buckets|item for one group),

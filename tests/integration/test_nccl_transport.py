@@ -408,3 +408,65 @@ def test_the_gate_fails_a_silent_fallback(tmp_path):
     result = api.gate([str(run)], rules={"no_critical": True}, use_config=False)
     (rule,) = result.rules
     assert rule.status == "fail" and [r.status for r in rule.ranks] == ["fail", "fail"]
+
+
+# ------------------------------------------------------------------------------ a big log (issue 49 item 7)
+# Jobs of many ranks writing to one NCCL_DEBUG_FILE make files of the same lines over and over; one corpus
+# log appended to itself stands for them (bench/bench_nccl_log.py times 59 and 200 MB of it).
+
+HEALTHY = "issue_nccl1189_ib_gdrdma_and_p2p_cumem_h20.log"      # rdma_gdr, 14 lines (corpus SOURCE.md)
+
+
+def _repeated(tmp_path, name, times):
+    path = tmp_path / f"{times}x_{name}"
+    path.write_bytes(corpus_file(LOGS + name).read_bytes() * times)
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS_VERDICTS))
+def test_a_log_appended_to_itself_has_the_verdict_and_evidence_of_the_log(tmp_path, name):
+    one = nccl_log.parse(_repeated(tmp_path, name, 1))
+    three = nccl_log.parse(_repeated(tmp_path, name, 3))
+    assert three.nccl_lines == 3 * one.nccl_lines
+    (a, _), (b, _) = verdict(one), verdict(three)
+    assert (b.verdict, b.severity, b.multi_node) == (a.verdict, a.severity, a.multi_node)
+    # The first copy's lines are the ones cited; the file name is the only difference.
+    assert [(e.line, e.text) for e in b.evidence] == [(e.line, e.text) for e in a.evidence]
+    # A connection line is counted each time it is written.
+    assert [c.connections for c in b.communicators] == [{k: 3 * n for k, n in c.connections.items()}
+                                                       for c in a.communicators]
+
+
+def test_a_log_repeated_a_thousand_times_keeps_the_records_of_the_log(tmp_path):
+    one = corpus_log(HEALTHY)
+    many = nccl_log.parse(_repeated(tmp_path, HEALTHY, 1000))        # 1.3 MB
+    assert [(r.kind, r.line, r.text) for r in many.records] == [(r.kind, r.line, r.text) for r in one.records]
+    assert [r.count for r in many.records] == [1000 * r.count for r in one.records]
+    assert (many.nccl_lines, many.truncated, many.replaced) == (14_000, False, 0)    # 14 NCCL lines a copy
+
+
+def test_a_line_cut_by_a_chunk_boundary_is_read_whole(tmp_path):
+    # 64 copies (83 kB) pass the 64 KiB head read first; 97 bytes a chunk cuts most of the ~92-byte lines.
+    path = _repeated(tmp_path, "issue_nccl952_ib_nodevice_p2pipc_plus_socket.log", 64)
+    whole, cut = nccl_log.parse(path), nccl_log.parse(path, chunk=97)
+    assert [(r.kind, r.line, r.text, r.count, r.data) for r in cut.records] == \
+        [(r.kind, r.line, r.text, r.count, r.data) for r in whole.records]
+    assert (cut.nccl_lines, cut.bytes) == (whole.nccl_lines, path.stat().st_size)
+    assert verdict(cut)[0].verdict == "tcp_no_rdma"
+
+
+def test_parsing_holds_a_chunk_not_the_file(tmp_path):
+    import tracemalloc
+
+    path = _repeated(tmp_path, HEALTHY, 8000)                        # 10.4 MB
+    tracemalloc.start()
+    try:
+        log = nccl_log.parse(path, chunk=1 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert log.nccl_lines == 8000 * 14
+    # The chunk, its lines split out and the carried rest joined to the next: 5.1 MB measured, a few chunks
+    # and under the file's size (reading the whole file held its bytes and its text at once, 2x the file
+    # before the first record).
+    assert peak < 8 << 20

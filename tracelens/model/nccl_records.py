@@ -3,7 +3,8 @@ analyzer (analyzers/run/transport.py) decides on them. Plain data, no heavy impo
 
 A record is one recognised line: its ``kind``, where it is (file, 1-based line number, text), the process
 that printed it (host, pid, device, from the ``host:pid:tid [dev]`` prefix when the line has one) and the
-few values the line states (``data``). Lines of no interest are not kept.
+few values the line states (``data``). Lines of no interest are not kept; a line written again word for
+word is one record, the first, with a ``count`` (parsers/nccl/debug_log.py says when).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Record:
     pid: str | None = None
     device: int | None = None
     data: dict = field(default_factory=dict)
+    count: int = 1              # lines saying it word for word (same process and communicator); this the first
 
     @property
     def process(self) -> tuple:

@@ -244,7 +244,7 @@ def communicator(g: Group, f: Facts) -> tuple[Communicator, list[EvidenceLine], 
     devices += [i for r in recs if r.kind == K.SOCKET for i in r.data["interfaces"]]
     counts: dict[str, int] = {}
     for r in conns:
-        counts[r.data["label"]] = counts.get(r.data["label"], 0) + 1
+        counts[r.data["label"]] = counts.get(r.data["label"], 0) + r.count
     return Communicator(
         id=g.id, ranks=sorted(ranks), hosts=sorted({r.host for r in recs if r.host}),
         n_nodes=max(nodes) if nodes else None, net=names[-1] if names else None,

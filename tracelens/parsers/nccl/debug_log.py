@@ -4,12 +4,16 @@ A log is recognised by its content (`` NCCL INFO ``, ``NCCL WARN``, ``NCCL versi
 Lines of many ranks may interleave in one file (a launcher's combined output), behind any launcher prefix
 (``[1,7]<stdout>:``, ``[0] ``, a timestamp): the ``host:pid:tid [dev]`` prefix NCCL writes is looked for in
 front of the marker. Windows line ends, bytes that are not UTF-8 (decoded as U+FFFD and counted) and a last
-line cut short (no line end: left out, since its tail may be missing) are tolerated. Nothing here decides a
-verdict: that is analyzers/run/transport.py. Line patterns: docs/metrics.md, "Network transport".
+line cut short (no line end: left out, since its tail may be missing) are tolerated. A file is read once, a
+chunk of bytes at a time, and a line repeated word for word is one record with a count (:func:`_read`), so
+memory follows the distinct lines, not the file's size. Nothing here decides a verdict: that is
+analyzers/run/transport.py. Line patterns: docs/metrics.md, "Network transport".
 """
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import re
 from pathlib import Path
 
@@ -55,38 +59,96 @@ _SIMPLE = (
 )
 
 
-def parse(path: Path | str) -> NcclLog:
+CHUNK = 1 << 20          # bytes read at a time: what the parse holds of the file besides its records
+_CACHE_MOST = 1 << 16    # lines without a record remembered (lines with one are kept with it anyway)
+
+
+def parse(path: Path | str, chunk: int = CHUNK) -> NcclLog:
     """The records of one log. A file that cannot be read or holds NUL bytes gives a log without NCCL lines
     (the caller skips it with a warning)."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            return _read(f, str(path), chunk)
     except OSError:
         return NcclLog(path=str(path), bytes=0)
-    return parse_bytes(data, str(path))
 
 
-def parse_bytes(data: bytes, name: str) -> NcclLog:
+def parse_bytes(data: bytes, name: str, chunk: int = CHUNK) -> NcclLog:
     """The records of a log's content (``name``: what evidence lines cite as its file)."""
-    log = NcclLog(path=name, bytes=len(data))
-    if b"\x00" in data[:SNIFF_BYTES]:
+    return _read(io.BytesIO(data), name, chunk)
+
+
+def _read(f, name: str, chunk: int) -> NcclLog:
+    """One pass over the bytes, ``chunk`` at a time, cut at the last line end (the rest goes with the next).
+    A line seen before is not parsed again, and a record it repeats word for word, under the communicator
+    its process last announced, is counted on the first one (the one evidence cites) instead of kept again:
+    a file many ranks wrote, or one log appended many times, keeps one record per distinct line."""
+    log = NcclLog(path=name, bytes=0)
+    block = f.read(SNIFF_BYTES)          # the head, as detect.py sniffs it, comes first whatever the chunk
+    log.bytes = len(block)
+    if b"\x00" in block:
+        while more := f.read(chunk):
+            log.bytes += len(more)
         return log
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = data.decode("utf-8", errors="replace")
-        # Real U+FFFD characters in the file are not replacements; count only what decoding replaced.
-        log.replaced = text.count("\ufffd") - data.count("\ufffd".encode())
-    lines = text.split("\n")
-    if lines[-1]:
-        log.truncated = True
-    for number, raw in enumerate(lines[:-1], start=1):
-        rec = parse_line(raw.rstrip("\r"), name, number)
-        if rec is not None:
-            log.nccl_lines += 1
-            if rec.kind:
-                log.records.append(rec)
+    seen: dict[bytes, tuple[bool, Record | None, int]] = {}
+    # transport.groups() puts a line in the communicator its process last announced: the same words under
+    # another communicator are another line for it, so that communicator is part of what makes a repeat.
+    current: dict[tuple, str | None] = {}
+    kept: dict[tuple, Record] = {}
+    number = 0
+    rest = b""
+    while block:
+        lines = (rest + block).split(b"\n") if rest else block.split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            number += 1
+            hit = seen.get(line)
+            if hit is None:
+                hit = _first(line, name, number)
+                if hit[1] is not None or len(seen) < _CACHE_MOST:
+                    seen[line] = hit
+            nccl, rec, replaced = hit
+            if replaced:
+                log.replaced += replaced
+            if nccl:
+                log.nccl_lines += 1
+            if rec is None:
+                continue
+            if rec.kind == K.COMM and rec.data.get("comm"):
+                current[rec.process] = rec.data["comm"]
+            key = (rec, current.get(rec.process))
+            first = kept.get(key)
+            if first is not None:
+                first.count += 1
+                continue
+            if rec.line != number:
+                rec = dataclasses.replace(rec, line=number, data=dict(rec.data), count=1)
+            kept[key] = rec
+            log.records.append(rec)
+        block = f.read(chunk)
+        log.bytes += len(block)
+    log.truncated = bool(rest)
     return log
+
+
+def _first(line: bytes, name: str, number: int) -> tuple[bool, Record | None, int]:
+    """A line met for the first time: whether it is NCCL's, its record (None without a kind) and how many
+    of its bytes were not UTF-8."""
+    replaced = 0
+    if line.isascii():
+        text = line.decode("ascii")
+    else:
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            text = line.decode("utf-8", errors="replace")
+            # Real U+FFFD characters in the file are not replacements; count only what decoding replaced.
+            replaced = text.count("\ufffd") - line.count("\ufffd".encode())
+    if b"NCCL" not in line:         # both the marker and the version line have it
+        return False, None, replaced
+    rec = parse_line(text.rstrip("\r"), name, number)
+    return rec is not None, rec if rec is not None and rec.kind else None, replaced
 
 
 def parse_line(text: str, file: str = "", number: int = 0) -> Record | None:
