@@ -14,12 +14,14 @@ last one added (row id order, not wall-clock time, which differs between CI mach
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator, Optional
 
+import numpy as np
 import pandas as pd
 import sqlite_utils
 
@@ -169,12 +171,24 @@ def _numbers_checked(runs: list[dict]) -> list[dict]:
     for run in runs:
         for col, kind in RUN_COLUMNS.items():
             value = run.get(col)
-            if kind is not str and value is not None and (isinstance(value, bool) or
-                                                          not isinstance(value, (int, float))):
-                bad = sum(1 for r in runs if not isinstance(r.get(col), (int, float, type(None))))
+            if value is None:
+                continue
+            if kind is str:
+                # A BLOB in a text column (SQLite keeps any type anywhere) would reach the table as bytes.
+                if not isinstance(value, str):
+                    bad = sum(1 for r in runs if not isinstance(r.get(col), (str, type(None))))
+                    raise InputError(f"history run {run.get('id')!r}: runs.{col} holds {value!r} where text "
+                                     f"belongs ({bad} row(s))")
+            elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                bad = sum(1 for r in runs if not _finite(r.get(col)))
                 raise InputError(f"history run {run.get('id')!r}: runs.{col} holds {value!r} where a number "
                                  f"belongs ({bad} row(s))")
     return runs
+
+
+def _finite(value) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
+                             and math.isfinite(value))
 
 
 def latest(db: sqlite_utils.Database, label: str) -> Optional[dict]:
@@ -193,7 +207,10 @@ def run_steps(db: sqlite_utils.Database, run_id: int) -> pd.DataFrame:
         if STEP_TABLE_COLUMNS[col] is str:
             continue
         values = pd.to_numeric(frame[col], errors="coerce")
-        bad = values.isna() & frame[col].notna()
+        # Infinity (1e400 reads as inf) is no time, count or rank either; an integer column holds integers.
+        bad = (values.isna() & frame[col].notna()) | values.isin([np.inf, -np.inf])
+        if STEP_TABLE_COLUMNS[col] is int:
+            bad |= values.notna() & ~bad & (values.where(~bad, 0) % 1 != 0)
         # NULL is a value the schema allows (an undefined ratio, an unnumbered step); text is not, and
         # reading it as NaN would turn into a wrong gate verdict.
         if bad.any():
