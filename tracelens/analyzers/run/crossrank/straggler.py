@@ -118,10 +118,8 @@ def find(results, arr: Arrivals, cpu: bool, th: Thresholds, exposed: dict | None
     waited = int(round(caused_total / others / max(len(by_step), 1)))     # one other rank's wait per step
     # What the waiting costs is the part no compute hid: one other rank's exposed wait per step (the median
     # over the other ranks of each one's mean). A wait all under compute shortens no step.
-    exposed = exposed or {}
-    mine_steps = sorted(by_step, key=lambda s: (s is None, s if s is not None else 0))
-    hidden = _others_exposed(exposed, late, n_ranks, mine_steps)
-    impact = int(round(statistics.median([statistics.fmean(v.values()) for v in hidden.values() if v] or [0])))
+    felt = _others_exposed(exposed or {}, late, n_ranks, list(by_step))
+    impact = int(round(statistics.median([statistics.fmean(v.values()) for v in felt.values() if v] or [0])))
     peaks = _peaks(np.flatnonzero(mine), step, caused)
     excess, mine_sum, theirs_sum = _lead_excess(peaks, starts, len(pos), rows_late, {**lead, "wait": wait})
     saving = saving_by_step(np.flatnonzero(mine), starts, len(pos), rows_late, lead, wait, step,
