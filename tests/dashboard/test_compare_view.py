@@ -58,7 +58,7 @@ def test_the_compare_section_says_the_answer_the_runs_and_the_prediction(session
     by_id = dash_tree.by_id(layout.compare_section(session))
     assert dash_tree.text(by_id["compare-summary"]) == d.summary
     # Faster without the slow rank, as BEFORE's verdict predicted (tests/golden/diff_gloo_slow40: 37.748 ms
-    # observed, 41.229 ms predicted).
+    # observed, 38.403 ms predicted).
     assert d.step_change_ns < 0 and d.prediction.held and d.summary.endswith("the prediction held.")
     runs = _body_rows(by_id["compare-runs"])
     names = ["run A (before)", "run B (after)"]

@@ -68,6 +68,27 @@ def test_with_two_ranks_the_cost_is_half_of_what_the_run_loses(tmp_path):
     assert "would save about 3.0" in rep.verdict.headline
 
 
+def test_a_late_rank_saves_its_typical_lateness_not_the_noise_that_stays(tmp_path):
+    """Two ranks whose arrivals differ by noise as well: rank 1 starts every step's device work 3 ms late (a
+    host gap), and in each of ten steps one rank's first backward kernel runs 0, 1 or 2 ms longer (late_compute:
+    rank 0 in four steps, rank 1 in four, neither in two), so rank 1's lateness at the first all-reduce is
+    3 ms plus noise symmetric between the ranks: 1, 2 (twice each), 3 (twice), 4, 5 (twice each) ms. Without the
+    host gap the noise stays: in a step where rank 1's own kernel ran longer, it is still last and the step
+    still waits for that. The step saves min(3 + n, 3) = 1, 2, 3 or 3 ms: 2.4 ms on average (generator truth),
+    where rank 1's mean lateness, 3 ms, promises 25 % more."""
+    noise = {0: (0, 2 * MS), 1: (0, 1 * MS), 2: (1, 1 * MS), 3: (1, 2 * MS), 4: (0, 0),
+             5: (0, 2 * MS), 6: (0, 1 * MS), 7: (1, 1 * MS), 8: (1, 2 * MS), 9: (1, 0)}
+    before = dataclasses.replace(synth.SCENARIOS["culprit_host_gap"], name="noisy_late", ranks=2, culprit=1,
+                                 steps=10, late_compute={(k, 0): v for k, v in noise.items()})
+    after = dataclasses.replace(before, name="noisy_on_time", culprit_ns=0)
+    observed = step_time(before) - step_time(after)
+    assert observed == pytest.approx(2.4 * MS, rel=0.01)
+    wait = cause(report_of(before, tmp_path), "peer-wait")
+    assert wait.culprit is not None and wait.culprit.rank == 1
+    assert wait.saving_ns == pytest.approx(observed, rel=0.05), (wait.saving_ns, observed)
+    assert wait.saving_low_ns <= observed <= wait.saving_high_ns
+
+
 def test_no_culprit_no_saving(tmp_path):
     """Waiting whose last rank moves between steps has no one fix: no saving is printed, and why. Four ranks,
     four steps, a different rank's first backward kernel 2 ms longer in each: each causes a quarter of the
