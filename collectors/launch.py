@@ -20,11 +20,14 @@ from typing import Optional
 from tracelens import outputs
 from tracelens._speed import user_environ
 from tracelens.errors import UsageError
-from tracelens.model.rundir_layout import BOOTSTRAP, MANIFEST, NCCL_LOGS, REPORT, WORKERS
+from tracelens.model.rundir_layout import BOOTSTRAP, MANIFEST, NCCL_INSPECTOR, NCCL_LOGS, REPORT, WORKERS
 
 from . import agent
 
 DEFAULT_STEPS = agent.DEFAULT_STEPS
+# How often the Inspector plugin's thread writes what it gathered: a second keeps its cost out of the job and
+# loses at most that much of a rank killed before NCCL finalizes.
+INSPECTOR_DUMP_INTERVAL_US = "1000000"
 NSYS_OUTPUT = "rank%q{RANK}"
 NSYS_TRACE_FLAGS = ("-t", "cuda,nvtx,osrt", "--sample=none")
 # torchrun options that take no value (torch.distributed.run.get_args_parser, torch 2.x); every other
@@ -64,6 +67,7 @@ class CollectOptions:
     steps_given: bool = False                        # --steps was on the command line (nsys capture range)
     with_stack: bool = False
     force: bool = False
+    nccl_inspector: Optional[Path] = None            # the NCCL Inspector profiler plugin (a .so) to load
 
 
 @dataclass
@@ -107,20 +111,26 @@ def plan(options: CollectOptions, environ: Optional[dict] = None) -> Plan:
         if not nsys:
             raise UsageError("--profiler nsys needs Nsight Systems: install it so that `nsys` is on PATH (or set "
                              "TRACELENS_NSYS=/path/to/nsys), or use the default torch.profiler mode")
+    if options.nccl_inspector is not None and not options.nccl_inspector.is_file():
+        raise UsageError("--nccl-inspector must name the plugin's shared library (libnccl-profiler-inspector.so "
+                         "from NCCL's ext-profiler/inspector)", path=str(options.nccl_inspector))
     run_dir = options.out or default_run_dir()
     if run_dir.exists() and not run_dir.is_dir():
         raise UsageError("--out must name a directory (the run directory), not an existing file", path=str(run_dir))
     if run_dir.is_dir() and any(run_dir.iterdir()) and not options.force:
         raise UsageError("run directory is not empty (use --force to reuse it)", path=str(run_dir))
     try:
-        for sub in (NCCL_LOGS, WORKERS, BOOTSTRAP):
+        for sub in (NCCL_LOGS, WORKERS, BOOTSTRAP) + ((NCCL_INSPECTOR,) if options.nccl_inspector else ()):
             (run_dir / sub).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create the run directory: {exc.strerror or exc}",
                          path=str(exc.filename or run_dir)) from None
-    for stale in (f"{WORKERS}/*.json", "rank*.pt.trace.json.gz", "rank*.nsys-rep", "rank*.sqlite", MANIFEST, REPORT):
+    # A reused run directory (--force) keeps none of an earlier run's records: the report would mix them in.
+    for stale in (f"{WORKERS}/*.json", "rank*.pt.trace.json.gz", "rank*.nsys-rep", "rank*.sqlite", MANIFEST, REPORT,
+                  f"{NCCL_INSPECTOR}/*"):
         for path in run_dir.glob(stale):
-            path.unlink()
+            if not path.is_dir():
+                path.unlink()
     outputs.write_text(run_dir / BOOTSTRAP / "sitecustomize.py", _SITECUSTOMIZE)
     env = worker_env(user_environ() if environ is None else dict(environ), run_dir.resolve(), options)
     argv = list(options.command)
@@ -170,6 +180,14 @@ def worker_env(env: dict, run_dir: Path, options: CollectOptions) -> dict:
     env.setdefault("NCCL_DEBUG_FILE", str(run_dir / NCCL_LOGS / "%h.%p.log"))
     boot = str(run_dir / BOOTSTRAP)
     env["PYTHONPATH"] = os.pathsep.join([boot] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    if options.nccl_inspector is not None:
+        # The plugin asked for on the command line is the one loaded; where and how often it writes, and its
+        # kernel timestamps (each rank's arrival at a collective), only unless the user set them.
+        env["NCCL_PROFILER_PLUGIN"] = str(options.nccl_inspector.resolve())
+        env["NCCL_INSPECTOR_ENABLE"] = "1"
+        env.setdefault("NCCL_INSPECTOR_DUMP_DIR", str(run_dir / NCCL_INSPECTOR))
+        env.setdefault("NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS", INSPECTOR_DUMP_INTERVAL_US)
+        env.setdefault("NCCL_INSPECTOR_DUMP_VERBOSE", "1")
     env[agent.RUN_DIR] = str(run_dir)
     env[agent.STEPS] = ",".join(map(str, options.steps))
     env[agent.MODE] = options.profiler

@@ -117,6 +117,60 @@ def test_nccl_logging_that_hides_the_transport_is_noted(tmp_path):
     assert launch.nccl_logging_notes({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "ALL"}) == []
 
 
+def test_nccl_inspector_loads_the_plugin_and_writes_into_the_run_directory(tmp_path):
+    # NCCL's Inspector README: NCCL_PROFILER_PLUGIN names the library, NCCL_INSPECTOR_ENABLE=1 turns it on;
+    # the dump folder, interval and verbosity (kernel timestamps: the ranks' arrivals) are set unless the
+    # user set them, the plugin only as asked on the command line.
+    plugin = tmp_path / "libnccl-profiler-inspector.so"
+    plugin.write_bytes(b"\x7fELF")
+    opts = launch.CollectOptions(command=["x"], nccl_inspector=plugin)
+    env = launch.worker_env({"NCCL_PROFILER_PLUGIN": "/other.so"}, tmp_path, opts)
+    assert env["NCCL_PROFILER_PLUGIN"] == str(plugin) and env["NCCL_INSPECTOR_ENABLE"] == "1"
+    assert env["NCCL_INSPECTOR_DUMP_DIR"] == str(tmp_path / "nccl-inspector-collect")
+    assert env["NCCL_INSPECTOR_DUMP_VERBOSE"] == "1"
+    assert env["NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS"] == launch.INSPECTOR_DUMP_INTERVAL_US
+    mine = launch.worker_env({"NCCL_INSPECTOR_DUMP_DIR": "/scratch/insp", "NCCL_INSPECTOR_DUMP_VERBOSE": "0"},
+                             tmp_path, opts)
+    assert mine["NCCL_INSPECTOR_DUMP_DIR"] == "/scratch/insp" and mine["NCCL_INSPECTOR_DUMP_VERBOSE"] == "0"
+    # Without the option nothing of it is set.
+    plain = launch.worker_env({}, tmp_path, launch.CollectOptions(command=["x"]))
+    assert not [k for k in plain if k.startswith("NCCL_INSPECTOR") or k == "NCCL_PROFILER_PLUGIN"]
+
+
+def test_nccl_inspector_environment_reaches_every_rank(tmp_path):
+    # What the ranks get, not what the plan says: each process of the job writes its environment, as NCCL
+    # would read it when the first communicator is made. Two processes of a shell launcher stand for ranks.
+    plugin = tmp_path / "lib" / "libnccl-profiler-inspector.so"
+    plugin.parent.mkdir()
+    plugin.write_bytes(b"\x7fELF")
+    out = tmp_path / "run"
+    dump = ("import json, os, sys; json.dump({k: v for k, v in os.environ.items() if k.startswith('NCCL_')}, "
+            "open(sys.argv[1], 'w'))")
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/sh\n{PY} -c \"{dump}\" {tmp_path}/rank0.env &\n"
+                      f"{PY} -c \"{dump}\" {tmp_path}/rank1.env\nwait\n")
+    script.chmod(0o755)
+    proc = cli("collect", "--out", str(out), "--nccl-inspector", str(plugin), "--no-report", "--", str(script))
+    assert proc.returncode == 4, proc.stderr           # the job ran, no optimizer stepped: no trace (exit 4)
+    for rank in (0, 1):
+        got = json.loads((tmp_path / f"rank{rank}.env").read_text())
+        assert got["NCCL_PROFILER_PLUGIN"] == str(plugin) and got["NCCL_INSPECTOR_ENABLE"] == "1"
+        assert got["NCCL_INSPECTOR_DUMP_DIR"] == str((out / "nccl-inspector-collect").resolve())
+        assert got["NCCL_INSPECTOR_DUMP_VERBOSE"] == "1" and got["NCCL_DEBUG"] == "INFO"
+    assert (out / "nccl-inspector-collect").is_dir()
+    # The manifest records the job's NCCL settings, the plugin's among them.
+    env = json.loads((out / "manifest.json").read_text())["env"]
+    assert env.get("NCCL_PROFILER_PLUGIN") == str(plugin), env
+
+
+def test_nccl_inspector_without_the_plugin_is_a_usage_error(tmp_path, capsys):
+    missing = tmp_path / "nope.so"
+    code, _, err = run(capsys, "collect", "--out", str(tmp_path / "r"), "--nccl-inspector", str(missing), "--",
+                       PY, "-c", "pass")
+    assert code == 2 and err.count("\n") == 1 and str(missing) in err and "libnccl-profiler-inspector.so" in err
+    assert not (tmp_path / "r").exists()
+
+
 # --------------------------------------------------------------------------- errors and exit codes
 
 

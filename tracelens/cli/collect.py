@@ -22,9 +22,12 @@ from .terminal import color_option, report_options, say, show
 @click.option("--with-stack", is_flag=True, help="Record Python call stacks (bigger traces).")
 @click.option("--force", is_flag=True, help="Reuse a non-empty run directory.")
 @click.option("--no-report", is_flag=True, help="Only collect; do not analyze the run afterwards.")
+@click.option("--nccl-inspector", metavar="PLUGIN", type=click.Path(dir_okay=False, path_type=Path),
+              help="Load NCCL's Inspector profiler plugin (libnccl-profiler-inspector.so) in every rank; its "
+                   "dumps go to the run directory.")
 @color_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def collect(profiler, out, steps, with_stack, force, no_report, color, command) -> int:
+def collect(profiler, out, steps, with_stack, force, no_report, nccl_inspector, color, command) -> int:
     """Run a training command with every rank profiled; keep traces, NCCL logs and a manifest, then report.
 
     The training script is not changed. A full trace needs 1+WAIT+WARMUP+ACTIVE training steps (18 with the
@@ -45,7 +48,8 @@ def collect(profiler, out, steps, with_stack, force, no_report, color, command) 
 
     options = launch.CollectOptions(
         command=list(command), out=Path(out) if out else None, profiler=profiler, with_stack=with_stack,
-        force=force, steps=launch.parse_steps(steps) if steps else launch.DEFAULT_STEPS, steps_given=bool(steps))
+        force=force, steps=launch.parse_steps(steps) if steps else launch.DEFAULT_STEPS, steps_given=bool(steps),
+        nccl_inspector=nccl_inspector)
     plan = launch.plan(options)
     say(f"tracelens: collecting into {plan.run_dir}/ ({profiler}; steps wait,warmup,active = "
         f"{','.join(map(str, options.steps))})")

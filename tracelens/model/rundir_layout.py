@@ -8,6 +8,9 @@ MANIFEST_SCHEMA = "tracelens.manifest/1"
 REPORT = "report.json"
 WORKERS = "workers"                    # one JSON record per worker process
 NCCL_LOGS = "nccl"                     # NCCL_DEBUG_FILE=<run>/nccl/%h.%p.log
+# NCCL_INSPECTOR_DUMP_DIR of collect --nccl-inspector: named as the plugin names its own default folder
+# (nccl-inspector-<job id>), so that a run directory and a folder of the plugin's dumps are found alike.
+NCCL_INSPECTOR = "nccl-inspector-collect"
 BOOTSTRAP = ".tracelens"               # the injected sitecustomize
 TORCH_TRACE = "rank{rank}.pt.trace.json.gz"
 TRACE_SUFFIXES = (".pt.trace.json.gz", ".nsys-rep")
