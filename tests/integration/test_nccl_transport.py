@@ -445,6 +445,51 @@ def test_a_log_repeated_a_thousand_times_keeps_the_records_of_the_log(tmp_path):
     assert (many.nccl_lines, many.truncated, many.replaced) == (14_000, False, 0)    # 14 NCCL lines a copy
 
 
+def _stamped(tmp_path, times):
+    """The healthy log ``times`` over, a log shipper's prefix on each line, each one different
+    ("[2026-12-02 01:000042] ")."""
+    text = corpus_file(LOGS + HEALTHY).read_text()
+    path = tmp_path / f"stamped{times}.log"
+    path.write_text("".join(f"[2026-12-02 01:{n:06d}] {line}\n" for n, line in enumerate(text.splitlines() * times)))
+    return path
+
+
+def test_a_timestamp_on_every_line_does_not_make_every_line_a_record(tmp_path):
+    # What NCCL wrote behind the prefix repeats 2,000 times: it is kept once with its count, as without the
+    # prefix. Before, every line with a record was one: 28,000 records for 2,000 copies.
+    one = corpus_log(HEALTHY)
+    many = nccl_log.parse(_stamped(tmp_path, 2000))
+    assert [(r.kind, r.data) for r in many.records] == [(r.kind, r.data) for r in one.records]
+    assert [r.count for r in many.records] == [2000 * r.count for r in one.records]
+    assert [r.line for r in many.records] == [r.line for r in one.records]           # the first copy's, cited
+    assert many.nccl_lines == 2000 * one.nccl_lines
+    (a, _), (b, _) = verdict(one), verdict(many)
+    assert (b.verdict, b.severity) == (a.verdict, a.severity)
+    assert [c.connections for c in b.communicators] == [{k: 2000 * n for k, n in c.connections.items()}
+                                                       for c in a.communicators]
+
+
+def test_lines_met_once_do_not_grow_memory_past_the_lines_remembered(tmp_path, monkeypatch):
+    # Every line distinct: what the parse holds is a chunk, its lines and the remembered lines (at most
+    # _CACHE_MOST; made small here, with small chunks, so that a small file passes both): four times the
+    # file (0.8 and 3.2 MB) is about the same peak. Before, each line's record was kept with it: 37 MB of
+    # records for the 3.2 MB file.
+    import tracemalloc
+
+    monkeypatch.setattr(nccl_log, "_CACHE_MOST", 1024)
+    peaks = []
+    for times in (500, 2000):
+        path = _stamped(tmp_path, times)
+        tracemalloc.start()
+        try:
+            log = nccl_log.parse(path, chunk=1 << 16)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        assert len(log.records) == len(corpus_log(HEALTHY).records)
+    assert peaks[1] < 1.5 * peaks[0] and peaks[1] < path.stat().st_size / 4, peaks
+
+
 def test_a_line_cut_by_a_chunk_boundary_is_read_whole(tmp_path):
     # 64 copies (83 kB) pass the 64 KiB head read first; 97 bytes a chunk cuts most of the ~92-byte lines.
     path = _repeated(tmp_path, "issue_nccl952_ib_nodevice_p2pipc_plus_socket.log", 64)

@@ -43,6 +43,10 @@ class Record:
     device: int | None = None
     data: dict = field(default_factory=dict)
     count: int = 1              # lines saying it word for word (same process and communicator); this the first
+    # What NCCL wrote, from its host:pid:tid [dev] prefix on: a launcher's or log shipper's prefix in front
+    # (a timestamp on every line) does not make a line another one. The whole text where NCCL's prefix is
+    # missing (a launcher's rank tag may then be all that tells two processes apart).
+    said: str = ""
 
     @property
     def process(self) -> tuple:

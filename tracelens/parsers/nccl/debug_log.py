@@ -5,8 +5,8 @@ Lines of many ranks may interleave in one file (a launcher's combined output), b
 (``[1,7]<stdout>:``, ``[0] ``, a timestamp): the ``host:pid:tid [dev]`` prefix NCCL writes is looked for in
 front of the marker. Windows line ends, bytes that are not UTF-8 (decoded as U+FFFD and counted) and a last
 line cut short (no line end: left out, since its tail may be missing) are tolerated. A file is read once, a
-chunk of bytes at a time, and a line repeated word for word is one record with a count (:func:`_read`), so
-memory follows the distinct lines, not the file's size. Nothing here decides a verdict: that is
+chunk of bytes at a time, and what NCCL wrote repeated word for word (behind any prefix) is one record with
+a count (:func:`_read`), so memory follows the distinct things NCCL said, not the file's size. Nothing here decides a verdict: that is
 analyzers/run/transport.py. Line patterns: docs/metrics.md, "Network transport".
 """
 
@@ -60,7 +60,7 @@ _SIMPLE = (
 
 
 CHUNK = 1 << 20          # bytes read at a time: what the parse holds of the file besides its records
-_CACHE_MOST = 1 << 16    # lines without a record remembered (lines with one are kept with it anyway)
+_CACHE_MOST = 1 << 16    # distinct lines remembered: a line met again after that is parsed again
 
 
 def parse(path: Path | str, chunk: int = CHUNK) -> NcclLog:
@@ -81,9 +81,11 @@ def parse_bytes(data: bytes, name: str, chunk: int = CHUNK) -> NcclLog:
 
 def _read(f, name: str, chunk: int) -> NcclLog:
     """One pass over the bytes, ``chunk`` at a time, cut at the last line end (the rest goes with the next).
-    A line seen before is not parsed again, and a record it repeats word for word, under the communicator
-    its process last announced, is counted on the first one (the one evidence cites) instead of kept again:
-    a file many ranks wrote, or one log appended many times, keeps one record per distinct line."""
+    A line seen before is not parsed again (of the lines met, the first _CACHE_MOST are remembered), and a
+    record that repeats what NCCL wrote word for word (``Record.said``: behind any launcher prefix, a
+    timestamp included), from the same process under the communicator it last announced, is counted on the
+    first one (the one evidence cites) instead of kept again: a file many ranks wrote, or one log appended
+    many times with or without a timestamp per line, keeps one record per distinct thing NCCL said."""
     log = NcclLog(path=name, bytes=0)
     block = f.read(SNIFF_BYTES)          # the head, as detect.py sniffs it, comes first whatever the chunk
     log.bytes = len(block)
@@ -104,28 +106,31 @@ def _read(f, name: str, chunk: int) -> NcclLog:
         for line in lines:
             number += 1
             hit = seen.get(line)
-            if hit is None:
+            fresh = hit is None
+            if fresh:
                 hit = _first(line, name, number)
-                if hit[1] is not None or len(seen) < _CACHE_MOST:
-                    seen[line] = hit
             nccl, rec, replaced = hit
             if replaced:
                 log.replaced += replaced
             if nccl:
                 log.nccl_lines += 1
-            if rec is None:
-                continue
-            if rec.kind == K.COMM and rec.data.get("comm"):
-                current[rec.process] = rec.data["comm"]
-            key = (rec, current.get(rec.process))
-            first = kept.get(key)
-            if first is not None:
-                first.count += 1
-                continue
-            if rec.line != number:
-                rec = dataclasses.replace(rec, line=number, data=dict(rec.data), count=1)
-            kept[key] = rec
-            log.records.append(rec)
+            if rec is not None:
+                if rec.kind == K.COMM and rec.data.get("comm"):
+                    current[rec.process] = rec.data["comm"]
+                key = (rec.said or rec.text, rec.process, current.get(rec.process))
+                first = kept.get(key)
+                if first is not None:
+                    first.count += 1
+                else:
+                    if rec.line != number:
+                        rec = dataclasses.replace(rec, line=number, data=dict(rec.data), count=1)
+                    kept[key] = first = rec
+                    log.records.append(rec)
+                # Remembered with the record kept for it, not its own copy: a line met once (a timestamp on
+                # each) then costs its bytes only.
+                hit = (nccl, first, replaced)
+            if fresh and len(seen) < _CACHE_MOST:
+                seen[line] = hit
         block = f.read(chunk)
         log.bytes += len(block)
     log.truncated = bool(rest)
@@ -165,6 +170,7 @@ def parse_line(text: str, file: str = "", number: int = 0) -> Record | None:
         pass
     if p is not None:
         rec.host, rec.pid, rec.device = p.group(1), p.group(2), int(p.group(4))
+    rec.said = text[p.start():].strip() if p is not None else rec.text
     msg = text[m.end():].strip()
     _classify(rec, msg, m.group(1) == "WARN")
     return rec
