@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -106,6 +107,73 @@ def test_dask_report_is_the_local_report_byte_for_byte(tmp_path):
     remote = proc.stdout
     assert remote == local
     assert len(json.loads(remote)["ranks"]) == 4
+
+
+def _wait_for(path, proc, seconds=60):
+    """The scheduler file once the scheduler wrote it (whole: it is JSON), or a failure with its output."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"dask scheduler exited {proc.returncode}")
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            time.sleep(0.2)
+    pytest.fail("dask scheduler wrote no scheduler file within a minute")
+
+
+@pytest.mark.slow
+def test_a_report_on_a_dask_cluster_started_by_hand_is_the_local_report(tmp_path):
+    """A cluster started the way a user starts one (issue 47): `dask scheduler` and two `dask worker`
+    processes, separate from tracelens, and `tracelens report --executor dask --scheduler tcp://...`: the
+    same Report byte for byte as the local executor's."""
+    pytest.importorskip("dask.distributed")
+    dask = Path(sys.executable).parent / "dask"
+    if not dask.exists():
+        pytest.skip("no dask command beside this Python")
+    (tmp_path / "run").mkdir()
+    run = _run(tmp_path / "run", [("a.json", 0), ("b.json", None), ("c.json", None), ("d.json", 3)])
+    (run / "config.json").write_text('{"not": "a trace"}')
+    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    sched_file = tmp_path / "scheduler.json"
+    procs = []
+    try:
+        procs.append(subprocess.Popen([str(dask), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                                       "--no-dashboard", "--scheduler-file", str(sched_file)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+        address = _wait_for(sched_file, procs[0])["address"]
+        assert address.startswith("tcp://127.0.0.1:")
+        for n in range(2):
+            procs.append(subprocess.Popen([str(dask), "worker", address, "--nthreads", "1", "--no-dashboard",
+                                           "--name", f"w{n}", "--local-directory", str(tmp_path / f"w{n}")],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+        # Both workers, so that the files really are spread over processes other than the client's.
+        code = ("import sys, time; from dask.distributed import Client; c = Client(sys.argv[1], timeout=60); "
+                "c.wait_for_workers(2, timeout=60); print(len(c.scheduler_info()['workers']))")
+        ready = subprocess.run([sys.executable, "-c", code, address], capture_output=True, text=True, timeout=120)
+        assert ready.stdout.strip() == "2", ready.stderr[-2000:]
+        tl = Path(sys.executable).parent / "tracelens"
+        remote = subprocess.run([str(tl), "report", str(run), "--executor", "dask", "--scheduler", address,
+                                 "--format", "json", "--no-cache"], capture_output=True, timeout=300, cwd=ROOT)
+        assert remote.returncode == 0, remote.stderr.decode()[-2000:]
+        local = subprocess.run([str(tl), "report", str(run), "--format", "json", "--no-cache"],
+                               capture_output=True, timeout=300, cwd=ROOT)
+        assert local.returncode == 0, local.stderr.decode()[-2000:]
+        assert remote.stdout == local.stdout
+        assert len(json.loads(remote.stdout)["ranks"]) == 4
+        # The files were analysed by the cluster's workers: one task per trace file among them.
+        code = ("import sys; from dask.distributed import Client; c = Client(sys.argv[1], timeout=60); "
+                "print(sum(c.run(lambda dask_worker: dask_worker.state.executed_count).values()))")
+        ran = subprocess.run([sys.executable, "-c", code, address], capture_output=True, text=True, timeout=120)
+        assert ran.stdout.strip() == "4", (ran.stdout, ran.stderr[-2000:])
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
 
 
 def test_a_repeated_dask_report_is_read_whole_without_a_cluster(tmp_path, monkeypatch):
