@@ -51,5 +51,11 @@ class InputError(TracelensError):
     exit_code = EXIT_INPUT
 
 
+# The InputError of a file with nothing in it (no bytes, or whitespace only), the same words from every reader:
+# a JSON decoder's "Input data was truncated" reads as a file cut short, which sends one looking for a
+# writer that died rather than one that never wrote.
+EMPTY_FILE = "empty file"
+
+
 def _rebuild(cls, message, path):
     return cls(message, path=path)

@@ -42,6 +42,17 @@ def why(exc: BaseException) -> str:
     return str(exc)
 
 
+# JSON's whitespace (RFC 8259, section 2): a file of nothing else holds no document at all.
+_JSON_SPACE = b" \t\r\n"
+
+
+def blank(data) -> bool:
+    """Whether ``data`` (bytes or a buffer) is empty or JSON whitespace only (``errors.EMPTY_FILE``). Asked
+    only once a decode has failed, so a readable file never pays for it."""
+    view = memoryview(data).cast("B")
+    return all(not view[at:at + _CHUNK].tobytes().strip(_JSON_SPACE) for at in range(0, len(view), _CHUNK))
+
+
 def is_utf8(data) -> bool:
     decoder = codecs.getincrementaldecoder("utf-8")()
     view = memoryview(data).cast("B")

@@ -18,8 +18,8 @@ import msgspec
 
 from .._version import __version__
 from ..arguments import ANYTHING, TEXT, takes
-from ..errors import InputError, printable
-from ..json_text import UNREADABLE, why
+from ..errors import EMPTY_FILE, InputError, printable
+from ..json_text import UNREADABLE, blank, why
 from .per_rank import (PatternEvidence, DimensionStep, GroupRule, DimensionTotals, StepMetrics, Totals, PreCapture,
                        BucketPrediction, BucketModel, SettingCheck, RankResult)
 from .per_run import (DimensionRun, Summary, Collective, RankAcross, MatchedCollective, BandwidthRow, Matching,
@@ -139,7 +139,7 @@ def read_report(path) -> Report:
     try:
         doc = msgspec.json.decode(data)
     except UNREADABLE as exc:
-        raise InputError(f"not a JSON report: {why(exc)}", path=str(path)) from None
+        raise InputError(EMPTY_FILE if blank(data) else f"not a JSON report: {why(exc)}", path=str(path)) from None
     except RecursionError:
         raise InputError("not a JSON report: nested deeper than the decoder's limit", path=str(path)) from None
     schema = doc.get("schema") if isinstance(doc, dict) else None

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..model.envlist import allowed_env
-from ..errors import InputError
+from ..errors import EMPTY_FILE, InputError
 from ..model.rundir_layout import MANIFEST, MANIFEST_SCHEMA, REPORT, WORKERS
 
 if TYPE_CHECKING:
@@ -88,6 +88,7 @@ def _read(folder: Path) -> _Read | None:
 def _read_once(folder: Path, size: int, *identity) -> _Read:
     """The manifest, read once per version of it (a thousand traces share one)."""
     from . import manifest_schema       # lazy: msgspec; discovery imports this module before the fork
+    from ..json_text import blank       # lazy: msgspec, as for the schema above
 
     path = folder / MANIFEST
     if inside(folder, MANIFEST) is None:
@@ -106,7 +107,8 @@ def _read_once(folder: Path, size: int, *identity) -> _Read:
     try:
         doc, wrong = manifest_schema.decode(data)
     except manifest_schema.Unusable as exc:
-        raise InputError(f"not a readable manifest: {exc}", path=str(path)) from None
+        why = EMPTY_FILE if blank(data) else exc
+        raise InputError(f"not a readable manifest: {why}", path=str(path)) from None
     if doc is None or not isinstance(doc.schema, str) or doc.schema.split("/")[0] != MANIFEST_SCHEMA.split("/")[0]:
         return _Read(path)          # another program's manifest.json: not ours to read
     outside: list[tuple[str, str]] = []

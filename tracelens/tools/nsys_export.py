@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import outputs
 from ..cache import root
-from ..errors import InputError
+from ..errors import EMPTY_FILE, InputError
 
 # A table every Nsight Systems export has, whatever its version and what was traced.
 _EXPORT_MARKERS = {"StringIds", "TARGET_INFO_SESSION_START_TIME", "CUPTI_ACTIVITY_KIND_KERNEL"}
@@ -68,6 +68,8 @@ def cached_export(report: Path, beside: bool = False) -> Path:
                 except OSError:
                     pass
             return candidate
+    if st.st_size == 0:
+        raise InputError(EMPTY_FILE, path=str(report))      # before asking for an nsys that could not read it
     exe = nsys_executable()
     if not exe:
         raise InputError("converting a .nsys-rep needs Nsight Systems: install it (so that `nsys` is on PATH, or "

@@ -27,13 +27,13 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from ...errors import InputError
+from ...errors import EMPTY_FILE, InputError
 from ...model.meta import RunMeta
 from .event_columns import (DEVICE_CATS, DecodedLabels, KinetoColumns, comm_columns, device_columns,
                             event_categories, event_times, fill_meta, host_columns, subset_labels, thread_names)
 from . import slices
 from .inflate import read_bytes
-from ...json_text import UNREADABLE, not_utf8
+from ...json_text import UNREADABLE, blank, not_utf8
 from .repair import DecodeIssues, decode_per_event
 from .schema import DECODER, Document, Event, MetaEvent
 
@@ -61,6 +61,8 @@ def _decode(raw: bytes, path: str, issues: DecodeIssues | None = None) -> tuple[
     try:
         doc, kept = _typed(raw, path, issues)
     except UNREADABLE as exc:
+        if blank(raw):
+            raise InputError(EMPTY_FILE, path=path) from None
         if not not_utf8(exc, raw):
             raise InputError(f"not valid JSON ({exc})", path=path) from None
         try:

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..._speed import ints_from_text, map_sqlite_pages
-from ...errors import InputError
+from ...errors import EMPTY_FILE, InputError
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -68,6 +68,10 @@ class ExportDb:
             # UnicodeDecodeError: SQLite's own message quoting a damaged, non-UTF-8 schema.
             self.close()
             raise InputError(f"not a readable SQLite database ({exc})", path=str(path)) from None
+        if not self.tables and path.stat().st_size == 0:
+            # SQLite opens a file of no bytes as a database of no tables: say so rather than name a table.
+            self.close()
+            raise InputError(EMPTY_FILE, path=str(path))
 
     def _open_uri(self, path: Path) -> str:
         wal = path.with_name(path.name + "-wal")
