@@ -64,7 +64,7 @@ def test_export_parquet(capsys, tmp_path):
 @pytest.mark.parametrize("args, code, text", [
     (["report", "/no/such/trace.json"], 2, "no such file or directory"),
     (["report", SAMPLE, "--comm-pattern", "("], 2, "not a valid regular expression"),
-    (["report", SAMPLE, "--format", "pdf"], 2, "Invalid value"),
+    (["report", SAMPLE, "--format", "pdf"], 2, "invalid value"),
 ])
 def test_usage_errors(capsys, args, code, text):
     got, _, err = run(capsys, *args)

@@ -361,6 +361,27 @@ def test_help_fits_80_columns(command):
     assert_fits(code, out, 80)
 
 
+# Issue 46, item 14: in a terminal too (where click may colour and restyle what it prints), a usage error is
+# one line of ours, never click's four-line usage block; every case of each kind: tests/cli/test_usage_errors.py.
+@pytest.mark.parametrize("args, line", [
+    (["report", "sample_traces/wfbp_100", "--format", "xml"],
+     "tracelens: error: report: invalid value for '--format': 'xml' is not one of 'text', 'json', 'markdown', "
+     "'html'; see 'tracelens report --help'"),
+    (["diff", "sample_traces/wfbp_100"],
+     "tracelens: error: diff: missing argument 'AFTER'; see 'tracelens diff --help'"),
+    (["gate", "sample_traces/wfbp_100", "--bogus"],
+     "tracelens: error: gate: no such option '--bogus'; see 'tracelens gate --help'"),
+    (["dashboard", "sample_traces/wfbp_100", "--port", "abc"],
+     "tracelens: error: dashboard: invalid value for '--port': 'abc' is not a valid integer (0<=x<=65535); see "
+     "'tracelens dashboard --help'"),
+    (["history", "bogus"],
+     "tracelens: error: history: no such command 'bogus' (commands: add, list, show); see 'tracelens history --help'"),
+], ids=["bad choice", "missing argument", "unknown option", "bad int", "unknown command"])
+def test_a_usage_error_in_a_terminal_is_one_line(args, line):
+    code, out = in_terminal(args, 80)
+    assert code == 2 and [text for text in lines_of(out) if text] == [line], out
+
+
 # --------------------------------------------------------------------------- colour and width switches
 
 

@@ -263,7 +263,7 @@ def test_bad_config_exits_2_with_a_clear_message(config, message, tmp_path, caps
     (["--against", "main", "--max-overlap-drop", "1"], "--against needs --history"),
     (["--baseline", "a.json", "--min-overlap-pct", "1"], "no relative rule"),
     (["--min-overlap-pct", "1", "--config", "missing.toml"], "no such config file"),
-    (["--min-overlap-pct", "1", "--aggregate", "max"], "Invalid value for '--aggregate'"),
+    (["--min-overlap-pct", "1", "--aggregate", "max"], "invalid value for '--aggregate'"),
 ])
 def test_bad_flags_exit_2(args, message, capsys):
     code, _, err = run(capsys, "gate", SAWTOOTH, *args)

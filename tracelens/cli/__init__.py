@@ -63,12 +63,49 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("tracelens: aborted", err=True)
         return 130
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()              # `tracelens`, `tracelens history` alone: the help is the answer
+        return EXIT_USAGE
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"tracelens: error: {usage_line(exc, sys.argv[1:] if argv is None else argv)}", err=True)
         return EXIT_USAGE if exc.exit_code == 2 else exc.exit_code
     except BrokenPipeError:
         return 0
     return code if isinstance(code, int) else 0
+
+
+def usage_line(exc: click.ClickException, argv: list[str]) -> str:
+    """click's error as one line, in the words of every other error (docs/errors.md): the command, what is
+    wrong (for an unknown command, the commands there are; for a number, the range it must be in) and where
+    the help is. click's own answer is a usage block of four lines, whose first two repeat what --help says
+    and push the error out of a short CI log's view."""
+    ctx = getattr(exc, "ctx", None)
+    what = " ".join(exc.format_message().split()).rstrip(".")
+    if what[1:2].islower():
+        what = what[0].lower() + what[1:]          # "invalid value for ...", but 'PATHS...' stays as it is
+    kind = getattr(getattr(exc, "param", None), "type", None)
+    if hasattr(kind, "_describe_range") and what.endswith(" range"):
+        # click: "'abc' is not a valid integer range", which names neither the kind nor the range.
+        what = f"{what.removesuffix(' range')} ({kind._describe_range()})"
+    if isinstance(getattr(ctx, "command", None), click.Group) and what.startswith("no such command"):
+        what += f" (commands: {', '.join(ctx.command.list_commands(ctx))})"
+    # A value missing after the last option ("--format" at the end) is raised with no context at all.
+    path = ctx.command_path if ctx is not None else _command_path(argv)
+    where = path.removeprefix("tracelens").strip()
+    return (f"{where}: " if where else "") + f"{what}; see '{path} --help'"
+
+
+def _command_path(argv: list[str]) -> str:
+    """``tracelens history add`` for ``["history", "add", ...]``: the commands named before the first word
+    that is none."""
+    path, group = ["tracelens"], cli
+    for word in argv:
+        command = group.get_command(None, word) if isinstance(group, click.Group) else None
+        if command is None:
+            break
+        path.append(word)
+        group = command
+    return " ".join(path)
 
 
 def run() -> None:
@@ -77,6 +114,8 @@ def run() -> None:
     one_blas_thread()
     code = main()
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:      # started with that descriptor closed (`>&-`): Python gives it no stream
+            continue
         try:
             stream.flush()
         except (OSError, ValueError):  # a reader that went away (| head), a full disk (reported already), a closed stream
