@@ -438,7 +438,7 @@ def annotate(paths, out_dir: str | Path, *, force: bool = False, thresholds: Thr
              cache: bool | None = None, jobs: int | None = None,
              on_file: Callable[[Path, int, int], None] | None = None) -> list[Path]:
     """Write into ``out_dir``, per rank, its trace with tracelens' tracks added, for Perfetto UI and
-    chrome://tracing (README, "The annotated trace"): ``rank<N>.tracelens.json`` (``.json.gz`` for a gzipped
+    chrome://tracing (docs/annotate.md): ``rank<N>.tracelens.json`` (``.json.gz`` for a gzipped
     Kineto trace); for an Nsight Systems export, an overlay of the added tracks alone on the export's clock.
     Returns the paths written. The report options are :func:`report`'s; an annotated trace of an earlier run
     in ``out_dir`` is refused unless ``force``."""

@@ -611,7 +611,7 @@ def test_a_rank_killed_mid_run_is_reported_killed_after_its_steps(tmp_path):
     assert any(line.startswith("tracelens: warning: rank 0: no trace; killed by SIGKILL after") for line in err)
 
 
-DOCUMENTED = ("README.md", "examples/ddp_train.py", "examples/github-actions-overlap-gate.yml",
+DOCUMENTED = ("README.md", "docs/collect.md", "examples/ddp_train.py", "examples/github-actions-overlap-gate.yml",
               "sample_traces/README.md")
 
 

@@ -488,18 +488,18 @@ def test_ctrl_c_during_a_report_with_decode_workers(tmp_path):
         os.killpg(proc.pid, 0)
 
 
-def test_the_readme_says_how_tables_take_the_width():
-    # README, "Usage": from 120 columns a table is boxed, with one-line headers where they fit (the step table
+def test_the_docs_say_how_tables_take_the_width():
+    # docs/report.md, "In a terminal": from 120 columns a table is boxed, with one-line headers where they fit (the step table
     # needs N columns for them), headers over two lines otherwise; below 120, no box. Held against the
     # renderer on wfbp_100 (the step table's header row is the line after the rank's title).
     import tracelens
     from tracelens.renderers import render
 
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    readme = " ".join((ROOT / "docs" / "report.md").read_text(encoding="utf-8").split())
     claim = re.search(r"From 120 columns a table is boxed, with one-line headers where they fit \(the step table "
                       r"needs (\d+) columns for them\) and headers over two lines otherwise; narrower, it loses the "
                       r"box", readme)
-    assert claim, "the README's sentence on table layouts changed: update this test with it"
+    assert claim, "docs/report.md's sentence on table layouts changed: update this test with it"
     needs = int(claim[1])
     rep = tracelens.analyze(tracelens.load(str(SAMPLES / "wfbp_100")))
 

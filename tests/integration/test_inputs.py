@@ -170,7 +170,7 @@ def test_a_partial_run_minutes_apart_is_one_run(tmp_path):
 
 @pytest.mark.parametrize("folder", sorted(p.name for p in SAMPLES.iterdir() if p.is_dir()))
 def test_every_bundled_sample_is_one_run(folder):
-    # Each folder holds one run (README, "Bundled samples"): it still reports, every rank once.
+    # Each folder holds one run (docs/samples.md): it still reports, every rank once.
     ranks = [t.meta.rank for t in tracelens.load(str(SAMPLES / folder), jobs=0)]
     assert ranks and len(set(ranks)) == len(ranks)
 
