@@ -35,6 +35,13 @@ def _empty(tmp_path, name: str, content: bytes, zipped: bool = False):
     return path
 
 
+def _sample_with(tmp_path, name: str, content: bytes):
+    """A copy of the sample run with ``name`` holding ``content`` beside its traces."""
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE, run)
+    return run, _empty(run, name, content)
+
+
 def _says_empty(code: int, err: str, path) -> bool:
     return code == 3 and err == f"tracelens: error: {path}: empty file\n"
 
@@ -56,9 +63,7 @@ def test_every_command_that_reads_a_trace_says_empty_file(tmp_path, name, zipped
 def test_a_trace_in_a_folder_and_the_library_say_empty_file(tmp_path, content):
     # In a folder an empty file is left to the parser (parsers.sniff_json): a rank whose writer never wrote
     # is an input error, not a file to skip. The library raises what the command prints.
-    run = tmp_path / "run"
-    shutil.copytree(SAMPLE, run)
-    path = _empty(run, "rank2.json", content)
+    run, path = _sample_with(tmp_path, "rank2.json", content)
     code, _, err = cli("report", str(run))
     assert _says_empty(code, err, path), err
     with pytest.raises(InputError, match="empty file") as raised:
@@ -68,7 +73,7 @@ def test_a_trace_in_a_folder_and_the_library_say_empty_file(tmp_path, content):
 
 @pytest.mark.parametrize("content", CONTENTS.values(), ids=CONTENTS)
 def test_a_saved_report_read_as_one_says_empty_file(tmp_path, content):
-    # A baseline, and contract.read_report itself (the cache and the dashboard's saved reports go through it).
+    # A baseline, and contract.read_report itself: what a caller that knows the file is a saved report calls.
     from tracelens.contract import read_report
 
     path = _empty(tmp_path, "baseline.json", content)
@@ -80,9 +85,7 @@ def test_a_saved_report_read_as_one_says_empty_file(tmp_path, content):
 
 @pytest.mark.parametrize("content", CONTENTS.values(), ids=CONTENTS)
 def test_an_empty_manifest_says_empty_file(tmp_path, content):
-    run = tmp_path / "run"
-    shutil.copytree(SAMPLE, run)
-    path = _empty(run, "manifest.json", content)
+    run, path = _sample_with(tmp_path, "manifest.json", content)
     code, _, err = cli("report", str(run))
     assert code == 3 and err == f"tracelens: error: {path}: not a readable manifest: empty file\n"
 
