@@ -1,5 +1,5 @@
 """The tracks ``tracelens annotate`` adds to a rank's trace, as Trace Event Format events (the Chrome-trace JSON
-that Perfetto UI and chrome://tracing open; README, "The annotated trace").
+that Perfetto UI and chrome://tracing open; docs/annotate.md).
 
 Every number is the Report's own, or the analysis' where the Report does not hold it (the rank's exposed
 intervals, :class:`RankSide`); nothing is measured here. The clock is the trace's: an event at ``ns`` (the
