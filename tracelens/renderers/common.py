@@ -6,7 +6,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from ..units import IEC, size  # noqa: F401 - the renderers' size is the one of every output
+from ..units import IEC, cut, kernel_name, size  # noqa: F401 - the renderers' sizes and names are every output's
 from ..contract import MIXED, SEVERITIES, RankResult, Report
 
 # Findings about the run rather than one rank's steps (step null), by id: what to call their scope.
@@ -32,11 +32,6 @@ def frac(value: float | None) -> str:
 
 def step_label(step: int | None) -> str:
     return "all" if step is None else str(step)
-
-
-def short(name: str, width: int = 60) -> str:
-    name = name.removeprefix("void ")
-    return name if len(name) <= width else name[: max(width - 1, 0)] + "…"
 
 
 STEP_HEADERS = ("step", "duration ms", "compute ms", "comm ms", "overlap ms", "exposed comm ms", "idle ms",

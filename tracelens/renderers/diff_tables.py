@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 
 from ..contract.two_runs import Diff
-from .common import ms, short
+from .common import cut, kernel_name, ms
 from .markdown import table as md_table
 
 FORMATS = ("text", "markdown", "json")
@@ -67,9 +67,14 @@ def prediction_line(d: Diff) -> str:
             + ("the prediction held" if p.held else "the prediction did not hold"))
 
 
+_KERNELS = ("compute", "comm")
+
+
 def change_rows(d: Diff, name_width: int) -> list[list[str]]:
-    return [[c.kind, short(c.name, name_width), ms(c.before_ns), ms(c.after_ns), f"{c.change_ns / 1e6:+,.3f}",
-             f"{c.before_count:g}", f"{c.after_count:g}"] for c in d.changes]
+    # Only a kernel's name is a C++ signature to shorten; an op's or a collective's is cut as it is.
+    return [[c.kind, kernel_name(c.name, name_width) if c.kind in _KERNELS else cut(c.name, name_width),
+             ms(c.before_ns), ms(c.after_ns), f"{c.change_ns / 1e6:+,.3f}", f"{c.before_count:g}", f"{c.after_count:g}"]
+            for c in d.changes]
 
 
 def labels(d: Diff, names: tuple[str, str] = ("before", "after")) -> list[str]:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..contract import Report
-from .common import (MIXED, STEP_HEADERS, exposed_groups, frac, ms, pattern_label, pct, pre_capture_line, rank_title,
-                     recurring, short, size, step_cells, step_label, tax_line, total_cells)
+from .common import (MIXED, STEP_HEADERS, exposed_groups, frac, kernel_name, ms, pattern_label, pct, pre_capture_line,
+                     rank_title, recurring, size, step_cells, step_label, tax_line, total_cells)
 from .run_tables import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, DISTRIBUTION_HEADERS, VERDICT_HEADERS,
                          across_cells, across_rows, bandwidth_cells, dimension_cells, dimension_rows,
                          distribution_rows, evidence_where, matching_line, merged_warnings, quoted_files,
@@ -82,7 +82,7 @@ def render(report: Report, top: int = 10, rank: int | None = None, every: bool =
         out += ["## Most exposed collectives", ""]
         out += table(("rank", "op", "size", "count", "exposed ms", "worst ms", "worst step", "kernel"),
                       [(g.rank, g.op or "?", size(g.bytes), f"{g.count} of {g.calls}", ms(g.exposed_ns),
-                        ms(g.worst_ns), step_label(g.worst_step), "`" + short(g.name) + "`") for g in groups])
+                        ms(g.worst_ns), step_label(g.worst_step), "`" + kernel_name(g.name) + "`") for g in groups])
         out.append("")
     dims = dimension_rows(report)
     if dims:

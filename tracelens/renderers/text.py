@@ -22,8 +22,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..contract import Report
-from .common import (MIXED, STEP_HEADERS, exposed_groups, frac, ms, pattern_label, pct, pre_capture_line, rank_title,
-                     recurring, short, size, step_cells, step_label, steps_label, tax_line, total_cells, two_lines)
+from .common import (MIXED, STEP_HEADERS, exposed_groups, frac, kernel_name, ms, pattern_label, pct, pre_capture_line,
+                     rank_title, recurring, size, step_cells, step_label, steps_label, tax_line, total_cells, two_lines)
 from .run_tables import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, DISTRIBUTION_HEADERS, VERDICT_HEADERS,
                          across_cells, across_rows, bandwidth_cells, dimension_cells, dimension_rows,
                          distribution_rows, matching_line, merged_warnings, quoted_files, settings_line, shown_ranks,
@@ -287,7 +287,8 @@ def _exposed_table(con: Console, width: int, groups, layout: Layout) -> Table:
         for g in groups:
             table.add_row(str(g.rank), g.op or "?", size(g.bytes), f"{g.count} of {g.calls}",
                           ms(g.exposed_ns, layout.decimals), ms(g.worst_ns, layout.decimals),
-                          step_label(g.worst_step), Text("" if kernel_width is None else short(g.name, kernel_width)))
+                          step_label(g.worst_step),
+                          Text("" if kernel_width is None else kernel_name(g.name, kernel_width)))
         return table
 
     # What the other columns leave of the width goes to the kernel names (at most 60 characters of them);
