@@ -269,6 +269,7 @@ def dimension_cells(d, decimals: int = 3) -> list[str]:
 
 
 VERDICT_HEADERS = ("cause", "ms per step", "of step", "fixing saves", "ranks", "why")
+_NOWHERE = "too small to matter on any rank"
 _WHY = {"compute": "slower compute", "host-gap": "host gaps", "sync-stall": "a sync stall",
         "late-launch": "late launches", "unknown": "cause unknown"}
 
@@ -284,6 +285,8 @@ def verdict_cells(report: Report, c) -> list[str]:
         why = f"pattern {c.pattern}" if c.pattern else ""
     else:
         why = "compute slowed beside communication"
+    # A cause's ranks are those it is material on: a row with none says so, rather than a cost left unexplained.
+    why = why or ("" if c.ranks else _NOWHERE)
     where = "—" if not c.ranks else ranges(c.ranks) + (f" ({len(c.ranks)} of {total})" if total > 1 else "")
     share = "n/a" if c.share_of_step is None else pct(100 * c.share_of_step)
     return [c.cause, ms(c.ns_per_step), share, saving_cell(c), where, why]
