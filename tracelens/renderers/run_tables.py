@@ -5,7 +5,7 @@ and the run verdict, with the warnings merged over ranks (numbers only; no metri
 from __future__ import annotations
 
 from ..contract import RankResult, Report
-from .common import IEC, STEP_HEADERS, STEPS_ALL_UP_TO, frac, ms, pct, plural, ranges
+from .common import IEC, STEP_HEADERS, STEPS_ALL_UP_TO, frac, ms, pct, plural, ranges, size
 
 
 ACROSS_HEADERS = ("rank", "host", "wait ms", "transfer ms", "exposed wait ms", "arrived last", "clock offset ms")
@@ -157,7 +157,12 @@ def _binary(n: int) -> str:
     return f"{n} B"
 
 
-def _bucket(b) -> str:
+def _sizes(b) -> str:
+    """The sizes a row's collectives had: one size as itself, else the smallest and largest; a report written
+    before it held them, its bucket."""
+    if b.smallest_bytes is not None and b.largest_bytes is not None:
+        lo, hi = size(b.smallest_bytes), size(b.largest_bytes)
+        return lo if lo == hi else f"{lo}–{hi}"
     return f"< {_binary(b.max_bytes)}" if b.min_bytes == 0 else \
         f">= {_binary(b.min_bytes)}" if b.max_bytes is None else f"{_binary(b.min_bytes)}–{_binary(b.max_bytes)}"
 
@@ -168,7 +173,7 @@ def _gbps(v: float | None) -> str:
 
 def bandwidth_cells(b) -> list[str]:
     note = " (latency)" if b.latency_bound else ""
-    return [(b.op or "?") + note, str(b.group_size), _bucket(b), str(b.count), _gbps(b.algbw_p50_gbps),
+    return [(b.op or "?") + note, str(b.group_size), _sizes(b), str(b.count), _gbps(b.algbw_p50_gbps),
             _gbps(b.busbw_p10_gbps), _gbps(b.busbw_p50_gbps), _gbps(b.busbw_p90_gbps)]
 
 
