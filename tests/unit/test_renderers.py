@@ -237,6 +237,23 @@ def test_no_pre_capture_line_without_pre_capture_work():
     assert "pre-capture (" not in text(rep) and "Pre-capture (" not in markdown(rep)
 
 
+def test_a_run_without_communication_has_no_table_across_ranks(tmp_path):
+    # Two ranks of one world, each a step with one 0.5 ms GEMM and no collective: the Report has its
+    # cross-rank part (nothing matched, nothing unmatched), but a table of zero waits and transfers would say
+    # nothing; the straggler sample, with its matched all-reduces, keeps the table.
+    for r in (0, 1):
+        write_trace(tmp_path / f"rank{r}.json", [
+            host("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+            host("cudaLaunchKernel", 10, 5, cat="cuda_runtime", correlation=1), kernel("sm90_gemm", 20, 500, corr=1)],
+            distributedInfo={"rank": r, "world_size": 2, "backend": "nccl"})
+    rep = report(tmp_path)
+    m = rep.cross_rank.matching
+    assert rep.summary.ranks == 2 and rep.summary.comm_ns == 0 and (m.matched, m.unmatched) == (0, 0)
+    assert all("across ranks" not in text(rep, w) for w in WIDTHS) and "## Across ranks" not in markdown(rep)
+    rep = report(SAMPLES / "straggler")
+    assert all("across ranks\n" in text(rep, w) for w in WIDTHS) and "## Across ranks" in markdown(rep)
+
+
 def test_the_network_transport_section_shows_the_reports_transport():
     from tracelens.contract import BandwidthCheck, Communicator, EvidenceLine, Transport
 

@@ -6,7 +6,7 @@ from ..contract import Report
 from .common import (MIXED, STEP_HEADERS, exposed_groups, frac, kernel_name, ms, pattern_label, pct, pre_capture_line,
                      rank_title, recurring, size, step_cells, step_label, tax_line, total_cells)
 from .run_tables import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, DISTRIBUTION_HEADERS, VERDICT_HEADERS,
-                         across_cells, across_rows, bandwidth_cells, dimension_cells, dimension_rows,
+                         across_cells, across_rows, bandwidth_cells, dimension_cells, dimension_rows, has_across,
                          distribution_rows, evidence_where, matching_line, merged_warnings, quoted_files,
                          settings_line, shown_ranks, shown_steps, steps_caption, transport_facts, transport_rows,
                          verdict_cells, verdict_levers)
@@ -89,7 +89,7 @@ def render(report: Report, top: int = 10, rank: int | None = None, every: bool =
         out += ["## Exposed communication by parallelism", ""]
         out += table(DIMENSION_HEADERS, [dimension_cells(d) for d in dims])
         out.append("")
-    if report.cross_rank is not None:
+    if has_across(report):
         rows, spread = across_rows(report)
         out += ["## Across ranks", ""]
         out += table(ACROSS_HEADERS, [["…"] + [""] * (len(ACROSS_HEADERS) - 1) if r is None else across_cells(r)

@@ -124,6 +124,13 @@ def merged_warnings(report: Report) -> list[tuple[str, str, int, str]]:
     return out
 
 
+def has_across(report: Report) -> bool:
+    """Whether the report has ranks side by side to show: cross-rank results with a collective on some rank.
+    A run without communication would show a table of zeros, which says nothing the verdict does not."""
+    cr = report.cross_rank
+    return cr is not None and (cr.matching.matched > 0 or cr.matching.unmatched > 0)
+
+
 def across_rows(report: Report) -> tuple[list, str]:
     """The rank table's rows (None marks the gap between the most and the least waiting ranks) and, when not
     every rank is shown, the distribution of wait over all ranks in one line (display only)."""

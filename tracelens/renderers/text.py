@@ -25,7 +25,7 @@ from ..contract import Report
 from .common import (MIXED, STEP_HEADERS, exposed_groups, frac, kernel_name, ms, pattern_label, pct, pre_capture_line,
                      rank_title, recurring, size, step_cells, step_label, steps_label, tax_line, total_cells, two_lines)
 from .run_tables import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, DISTRIBUTION_HEADERS, VERDICT_HEADERS,
-                         across_cells, across_rows, bandwidth_cells, dimension_cells, dimension_rows,
+                         across_cells, across_rows, bandwidth_cells, dimension_cells, dimension_rows, has_across,
                          distribution_rows, matching_line, merged_warnings, quoted_files, settings_line, shown_ranks,
                          shown_steps, step_distribution_rows, steps_caption, transport_facts, transport_rows,
                          verdict_cells, verdict_levers)
@@ -116,7 +116,7 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10,
         _, (table,) = fit(con, width, lambda lay: [_dimension_table(dims, lay)])
         con.print(Text("exposed communication by parallelism", style="bold"))
         con.print(table)
-    if report.cross_rank is not None:
+    if has_across(report):
         _across(con, width, report)
     found = recurring(report, rank)
     if found:
