@@ -225,7 +225,9 @@ def test_pre_capture_of_a_trace_without_steps_is_in_its_window(tmp_path):
         host("cudaLaunchKernel", 200, 5, cat="cuda_runtime", correlation=5), kernel("sm90_gemm", 210, 100, corr=5)])
     rep = report(path)
     assert [s.step for s in rep.ranks[0].steps] == [None] and rep.ranks[0].pre_capture is not None
-    want = "pre-capture (in the whole-trace window): 2 kernels, 0.150 ms busy (0.100 ms comm)"
+    # Its title says "the whole capture as one step"; the line says the work is in that step, in those words.
+    want = "pre-capture (in the one step): 2 kernels, 0.150 ms busy (0.100 ms comm)"
+    assert "the whole capture as one step" in text(rep, 120)
     assert want in text(rep, 120).splitlines()
     assert "P" + want[1:] + "." in markdown(rep).splitlines()
 

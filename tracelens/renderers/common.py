@@ -119,8 +119,9 @@ def pre_capture_line(r: RankResult) -> str:
     what = [plural(n, one, many) for n, one, many in ((pc.kernels, "kernel", "kernels"),
                                                        (pc.copies, "copy", "copies")) if n]
     of_it = [f"{ms(ns)} ms {name}" for ns, name in ((pc.comm_ns, "comm"), (pc.copy_ns, "copy")) if ns]
-    # Without numbered steps the one window is the whole capture, and it holds this work too.
-    where = "in no step" if has_steps(r) else "in the whole-trace window"
+    # Without numbered steps the one step is the whole capture (the step table's "all"), and it holds this work
+    # too.
+    where = "in no step" if has_steps(r) else "in the one step"
     return (f"pre-capture ({where}): {', '.join(what + [f'{ms(pc.busy_ns)} ms busy'])}"
             + (f" ({', '.join(of_it)})" if of_it else ""))
 
