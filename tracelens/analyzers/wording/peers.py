@@ -49,9 +49,10 @@ def reason_advice(reason: str, cpu: bool) -> str:
     """What to try on the rank the others wait for, by why it is late (``cpu``: a CPU-backend run)."""
     if reason == "compute":
         return ("compare its CPU load and threads (OMP_NUM_THREADS, other processes on its cores) and its data "
-                "shapes with the other ranks'; rebalance the work if it gets more") if cpu else \
+                "shapes with the other ranks'; if it gets more work than they do, share the work out evenly") \
+            if cpu else \
             ("compare its kernels, GPU clocks (power or thermal throttling) and data shapes with the other ranks'; "
-             "rebalance the work if it gets more")
+             "if it gets more work than they do, share the work out evenly")
     if reason == "host-gap":
         return ("look at that rank's host before its late collectives: data loading (more DataLoader workers, "
                 "pinned memory, prefetching), Python work between steps, CPU contention or a slower node")
