@@ -256,6 +256,29 @@ def test_a_run_without_communication_has_no_table_across_ranks(tmp_path):
     assert all("across ranks\n" in text(rep, w) for w in WIDTHS) and "## Across ranks" in markdown(rep)
 
 
+def _md_alignments(md: str) -> dict[str, dict[str, str]]:
+    """Each Markdown table's alignment of its columns, by its first header: {header: "left" or "right"}."""
+    lines = md.splitlines()
+    out = {}
+    for i, line in enumerate(lines[:-1]):
+        rule = lines[i + 1]
+        if line.startswith("| ") and re.fullmatch(r"\|(-{3}:?\|)+", rule):
+            heads = [h.strip() for h in line.strip("|").split("|")]
+            marks = rule.strip("|").split("|")
+            out.setdefault(heads[0], dict(zip(heads, ("right" if m.endswith(":") else "left" for m in marks))))
+    return out
+
+
+def test_markdown_aligns_words_left_and_numbers_right():
+    # The straggler sample's Markdown: the verdict's cause, ranks ("0–2 (3 of 4)") and why ("waiting for rank
+    # 3: slower compute") are words, its costs numbers; so are a step's pattern and a collective's kernel.
+    tables = _md_alignments(markdown(report(SAMPLES / "straggler")))
+    assert tables["cause"] == {"cause": "left", "ms per step": "right", "of step": "right", "fixing saves": "right",
+                               "ranks": "left", "why": "left"}
+    assert tables["step"]["pattern"] == "left" and tables["step"]["duration ms"] == "right"
+    assert tables["rank"]["kernel"] == "left" and tables["rank"]["exposed ms"] == "right"
+
+
 def test_the_network_transport_section_shows_the_reports_transport():
     from tracelens.contract import BandwidthCheck, Communicator, EvidenceLine, Transport
 

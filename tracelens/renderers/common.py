@@ -36,6 +36,9 @@ def step_label(step: int | None) -> str:
 
 STEP_HEADERS = ("step", "duration ms", "compute ms", "comm ms", "overlap ms", "exposed comm ms", "idle ms",
                 "copy ms", "overlap %", "exposed frac", "pattern")
+STEP_LEFT = ("step", "pattern")          # the columns of words, aligned left (the numbers right)
+EXPOSED_HEADERS = ("rank", "op", "size", "count", "exposed ms", "worst ms", "worst step", "kernel")
+EXPOSED_LEFT = ("rank", "op", "kernel")
 
 
 def two_lines(header: str) -> str:

@@ -10,6 +10,9 @@ from .common import IEC, STEP_HEADERS, STEPS_ALL_UP_TO, frac, ms, pct, plural, r
 
 ACROSS_HEADERS = ("rank", "host", "wait ms", "transfer ms", "exposed wait ms", "arrived last", "clock offset ms")
 BANDWIDTH_HEADERS = ("op", "ranks", "size", "count", "algbw GB/s", "busbw p10", "busbw p50", "busbw p90")
+# Each table's columns of words, aligned left in the text and the Markdown alike (the rest are numbers, right).
+ACROSS_LEFT = ("rank", "host")
+BANDWIDTH_LEFT = ("op", "size")
 ACROSS_ALL_UP_TO = 16      # more ranks than this: the ones that wait most and least, and the distribution
 ACROSS_EACH_END = 5
 UNCORRECTED = "*"          # marks a clock offset that was estimated but not applied
@@ -36,6 +39,7 @@ def nearest(values: list, q: float):
 RANKS_ALL_UP_TO = 16
 MOST_EXPOSED_SHOWN = 8
 DISTRIBUTION_HEADERS = ("per step", "min", "median", "p90", "max")
+DISTRIBUTION_LEFT = ("per step",)
 
 
 def shown_ranks(report: Report, rank: int | None = None, every: bool = False) -> tuple[list, bool]:
@@ -263,6 +267,7 @@ def _span(ranks: list[int]) -> str:
 
 
 DIMENSION_HEADERS = ("dimension", "ranks", "comm ms", "exposed ms", "overlap %", "most exposed rank", "rules")
+DIMENSION_LEFT = ("dimension", "rules")
 
 
 def dimension_rows(report: Report) -> list:
@@ -281,6 +286,7 @@ def dimension_cells(d, decimals: int = 3) -> list[str]:
 
 
 VERDICT_HEADERS = ("cause", "ms per step", "of step", "fixing saves", "ranks", "why")
+VERDICT_LEFT = ("cause", "ranks", "why")
 _NOWHERE = "too small to matter on any rank"
 _WHY = {"compute": "slower compute", "host-gap": "host gaps", "sync-stall": "a sync stall",
         "late-launch": "late launches", "unknown": "cause unknown"}
