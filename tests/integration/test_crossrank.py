@@ -211,3 +211,36 @@ def test_group_members_from_process_group_ranks(tmp_path):
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
     (trace,) = tracelens.load(str(path))
     assert tracelens.analyze_rank(trace).groups == {"0": (0, 2)}
+
+
+def _size_cells(rep) -> list[str]:
+    """The size cell of every bus-bandwidth row, in the text and in the Markdown."""
+    from tracelens.renderers import render
+
+    text, md = render(rep, "text", color=False, width=200), render(rep, "markdown")
+    ops = [b.op for b in rep.cross_rank.bandwidth]
+    cells = []
+    for out, sep in ((text, "│"), (md, "|")):
+        head = out.index("us bandwidth")
+        rows = [line for line in out[head:].splitlines() if line.strip(f"{sep} ").startswith(tuple(ops))]
+        cells += [[c.strip() for c in line.split(sep) if c.strip()][2] for line in rows[:len(ops)]]
+    return cells
+
+
+def test_a_bandwidth_row_gives_the_sizes_its_collectives_had(tmp_path):
+    # xrank_shared with its 4 buckets' all-reduces made 20, 30, 25 and 25 MiB (bucket_sizes): all in the
+    # 16-256 MiB bucket, one row, whose sizes are 20-30 MiB, not the bucket's edges.
+    sc = replace(synth.SCENARIOS["xrank_shared"], bucket_sizes=[20 << 20, 30 << 20, 25 << 20, 25 << 20])
+    rep = _report(sc, tmp_path)
+    (b,) = rep.cross_rank.bandwidth
+    assert (b.min_bytes, b.max_bytes, b.count) == (16 << 20, 256 << 20, 12)     # 4 buckets x 3 steps
+    assert (b.smallest_bytes, b.largest_bytes) == (20 << 20, 30 << 20)
+    assert _size_cells(rep) == ["20.0 MiB–30.0 MiB"] * 2
+
+
+def test_a_bandwidth_row_of_one_size_gives_that_size(tmp_path):
+    # wfbp_sized: one 1 MiB bucket and three 32 MiB ones (bucket_sizes), in the 1-16 and 16-256 MiB buckets.
+    rep = _report(synth.SCENARIOS["wfbp_sized"], tmp_path)
+    assert [(b.smallest_bytes, b.largest_bytes) for b in rep.cross_rank.bandwidth] == [(1 << 20, 1 << 20),
+                                                                                       (32 << 20, 32 << 20)]
+    assert _size_cells(rep) == ["1.0 MiB", "32.0 MiB"] * 2

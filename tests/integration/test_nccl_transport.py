@@ -142,6 +142,25 @@ def test_logs_alone_through_the_api():
     assert [(i.format, i.rank) for i in rep.inputs] == [("nccl-log", -1)]
 
 
+@pytest.mark.parametrize("name", sorted(CORPUS_VERDICTS))
+def test_the_verdict_of_logs_alone_is_their_transport(name):
+    # NCCL logs without a trace have no overlap to judge: the run's answer is the transport finding, by its
+    # own title, and never the no-communication sentence of a trace with nothing to overlap.
+    rep = api.report([str(corpus_file(LOGS + name))])
+    (d,) = [d for d in rep.diagnoses if d.id == "nccl-transport"]
+    assert rep.verdict.headline.startswith(d.title[0].upper() + d.title[1:] + " (NCCL logs alone")
+    assert rep.verdict.causes == [] and "nothing to overlap" not in rep.verdict.headline
+
+
+def test_the_text_of_logs_alone_opens_with_their_transport():
+    # The log of NCCL issue 1189 connects two H20 hosts via NET/IB/n/GDRDMA (CORPUS_VERDICTS: rdma_gdr).
+    from tracelens.renderers import render
+
+    rep = api.report([str(corpus_file(LOGS + "issue_nccl1189_ib_gdrdma_and_p2p_cumem_h20.log"))])
+    first = render(rep, "text", color=False, width=160).splitlines()[0]
+    assert first.startswith("verdict: Network transport: RDMA (IB) with GPUDirect RDMA (NCCL logs alone"), first
+
+
 # ------------------------------------------------------------------------------------- generated logs (§8)
 
 def gen(tmp_path, name, *lines):

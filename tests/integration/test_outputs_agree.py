@@ -66,6 +66,37 @@ def test_the_outputs_agree(case, culprit, tmp_path):
     assert cards["most exposed rank"] == str(worst)
 
 
+@pytest.mark.parametrize("fmt", ["text", "markdown", "json", "html"])
+def test_every_output_opens_with_the_answer(fmt, tmp_path):
+    # README, "The run verdict": every output opens with the run's answer, the verdict's headline (the
+    # straggler sample: rank 3 late by generator truth, so a verdict with causes and a culprit).
+    rep = _report("straggler", tmp_path)
+    headline = rep.verdict.headline
+    if fmt == "html":
+        pytest.importorskip("plotly")
+    out = render(rep, fmt) if fmt != "text" else render(rep, "text", width=400)
+    if fmt == "text":
+        assert out.splitlines()[0] == f"verdict: {headline}"
+    elif fmt == "markdown":
+        assert out.splitlines()[:3] == ["# tracelens overlap report", "", f"**{headline}**"]
+    elif fmt == "html":
+        body = out.split("<body>", 1)[1]
+        assert re.match(rf'<h1>[^<]*</h1><p class="verdict" id="verdict">{re.escape(escape(headline))}</p>', body)
+    else:
+        # The schema's tag first (how a reader knows a saved report from a trace), then the answer.
+        doc = json.loads(out)
+        assert list(doc)[:2] == ["schema", "verdict"] and doc["verdict"]["headline"] == headline
+        assert out.index(json.dumps(headline, ensure_ascii=False)) < out.index('"tool"')
+        # Read back as it was written, and still known for a saved report by its first bytes.
+        from tracelens.contract import Report, is_report_file, read_report
+        from tracelens.parsers import sniff_json
+
+        path = tmp_path / "report.json"
+        path.write_text(out, encoding="utf-8")
+        assert is_report_file(path) and sniff_json(path) == "a saved tracelens report"
+        assert read_report(path) == rep == Report.from_json(out)
+
+
 # ------------------------------------------------------------------ one rank and step in every view of it
 #
 # Each view that shows a rank's step gives what it shows of it as one record, in integer ns: ``budget`` (the

@@ -286,3 +286,19 @@ def test_two_causes_within_each_other_s_intervals_are_both_named():
     v = run_verdict.verdict(ranks, matched=True, culprit=Culprit(rank=2, reason="host-gap"), transport=None,
                             dimension="dp", th=Thresholds(), culprit_saving={0: 5_000_000, 1: 5_000_000})
     assert "about as much" not in v.headline
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown"])
+def test_a_cause_material_on_no_rank_says_so_in_its_row(fmt):
+    # nsys-ai's mfu_2gpu_before: each rank exposes 5.777 ms beyond its wait over a 299 ms capture (1.9 %, under
+    # the 3 % materiality floor, docs/metrics.md "Materiality"), so not-overlapped costs 5.777 ms and is
+    # material on no rank: its row says so instead of leaving a cost with no ranks and no why.
+    from tracelens.renderers import render
+
+    rep = tracelens.report(str(corpus_file("nsys/nsys-ai/mfu_2gpu_before.sqlite")))
+    (c,) = [c for c in rep.verdict.causes if c.cause == "not-overlapped"]
+    assert c.ns_per_step > 0 and c.ranks == [] and c.pattern is None
+    out = render(rep, fmt, **({"width": 200} if fmt == "text" else {}))
+    (row,) = [line for line in out.splitlines() if line.strip("│| ").startswith("not-overlapped")]
+    cells = [cell.strip() for cell in re.split(r"[│|]", row) if cell.strip()]
+    assert cells[-2:] == ["—", "too small to matter on any rank"], row

@@ -225,7 +225,9 @@ def test_pre_capture_of_a_trace_without_steps_is_in_its_window(tmp_path):
         host("cudaLaunchKernel", 200, 5, cat="cuda_runtime", correlation=5), kernel("sm90_gemm", 210, 100, corr=5)])
     rep = report(path)
     assert [s.step for s in rep.ranks[0].steps] == [None] and rep.ranks[0].pre_capture is not None
-    want = "pre-capture (in the whole-trace window): 2 kernels, 0.150 ms busy (0.100 ms comm)"
+    # Its title says "the whole capture as one step"; the line says the work is in that step, in those words.
+    want = "pre-capture (in the one step): 2 kernels, 0.150 ms busy (0.100 ms comm)"
+    assert "the whole capture as one step" in text(rep, 120)
     assert want in text(rep, 120).splitlines()
     assert "P" + want[1:] + "." in markdown(rep).splitlines()
 
@@ -235,6 +237,46 @@ def test_no_pre_capture_line_without_pre_capture_work():
     rep = report(SAMPLES / "wfbp_100")
     assert all(r.pre_capture is None for r in rep.ranks)
     assert "pre-capture (" not in text(rep) and "Pre-capture (" not in markdown(rep)
+
+
+def test_a_run_without_communication_has_no_table_across_ranks(tmp_path):
+    # Two ranks of one world, each a step with one 0.5 ms GEMM and no collective: the Report has its
+    # cross-rank part (nothing matched, nothing unmatched), but a table of zero waits and transfers would say
+    # nothing; the straggler sample, with its matched all-reduces, keeps the table.
+    for r in (0, 1):
+        write_trace(tmp_path / f"rank{r}.json", [
+            host("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+            host("cudaLaunchKernel", 10, 5, cat="cuda_runtime", correlation=1), kernel("sm90_gemm", 20, 500, corr=1)],
+            distributedInfo={"rank": r, "world_size": 2, "backend": "nccl"})
+    rep = report(tmp_path)
+    m = rep.cross_rank.matching
+    assert rep.summary.ranks == 2 and rep.summary.comm_ns == 0 and (m.matched, m.unmatched) == (0, 0)
+    assert all("across ranks" not in text(rep, w) for w in WIDTHS) and "## Across ranks" not in markdown(rep)
+    rep = report(SAMPLES / "straggler")
+    assert all("across ranks\n" in text(rep, w) for w in WIDTHS) and "## Across ranks" in markdown(rep)
+
+
+def _md_alignments(md: str) -> dict[str, dict[str, str]]:
+    """Each Markdown table's alignment of its columns, by its first header: {header: "left" or "right"}."""
+    lines = md.splitlines()
+    out = {}
+    for i, line in enumerate(lines[:-1]):
+        rule = lines[i + 1]
+        if line.startswith("| ") and re.fullmatch(r"\|(-{3}:?\|)+", rule):
+            heads = [h.strip() for h in line.strip("|").split("|")]
+            marks = rule.strip("|").split("|")
+            out.setdefault(heads[0], dict(zip(heads, ("right" if m.endswith(":") else "left" for m in marks))))
+    return out
+
+
+def test_markdown_aligns_words_left_and_numbers_right():
+    # The straggler sample's Markdown: the verdict's cause, ranks ("0–2 (3 of 4)") and why ("waiting for rank
+    # 3: slower compute") are words, its costs numbers; so are a step's pattern and a collective's kernel.
+    tables = _md_alignments(markdown(report(SAMPLES / "straggler")))
+    assert tables["cause"] == {"cause": "left", "ms per step": "right", "of step": "right", "fixing saves": "right",
+                               "ranks": "left", "why": "left"}
+    assert tables["step"]["pattern"] == "left" and tables["step"]["duration ms"] == "right"
+    assert tables["rank"]["kernel"] == "left" and tables["rank"]["exposed ms"] == "right"
 
 
 def test_the_network_transport_section_shows_the_reports_transport():
@@ -313,7 +355,8 @@ def test_the_tax_line_gives_the_interval_and_the_kernels_whose_work_varies(width
 def test_sizes_are_iec_in_every_table():
     # wfbp_100's generator (tests/fixtures/synth/scenarios.py): every all-reduce moves bucket_bytes = 25 * 2**20
     # bytes. The exposed-collectives table and the bandwidth table name that size in the same units, IEC
-    # (docs/metrics.md, "Units"): 25.0 MiB, inside the 16 MiB–256 MiB bucket; no decimal MB anywhere.
+    # (docs/metrics.md, "Units"): 25.0 MiB, the one size seen in the 16 MiB–256 MiB bucket (so the bucket's
+    # edges are not printed); no decimal MB anywhere.
     from tracelens.renderers.common import size
 
     assert [size(n) for n in (None, 0, 1023, 1024, 25 * 2**20, 3 * 2**30 // 2, 2**40)] == \
@@ -321,7 +364,7 @@ def test_sizes_are_iec_in_every_table():
     rep = report(SAMPLES / "wfbp_100")
     assert {c.bytes for c in rep.collectives} == {25 * 2**20}
     for out in (text(rep, 160), markdown(rep)):
-        assert "25.0 MiB" in out and "16 MiB–256 MiB" in out
+        assert "25.0 MiB" in out and "16 MiB–256 MiB" not in out
         assert not re.search(r"\d (kB|MB|GB)\b", out), out
 
 

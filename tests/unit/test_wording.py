@@ -351,6 +351,54 @@ def test_launch_order_wording():
     assert "CUDA_DEVICE_MAX_CONNECTIONS=8 in this run" in d.detail
 
 
+# Kernel names of the HTA corpus trace hta/trace_filter (sampled_rank-1.json.gz, the kernels its launch-order
+# findings name) and how a person shortens them: without ``void``, parameters and anonymous namespaces; template
+# arguments and namespaces only while the name is over 60 characters; the function's own name kept.
+KERNEL_NAMES = [
+    ("void fbgemm_gpu::(anonymous namespace)::_compute_FP8_quantize_cuda_kernel<float>(float const*, float const*, "
+     "int, int, unsigned char*, bool)", "fbgemm_gpu::_compute_FP8_quantize_cuda_kernel<float>"),
+    ("void fbgemm_gpu::(anonymous namespace)::_FP8rowwise_to_float_cuda_kernel<float>(unsigned char const*, int, "
+     "int, float*, bool)", "fbgemm_gpu::_FP8rowwise_to_float_cuda_kernel<float>"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> "
+     ">(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)", "at::native::vectorized_elementwise_kernel"),
+    ("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::BUnaryFunctor<float, float, "
+     "float, at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&, at::native::BUnaryFunctor<"
+     "float, float, float, at::native::binary_internal::MulFunctor<float> > const&)::{lambda(int)#1}>(int, "
+     "at::native::gpu_kernel_impl<at::native::BUnaryFunctor<float, float, float, at::native::binary_internal::"
+     "MulFunctor<float> > >(at::TensorIteratorBase&, at::native::BUnaryFunctor<float, float, float, at::native::"
+     "binary_internal::MulFunctor<float> > const&)::{lambda(int)#1})", "at::native::elementwise_kernel"),
+    ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
+     "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"),
+    # CUTLASS's generic Kernel is named by what it runs, its template argument.
+    ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x128_32x3_tn_align1>(cutlass_80_tensorop_s1688gemm_"
+     "256x128_32x3_tn_align1::Params)", "cutlass_80_tensorop_s1688gemm_256x128_32x3_tn_align1"),
+    # Not a C++ signature (a space before its parenthesis): as it is.
+    ("Memset (Device)", "Memset (Device)"),
+]
+
+
+@pytest.mark.parametrize("name, want", KERNEL_NAMES)
+def test_kernel_names_are_shortened_as_a_person_would(name, want):
+    assert wording.base.kernel_name(name) == want
+
+
+def test_a_kernel_name_keeps_its_own_name_over_its_namespaces():
+    # A name whose namespaces alone fill the width: they go, outermost first, before its own name is cut.
+    name = "void " + "::".join(["outer_namespace_" + "x" * 20, "inner_namespace_" + "y" * 20, "own_kernel"]) + "(int)"
+    assert wording.base.kernel_name(name) == "inner_namespace_" + "y" * 20 + "::own_kernel"
+    assert wording.base.kernel_name(name, width=12) == "own_kernel"
+    assert wording.base.kernel_name(name, width=5) == "own_…"
+
+
+def test_a_sentence_names_a_kernel_by_its_own_name():
+    # The launch-order finding of rank 1, step 552 of hta/trace_filter: its SendRecv kernel queued behind the
+    # fbgemm kernel (KERNEL_NAMES) launched after it; a cut at the first parenthesis left "fbgemm_gpu::".
+    ev = launch_ev()
+    ev["collectives"][1]["kernels"][0] = KERNEL_NAMES[1][0]
+    d = word("launch-order", None, ev)
+    assert f"behind {KERNEL_NAMES[1][1]}, " in d.detail and "fbgemm_gpu::," not in d.detail
+
+
 # --------------------------------------------------------------------- straggler, no GPU activity
 
 def test_no_gpu_activity_wording():

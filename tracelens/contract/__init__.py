@@ -44,7 +44,11 @@ class Tool(msgspec.Struct, kw_only=True):
 
 
 class Report(msgspec.Struct, kw_only=True):
+    # The fields in the order the JSON writes its keys: the schema first, as every reader (this release's and
+    # older ones: is_report_file, parsers.sniff_json) recognises a saved report by its first bytes; then the
+    # answer, as every output opens with it (README, "The run verdict"); then what it was made of.
     schema: str = SCHEMA
+    verdict: Optional[Verdict] = None      # null only in reports written before it existed
     tool: Tool = msgspec.field(default_factory=Tool)
     inputs: list[InputFile]
     ranks: list[RankResult]
@@ -54,7 +58,6 @@ class Report(msgspec.Struct, kw_only=True):
     warnings: list[WarningEntry] = msgspec.field(default_factory=list)
     transport: Optional[Transport] = None  # null without NCCL logs and without inter-node bandwidth
     cross_rank: Optional[CrossRank] = None  # null for a single rank
-    verdict: Optional[Verdict] = None      # null only in reports written before it existed
     outliers: list[OutlierKind] = msgspec.field(default_factory=list)   # kinds of collective with outliers
 
     def to_json(self, indent: int = 2) -> bytes:

@@ -120,6 +120,9 @@ class BandwidthRow(msgspec.Struct, kw_only=True):
     group_size: int
     min_bytes: int                         # the bucket: min_bytes <= bytes < max_bytes (null: no upper bound)
     max_bytes: Optional[int]
+    # The sizes seen in the bucket, its smallest and largest collective (null in reports written before them).
+    smallest_bytes: Optional[int] = None
+    largest_bytes: Optional[int] = None
     count: int
     latency_bound: bool                    # below bandwidth_min_bytes: left out of bandwidth verdicts
     algbw_p50_gbps: Optional[float]

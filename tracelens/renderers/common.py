@@ -6,7 +6,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from ..units import IEC, size  # noqa: F401 - the renderers' size is the one of every output
+from ..units import IEC, cut, kernel_name, size  # noqa: F401 - the renderers' sizes and names are every output's
 from ..contract import MIXED, SEVERITIES, RankResult, Report
 
 # Findings about the run rather than one rank's steps (step null), by id: what to call their scope.
@@ -34,13 +34,11 @@ def step_label(step: int | None) -> str:
     return "all" if step is None else str(step)
 
 
-def short(name: str, width: int = 60) -> str:
-    name = name.removeprefix("void ")
-    return name if len(name) <= width else name[: max(width - 1, 0)] + "…"
-
-
 STEP_HEADERS = ("step", "duration ms", "compute ms", "comm ms", "overlap ms", "exposed comm ms", "idle ms",
                 "copy ms", "overlap %", "exposed frac", "pattern")
+STEP_LEFT = ("step", "pattern")          # the columns of words, aligned left (the numbers right)
+EXPOSED_HEADERS = ("rank", "op", "size", "count", "exposed ms", "worst ms", "worst step", "kernel")
+EXPOSED_LEFT = ("rank", "op", "kernel")
 
 
 def two_lines(header: str) -> str:
@@ -124,8 +122,9 @@ def pre_capture_line(r: RankResult) -> str:
     what = [plural(n, one, many) for n, one, many in ((pc.kernels, "kernel", "kernels"),
                                                        (pc.copies, "copy", "copies")) if n]
     of_it = [f"{ms(ns)} ms {name}" for ns, name in ((pc.comm_ns, "comm"), (pc.copy_ns, "copy")) if ns]
-    # Without numbered steps the one window is the whole capture, and it holds this work too.
-    where = "in no step" if has_steps(r) else "in the whole-trace window"
+    # Without numbered steps the one step is the whole capture (the step table's "all"), and it holds this work
+    # too.
+    where = "in no step" if has_steps(r) else "in the one step"
     return (f"pre-capture ({where}): {', '.join(what + [f'{ms(pc.busy_ns)} ms busy'])}"
             + (f" ({', '.join(of_it)})" if of_it else ""))
 

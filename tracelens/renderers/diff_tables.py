@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 
 from ..contract.two_runs import Diff
-from .common import ms, short
+from .common import cut, kernel_name, ms
 from .markdown import table as md_table
 
 FORMATS = ("text", "markdown", "json")
@@ -15,6 +15,10 @@ CULPRIT_HEADER = "culprit"
 CAUSE_HEADERS = ("cause", "before ms", "after ms", "predicted saving ms")
 CHANGES_TITLE = "what changed most, per step (mean over ranks)"
 CHANGE_HEADERS = ("kind", "name", "before ms", "after ms", "change ms", "count before", "count after")
+# Each table's columns of numbers, aligned right in the text and the Markdown alike (the words left).
+SIDE_RIGHT = ("step ms", "ranks", "world", "steps")
+CAUSE_RIGHT = ("before ms", "after ms", "predicted saving ms")
+CHANGE_RIGHT = ("before ms", "after ms", "change ms", "count before", "count after")
 
 
 def render_diff(diff: Diff, fmt: str, *, color: bool = False, width: int = 120) -> str:
@@ -67,9 +71,14 @@ def prediction_line(d: Diff) -> str:
             + ("the prediction held" if p.held else "the prediction did not hold"))
 
 
+_KERNELS = ("compute", "comm")
+
+
 def change_rows(d: Diff, name_width: int) -> list[list[str]]:
-    return [[c.kind, short(c.name, name_width), ms(c.before_ns), ms(c.after_ns), f"{c.change_ns / 1e6:+,.3f}",
-             f"{c.before_count:g}", f"{c.after_count:g}"] for c in d.changes]
+    # Only a kernel's name is a C++ signature to shorten; an op's or a collective's is cut as it is.
+    return [[c.kind, kernel_name(c.name, name_width) if c.kind in _KERNELS else cut(c.name, name_width),
+             ms(c.before_ns), ms(c.after_ns), f"{c.change_ns / 1e6:+,.3f}", f"{c.before_count:g}", f"{c.after_count:g}"]
+            for c in d.changes]
 
 
 def labels(d: Diff, names: tuple[str, str] = ("before", "after")) -> list[str]:
@@ -102,30 +111,33 @@ def _text(d: Diff, color: bool, width: int) -> str:
             return [t]
         return fit(con, width, build)[1][0]
 
-    con.print(table(SIDE_HEADERS, lambda lay: side_rows(d), {"step ms", "ranks", "world", "steps"}))
+    con.print(table(SIDE_HEADERS, lambda lay: side_rows(d), SIDE_RIGHT))
     for line in verdicts(d):
         con.print(Text(line))
     if d.causes:
-        con.print(table(CAUSE_HEADERS, lambda lay: cause_rows(d), {"before ms", "after ms", "predicted saving ms"}))
+        con.print(table(CAUSE_HEADERS, lambda lay: cause_rows(d), CAUSE_RIGHT))
     if d.changes:
         con.print(Text(CHANGES_TITLE, style="bold"))
-        con.print(table(CHANGE_HEADERS, lambda lay: change_rows(d, 24 if lay.tight else 60),
-                        {"before ms", "after ms", "change ms", "count before", "count after"}))
+        con.print(table(CHANGE_HEADERS, lambda lay: change_rows(d, 24 if lay.tight else 60), CHANGE_RIGHT))
     for note in d.notes:
         con.print(Text(f"note: {note}"))
     return buf.getvalue()
 
 
+def _words(headers: tuple, right: tuple) -> tuple:
+    return tuple(h for h in headers if h not in right)
+
+
 def _markdown(d: Diff) -> str:
     out = ["# tracelens diff", "", f"**{d.summary}**", ""]
     out += [f"- {line.replace('  ', ' ')}" for line in labels(d)] + [""]
-    out += md_table(SIDE_HEADERS, side_rows(d)) + [""]
+    out += md_table(SIDE_HEADERS, side_rows(d), _words(SIDE_HEADERS, SIDE_RIGHT)) + [""]
     out += [f"- {line}" for line in verdicts(d)] + [""]
     if d.causes:
-        out += md_table(CAUSE_HEADERS, cause_rows(d)) + [""]
+        out += md_table(CAUSE_HEADERS, cause_rows(d), _words(CAUSE_HEADERS, CAUSE_RIGHT)) + [""]
     if d.changes:
         out += [f"## {CHANGES_TITLE.capitalize()}", ""]
         out += md_table(CHANGE_HEADERS, [[f"`{r[1]}`" if i == 1 else r[i] for i in range(len(r))]
-                                          for r in change_rows(d, 80)]) + [""]
+                                          for r in change_rows(d, 80)], _words(CHANGE_HEADERS, CHANGE_RIGHT)) + [""]
     out += [f"> note: {n}" for n in d.notes]
     return "\n".join(out).rstrip() + "\n"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from ..contract import Report
-from .common import (MIXED, STEP_HEADERS, exposed_groups, frac, ms, pattern_label, pct, pre_capture_line, rank_title,
-                     recurring, short, size, step_cells, step_label, tax_line, total_cells)
-from .run_tables import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, DISTRIBUTION_HEADERS, VERDICT_HEADERS,
-                         across_cells, across_rows, bandwidth_cells, dimension_cells, dimension_rows,
+from .common import (EXPOSED_HEADERS, EXPOSED_LEFT, MIXED, STEP_HEADERS, STEP_LEFT, exposed_groups, frac, kernel_name,
+                     ms, pattern_label, pct, pre_capture_line, rank_title, recurring, size, step_cells, step_label,
+                     tax_line, total_cells)
+from .run_tables import (ACROSS_HEADERS, ACROSS_LEFT, BANDWIDTH_HEADERS, BANDWIDTH_LEFT, DIMENSION_HEADERS,
+                         DIMENSION_LEFT, DISTRIBUTION_HEADERS, DISTRIBUTION_LEFT, VERDICT_HEADERS, VERDICT_LEFT,
+                         across_cells, across_rows, bandwidth_cells, dimension_cells, dimension_rows, has_across,
                          distribution_rows, evidence_where, matching_line, merged_warnings, quoted_files,
                          settings_line, shown_ranks, shown_steps, steps_caption, transport_facts, transport_rows,
                          verdict_cells, verdict_levers)
@@ -14,8 +16,11 @@ from .run_tables import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, D
 _ICON = {"info": "ℹ️", "warning": "⚠️", "critical": "🛑"}
 
 
-def table(headers, rows) -> list[str]:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---:" if i else "---" for i in range(len(headers))) + "|"]
+def table(headers, rows, left=None) -> list[str]:
+    """A Markdown table; ``left``: the headers of its columns of words, aligned left as the text report aligns
+    them (the numbers right); without it, the first column alone."""
+    left = headers[:1] if left is None else left
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" if h in left else "---:" for h in headers) + "|"]
     lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
     return lines
 
@@ -29,7 +34,7 @@ def render(report: Report, top: int = 10, rank: int | None = None, every: bool =
     if report.verdict is not None:
         out += [f"**{_md(report.verdict.headline)}**", ""]
         if report.verdict.causes:
-            out += table(VERDICT_HEADERS, [verdict_cells(report, c) for c in report.verdict.causes])
+            out += table(VERDICT_HEADERS, [verdict_cells(report, c) for c in report.verdict.causes], VERDICT_LEFT)
             out.append("")
         out += [f"- *Try ({cause}):* {_md(lever)}" for cause, lever in verdict_levers(report)]
         out.append("")
@@ -60,12 +65,13 @@ def render(report: Report, top: int = 10, rank: int | None = None, every: bool =
     shown, few_of_many = shown_ranks(report, rank, every)
     if few_of_many:
         out += [f"## Steps over {len(report.ranks)} ranks", "", "Each rank's mean per step.", ""]
-        out += table(DISTRIBUTION_HEADERS, distribution_rows(report))
+        out += table(DISTRIBUTION_HEADERS, distribution_rows(report), DISTRIBUTION_LEFT)
         out += ["", f"The {len(shown)} most exposed ranks follow (`--ranks all`: every rank; `--rank N`: one).", ""]
     for r in shown:
         out += [f"## {rank_title(r)}", ""]
         steps, summary = shown_steps(r, every_step)
-        out += table(STEP_HEADERS, (summary or []) + [step_cells(st) for st in steps] + [total_cells(r.totals)])
+        out += table(STEP_HEADERS, (summary or []) + [step_cells(st) for st in steps] + [total_cells(r.totals)],
+                     STEP_LEFT)
         out.append("")
         if summary:
             caption = steps_caption(r, steps, "`--steps all`")
@@ -80,30 +86,31 @@ def render(report: Report, top: int = 10, rank: int | None = None, every: bool =
     groups = exposed_groups(report, top)
     if groups:
         out += ["## Most exposed collectives", ""]
-        out += table(("rank", "op", "size", "count", "exposed ms", "worst ms", "worst step", "kernel"),
-                      [(g.rank, g.op or "?", size(g.bytes), f"{g.count} of {g.calls}", ms(g.exposed_ns),
-                        ms(g.worst_ns), step_label(g.worst_step), "`" + short(g.name) + "`") for g in groups])
+        out += table(EXPOSED_HEADERS,
+                     [(g.rank, g.op or "?", size(g.bytes), f"{g.count} of {g.calls}", ms(g.exposed_ns),
+                       ms(g.worst_ns), step_label(g.worst_step), "`" + kernel_name(g.name) + "`") for g in groups],
+                     EXPOSED_LEFT)
         out.append("")
     dims = dimension_rows(report)
     if dims:
         out += ["## Exposed communication by parallelism", ""]
-        out += table(DIMENSION_HEADERS, [dimension_cells(d) for d in dims])
+        out += table(DIMENSION_HEADERS, [dimension_cells(d) for d in dims], DIMENSION_LEFT)
         out.append("")
-    if report.cross_rank is not None:
+    if has_across(report):
         rows, spread = across_rows(report)
         out += ["## Across ranks", ""]
         out += table(ACROSS_HEADERS, [["…"] + [""] * (len(ACROSS_HEADERS) - 1) if r is None else across_cells(r)
-                                       for r in rows])
+                                       for r in rows], ACROSS_LEFT)
         out += [""] + [line[0].upper() + line[1:] + "." for line in (spread, matching_line(report)) if line] + [""]
         if report.cross_rank.bandwidth:
             out += ["### Bus bandwidth (GB/s, over the transfer time)", ""]
-            out += table(BANDWIDTH_HEADERS, [bandwidth_cells(b) for b in report.cross_rank.bandwidth])
+            out += table(BANDWIDTH_HEADERS, [bandwidth_cells(b) for b in report.cross_rank.bandwidth], BANDWIDTH_LEFT)
             out.append("")
     if report.warnings:
         out += ["## Warnings", ""]
         out += table(("rank", "code", "count", "message"),
-                      [(who.removeprefix("ranks ").removeprefix("rank "), f"`{code}`", count, message)
-                       for who, code, count, message in merged_warnings(report)])
+                     [(who.removeprefix("ranks ").removeprefix("rank "), f"`{code}`", count, message)
+                      for who, code, count, message in merged_warnings(report)], ("rank", "code", "message"))
         out.append("")
     return "\n".join(out)
 

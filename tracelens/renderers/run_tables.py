@@ -5,11 +5,14 @@ and the run verdict, with the warnings merged over ranks (numbers only; no metri
 from __future__ import annotations
 
 from ..contract import RankResult, Report
-from .common import IEC, STEP_HEADERS, STEPS_ALL_UP_TO, frac, ms, pct, plural, ranges
+from .common import IEC, STEP_HEADERS, STEPS_ALL_UP_TO, frac, ms, pct, plural, ranges, size
 
 
 ACROSS_HEADERS = ("rank", "host", "wait ms", "transfer ms", "exposed wait ms", "arrived last", "clock offset ms")
 BANDWIDTH_HEADERS = ("op", "ranks", "size", "count", "algbw GB/s", "busbw p10", "busbw p50", "busbw p90")
+# Each table's columns of words, aligned left in the text and the Markdown alike (the rest are numbers, right).
+ACROSS_LEFT = ("rank", "host")
+BANDWIDTH_LEFT = ("op", "size")
 ACROSS_ALL_UP_TO = 16      # more ranks than this: the ones that wait most and least, and the distribution
 ACROSS_EACH_END = 5
 UNCORRECTED = "*"          # marks a clock offset that was estimated but not applied
@@ -36,6 +39,7 @@ def nearest(values: list, q: float):
 RANKS_ALL_UP_TO = 16
 MOST_EXPOSED_SHOWN = 8
 DISTRIBUTION_HEADERS = ("per step", "min", "median", "p90", "max")
+DISTRIBUTION_LEFT = ("per step",)
 
 
 def shown_ranks(report: Report, rank: int | None = None, every: bool = False) -> tuple[list, bool]:
@@ -124,6 +128,13 @@ def merged_warnings(report: Report) -> list[tuple[str, str, int, str]]:
     return out
 
 
+def has_across(report: Report) -> bool:
+    """Whether the report has ranks side by side to show: cross-rank results with a collective on some rank.
+    A run without communication would show a table of zeros, which says nothing the verdict does not."""
+    cr = report.cross_rank
+    return cr is not None and (cr.matching.matched > 0 or cr.matching.unmatched > 0)
+
+
 def across_rows(report: Report) -> tuple[list, str]:
     """The rank table's rows (None marks the gap between the most and the least waiting ranks) and, when not
     every rank is shown, the distribution of wait over all ranks in one line (display only)."""
@@ -157,7 +168,12 @@ def _binary(n: int) -> str:
     return f"{n} B"
 
 
-def _bucket(b) -> str:
+def _sizes(b) -> str:
+    """The sizes a row's collectives had: one size as itself, else the smallest and largest; a report written
+    before it held them, its bucket."""
+    if b.smallest_bytes is not None and b.largest_bytes is not None:
+        lo, hi = size(b.smallest_bytes), size(b.largest_bytes)
+        return lo if lo == hi else f"{lo}–{hi}"
     return f"< {_binary(b.max_bytes)}" if b.min_bytes == 0 else \
         f">= {_binary(b.min_bytes)}" if b.max_bytes is None else f"{_binary(b.min_bytes)}–{_binary(b.max_bytes)}"
 
@@ -168,7 +184,7 @@ def _gbps(v: float | None) -> str:
 
 def bandwidth_cells(b) -> list[str]:
     note = " (latency)" if b.latency_bound else ""
-    return [(b.op or "?") + note, str(b.group_size), _bucket(b), str(b.count), _gbps(b.algbw_p50_gbps),
+    return [(b.op or "?") + note, str(b.group_size), _sizes(b), str(b.count), _gbps(b.algbw_p50_gbps),
             _gbps(b.busbw_p10_gbps), _gbps(b.busbw_p50_gbps), _gbps(b.busbw_p90_gbps)]
 
 
@@ -251,6 +267,7 @@ def _span(ranks: list[int]) -> str:
 
 
 DIMENSION_HEADERS = ("dimension", "ranks", "comm ms", "exposed ms", "overlap %", "most exposed rank", "rules")
+DIMENSION_LEFT = ("dimension", "rules")
 
 
 def dimension_rows(report: Report) -> list:
@@ -269,6 +286,8 @@ def dimension_cells(d, decimals: int = 3) -> list[str]:
 
 
 VERDICT_HEADERS = ("cause", "ms per step", "of step", "fixing saves", "ranks", "why")
+VERDICT_LEFT = ("cause", "ranks", "why")
+_NOWHERE = "too small to matter on any rank"
 _WHY = {"compute": "slower compute", "host-gap": "host gaps", "sync-stall": "a sync stall",
         "late-launch": "late launches", "unknown": "cause unknown"}
 
@@ -284,6 +303,8 @@ def verdict_cells(report: Report, c) -> list[str]:
         why = f"pattern {c.pattern}" if c.pattern else ""
     else:
         why = "compute slowed beside communication"
+    # A cause's ranks are those it is material on: a row with none says so, rather than a cost left unexplained.
+    why = why or ("" if c.ranks else _NOWHERE)
     where = "—" if not c.ranks else ranges(c.ranks) + (f" ({len(c.ranks)} of {total})" if total > 1 else "")
     share = "n/a" if c.share_of_step is None else pct(100 * c.share_of_step)
     return [c.cause, ms(c.ns_per_step), share, saving_cell(c), where, why]

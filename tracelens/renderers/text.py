@@ -22,10 +22,12 @@ from rich.table import Table
 from rich.text import Text
 
 from ..contract import Report
-from .common import (MIXED, STEP_HEADERS, exposed_groups, frac, ms, pattern_label, pct, pre_capture_line, rank_title,
-                     recurring, short, size, step_cells, step_label, steps_label, tax_line, total_cells, two_lines)
-from .run_tables import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, DISTRIBUTION_HEADERS, VERDICT_HEADERS,
-                         across_cells, across_rows, bandwidth_cells, dimension_cells, dimension_rows,
+from .common import (EXPOSED_HEADERS, EXPOSED_LEFT, MIXED, STEP_HEADERS, STEP_LEFT, exposed_groups, frac, kernel_name,
+                     ms, pattern_label, pct, pre_capture_line, rank_title, recurring, size, step_cells, step_label,
+                     steps_label, tax_line, total_cells, two_lines)
+from .run_tables import (ACROSS_HEADERS, ACROSS_LEFT, BANDWIDTH_HEADERS, BANDWIDTH_LEFT, DIMENSION_HEADERS,
+                         DIMENSION_LEFT, DISTRIBUTION_HEADERS, DISTRIBUTION_LEFT, VERDICT_HEADERS, VERDICT_LEFT,
+                         across_cells, across_rows, bandwidth_cells, dimension_cells, dimension_rows, has_across,
                          distribution_rows, matching_line, merged_warnings, quoted_files, settings_line, shown_ranks,
                          shown_steps, step_distribution_rows, steps_caption, transport_facts, transport_rows,
                          verdict_cells, verdict_levers)
@@ -33,7 +35,6 @@ from .run_tables import (ACROSS_HEADERS, BANDWIDTH_HEADERS, DIMENSION_HEADERS, D
 _STYLE = {"info": "cyan", "warning": "yellow", "critical": "bold red"}
 ROOMY_WIDTH = 120          # from this width on, tables may keep their box
 MIN_KERNEL_WIDTH = 16      # narrower than this, a kernel name says too little: try a tighter layout
-_EXPOSED_HEADERS = ("rank", "op", "size", "count", "exposed ms", "worst ms", "worst step", "kernel")
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10,
         _, (table,) = fit(con, width, lambda lay: [_dimension_table(dims, lay)])
         con.print(Text("exposed communication by parallelism", style="bold"))
         con.print(table)
-    if report.cross_rank is not None:
+    if has_across(report):
         _across(con, width, report)
     found = recurring(report, rank)
     if found:
@@ -163,8 +164,8 @@ def _verdict(con: Console, width: int, report: Report) -> None:
         def build(layout: Layout) -> Table:
             table = new_table(layout)
             for h in VERDICT_HEADERS:
-                table.add_column(header(h, layout), justify="right" if h in ("ms per step", "of step", "fixing saves")
-                                 else "left", no_wrap=h != "why")
+                table.add_column(header(h, layout), justify="left" if h in VERDICT_LEFT else "right",
+                                 no_wrap=h != "why")
             for c in v.causes:
                 table.add_row(*verdict_cells(report, c))
             return table
@@ -178,7 +179,7 @@ def _verdict(con: Console, width: int, report: Report) -> None:
 def _distribution_table(report: Report, layout: Layout) -> Table:
     table = new_table(layout)
     for h in DISTRIBUTION_HEADERS:
-        table.add_column(header(h, layout), justify="left" if h == "per step" else "right", no_wrap=True)
+        table.add_column(header(h, layout), justify="left" if h in DISTRIBUTION_LEFT else "right", no_wrap=True)
     for row in distribution_rows(report, layout.decimals):
         table.add_row(*row)
     return table
@@ -191,7 +192,7 @@ def _across(con: Console, width: int, report: Report) -> None:
     def ranks(layout: Layout) -> Table:
         table = new_table(layout)
         for h in ACROSS_HEADERS:
-            table.add_column(header(h, layout), justify="left" if h in ("rank", "host") else "right", no_wrap=True)
+            table.add_column(header(h, layout), justify="left" if h in ACROSS_LEFT else "right", no_wrap=True)
         for r in rows:
             table.add_row(*(["…"] + [""] * (len(ACROSS_HEADERS) - 1) if r is None else
                             across_cells(r, layout.decimals)))
@@ -208,7 +209,7 @@ def _across(con: Console, width: int, report: Report) -> None:
         def build(layout: Layout) -> Table:
             table = new_table(layout)
             for h in BANDWIDTH_HEADERS:
-                table.add_column(header(h, layout), justify="left" if h in ("op", "size") else "right",
+                table.add_column(header(h, layout), justify="left" if h in BANDWIDTH_LEFT else "right",
                                  no_wrap=True)
             for b in bw:
                 table.add_row(*bandwidth_cells(b))
@@ -243,7 +244,7 @@ def _step_table(r, layout: Layout, steps: list, summary: list | None) -> Table:
     table = new_table(layout)
     headers = STEP_HEADERS[:-1] if layout.tight else STEP_HEADERS
     for h in headers:
-        table.add_column(header(h, layout), justify="left" if h in ("step", "pattern") else "right", no_wrap=True)
+        table.add_column(header(h, layout), justify="left" if h in STEP_LEFT else "right", no_wrap=True)
     n = len(headers)
     for i, row in enumerate(step_distribution_rows(r.steps, layout.decimals) if summary else ()):
         table.add_row(*row[:n], style="italic", end_section=i == len(summary) - 1)
@@ -271,7 +272,7 @@ def _pattern_line(r, tight: bool) -> str:
 def _dimension_table(rows, layout: Layout) -> Table:
     table = new_table(layout)
     for h in DIMENSION_HEADERS:
-        table.add_column(header(h, layout), justify="left" if h in ("dimension", "rules") else "right",
+        table.add_column(header(h, layout), justify="left" if h in DIMENSION_LEFT else "right",
                          no_wrap=h != "rules")
     for d in rows:
         table.add_row(*dimension_cells(d, layout.decimals))
@@ -281,13 +282,14 @@ def _dimension_table(rows, layout: Layout) -> Table:
 def _exposed_table(con: Console, width: int, groups, layout: Layout) -> Table:
     def build(kernel_width: int | None) -> Table:
         table = new_table(layout)
-        for h in _EXPOSED_HEADERS:
-            table.add_column(header(h, layout), justify="left" if h in ("rank", "op", "kernel") else "right",
+        for h in EXPOSED_HEADERS:
+            table.add_column(header(h, layout), justify="left" if h in EXPOSED_LEFT else "right",
                              no_wrap=True)
         for g in groups:
             table.add_row(str(g.rank), g.op or "?", size(g.bytes), f"{g.count} of {g.calls}",
                           ms(g.exposed_ns, layout.decimals), ms(g.worst_ns, layout.decimals),
-                          step_label(g.worst_step), Text("" if kernel_width is None else short(g.name, kernel_width)))
+                          step_label(g.worst_step),
+                          Text("" if kernel_width is None else kernel_name(g.name, kernel_width)))
         return table
 
     # What the other columns leave of the width goes to the kernel names (at most 60 characters of them);

@@ -67,7 +67,8 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
         findings = verdict.point_at_culprit(findings, ranks, None if culprit is None else culprit.rank, th)
     answer = verdict.verdict(ranks, matched=matched, culprit=culprit, transport=net,
                              dimension=total.dimensions[0].dimension if total.dimensions else None, th=th,
-                             culprit_saving=None if across.culprit is None else across.culprit.saving_by_step)
+                             culprit_saving=None if across.culprit is None else across.culprit.saving_by_step,
+                             logs_alone=diagnosis(found).title if found is not None and not ordered else None)
     return Report(inputs=inputs, ranks=ranks, summary=total,
                   collectives=[c for a in ordered for c in a.collectives], warnings=warnings,
                   diagnoses=[diagnosis(f) for f in findings], transport=net, cross_rank=across.cross,

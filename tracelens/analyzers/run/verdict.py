@@ -32,14 +32,16 @@ _TCP = ("tcp_silent_fallback", "tcp_no_rdma")
 
 
 def verdict(ranks: list[RankResult], *, matched: bool, culprit: Culprit | None, transport: Transport | None,
-            dimension: str | None, th: Thresholds, culprit_saving: dict | None = None) -> Verdict:
+            dimension: str | None, th: Thresholds, culprit_saving: dict | None = None,
+            logs_alone: str | None = None) -> Verdict:
     """``matched``: collectives were matched across ranks (peer-wait is measured); ``dimension``: the
     parallelism dimension with the most exposed communication; ``culprit_saving``: per step of the culprit,
-    what its coming on time would save (crossrank/straggler.saving_by_step)."""
+    what its coming on time would save (crossrank/straggler.saving_by_step); ``logs_alone``: the network
+    transport finding's title when the run is NCCL logs without a trace (then that is its answer)."""
     rows = [_per_step(r) for r in ranks]
     rows = [x for x in rows if x is not None]
     if not rows or not any(x["comm"] for x in rows):
-        return Verdict(headline=headline(None, None, None), causes=[])
+        return Verdict(headline=headline(None, None, None, logs_alone=logs_alone), causes=[])
     step = statistics.median(x["step"] for x in rows)
     causes = []
     spans = {}

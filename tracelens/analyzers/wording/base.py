@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ...units import size  # noqa: F401 - sizes as every table prints them
+from ...units import kernel_name, size  # noqa: F401 - sizes and kernel names as every table prints them
 
 
 @dataclass
@@ -47,10 +47,3 @@ NOUNS = {"all_reduce": "all-reduce", "allreduce": "all-reduce", "all_gather": "a
 def noun(op: str | None, n: int, mode: str) -> str:
     name = NOUNS.get(op or "", "comm kernel" if mode == "gpu" else "collective")
     return f"{name}{'' if n == 1 else 's'}"
-
-
-def short(name: str) -> str:
-    """A kernel's name without ``void`` and its parameters, at most 60 characters."""
-    name = name.removeprefix("void ")
-    base = name.split("(")[0]
-    return base if len(base) <= 60 else base[:59] + "…"

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from .base import Finding, ms, short
+from .base import Finding, kernel_name, ms
 
 
 def no_gpu_activity(f: Finding) -> tuple[str, str, str]:
@@ -21,7 +21,7 @@ def no_gpu_activity(f: Finding) -> tuple[str, str, str]:
 
 def _runs(items: list[dict]) -> str:
     """``flux::gemm_rs_kernel (compute, 8×, 3.20 ms)``: device work by name."""
-    return ", ".join(f"{k['name'] if k['kind'] in ('memcpy', 'memset') else short(k['name'])} ({k['kind']}, "
+    return ", ".join(f"{k['name'] if k['kind'] in ('memcpy', 'memset') else kernel_name(k['name'])} ({k['kind']}, "
                      f"{k['count']}×, {ms(k['time_ns'])})" for k in items)
 
 

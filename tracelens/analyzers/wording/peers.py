@@ -49,9 +49,10 @@ def reason_advice(reason: str, cpu: bool) -> str:
     """What to try on the rank the others wait for, by why it is late (``cpu``: a CPU-backend run)."""
     if reason == "compute":
         return ("compare its CPU load and threads (OMP_NUM_THREADS, other processes on its cores) and its data "
-                "shapes with the other ranks'; rebalance the work if it gets more") if cpu else \
+                "shapes with the other ranks'; if it gets more work than they do, share the work out evenly") \
+            if cpu else \
             ("compare its kernels, GPU clocks (power or thermal throttling) and data shapes with the other ranks'; "
-             "rebalance the work if it gets more")
+             "if it gets more work than they do, share the work out evenly")
     if reason == "host-gap":
         return ("look at that rank's host before its late collectives: data loading (more DataLoader workers, "
                 "pinned memory, prefetching), Python work between steps, CPU contention or a slower node")
@@ -154,11 +155,15 @@ def saving_words(c, step_ns: float | None) -> str:
 
 
 def headline(biggest, top, waiting: list[int] | None, tcp: bool = False, step_ns: float | None = None,
-             also=None, cpu: bool = False) -> str:
+             also=None, cpu: bool = False, logs_alone: str | None = None) -> str:
     """The run's answer in one sentence: the biggest material cause, what fixing it saves per step (its cost
     where the trace cannot tell what it saves), and the culprit; ``also``, a second cause as likely the
-    bigger one (their intervals meet), named after it."""
+    bigger one (their intervals meet), named after it. ``logs_alone``: the network transport finding's title
+    of a run given as NCCL logs and no trace, whose only answer that is."""
     if top is None:
+        if logs_alone:
+            return (f"{logs_alone[0].upper()}{logs_alone[1:]} (NCCL logs alone: without a trace there is no "
+                    "overlap to judge).")
         return "No communication in this run: nothing to overlap."
     if biggest is None:
         return (f"Communication is not what holds the steps up: the largest cause, {_CAUSE_WORDS[top.cause]}, "

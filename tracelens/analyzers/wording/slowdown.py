@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import NOUNS, Finding, ms, pct, short
+from .base import NOUNS, Finding, kernel_name, ms, pct
 
 
 _TAX_LEVERS = ("give the collectives fewer SMs (NCCL_MAX_CTAS, NCCL_NCHANNELS_PER_NET_PEER) or move them to the "
@@ -12,17 +12,18 @@ _TAX_LEVERS = ("give the collectives fewer SMs (NCCL_MAX_CTAS, NCCL_NCHANNELS_PE
 
 
 def _taxed(k: dict) -> str:
-    under = f" under {NOUNS.get(k['collective']) or short(k['collective'])}" if k["collective"] else ""
-    return (f"{short(k['name'])} ran {ms(k['mean_ns'])} instead of {ms(k['baseline_ns'])} alone{under} "
+    under = f" under {NOUNS.get(k['collective']) or kernel_name(k['collective'])}" if k["collective"] else ""
+    return (f"{kernel_name(k['name'])} ran {ms(k['mean_ns'])} instead of {ms(k['baseline_ns'])} alone{under} "
             f"({k['runs']}× against {k['alone']} runs alone: {ms(k['shift_ns'])} slower, "
             f"{ms(k['shift_low_ns'])}-{ms(k['shift_high_ns'])}; {ms(k['tax_ns'])})")
 
 
 def _left(k: dict) -> str:
     if k["reason"] == "varies":
-        return (f"{short(k['name'])} ran {ms(k['alone_min_ns'])}-{ms(k['alone_max_ns'])} over its "
+        return (f"{kernel_name(k['name'])} ran {ms(k['alone_min_ns'])}-{ms(k['alone_max_ns'])} over its "
                 f"{k['alone']} runs alone ({k['runs']}× under communication)")
-    return f"{short(k['name'])} ({k['alone']} run{'s' if k['alone'] != 1 else ''} alone, {k['runs']}× under communication)"
+    return (f"{kernel_name(k['name'])} ({k['alone']} run{'s' if k['alone'] != 1 else ''} alone, {k['runs']}× under "
+            "communication)")
 
 
 def overlap_tax(f: Finding) -> tuple[str, str, str]:

@@ -53,7 +53,8 @@ def summary(ops: list, size: np.ndarray, group: np.ndarray, algbw: list, busbw: 
     """One row per (op, size bucket, group size) of the instances with a known size."""
     edges = sorted(set(_EDGES[:1] + (min_bytes,) + tuple(e for e in _EDGES[1:] if e > min_bytes)))
     rows: dict[tuple, list[int]] = {}
-    for i, (op, b, n) in enumerate(zip(ops, size.tolist(), group.tolist())):
+    sizes = size.tolist()
+    for i, (op, b, n) in enumerate(zip(ops, sizes, group.tolist())):
         if b < 0:
             continue
         k = int(np.searchsorted(edges, b, side="right")) - 1
@@ -65,6 +66,7 @@ def summary(ops: list, size: np.ndarray, group: np.ndarray, algbw: list, busbw: 
         pct = (lambda q: float(percentile(bus, q)) if len(bus) else None)
         out.append(BandwidthRow(
             op=op or None, group_size=n, min_bytes=edges[k], max_bytes=edges[k + 1] if k + 1 < len(edges) else None,
+            smallest_bytes=min(sizes[i] for i in idx), largest_bytes=max(sizes[i] for i in idx),
             count=len(idx), latency_bound=edges[k] < min_bytes,
             algbw_p50_gbps=float(median(alg)) if len(alg) else None,
             busbw_p10_gbps=pct(10), busbw_p50_gbps=pct(50), busbw_p90_gbps=pct(90)))
