@@ -17,8 +17,6 @@ import zlib
 from array import array
 from pathlib import Path
 
-import msgspec
-
 from ...model.nccl_records import INSPECTOR_COLUMNS, InspectorLog
 
 VERSIONS = ("v4.0", "v4.1", "v4.2")
@@ -60,6 +58,8 @@ def sniff_inspector(path: Path) -> bool:
     line = head.lstrip().split(b"\n", 1)[0]
     if _HEAD_KEY not in line:
         return False
+    import msgspec      # lazy: finding the inputs sniffs every log, and a report forks before msgspec loads
+
     try:
         obj = msgspec.json.decode(line)
     except msgspec.DecodeError:
@@ -103,6 +103,8 @@ class _Growing:
 
 
 def _read(fh, name: str, chunk: int) -> InspectorLog:
+    import msgspec      # lazy: as in sniff_inspector
+
     log = InspectorLog(path=name, bytes=0)
     first = fh.read(2)
     raw_read = fh.read
@@ -152,9 +154,10 @@ def _read(fh, name: str, chunk: int) -> InspectorLog:
         # A last line without its end: whole if it decodes, else cut short while written.
         try:
             msgspec.json.decode(rest)
-            _record(rest, rows, log, unknown)
         except msgspec.DecodeError:
             log.truncated = True
+        else:
+            _record(rest, rows, log, unknown)
     log.bytes = sizes[0]
     import numpy as np      # lazy: finding the inputs sniffs with this module and needs no numpy
 
@@ -188,6 +191,8 @@ def _str(v) -> str:
 
 
 def _record(line: bytes, rows: _Growing, log: InspectorLog, unknown: set) -> None:
+    import msgspec      # imported by _read already: a lookup
+
     try:
         obj = msgspec.json.decode(line)
     except msgspec.DecodeError:
