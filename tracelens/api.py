@@ -137,7 +137,7 @@ def nccl_inputs(paths, traces: list[RankTrace] = ()) -> NcclInputs:
     from .parsers import discover, nccl
 
     files = discover(_paths(paths))
-    return nccl.inputs(files.nccl_logs, files.logs_skipped, traces, files.outside)
+    return nccl.inputs(files.nccl_logs, files.logs_skipped, traces, files.outside, files.inspector_logs)
 
 
 @_takes(thresholds=optional(_THRESHOLDS_TYPE))
@@ -262,7 +262,8 @@ def _report(paths, options: ReportOptions, view, on_file, on_done, env):
     if not files:           # NCCL logs alone: nothing to analyse rank by rank
         from .parsers import nccl  # lazy: the NCCL log parser, for logs alone
 
-        return analyze([], limits(), nccl=nccl.inputs(files.nccl_logs, files.logs_skipped, [], files.outside))
+        return analyze([], limits(), nccl=nccl.inputs(files.nccl_logs, files.logs_skipped, [], files.outside,
+                                                      files.inspector_logs))
     # lazy: the pipeline (parsers, cache, pool), which a saved report and the other commands do not need
     from . import pipeline
 

@@ -172,7 +172,8 @@ def _report(files: Inputs, options: ReportOptions, ctx_of, on_file, on_done, vie
     from .analyzers import combine
     from .parsers.nccl import inputs as nccl_inputs  # lazy: the NCCL log patterns, after the files
 
-    nccl = nccl_inputs(files.nccl_logs, files.logs_skipped, parts, getattr(files, "outside", ()))
+    nccl = nccl_inputs(files.nccl_logs, files.logs_skipped, parts, getattr(files, "outside", ()),
+                       getattr(files, "inspector_logs", ()))
     out = combine([p.analysis for p in parts], ctx, nccl=nccl)
     if key is not None:
         cache.REPORTS.put(key, out)
@@ -219,7 +220,7 @@ def report_key(files: Inputs, options: ReportOptions, ctx: Context) -> tuple | N
     named = [folder / log for folder in dict.fromkeys(Path(f).parent for f in files)
              for log in rundir.named_logs(folder)]
     logs = tuple(cache.file_stamp(Path(p)) if Path(p).exists() else (str(p), None)
-                 for p in (*getattr(files, "nccl_logs", ()), *named))
+                 for p in (*getattr(files, "nccl_logs", ()), *getattr(files, "inspector_logs", ()), *named))
     if any(s is None for s in logs):
         return None
     skipped = tuple((str(p), why) for p, why in (*getattr(files, "skipped", ()), *getattr(files, "logs_skipped", ()),

@@ -41,8 +41,13 @@ DIFFS = {"diff_gloo_slow40": (f"{RECORDINGS}/gloo_slow40", f"{RECORDINGS}/gloo_b
          "diff_synth_late_rank": ("synth_culprit_host_gap", "synth_culprit_host_gap_on_time")}
 
 
+# A run known from NCCL Inspector logs alone: the generated logs of a scenario (eight ranks, rank 5 late by
+# 3 ms at every step), reported without its traces: what the logs say across ranks, and overlap unknown.
+INSPECTOR = {"inspector_culprit_host_gap": "culprit_host_gap"}
+
+
 def all_cases() -> list[str]:
-    return sample_cases() + synthetic_cases() + sorted(DIFFS)
+    return sample_cases() + synthetic_cases() + sorted(DIFFS) + sorted(INSPECTOR)
 
 
 @contextmanager
@@ -83,11 +88,24 @@ def render_case(case: str) -> dict[str, str]:
     if case in DIFFS:
         return _render_diff(*DIFFS[case])
     with _at_root():
-        rep = tracelens.analyze(tracelens.load(_input(case)))
+        rep = _logs_report(case) if case in INSPECTOR else tracelens.analyze(tracelens.load(_input(case)))
     out = {"report.json": render(rep, "json"), "report.md": render(rep, "markdown")}
     for width in WIDTHS:
         out[f"text-{width}.txt"] = render(rep, "text", color=False, width=width)
     return out
+
+
+def _logs_report(case: str):
+    import tracelens
+    from fixtures import synth
+    from fixtures.synth.inspector import write_inspector
+
+    out = BUILD / case
+    if case not in _written:
+        shutil.rmtree(out, ignore_errors=True)
+        write_inspector(synth.SCENARIOS[INSPECTOR[case]], out)
+        _written.add(case)
+    return tracelens.api.report([str(out.relative_to(ROOT))], cache=False)
 
 
 def _render_diff(before: str, after: str) -> dict[str, str]:

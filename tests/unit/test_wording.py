@@ -896,3 +896,27 @@ def test_drift_names_the_culprit_and_leaves_compute_alone():
     assert d.advice.startswith("rank 5 (the rank the others wait for) slowed")
     d = word("drift", "step-time", _drift_ev(quantity="duration_ns", driver="compute"), step=None)
     assert d.title.startswith("step time grew") and "it is not communication's" in d.detail and d.advice == ""
+
+
+def test_logs_only_headline():
+    # Hand-made values, distinct: the culprit's caused wait and the slowest bucket (op, the sizes seen in it,
+    # busbw): one size is said as itself, two as a range.
+    line = wording.logs_headline(5, 157_500_000, ("all_reduce", 25 * 2**20, 25 * 2**20, 91.83))
+    m = re.fullmatch(rf"Rank (\d+) is the one the others wait for \(({NUM}) ms of waiting caused\); the slowest "
+                     rf"transfers: (\w+) of ({NUM}) MiB at ({NUM}) GB/s busbw\. From NCCL Inspector logs "
+                     r"alone: whether communication is hidden behind compute is unknown without traces\.", line)
+    assert m.groups() == ("5", ms(157_500_000), "all_reduce", "25.0", "91.8"), line
+    assert "of 20.0 MiB–30.0 MiB at" in wording.logs_headline(5, 1, ("all_reduce", 20 * 2**20, 30 * 2**20, 91.83))
+    assert wording.logs_headline(None, 0, None).startswith("No single rank is the one the others wait for. ")
+
+
+def test_straggler_from_logs_wording():
+    # Hand-made evidence of a late rank known from Inspector logs: no lead, so no reason is claimed.
+    ev = {"late_count": 11, "instances": 12, "caused_wait_ns": 157_500_000, "mean_skew_ns": 1_875_000,
+          "wait_share": 0.973, "ranks": 8, "reason": "unknown", "cpu": False, "from_logs": True}
+    d = wording.diagnosis(Finding(id="straggler", severity="info", rank=5, step=None, verdict="unknown", evidence=ev))
+    assert d.title == f"straggler: the other ranks wait for it at 11 collectives, {ms(157_500_000)} ms of waiting in all"
+    assert d.detail == (f"it arrives last at 11 of 12 matched collectives, a mean {ms(1_875_000)} ms after the first "
+                        f"rank, causing {pct(97.3)} % of the waiting over 8 ranks; what it does before arriving is not "
+                        "in NCCL Inspector logs (no compute, no launches)")
+    assert d.advice.startswith("profile rank 5 ")

@@ -88,7 +88,8 @@ class RankAcross(msgspec.Struct, kw_only=True):
     matched: int                           # its collectives matched on other ranks
     wait_ns: int                           # wall-clock time, as StepMetrics.wait_ns, over the whole capture
     transfer_ns: int
-    exposed_wait_ns: int
+    exposed_wait_ns: Optional[int]         # null: not measurable (a rank known from NCCL Inspector logs alone:
+                                           # the logs hold no compute, so what of the wait was exposed is unknown)
     late_count: int                        # matched collectives it arrived at last
 
 
@@ -129,6 +130,20 @@ class BandwidthRow(msgspec.Struct, kw_only=True):
     busbw_p10_gbps: Optional[float]
     busbw_p50_gbps: Optional[float]
     busbw_p90_gbps: Optional[float]
+
+
+class InspectorRanks(msgspec.Struct, kw_only=True):
+    """The ranks known from NCCL Inspector logs alone (docs/metrics.md, "From NCCL Inspector logs"): their
+    collectives are in ``cross_rank`` (matched by communicator and ``coll_sn``, with waits, the late rank and
+    bandwidth), but they are not in ``ranks``, since the logs hold no compute and no steps. What needs compute
+    is unknown, never 0: ``overlap_pct`` and ``exposed_comm_ns`` are always null here."""
+
+    ranks: list[int]
+    files: int                             # Inspector files read
+    records: int                           # collective records read
+    timed: int                             # ... with kernel timestamps (verbose output): the matched rows
+    overlap_pct: Optional[float] = None    # unknown from the logs
+    exposed_comm_ns: Optional[int] = None  # unknown from the logs
 
 
 class Matching(msgspec.Struct, kw_only=True):

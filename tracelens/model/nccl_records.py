@@ -75,11 +75,54 @@ class EnvSetting:
     value: str
 
 
+# The columns of an Inspector log, one row per record (parsers/nccl/inspector.py fills them as int64, float64
+# for the bandwidths; -1 where a record does not say): the process (code into ``processes``), the
+# communicator (code into ``comms``), the process's rank in it and its size and node count, the record's kind
+# (0 collective, 1 point-to-point), its op (code into ``ops``, named as the collective tables name them), its
+# sequence number in the communicator, message size as written, exec time, the kernel start and end (the
+# earliest channel start and latest channel stop of a verbose event trace, on the host's clock), the
+# timing source (code into ``timing``), the peer of a point-to-point record, and the bandwidths it states.
+INSPECTOR_COLUMNS = ("process", "comm", "comm_rank", "n_ranks", "nnodes", "kind", "op", "sn", "msg_bytes",
+                     "exec_ns", "start_ns", "end_ns", "timing", "peer", "algbw_gbps", "busbw_gbps")
+
+
+@dataclass
+class InspectorLog:
+    """One NCCL Inspector output file (``NCCL_INSPECTOR_ENABLE=1``, JSON lines) decoded into columns
+    (INSPECTOR_COLUMNS -> numpy arrays), and what reading it met, as counts: lines that are not JSON, records
+    of the wrong shape, records of a format version it does not know, records with fields it does not know
+    (their names, a few), records without kernel timestamps (not verbose: nothing to match arrivals on), and
+    whether its last line was cut short."""
+
+    path: str
+    bytes: int
+    columns: dict = field(default_factory=dict)
+    processes: list[tuple[str, int]] = field(default_factory=list)    # (hostname, pid)
+    comms: list[str] = field(default_factory=list)                    # header.id (the communicator's hash)
+    comm_names: list[str | None] = field(default_factory=list)        # header.comm_name per comm (v4.2)
+    ops: list[str] = field(default_factory=list)
+    timing: list[str] = field(default_factory=list)
+    versions: dict[str, int] = field(default_factory=dict)            # format version -> records
+    not_json: int = 0
+    bad_shape: int = 0
+    unknown_version: int = 0
+    unknown_fields: int = 0
+    unknown_names: list[str] = field(default_factory=list)
+    no_timestamps: int = 0
+    truncated: bool = False
+
+    @property
+    def records(self) -> int:
+        return len(self.columns.get("sn", ()))
+
+
 @dataclass
 class NcclInputs:
     """Everything the transport verdict reads besides bandwidth: the parsed logs, the NCCL settings recorded
-    elsewhere, and notes about the inputs (code, count, message) for the report's warnings."""
+    elsewhere, and notes about the inputs (code, count, message) for the report's warnings; ``inspector``: the
+    run's NCCL Inspector logs, whose collectives the cross-rank analysis matches where no trace is given."""
 
     logs: list[NcclLog] = field(default_factory=list)
     env: list[EnvSetting] = field(default_factory=list)
     notes: list[tuple[str, int, str]] = field(default_factory=list)
+    inspector: list[InspectorLog] = field(default_factory=list)

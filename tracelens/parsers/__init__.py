@@ -17,7 +17,7 @@ from ..errors import InputError, UsageError
 from ..model.annotation import OVERLAY_HEAD
 from ..model.rundir_layout import BOOTSTRAP, NCCL_LOGS
 from . import rundir, runs, walk, workers
-from .nccl import LOG_SUFFIXES, maybe_log, sniff
+from .nccl import INSPECTOR_FOLDER, LOG_SUFFIXES, maybe_log, sniff, sniff_inspector
 from .notes import describe_outside, describe_skipped
 
 if TYPE_CHECKING:
@@ -43,13 +43,14 @@ class Inputs(list):
     """The trace files to read (a list of paths), and ``skipped``: (path, why) for the files a directory or
     glob held that are not traces; ``nccl_logs``: the NCCL debug logs among the inputs, and ``logs_skipped``:
     (path, why) for files meant as logs that hold no NCCL line; ``outside``: (path, link text) for the links
-    in a folder that lead outside it, not read. It passes through callers that only need the paths
-    unchanged."""
+    in a folder that lead outside it, not read; ``inspector_logs``: the NCCL Inspector output among the
+    inputs. It passes through callers that only need the paths unchanged."""
 
-    def __init__(self, files=(), skipped=(), nccl_logs=(), logs_skipped=(), outside=()):
+    def __init__(self, files=(), skipped=(), nccl_logs=(), logs_skipped=(), outside=(), inspector_logs=()):
         super().__init__(files)
         self.skipped: list[tuple[Path, str]] = list(skipped)
         self.nccl_logs: list[Path] = list(nccl_logs)
+        self.inspector_logs: list[Path] = list(inspector_logs)
         self.logs_skipped: list[tuple[Path, str]] = list(logs_skipped)
         self.outside: list[tuple[Path, str]] = list(outside)
 
@@ -65,7 +66,9 @@ def discover(paths: Iterable[str]) -> Inputs:
     it is a trace (:func:`sniff_json`): the others (``config.json``, ``tokenizer.json``, a saved report) are
     listed in ``skipped``. Any other file whose head has NCCL log lines is an NCCL log (:mod:`.nccl`);
     a file named as a log (``*.log``, ``*.txt``, ...) or kept in a run directory's ``nccl/`` folder that has
-    none is listed in ``logs_skipped``. A link found in a directory that leads outside it (a file or a
+    none is listed in ``logs_skipped``. NCCL Inspector output (its first line says so, gzipped or not) is an
+    Inspector log wherever it is; a file in an Inspector dump folder (``nccl-inspector-*``) that is not is
+    listed in ``logs_skipped``. A link found in a directory that leads outside it (a file or a
     folder) is not followed: listed in ``outside``. No traces and no logs is a usage error.
     """
     found: list[Path] = []
@@ -73,9 +76,25 @@ def discover(paths: Iterable[str]) -> Inputs:
     logs: list[Path] = []
     logs_skipped: list[tuple[Path, str]] = []
     outside: list[tuple[Path, str]] = []
+    inspector: list[Path] = []
+
+    def in_dump(f: Path) -> bool:
+        return f.parent.name.startswith(INSPECTOR_FOLDER)
+
+    def inspected(f: Path) -> bool:
+        """An Inspector log (kept), or a file of an Inspector folder that is not one (skipped); else False."""
+        if (in_dump(f) or maybe_log(f) or f.name.lower().endswith(".gz")) and sniff_inspector(f):
+            inspector.append(f)
+            return True
+        if in_dump(f):
+            logs_skipped.append((f, "not NCCL Inspector output"))
+            return True
+        return False
 
     def other(f: Path) -> bool:
         """Sort a file that is not a trace by name: an NCCL log, a skipped log, or (False) neither."""
+        if inspected(f):
+            return True
         kind = sniff(f)
         if kind == "nccl":
             logs.append(f)
@@ -91,7 +110,7 @@ def discover(paths: Iterable[str]) -> Inputs:
             files = [f for f in walk.files_under(p, outside) if not rundir.is_side_file(f)]
             hits = [f for f in files if detect_format(f)]
             for f in files:
-                if detect_format(f) or f.parent.name == BOOTSTRAP or not maybe_log(f):
+                if detect_format(f) or f.parent.name == BOOTSTRAP or inspected(f) or not maybe_log(f):
                     continue
                 kind = sniff(f)
                 if kind == "nccl":
@@ -117,7 +136,8 @@ def discover(paths: Iterable[str]) -> Inputs:
         else:
             skipped.append((f, why))
     logs = list(dict.fromkeys(logs))
-    if not unique and not logs:
+    inspector = list(dict.fromkeys(inspector))
+    if not unique and not logs and not inspector:
         extra = "; ".join([describe_skipped(s, what=w) for s, w in ((skipped, "traces"), (logs_skipped, "NCCL logs"))
                            if s] + [describe_outside(outside)] * bool(outside))
         raise UsageError("no trace files found (expected *.json, *.json.gz, *.sqlite, *.nsys-rep) and no NCCL "
@@ -126,7 +146,7 @@ def discover(paths: Iterable[str]) -> Inputs:
     # reuses the export while it is current).
     reports = {f.with_suffix("") for f in unique if f.suffix.lower() in (".nsys-rep", ".qdrep")}
     return Inputs([f for f in unique if not (f.suffix.lower() == ".sqlite" and f.with_suffix("") in reports)],
-                  skipped, logs, logs_skipped, outside)
+                  skipped, logs, logs_skipped, outside, inspector)
 
 
 _TRACE_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')

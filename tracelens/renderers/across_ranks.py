@@ -33,7 +33,7 @@ def straggler_rows(report) -> list[dict] | None:
         return None
     ordered = sorted(rows, key=lambda r: (-r["late_count"], r["wait"], r["rank"]))
     return [{**r, "wait_ms": r["wait"] * MS, "transfer_ms": r["transfer"] * MS,
-             "exposed_wait_ms": r["exposed_wait"] * MS} for r in ordered]
+             "exposed_wait_ms": None if r["exposed_wait"] is None else r["exposed_wait"] * MS} for r in ordered]
 
 
 def wait_transfer(report, max_bars: int = MAX_BARS):
@@ -46,13 +46,16 @@ def wait_transfer(report, max_bars: int = MAX_BARS):
     shown = rows if len(rows) <= max_bars else sorted(rows, key=lambda r: (-r["wait"], r["rank"]))[:WORST]
     labels = [str(r["rank"]) for r in shown]
     text = [f"rank {r['rank']} ({r['host'] or 'host unknown'})<br>wait {r['wait'] * MS:.6f} ms<br>transfer "
-            f"{r['transfer'] * MS:.6f} ms<br>exposed wait {r['exposed_wait'] * MS:.6f} ms<br>arrived last "
+            f"{r['transfer'] * MS:.6f} ms<br>exposed wait "
+            + ("unknown" if r["exposed_wait"] is None else f"{r['exposed_wait'] * MS:.6f} ms") + "<br>arrived last "
             f"{r['late_count']} of {r['matched']}" for r in shown]
     fig = go.Figure()
     for key, name, color in (("transfer", "transfer", PALETTE["comm"]), ("wait", "wait for peers", PALETTE["wait"])):
         fig.add_trace(go.Bar(x=labels, y=[r[key] * MS for r in shown], name=name, marker_color=color,
                              hovertext=text, hovertemplate="%{hovertext}<extra>" + name + "</extra>"))
-    fig.add_trace(go.Scatter(x=labels, y=[r["exposed_wait"] * MS for r in shown], mode="markers",
+    # A rank known from NCCL Inspector logs alone has no exposed wait (unknown): no marker, never one at 0.
+    fig.add_trace(go.Scatter(x=labels, y=[None if r["exposed_wait"] is None else r["exposed_wait"] * MS
+                                          for r in shown], mode="markers",
                              name="exposed wait", marker={"color": PALETTE["exposed"], "symbol": "diamond", "size": 9},
                              hovertemplate="rank %{x}: exposed wait %{y:.6f} ms<extra></extra>"))
     title = "Wait for peers vs data transfer per rank" + ("" if len(shown) == len(rows) else

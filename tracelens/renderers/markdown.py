@@ -44,7 +44,9 @@ def render(report: Report, top: int = 10, rank: int | None = None, every: bool =
                 + (f"; most exposed rank {s.worst_rank}" if s.worst_rank is not None else "")
                 + (f"; pattern {_pattern(s.pattern, s.pattern_counts, 'ranks')}" if s.pattern else "") + ".", ""]
     else:
-        out += ["**No traces**: the network transport from NCCL logs alone.", ""]
+        out += [f"**No traces**: {len(report.inspector.ranks)} rank(s) across ranks from NCCL Inspector logs alone; "
+                "overlap with compute unknown." if report.inspector is not None else
+                "**No traces**: the network transport from NCCL logs alone.", ""]
     found = recurring(report, rank)
     transport_shown = False
     if found:

@@ -138,7 +138,11 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10,
     if report.transport is not None and not transport_shown:
         _transport(con, report.transport)
     s = report.summary
-    if not report.ranks:
+    if not report.ranks and report.inspector is not None:
+        con.print(Text.assemble(("summary", "bold"), f": no traces; {len(report.inspector.ranks)} rank(s) across "
+                                                     "ranks from NCCL Inspector logs alone; overlap with compute "
+                                                     "unknown"))
+    elif not report.ranks:
         con.print(Text.assemble(("summary", "bold"), ": no traces; the network transport from NCCL logs alone"))
     else:
         con.print(Text.assemble(("summary", "bold"),

@@ -13,13 +13,13 @@ from typing import Iterable
 
 import msgspec
 
-from ...contract import Culprit, InputFile, Report, WarningEntry
+from ...contract import Culprit, InputFile, InspectorRanks, Report, Verdict, WarningEntry
 from ...errors import printable
 from ...model.nccl_records import NcclInputs
 from .. import whatif
 from ..seam import Context, RankAnalysis
-from ..wording import diagnosis
-from . import crossrank, slow_ranks, summary, transport, transport_bw, trends, verdict
+from ..wording import diagnosis, logs_headline
+from . import crossrank, log_ranks, slow_ranks, summary, transport, transport_bw, trends, verdict
 
 # Findings of one rank and step are listed in this order.
 _ORDER = {"nccl-transport": -1, "no-gpu-activity": 0, "clock-offset": 1, "straggler": 1, "overlap-pattern": 2,
@@ -30,11 +30,30 @@ _ORDER = {"nccl-transport": -1, "no-gpu-activity": 0, "clock-offset": 1, "stragg
 def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
             nccl: NcclInputs | None = None) -> Report:
     """The Report of a run from its ranks' analyses (any order; each rank's analysis once); ``nccl``: the
-    run's NCCL logs and recorded NCCL settings, for the network transport verdict."""
+    run's NCCL logs and recorded NCCL settings, for the network transport verdict, and its NCCL Inspector
+    logs, whose ranks are the run's when no trace is given (analyzers/run/log_ranks.py)."""
     th = (context or Context()).thresholds
-    ordered = sorted(analyses, key=RankAnalysis.sort_key)
+    nccl = nccl or NcclInputs()
+    given = list(analyses)
+    logs, beside = None, []
+    if nccl.inspector and given:
+        # A trace's collectives are keyed by torch's process group and Seq, Inspector's by NCCL's communicator
+        # hash and its own count: nothing yet pairs the two, so the traces speak alone.
+        beside.append(WarningEntry(code="inspector-beside-traces", rank=None, count=len(nccl.inspector), message=(
+            "NCCL Inspector logs given beside traces are not used: their collectives cannot be paired with the "
+            "traces' yet (report on the logs alone for what they say across ranks)")))
+    elif nccl.inspector:
+        logs = log_ranks.analyses(nccl.inspector)
+        given = logs.analyses
+    ordered = sorted(given, key=RankAnalysis.sort_key)
     across = crossrank.analyze(ordered, th)
-    ranks = [_with_waits(p, a.result, across.steps) for p, a in enumerate(ordered)]
+    # Ranks from logs alone have no steps to put in ``ranks``: what needs compute stays unknown.
+    ranks = [_with_waits(p, a.result, across.steps) for p, a in enumerate(ordered)] if logs is None else []
+    if logs is not None and across.cross is not None:
+        for r in across.cross.ranks:
+            r.exposed_wait_ns = None
+    if logs is not None and across.culprit is not None:
+        across.culprit.finding.evidence["from_logs"] = True     # its reason's evidence is not in the logs
     findings = [f for a in ordered for f in a.findings]
     # Step times name a straggler only where no collective was matched: with matched collectives the rank the
     # others wait for is found from its arrivals, and the waiting ranks are the ones with the longest steps.
@@ -42,7 +61,6 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
         findings += slow_ranks.find(ranks, th)
     findings += across.findings
     findings += trends.find(ranks, th, None if across.culprit is None else ordered[across.culprit.pos].rank)
-    nccl = nccl or NcclInputs()
     # Bandwidth over transfer times of collectives matched across ranks when there are some, else from each
     # rank's own durations.
     rows, source = _cross_rank_rows(across.cross, th.transport_min_bytes), "cross-rank"
@@ -52,11 +70,11 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
     if found is not None:
         findings.append(found)
     findings.sort(key=lambda f: (f.rank, -1 if f.step is None else f.step, _ORDER.get(f.id, 9)))
-    inputs = [i for a in ordered for i in a.inputs]
+    inputs = [i for a in ordered for i in a.inputs] if logs is None else logs.inputs
     listed = {i.path for i in inputs}
     inputs += [InputFile(path=printable(log.path, one_line=True), format="nccl-log", rank=-1, bytes=log.bytes,
                          rank_rule="none") for log in nccl.logs if printable(log.path, one_line=True) not in listed]
-    warnings = [w for a in ordered for w in a.warnings] + across.warnings
+    warnings = [w for a in ordered for w in a.warnings] + across.warnings + beside + (logs.warnings if logs else [])
     warnings += [WarningEntry(code=code, rank=None, count=n, message=printable(message, one_line=True))
                  for code, n, message in nccl.notes]
     total = summary.summarize(ranks, [a.work for a in ordered])
@@ -65,14 +83,33 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
         Culprit(rank=ordered[across.culprit.pos].rank, reason=across.culprit.reason)
     if matched:
         findings = verdict.point_at_culprit(findings, ranks, None if culprit is None else culprit.rank, th)
-    answer = verdict.verdict(ranks, matched=matched, culprit=culprit, transport=net,
-                             dimension=total.dimensions[0].dimension if total.dimensions else None, th=th,
-                             culprit_saving=None if across.culprit is None else across.culprit.saving_by_step,
-                             logs_alone=diagnosis(found).title if found is not None and not ordered else None)
+    if logs is None:
+        answer = verdict.verdict(ranks, matched=matched, culprit=culprit, transport=net,
+                                 dimension=total.dimensions[0].dimension if total.dimensions else None, th=th,
+                                 culprit_saving=None if across.culprit is None else across.culprit.saving_by_step,
+                                 logs_alone=diagnosis(found).title if found is not None and not ordered else None)
+    else:
+        answer = Verdict(headline=logs_headline(*_from_logs(across, th)), causes=[])
     return Report(inputs=inputs, ranks=ranks, summary=total,
                   collectives=[c for a in ordered for c in a.collectives], warnings=warnings,
                   diagnoses=[diagnosis(f) for f in findings], transport=net, cross_rank=across.cross,
-                  verdict=answer, outliers=across.outliers)
+                  verdict=answer, outliers=across.outliers,
+                  inspector=None if logs is None else InspectorRanks(
+                      ranks=sorted(a.rank for a in ordered), files=len(nccl.inspector), records=logs.records,
+                      timed=logs.rows))
+
+
+def _from_logs(across, th) -> tuple:
+    """What a logs-only verdict states: the culprit's rank and the waiting it caused (its finding's evidence),
+    and the slowest transfers: the bandwidth-bound bucket with the lowest median busbw, by the sizes seen in it."""
+    found = across.culprit
+    rank = None if found is None else found.finding.rank
+    caused = 0 if found is None else found.finding.evidence["caused_wait_ns"]
+    rows = [b for b in (across.cross.bandwidth if across.cross else []) if not b.latency_bound and
+            b.busbw_p50_gbps is not None]
+    slow = min(rows, key=lambda b: (b.busbw_p50_gbps, b.min_bytes), default=None)
+    return rank, caused, None if slow is None else (slow.op, slow.smallest_bytes, slow.largest_bytes,
+                                                    slow.busbw_p50_gbps)
 
 
 def _cross_rank_rows(cross, min_bytes: int) -> list:

@@ -18,9 +18,9 @@ from typing import Callable, Optional
 from ...contract import Diagnosis
 from . import anomalies, configuration, coverage, exposure, launching, memcopies, network, peers, slowdown, stalls
 from .base import Finding
-from .peers import headline, lever, ranks_label, reason_advice
+from .peers import headline, lever, logs_headline, ranks_label, reason_advice
 
-__all__ = ["Finding", "WORDING", "diagnosis", "headline", "lever", "ranks_label", "reason_advice"]
+__all__ = ["Finding", "WORDING", "diagnosis", "headline", "lever", "logs_headline", "ranks_label", "reason_advice"]
 
 WORDING: dict[tuple[str, Optional[str]], Callable[[Finding], tuple[str, str, str]]] = {
     **exposure.SENTENCES, **stalls.SENTENCES, **launching.SENTENCES, **peers.SENTENCES, **coverage.SENTENCES,

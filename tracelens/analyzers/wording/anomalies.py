@@ -41,11 +41,12 @@ def outlier(f: Finding) -> tuple[str, str, str]:
     more = f"; and {ev['outliers'] - len(ev['listed'])} more" if ev["outliers"] > len(ev["listed"]) else ""
     title = (f"{ev['outliers']} of {ev['instances']} {_kind(ev)} took far longer than their median "
              f"{ms(ev['median_ns'])}: worst {ms(w['duration_ns'])} at {_where(w)}")
+    exposed = (f"{ms(ev['exposed_excess_ns'])} of it exposed, {ms(ev['cost_per_step_ns'])} per step over "
+               f"{ev['steps']} step{'s' if ev['steps'] != 1 else ''}" if ev.get("exposed_excess_ns") is not None
+               else "how much of it was exposed is unknown (no trace of compute)")
     detail = (f"an instance is an outlier above {ms(ev['limit_ns'])} (its kind's median plus {ev['k']:g} robust "
               f"deviations, and at least {ms(ev['min_excess_ns'])} more); {causes}{late}. Their time over the "
-              f"median: {ms(ev['excess_ns'])}, {ms(ev['exposed_excess_ns'])} of it exposed, "
-              f"{ms(ev['cost_per_step_ns'])} per step over {ev['steps']} step{'s' if ev['steps'] != 1 else ''}. "
-              f"Outliers, worst first: {listed}{more}")
+              f"median: {ms(ev['excess_ns'])}, {exposed}. Outliers, worst first: {listed}{more}")
     return title, detail, _ADVICE[f.verdict](w)
 
 

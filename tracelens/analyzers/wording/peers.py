@@ -4,7 +4,7 @@ the run verdict's headline and first lever, which name the same reasons."""
 
 from __future__ import annotations
 
-from .base import Finding, ms, pct
+from .base import Finding, ms, pct, size
 
 
 def waiting_advice(pw: dict) -> str:
@@ -70,6 +70,14 @@ def _straggler_late(f: Finding) -> tuple[str, str, str]:
     ev = f.evidence
     reason = ev["reason"]
     n = ev["late_count"]
+    if ev.get("from_logs"):
+        return (f"straggler: the other ranks wait for it at {n} collective{'' if n == 1 else 's'}, "
+                f"{ms(ev['caused_wait_ns'])} of waiting in all",
+                f"it arrives last at {n} of {ev['instances']} matched collectives"
+                + ("" if ev["mean_skew_ns"] is None else f", a mean {ms(ev['mean_skew_ns'])} after the first rank")
+                + f", causing {pct(100 * ev['wait_share'])} of the waiting over {ev['ranks']} ranks; what it does "
+                "before arriving is not in NCCL Inspector logs (no compute, no launches)",
+                f"profile rank {f.rank} (a Kineto or nsys trace) to see what it does before its late collectives")
     if reason == "unknown":
         why = (f"at the one of each step they waited at longest it came a mean {ms(ev['lateness_ns'])} after "
                f"the other ranks, but since they last met (the "
@@ -152,6 +160,21 @@ def saving_words(c, step_ns: float | None) -> str:
     """What fixing a cause saves, as a person says it: "about 33.9 ms per step (27.4 % of the step)"."""
     share = pct(100 * c.saving_ns / step_ns) if step_ns else "n/a"
     return f"about {ms(c.saving_ns)} per step ({share} of the step)"
+
+
+def logs_headline(culprit: int | None, caused_ns: int, slowest: tuple | None) -> str:
+    """The answer of a run known from NCCL Inspector logs alone: the rank the others wait for and the waiting
+    it causes, the slowest transfers (op, the smallest and largest size they had, median busbw), and that
+    overlap with compute is unknown without traces."""
+    who = (f"Rank {culprit} is the one the others wait for ({ms(caused_ns)} of waiting caused)" if culprit is not None
+           else "No single rank is the one the others wait for")
+    slow = ""
+    if slowest is not None:
+        op, smallest, largest, busbw = slowest
+        sizes = size(smallest) if size(smallest) == size(largest) else f"{size(smallest)}–{size(largest)}"
+        slow = f"; the slowest transfers: {op or 'collectives'} of {sizes} at {busbw:.1f} GB/s busbw"
+    return (f"{who}{slow}. From NCCL Inspector logs alone: whether communication is hidden behind compute is "
+            "unknown without traces.")
 
 
 def headline(biggest, top, waiting: list[int] | None, tcp: bool = False, step_ns: float | None = None,

@@ -18,10 +18,11 @@ import re
 from pathlib import Path
 
 from ...model import nccl_records as K
-from ...model.nccl_records import EnvSetting, NcclInputs, NcclLog, Record
+from ...model.nccl_records import EnvSetting, InspectorLog, NcclInputs, NcclLog, Record
 from ...model.rundir_layout import MANIFEST, NCCL_LOGS
 from .. import describe_skipped, rundir
 from .detect import SNIFF_BYTES
+from .inspector import VERSIONS, parse_inspector
 
 # The marker as detect.py finds it in a file's head (see there), on one line.
 _MARK = re.compile(r"(?:^|\] |:\d+ )NCCL (INFO|WARN)(?: |$)")
@@ -282,12 +283,13 @@ def _env(rec: Record, msg: str) -> bool:
 _ENV_KEPT = ("WORLD_SIZE", "LOCAL_WORLD_SIZE")      # besides NCCL_*: whether the job spans nodes
 
 
-def inputs(paths: list[Path], skipped: list[tuple[Path, str]], traces=(), outside=()) -> NcclInputs:
+def inputs(paths: list[Path], skipped: list[tuple[Path, str]], traces=(), outside=(), inspector=()) -> NcclInputs:
     """The run's NCCL logs parsed (``paths``, the logs a collect manifest lists for the traces, the NCCL
     output an nsys export captured), the NCCL settings recorded beside them (each trace's environment: nsys
     export or manifest; for logs alone, the manifest of their run directory), and notes about what could
     not be read: these logs, and the run directories' manifests (:func:`..rundir.notes`; ``outside``: the
-    links found in input folders that lead outside them, not read)."""
+    links found in input folders that lead outside them, not read); ``inspector``: the NCCL Inspector logs
+    among the inputs, parsed into columns, with notes on what their lines held that could not be read."""
     wanted = {Path(p).resolve(): Path(p) for p in paths}
     for t in traces:
         for side in t.meta.side_files:
@@ -316,6 +318,13 @@ def inputs(paths: list[Path], skipped: list[tuple[Path, str]], traces=(), outsid
             out.logs.append(log)
         else:
             skipped.append((path, "no NCCL lines"))
+    for path in sorted(inspector):
+        found = parse_inspector(path)
+        if found.records:
+            out.inspector.append(found)
+        else:
+            skipped.append((path, "no NCCL Inspector records"))
+    out.notes += _inspector_notes(out.inspector)
     if skipped:
         out.notes.append(("nccl-log-skipped", len(skipped), describe_skipped(skipped, what="NCCL logs")))
     bad = [log for log in out.logs if log.replaced]
@@ -329,6 +338,34 @@ def inputs(paths: list[Path], skipped: list[tuple[Path, str]], traces=(), outsid
     return out
 
 
-def _names(logs: list[NcclLog], most: int = 4) -> str:
+def _inspector_notes(logs: list[InspectorLog]) -> list[tuple[str, int, str]]:
+    """One note per kind of trouble over every Inspector log: (code, count, message)."""
+    notes = []
+    for code, attr, what in (
+            ("inspector-not-json", "not_json", "lines that are not JSON left out"),
+            ("inspector-bad-record", "bad_shape", "records of the wrong shape (a missing field, a value of the "
+                                                  "wrong type) left out"),
+            ("inspector-unknown-version", "unknown_version", "records of a format version newer than v4.2 "
+                                                             "read as v4.2"),
+            ("inspector-unknown-fields", "unknown_fields", "records with fields newer than v4.2, ignored"),
+            ("inspector-no-timestamps", "no_timestamps", "records without kernel timestamps "
+                                                         "(NCCL_INSPECTOR_DUMP_VERBOSE=0): not matched across ranks")):
+        bad = [log for log in logs if getattr(log, attr)]
+        if bad:
+            n = sum(getattr(log, attr) for log in bad)
+            extra = ""
+            if attr == "unknown_version":
+                extra = " (" + ", ".join(sorted({v for log in bad for v in log.versions if v not in VERSIONS})) + ")"
+            elif attr == "unknown_fields":
+                extra = " (" + ", ".join(sorted({f for log in bad for f in log.unknown_names})) + ")"
+            notes.append((code, n, f"NCCL Inspector: {what}{extra} in {_names(bad)}"))
+    cut = [log for log in logs if log.truncated]
+    if cut:
+        notes.append(("inspector-truncated", len(cut), f"NCCL Inspector: last line cut short (while written?) left "
+                                                        f"out in {_names(cut)}"))
+    return notes
+
+
+def _names(logs: list, most: int = 4) -> str:
     names = [Path(log.path).name for log in logs]
     return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")

@@ -212,7 +212,9 @@ def _finding(x: Instances, hit: np.ndarray, members: np.ndarray, excess: np.ndar
         "median_ns": int(f.median_ns[worst]), "limit_ns": int(f.limit_ns[worst]),
         "k": th.outlier_k, "min_excess_ns": th.outlier_min_excess_ns, "causes": causes,
         "late_ranks": {int(r): int(t) for r, t in zip(named.tolist(), times.tolist())},
-        "excess_ns": int(excess[hit].sum()), "exposed_excess_ns": int(exposed_excess.sum()),
+        # Exposure is unknown where no member's exposed time is (ranks from NCCL Inspector logs: no compute).
+        "excess_ns": int(excess[hit].sum()),
+        "exposed_excess_ns": None if (x.exposed[hit] < 0).all() else int(exposed_excess.sum()),
         "steps": steps, "step_ns": step_ns, "cost_per_step_ns": per_step, "impact_ns": per_step,
         "material": material(th, per_step, step_ns), "worst": listed[0], "listed": listed}
     severity = "warning" if evidence["material"] else "info"

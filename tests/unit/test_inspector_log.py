@@ -1,0 +1,170 @@
+"""The NCCL Inspector parser (parsers/nccl/inspector.py) on hand-made lines and the synthetic writer's logs: every
+format version, gzip, many processes per file, hostile lines; and what is not Inspector output."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from fixtures import synth
+from fixtures.synth.inspector import COMM_ID, PID_BASE, records, write_inspector
+from tracelens.parsers.nccl import parse_inspector, sniff_inspector
+
+# NVIDIA's README example (plugins/profiler/inspector/README.md, "Output Example Verbose"), v4.0, one line.
+README_VERBOSE = {
+    "header": {"id": "0xe62dedaa97644a", "rank": 4, "n_ranks": 8, "nnodes": 1},
+    "metadata": {"inspector_output_format_version": "v4.0", "git_rev": "9019a1912-dirty",
+                 "rec_mechanism": "nccl_profiler_interface", "dump_timestamp_us": 1752867229276385,
+                 "hostname": "example-hostname", "pid": 438776},
+    "coll_perf": {"coll": "ReduceScatter", "coll_sn": 1231, "coll_msg_size_bytes": 2147483648,
+                  "coll_exec_time_us": 41057, "coll_timing_source": "kernel_gpu", "coll_algobw_gbs": 418.439467,
+                  "coll_busbw_gbs": 366.134533,
+                  "event_trace_sn": {"coll_start_sn": 1, "coll_stop_sn": 2, "kernel_events": [
+                      {"channel_id": 0, "kernel_start_sn": 3, "kernel_stop_sn": 48, "kernel_record_sn": 47}]},
+                  "event_trace_ts": {"coll_start_ts": 1752867229235059, "coll_stop_ts": 1752867229235064,
+                                     "kernel_events": [{"channel_id": 0, "kernel_start_ts": 1752867229235181,
+                                                        "kernel_stop_ts": 1752867229275811,
+                                                        "kernel_record_ts": 1752867229275811}]}}}
+# The README's non-verbose example (v4.0, "Output Example").
+README_PLAIN = {
+    "header": {"id": "0x7f8c496ae9f661", "rank": 2, "n_ranks": 8, "nnodes": 1},
+    "metadata": {"inspector_output_format_version": "v4.0", "git_rev": "", "rec_mechanism": "profiler_plugin",
+                 "dump_timestamp_us": 1748030377748202, "hostname": "example-hostname", "pid": 1639453},
+    "coll_perf": {"coll": "AllReduce", "coll_sn": 1407, "coll_msg_size_bytes": 17179869184,
+                  "coll_exec_time_us": 61974, "coll_algobw_gbs": 277.210914, "coll_busbw_gbs": 485.119099}}
+# A point-to-point record as inspector_json.cc writes it (inspectorCompletedP2p: p2p_* names, p2p_peer).
+P2P = {"header": {"id": "0x11", "rank": 0, "n_ranks": 2, "nnodes": 1},
+       "metadata": {"inspector_output_format_version": "v4.1", "git_rev": "", "rec_mechanism": "profiler_plugin",
+                    "dump_timestamp_us": 10, "hostname": "h", "pid": 7},
+       "p2p_perf": {"p2p": "Send", "p2p_sn": 3, "p2p_peer": 1, "p2p_msg_size_bytes": 1048576,
+                    "p2p_exec_time_us": 100, "p2p_timing_source": "kernel_gpu", "p2p_algobw_gbs": 10.48576,
+                    "p2p_busbw_gbs": 10.48576}}
+
+
+def lines(*objs) -> bytes:
+    return b"".join(json.dumps(o).encode() + b"\n" for o in objs)
+
+
+def test_readme_records_v40(tmp_path):
+    path = tmp_path / "example-hostname-pid438776.log"
+    path.write_bytes(lines(README_VERBOSE, README_PLAIN))
+    assert sniff_inspector(path)
+    log = parse_inspector(path)
+    c = log.columns
+    assert log.records == 2 and log.versions == {"v4.0": 2}
+    assert [log.ops[k] for k in c["op"]] == ["reduce_scatter", "all_reduce"]
+    assert c["sn"].tolist() == [1231, 1407]
+    assert c["msg_bytes"].tolist() == [2147483648, 17179869184]
+    assert c["exec_ns"].tolist() == [41057_000, 61974_000]
+    # The verbose record's kernel: its channel's start and stop, µs to ns; the plain one has none.
+    assert c["start_ns"].tolist() == [1752867229235181_000, -1]
+    assert c["end_ns"].tolist() == [1752867229275811_000, -1]
+    assert log.no_timestamps == 1
+    assert [log.processes[p] for p in c["process"]] == [("example-hostname", 438776), ("example-hostname", 1639453)]
+    assert log.comms == ["0xe62dedaa97644a", "0x7f8c496ae9f661"]
+    assert c["comm_rank"].tolist() == [4, 2] and c["n_ranks"].tolist() == [8, 8]
+    assert c["busbw_gbps"].tolist() == [366.134533, 485.119099]
+    assert (log.not_json, log.bad_shape, log.unknown_version, log.unknown_fields) == (0, 0, 0, 0)
+
+
+def test_p2p_record_v41():
+    log = _parse(lines(P2P))
+    c = log.columns
+    assert log.records == 1 and log.versions == {"v4.1": 1} and log.unknown_version == 0
+    assert (c["kind"].tolist(), log.ops, c["peer"].tolist()) == ([1], ["send"], [1])
+
+
+@pytest.mark.parametrize("version", ["v4.0", "v4.1", "v4.2"])
+def test_every_version_from_the_writer(tmp_path, version):
+    sc = synth.SCENARIOS["xrank_shared"]
+    (path, *_) = write_inspector(sc, tmp_path, version=version, ranks=[2])
+    log = parse_inspector(path)
+    want = records(sc, 2, version)
+    assert log.records == len(want) == sc.steps * len(sc.buckets)
+    assert log.versions == {version: len(want)} and log.unknown_version == 0 and log.unknown_fields == 0
+    # v4.2's comm_name (header) is kept; v4.0 and v4.1 have none.
+    assert log.comm_names == (["default_pg"] if version == "v4.2" else [None])
+    assert log.columns["start_ns"].tolist() == [r["coll_perf"]["event_trace_ts"]["kernel_events"][0]
+                                                ["kernel_start_ts"] * 1000 for r in want]
+    # The writer's second channel stops last: the kernel's end is that channel's stop.
+    assert log.columns["end_ns"].tolist() == [r["coll_perf"]["event_trace_ts"]["kernel_events"][1]
+                                              ["kernel_stop_ts"] * 1000 for r in want]
+
+
+def test_gzip_and_many_processes_per_file(tmp_path):
+    sc = synth.SCENARIOS["xrank_shared"]
+    (path,) = write_inspector(sc, tmp_path, gz=True, one_file=True)
+    assert path.name.endswith(".log.gz") and sniff_inspector(path)
+    log = parse_inspector(path)
+    assert log.records == sc.ranks * sc.steps * len(sc.buckets)
+    assert sorted(log.processes) == [("node0", PID_BASE + r) for r in range(sc.ranks)]
+    assert log.comms == [COMM_ID]
+    # Every process's rank in the communicator is the rank the writer gave it.
+    for p, (_, pid) in enumerate(log.processes):
+        assert set(log.columns["comm_rank"][log.columns["process"] == p].tolist()) == {pid - PID_BASE}
+    # Two gzip members one after the other (cat a.gz b.gz) read as one stream.
+    two = tmp_path / "two.log.gz"
+    two.write_bytes(gzip.compress(lines(README_PLAIN)) + gzip.compress(lines(P2P)))
+    assert parse_inspector(two).records == 2
+
+
+def test_hostile_lines_cost_only_themselves():
+    wrong_type = json.loads(json.dumps(README_PLAIN))
+    wrong_type["coll_perf"]["coll_sn"] = "1407"
+    negative = json.loads(json.dumps(README_PLAIN))
+    negative["coll_perf"]["coll_exec_time_us"] = -5
+    rank_out = json.loads(json.dumps(README_PLAIN))
+    rank_out["header"]["rank"] = 8                       # n_ranks is 8: ranks are 0..7
+    newer = json.loads(json.dumps(README_PLAIN))
+    newer["metadata"]["inspector_output_format_version"] = "v4.9"
+    newer["coll_perf"]["coll_new_thing"] = 1
+    bad_kernels = json.loads(json.dumps(README_VERBOSE))
+    bad_kernels["coll_perf"]["event_trace_ts"]["kernel_events"] = {"channel_id": 0}
+    data = (lines(README_PLAIN) + b"{not json\n" + lines(wrong_type, negative, rank_out, [1, 2], "text", newer,
+                                                         bad_kernels, README_VERBOSE)
+            + json.dumps(README_PLAIN).encode()[:57])    # the last line cut short while written
+    log = _parse(data)
+    # Kept: the first plain record, the newer one (its unknown field ignored) and the last verbose one.
+    assert log.records == 3
+    assert log.not_json == 1
+    assert log.bad_shape == 6          # wrong type, negative, rank out of range, a list, a string, bad kernels
+    assert (log.unknown_version, log.unknown_fields, log.unknown_names) == (1, 1, ["coll_new_thing"])
+    assert log.truncated
+    assert log.versions == {"v4.0": 2, "v4.9": 1}
+
+
+def test_a_whole_last_line_without_its_end_is_kept():
+    log = _parse(lines(README_PLAIN) + json.dumps(P2P).encode())
+    assert log.records == 2 and not log.truncated
+
+
+def test_what_is_not_inspector_output(tmp_path):
+    sc = synth.SCENARIOS["xrank_shared"]
+    (trace,) = synth.write(sc, tmp_path / "t", ranks=[0])
+    report = tmp_path / "report.json"
+    report.write_text('{"schema": "tracelens.report/1", "inputs": []}\n')
+    debug = tmp_path / "nccl.log"
+    debug.write_text("host:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n")
+    other = tmp_path / "events.log"
+    other.write_text(lines({"header": {"id": 1}, "metadata": {"version": "v4.0"}}).decode())
+    quoted = tmp_path / "notes.txt"
+    quoted.write_text('the key "inspector_output_format_version" names the format\n')
+    garbage = tmp_path / "x.log.gz"
+    garbage.write_bytes(b"\x1f\x8b" + b"\x00" * 40)
+    for path in (trace, report, debug, other, quoted, garbage, tmp_path / "missing.log"):
+        assert not sniff_inspector(path), path
+
+
+def test_columns_are_arrays_of_one_dtype_each():
+    log = _parse(lines(README_VERBOSE, P2P))
+    assert all(isinstance(v, np.ndarray) and len(v) == 2 for v in log.columns.values())
+    assert log.columns["busbw_gbps"].dtype == np.float64 and log.columns["sn"].dtype == np.int64
+
+
+def _parse(data: bytes):
+    from tracelens.parsers.nccl.inspector import parse_bytes
+
+    return parse_bytes(data, "x.log")

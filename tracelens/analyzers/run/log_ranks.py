@@ -1,0 +1,154 @@
+"""Ranks known from NCCL Inspector logs alone: each process's records as the collective table a trace's rank
+hands combine (seam.COMM_COLUMNS), so that matching, clocks, waits, the straggler, bandwidth and outliers are
+the cross-rank analysis's own code, fed by the logs (docs/metrics.md, "From NCCL Inspector logs").
+
+A process is one (hostname, pid). Its rank is its rank in the run's widest communicator (the one with the most
+ranks; on a tie the one most processes were seen in, then the lowest id): Inspector numbers ranks per
+communicator, and the widest one is the world. A row is a collective record with kernel timestamps (verbose
+output): its start the kernel's first channel start, its end the last channel stop, both on the host's clock,
+which crossrank/clocks.py aligns per host from matched end times. Its key is (communicator id, ``coll_sn``),
+the ``pg-seq`` key. What the logs do not hold is not made up: no step, no compute, so no overlap, no exposed
+time (-1) and no lead before a collective (the late rank's reason is unknown).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...contract import InputFile, RankResult, Totals, WarningEntry
+from ...errors import printable
+from ...model.nccl_records import InspectorLog
+from ..seam import COMM_COLUMNS, LEAD_COLUMNS, RankAnalysis
+
+FORMAT = "nccl-inspector"        # InputFile.format of an Inspector log
+# nccl-tests' S for these is the whole buffer of every rank (docs/metrics.md, "Bandwidth"); Inspector writes
+# the per-rank count x type size (inspector.cc, inspectorComputeOpBw: traffic = msg size x nranks).
+_TIMES_N = ("all_gather", "reduce_scatter")
+
+
+@dataclass
+class LogRanks:
+    analyses: list[RankAnalysis] = field(default_factory=list)
+    warnings: list[WarningEntry] = field(default_factory=list)
+    inputs: list[InputFile] = field(default_factory=list)   # one per file: its rank when it holds one process
+    records: int = 0              # collective records read
+    rows: int = 0                 # ... of which with kernel timestamps, in the collective tables
+
+
+def analyses(logs: list[InspectorLog]) -> LogRanks:
+    """One RankAnalysis per process of the logs, in no particular order (combine sorts them)."""
+    out = LogRanks()
+    if not logs:
+        return out
+    col, procs, comms, names, ops, files, per_log = _joined(logs)
+    coll = col["kind"] == 0
+    out.records = int(coll.sum())
+    # The world: the widest communicator, on a tie the one most processes were seen in, then the lowest id.
+    seen_in = {c: len(set(col["process"][col["comm"] == c].tolist())) for c in range(len(comms))}
+    width = {c: int(col["n_ranks"][col["comm"] == c].max()) for c in range(len(comms))}
+    world = min(range(len(comms)), key=lambda c: (-width[c], -seen_in[c], comms[c]))
+    rank_of: dict[int, int] = {}
+    in_world = col["comm"] == world
+    for p, r in zip(col["process"][in_world].tolist(), col["comm_rank"][in_world].tolist()):
+        rank_of.setdefault(p, r)
+    taken = set(rank_of.values())
+    outside = [p for p in range(len(procs)) if p not in rank_of]
+    nxt = max(taken, default=-1) + 1
+    for p in outside:          # not in the world communicator: numbered after it, and said so
+        rank_of[p] = nxt
+        nxt += 1
+    if outside:
+        out.warnings.append(WarningEntry(code="inspector-rank-unknown", rank=None, count=len(outside), message=(
+            f"NCCL Inspector: {len(outside)} process(es) not in the widest communicator ({comms[world]}): "
+            f"numbered after its ranks")))
+    claimed: dict[int, list[int]] = {}
+    for p, r in rank_of.items():
+        claimed.setdefault(r, []).append(p)
+    dropped = set()
+    for r, ps in claimed.items():
+        if len(ps) > 1:          # two processes claim one rank (two runs' logs?): the one with more records
+            keep = max(ps, key=lambda p: (int((col["process"] == p).sum()), -p))
+            dropped.update(p for p in ps if p != keep)
+    if dropped:
+        out.warnings.append(WarningEntry(code="inspector-duplicate-rank", rank=None, count=len(dropped), message=(
+            f"NCCL Inspector: {len(dropped)} process(es) claim a rank another process has: left out (logs of "
+            f"two runs?)")))
+    timed = coll & (col["start_ns"] >= 0) & ~np.isin(col["process"], list(dropped))
+    out.rows = int(timed.sum())
+    # The members of each communicator: the ranks of the processes seen in it.
+    members: dict[int, set] = {}
+    for c, p in zip(col["comm"][timed].tolist(), col["process"][timed].tolist()):
+        members.setdefault(c, set()).add(rank_of[p])
+    lone = [c for c, m in members.items() if len(m) == 1 and width[c] > 1]
+    if lone:
+        out.warnings.append(WarningEntry(code="inspector-lone-communicator", rank=None, count=len(lone), message=(
+            f"NCCL Inspector: {len(lone)} communicator(s) of several ranks seen by one rank only "
+            f"({', '.join(sorted(comms[c] for c in lone)[:4])}): their collectives are not matched")))
+    groups = {comms[c]: tuple(sorted(m)) for c, m in members.items()}
+    for log, ps in zip(logs, per_log):
+        mine = sorted({rank_of[p] for p in ps if p not in dropped})
+        out.inputs.append(InputFile(path=printable(log.path, one_line=True), format=FORMAT,
+                                    rank=mine[0] if len(mine) == 1 else -1, bytes=log.bytes, rank_rule="inspector"))
+    op_names = np.array(ops + [None], dtype=object)
+    comm_ids = np.array(comms, dtype=object)
+    comm_desc = np.array(names, dtype=object)
+    for p, (host, pid) in enumerate(procs):
+        if p in dropped:
+            continue
+        rows = np.flatnonzero(timed & (col["process"] == p))
+        rows = rows[np.argsort(col["start_ns"][rows], kind="stable")]
+        op = op_names[col["op"][rows]]
+        n = col["n_ranks"][rows]
+        size = np.where(np.isin(op, _TIMES_N), col["msg_bytes"][rows] * n, col["msg_bytes"][rows])
+        k = len(rows)
+        minus = np.full(k, -1, np.int64)
+        comm = {"step": minus, "op": op, "dtype": np.full(k, None, object), "bytes": size.astype(np.int64),
+                "group_size": n.astype(np.int64), "pg_name": comm_ids[col["comm"][rows]],
+                "pg_desc": comm_desc[col["comm"][rows]], "seq": col["sn"][rows].astype(np.int64),
+                "start_ns": col["start_ns"][rows].astype(np.int64), "end_ns": col["end_ns"][rows].astype(np.int64),
+                "exposed_ns": minus, "stream": np.zeros(k, np.int64), "launch_ns": minus,
+                **{c: np.zeros(k, np.int64) for c in LEAD_COLUMNS}}
+        assert set(comm) == set(COMM_COLUMNS)
+        rank = rank_of[p]
+        source = printable(files[p], one_line=True)
+        result = RankResult(rank=rank, world_size=width[world], device=None, device_name=None, mode="gpu",
+                            source=source, steps=[], steps_from=None,
+                            totals=Totals(duration_ns=0, compute_ns=0, comm_ns=0, overlap_ns=0, exposed_comm_ns=0,
+                                          idle_ns=0, overlap_pct=None, exposed_comm_fraction=None))
+        out.analyses.append(RankAnalysis(rank=rank, source=source, inputs=[], result=result, collectives=[],
+                                         comm=comm, findings=[], warnings=[], host=host, groups=groups))
+    return out
+
+
+def _joined(logs: list[InspectorLog]):
+    """Every log's columns concatenated, with processes and communicators coded over all of them; the file
+    each process was first read from."""
+    procs: dict = {}
+    comms: dict = {}
+    names: list = []
+    ops: dict = {}
+    files: dict = {}
+    parts = []
+    per_log = []
+    for log in logs:
+        pmap = np.array([procs.setdefault(p, len(procs)) for p in log.processes] or [0], np.int64)
+        cmap = []
+        for c, name in zip(log.comms, log.comm_names):
+            if c not in comms:
+                comms[c] = len(comms)
+                names.append(name)
+            elif name is not None and names[comms[c]] is None:
+                names[comms[c]] = name
+            cmap.append(comms[c])
+        cmap = np.array(cmap or [0], np.int64)
+        omap = np.array([ops.setdefault(o, len(ops)) for o in log.ops] or [0], np.int64)
+        for p in log.processes:
+            files.setdefault(procs[p], log.path)
+        per_log.append([procs[p] for p in log.processes])
+        c = dict(log.columns)
+        c["process"], c["comm"], c["op"] = pmap[c["process"]], cmap[c["comm"]], omap[c["op"]]
+        parts.append(c)
+    col = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return col, list(procs), list(comms), names, list(ops), files, per_log

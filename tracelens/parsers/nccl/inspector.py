@@ -1,0 +1,261 @@
+"""NCCL Inspector output (the profiler plugin's JSON lines, formats v4.0 to v4.2) into columns.
+
+The plugin writes ``<dump dir>/<hostname>-pid<pid>.log``, one JSON object per line per completed collective
+(``coll_perf``) or point-to-point operation (``p2p_perf``) of each communicator, with ``header`` (the
+communicator: id, the process's rank in it, its size, nodes; ``comm_name`` from v4.2) and ``metadata``
+(format version, host, pid). Files may be gzipped, concatenated (many processes in one file) or cut short
+while written. Every record becomes a row of :data:`~tracelens.model.nccl_records.INSPECTOR_COLUMNS`; what
+reading met is counted on the :class:`InspectorLog`: a line that is not JSON or a record of the wrong shape
+costs only itself, as a bad Kineto event does, and fields newer than v4.2 are ignored and counted. Nothing
+here matches or measures: analyzers/run/log_ranks.py turns the rows into collective tables.
+"""
+
+from __future__ import annotations
+
+import io
+import zlib
+from array import array
+from pathlib import Path
+
+from ...model.nccl_records import INSPECTOR_COLUMNS, InspectorLog
+
+VERSIONS = ("v4.0", "v4.1", "v4.2")
+INSPECTOR_FOLDER = "nccl-inspector-"       # the plugin's default dump folder: nccl-inspector-<job id>
+SNIFF_BYTES = 1 << 16
+CHUNK = 1 << 20
+
+_TOP = {"header", "metadata", "coll_perf", "p2p_perf"}
+_HEADER = {"id", "rank", "n_ranks", "nnodes", "comm_name"}
+_METADATA = {"inspector_output_format_version", "git_rev", "rec_mechanism", "dump_timestamp_us", "hostname", "pid"}
+_TRACE = {"event_trace_sn", "event_trace_ts"}
+_PERF = {kind: {f"{kind}_{k}" for k in ("sn", "msg_size_bytes", "exec_time_us", "timing_source", "algobw_gbs",
+                                          "busbw_gbs")} | {kind} | _TRACE
+         for kind in ("coll", "p2p")}
+_PERF["coll"] |= {"coll_algo", "coll_proto"}
+_PERF["p2p"] |= {"p2p_peer"}
+# NCCL's function names (ncclFuncToString) as the collective tables name ops (analyzers' bandwidth factors).
+OPS = {"AllReduce": "all_reduce", "ReduceScatter": "reduce_scatter", "AllGather": "all_gather",
+       "Broadcast": "broadcast", "Reduce": "reduce", "AllToAll": "all_to_all", "Gather": "gather",
+       "Scatter": "scatter", "SendRecv": "send_recv", "Send": "send", "Recv": "recv"}
+_HEAD_KEY = b'"inspector_output_format_version"'
+_MAX_NAMES = 8                          # unknown field names kept for the note
+
+
+def sniff_inspector(path: Path) -> bool:
+    """Whether a file is Inspector output: its first line (inflated, if gzipped) is a JSON object whose
+    ``metadata`` names an Inspector format version. A Kineto trace, an NCCL debug log, a saved report or any
+    other JSON lines are not."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+            if head[:2] == b"\x1f\x8b":
+                try:
+                    head = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS).decompress(head, SNIFF_BYTES)
+                except zlib.error:
+                    return False
+    except OSError:
+        return False
+    line = head.lstrip().split(b"\n", 1)[0]
+    if _HEAD_KEY not in line:
+        return False
+    import msgspec      # lazy: finding the inputs sniffs every log, and a report forks before msgspec loads
+
+    try:
+        obj = msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        # A first line longer than the head: the key is there, so it is Inspector's if the line opens as one.
+        return line.startswith(b'{"header"') and len(line) >= SNIFF_BYTES - 1
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    return isinstance(meta, dict) and isinstance(meta.get("inspector_output_format_version"), str)
+
+
+def parse_inspector(path: Path | str, chunk: int = CHUNK) -> InspectorLog:
+    """The records of one file; a file that cannot be read gives a log without records (the caller notes
+    it)."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            return _read(fh, str(path), chunk)
+    except OSError:
+        return InspectorLog(path=str(path), bytes=0)
+
+
+def parse_bytes(data: bytes, name: str, chunk: int = CHUNK) -> InspectorLog:
+    return _read(io.BytesIO(data), name, chunk)
+
+
+class _Growing:
+    """The columns as they grow (typed arrays: no Python object per record is kept) and the code tables."""
+
+    def __init__(self) -> None:
+        self.cols = {c: array("d") if c.endswith("_gbps") else array("q") for c in INSPECTOR_COLUMNS}
+        self.codes: dict[str, dict] = {"process": {}, "comm": {}, "op": {}, "timing": {}}
+        self.comm_names: list = []
+
+    def code(self, table: str, value) -> int:
+        codes = self.codes[table]
+        got = codes.get(value)
+        if got is None:
+            got = codes[value] = len(codes)
+            if table == "comm":
+                self.comm_names.append(None)
+        return got
+
+
+def _read(fh, name: str, chunk: int) -> InspectorLog:
+    import msgspec      # lazy: as in sniff_inspector
+
+    log = InspectorLog(path=name, bytes=0)
+    first = fh.read(2)
+    raw_read = fh.read
+    if first == b"\x1f\x8b":
+        from ..kineto import Members      # lazy: the one gzip reader (several members: cat a.gz b.gz)
+
+        members = Members(raw_read, chunk, first=first)
+        sizes = [len(first)]
+
+        def counted(n: int) -> bytes:
+            b = raw_read(n)
+            sizes[0] += len(b)
+            return b
+
+        members.read = counted
+
+        def read(n: int) -> bytes:
+            try:
+                return members.inflate(n)
+            except (EOFError, zlib.error):
+                log.truncated = True
+                return b""
+    else:
+        sizes = [0]
+        pending = [first]
+
+        def read(n: int) -> bytes:
+            if pending:
+                b = pending.pop() + raw_read(n)
+            else:
+                b = raw_read(n)
+            sizes[0] += len(b)
+            return b
+    rows = _Growing()
+    unknown: set[str] = set()
+    rest = b""
+    while True:
+        block = read(chunk)
+        if not block:
+            break
+        lines = (rest + block).split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            if line.strip():
+                _record(line, rows, log, unknown)
+    if rest.strip():
+        # A last line without its end: whole if it decodes, else cut short while written.
+        try:
+            msgspec.json.decode(rest)
+        except msgspec.DecodeError:
+            log.truncated = True
+        else:
+            _record(rest, rows, log, unknown)
+    log.bytes = sizes[0]
+    import numpy as np      # lazy: finding the inputs sniffs with this module and needs no numpy
+
+    log.columns = {c: np.frombuffer(a, dtype=np.float64 if a.typecode == "d" else np.int64).copy()
+                   for c, a in rows.cols.items()}
+    log.processes = list(rows.codes["process"])
+    log.comms = list(rows.codes["comm"])
+    log.comm_names = rows.comm_names
+    log.ops = list(rows.codes["op"])
+    log.timing = list(rows.codes["timing"])
+    log.unknown_names = sorted(unknown)[:_MAX_NAMES]
+    return log
+
+
+def _int(v) -> int:
+    if type(v) is not int or v < 0:     # bool is an int subclass; negative counts are nonsense
+        raise TypeError
+    return v
+
+
+def _num(v) -> float:
+    if type(v) not in (int, float):
+        raise TypeError
+    return float(v)
+
+
+def _str(v) -> str:
+    if type(v) is not str:
+        raise TypeError
+    return v
+
+
+def _record(line: bytes, rows: _Growing, log: InspectorLog, unknown: set) -> None:
+    import msgspec      # imported by _read already: a lookup
+
+    try:
+        obj = msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        log.not_json += 1
+        return
+    try:
+        values = _values(obj, log, unknown)
+    except (TypeError, KeyError, AttributeError, ValueError):
+        log.bad_shape += 1
+        return
+    version, host, pid, comm, comm_name, vals = values
+    log.versions[version] = log.versions.get(version, 0) + 1
+    if version not in VERSIONS:
+        log.unknown_version += 1
+    vals["process"] = rows.code("process", (host, pid))
+    vals["comm"] = c = rows.code("comm", comm)
+    if comm_name is not None and rows.comm_names[c] is None:
+        rows.comm_names[c] = comm_name
+    vals["op"] = rows.code("op", vals["op"])
+    vals["timing"] = rows.code("timing", vals["timing"]) if vals["timing"] is not None else -1
+    if vals["start_ns"] < 0:
+        log.no_timestamps += 1
+    for c, v in vals.items():
+        rows.cols[c].append(v)
+
+
+def _values(obj, log: InspectorLog, unknown: set):
+    """The record's row, or TypeError/KeyError for a record of the wrong shape (nothing of it is kept)."""
+    head, meta = obj["header"], obj["metadata"]
+    kind = "coll" if "coll_perf" in obj else "p2p"
+    perf = obj[f"{kind}_perf"]
+    if not isinstance(head, dict) or not isinstance(meta, dict) or not isinstance(perf, dict):
+        raise TypeError
+    extra = (obj.keys() - _TOP) | (head.keys() - _HEADER) | (meta.keys() - _METADATA) | (perf.keys() - _PERF[kind])
+    if extra:
+        log.unknown_fields += 1
+        unknown.update(extra)
+    version = _str(meta["inspector_output_format_version"])
+    comm_name = head.get("comm_name")
+    op = _str(perf[kind])
+    n_ranks = _int(head["n_ranks"])
+    rank = _int(head["rank"])
+    if n_ranks < 1 or rank >= n_ranks:
+        raise ValueError
+    start = end = -1
+    ts = perf.get("event_trace_ts")
+    if ts is not None:
+        kernels = ts["kernel_events"]
+        if not isinstance(kernels, list):
+            raise TypeError
+        if kernels:
+            # The kernel runs on every channel: it starts with the first channel and ends with the last.
+            start = min(_int(k["kernel_start_ts"]) for k in kernels) * 1000
+            end = max(_int(k["kernel_stop_ts"]) for k in kernels) * 1000
+            if end < start:
+                raise ValueError
+    timing = perf.get(f"{kind}_timing_source")
+    vals = {"comm_rank": rank, "n_ranks": n_ranks, "nnodes": _int(head.get("nnodes", 0)),
+            "kind": 0 if kind == "coll" else 1, "op": OPS.get(op, op), "sn": _int(perf[f"{kind}_sn"]),
+            "msg_bytes": _int(perf[f"{kind}_msg_size_bytes"]), "exec_ns": _int(perf[f"{kind}_exec_time_us"]) * 1000,
+            "start_ns": start, "end_ns": end, "timing": None if timing is None else _str(timing),
+            "peer": _int(perf["p2p_peer"]) if kind == "p2p" else -1,
+            "algbw_gbps": _num(perf.get(f"{kind}_algobw_gbs", -1.0)),
+            "busbw_gbps": _num(perf.get(f"{kind}_busbw_gbs", -1.0))}
+    return (version, _str(meta["hostname"]), _int(meta["pid"]), _str(head["id"]),
+            None if comm_name is None else _str(comm_name), vals)
