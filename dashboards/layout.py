@@ -64,6 +64,7 @@ def page(session) -> html.Div:
             html.Div(id="timeline-info", children=PICK),
             dcc.Loading(dcc.Graph(id="timeline", figure=figures.placeholder(PICK),
                                   style={"height": "420px"})),
+            dcc.Store(id="timeline-shown"),
         ]),
         html.Div(style=SECTION, children=[
             html.H3("Findings"),
@@ -159,9 +160,10 @@ def dimensions_children(report) -> list:
 
 
 def findings_grid(report, severities=(), text: str = "") -> list[dict]:
-    """The findings grid's rows; each carries ``row_id`` "rank|step|n", which a click hands back."""
+    """The findings grid's rows; each carries ``row_id`` "rank|step|n", which a click hands back: the step is
+    the one the click opens (a finding of a rank as a whole: where it cost most, ``figures.opened_step``)."""
     rows = figures.findings_rows(report, severities, text)
-    return [{**r, "row_id": f"{r['rank']}|{r['step']}|{n}"} for n, r in enumerate(rows)]
+    return [{**r, "row_id": f"{r['rank']}|{r['opens']}|{n}"} for n, r in enumerate(rows)]
 
 
 def step_options(report) -> list[dict]:

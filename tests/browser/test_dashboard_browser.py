@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = pytest.mark.slow       # a real Chromium: CI's second, one-process pass (Makefile)
 
-from conftest import CHROMEDRIVER, CHROMIUM, ROOT, SAMPLES, needs_browser, running_dashboard
+from conftest import CHROMEDRIVER, CHROMIUM, ROOT, SAMPLES, corpus_file, needs_browser, running_dashboard
 
 SAMPLE = str(SAMPLES / "wfbp_100")
 RECORDINGS = ROOT / "tests" / "fixtures" / "recordings"
@@ -322,3 +322,58 @@ def test_every_control_is_answered(browser, dashboard_url):
     box.send_keys("no finding says this", Keys.ENTER)
     until(lambda: not browser.find_elements("css selector", "#findings .ag-center-cols-container .ag-row"))
     assert _severe(browser) == []
+
+
+# ------------------------------------------------------------------ issue 46: clicks show what they open
+
+MFU = "nsys/nsys-ai/mfu_2gpu_before.sqlite"     # rank 0's one window pins three findings at its start
+
+
+def _in_view(driver, css: str) -> bool:
+    """Whether the whole element is inside the window (a click's result a person sees without scrolling), to
+    the pixel: a box's edges fall on fractions of one."""
+    return driver.execute_script("var r = document.querySelector(arguments[0]).getBoundingClientRect();"
+                                 "return r.height > 0 && r.top >= -1 && r.bottom <= window.innerHeight + 1;", css)
+
+
+def _shown(driver, start: str) -> None:
+    """Wait until the timeline's line starts with ``start`` and the timeline is in the window."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, WAIT).until(
+        lambda d: d.find_element("css selector", "#timeline-info").text.startswith(start)
+        and _in_view(d, "#timeline-section"))
+
+
+def _click_finding(driver, finding_text: str) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    grid = driver.find_element("css selector", "#findings")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", grid)
+    row = WebDriverWait(driver, WAIT).until(lambda d: next(
+        (r for r in d.find_elements("css selector", "#findings .ag-center-cols-container .ag-row")
+         if finding_text in r.text), None))
+    row.find_element("css selector", "[col-id='title']").click()
+
+
+def test_a_click_that_opens_the_timeline_shows_it(browser):
+    """The straggler sample: the verdict card's button, at the top of the page, opened rank 3's timeline
+    2,165 px below the window and left the page where it was; a click on the straggler finding (rank 3, no
+    step) said 'No timeline for rank 3, step None'. Now each click scrolls the timeline into the window: the
+    button's step 2, the finding's step 2 (where rank 3 cost the others most, as the button), and for the
+    clocks-aligned finding (rank 0, no step, no cost by step) the sentence why nothing opens."""
+    with running_dashboard(str(SAMPLES / "straggler")) as (proc, url):
+        browser.get(url)
+        button = _wait(browser, "#culprit-link")[0]
+        assert _in_view(browser, "#culprit-link") and not _in_view(browser, "#timeline-section")
+        button.click()
+        _shown(browser, "Rank 3, step 2 ")
+        _wait(browser, "#timeline .barlayer .point", 10)
+        browser.save_screenshot(str(ARTIFACTS / "dashboard-culprit-click.png"))
+        _click_finding(browser, "clocks aligned")
+        _shown(browser, "No step to open for rank 0: this finding is about the rank as a whole")
+        assert "None" not in browser.find_element("css selector", "#timeline-info").text
+        _click_finding(browser, "straggler (slower compute)")
+        _shown(browser, "Rank 3, step 2 ")
+        assert _severe(browser) == []
+    assert "refused" not in proc.output[0] and "Traceback" not in proc.output[0]

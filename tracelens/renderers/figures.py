@@ -266,7 +266,8 @@ def dimensions(report: Report):
 # -------------------------------------------------------------------------------------------------- tables
 
 def findings_rows(report: Report, severity: Iterable[str] = (), text: str = "") -> list[dict]:
-    """The findings as table rows, most severe first; filtered by severity and by a text in any column."""
+    """The findings as table rows, most severe first; filtered by severity and by a text in any column. Each
+    row's ``opens``: the step whose timeline a click on it opens (``opened_step``)."""
     order = {"critical": 0, "warning": 1, "info": 2}
     keep = set(severity)
     needle = text.lower().strip()
@@ -278,6 +279,9 @@ def findings_rows(report: Report, severity: Iterable[str] = (), text: str = "") 
             continue
         if needle and not any(needle in str(v).lower() for v in row.values()):
             continue
+        # The step a click on the finding opens (None: its whole-trace window, or none: opened_step); after
+        # the filter, which matches what the row shows.
+        row["opens"] = opened_step(report, d)[1]
         rows.append(row)
     rows.sort(key=lambda r: (order.get(r["severity"], 3), r["rank"], -1 if r["step"] is None else r["step"]))
     return rows
@@ -329,17 +333,29 @@ def culprit(report: Report) -> Optional[int]:
 
 def culprit_step(report: Report) -> tuple[Optional[int], Optional[int]]:
     """The culprit and the step where its lateness cost the others the most wait (its straggler finding's
-    ``caused_wait_by_step``; the step is None for a whole-trace window); (None, None) without a culprit."""
+    ``caused_wait_by_step``, as a click on that finding opens it: ``opened_step``; the step is None for a
+    whole-trace window); (None, None) without a culprit."""
     rank = culprit(report)
     if rank is None:
         return None, None
     found = next((d for d in report.diagnoses if d.id == "straggler" and d.rank == rank), None)
-    by_step = (found.evidence.get("caused_wait_by_step") if found is not None else None) or []
+    opens, step = opened_step(report, found) if found is not None else (False, None)
+    if opens:
+        return rank, step
     steps = {s.step for r in report.ranks if r.rank == rank for s in r.steps}
+    return rank, next(iter(sorted(steps, key=lambda s: (s is None, s))), None)
+
+
+def opened_step(report: Report, d) -> tuple[bool, Optional[int]]:
+    """(True, the step) whose timeline a click on finding ``d`` opens: its own step; for a finding of its rank
+    as a whole (no step) in a rank drawn step by step, the step where it cost the most (a straggler's
+    ``caused_wait_by_step``: the first of the costliest); (False, None) when it names no such step."""
+    steps = {s.step for r in report.ranks if r.rank == d.rank for s in r.steps}
+    if d.step is not None or None in steps:
+        return True, d.step
+    by_step = (d.evidence or {}).get("caused_wait_by_step") or []
     best = max((pair for pair in by_step if pair[0] in steps), key=lambda pair: pair[1], default=None)
-    if best is None:
-        return rank, next(iter(sorted(steps, key=lambda s: (s is None, s))), None)
-    return rank, best[0]
+    return (False, None) if best is None else (True, best[0])
 
 
 def verdict_bar(report: Report):

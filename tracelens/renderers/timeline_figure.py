@@ -8,7 +8,7 @@ from html import escape
 
 from ..contract import Diagnosis
 from ..model.step_timeline import StepTimeline
-from .figures import MS, PALETTE, SEVERITY_COLORS, plotly_go
+from .figures import MS, PALETTE, SEVERITY_COLORS, opened_step, plotly_go
 
 KIND_COLORS = {"compute": PALETTE["compute"], "comm": PALETTE["comm"], "memcpy": PALETTE["copy"],
                "memset": PALETTE["copy"], "sync": PALETTE["sync"]}
@@ -59,8 +59,10 @@ def peer_bars(report, tl: StepTimeline) -> list[dict]:
 
 
 def step_findings(report, rank: int, step) -> list[Diagnosis]:
-    """The findings of one rank and step, pinned on its timeline."""
-    return [d for d in report.diagnoses if d.rank == rank and d.step == step]
+    """The findings of one rank and step, pinned on its timeline: those of the step, and those of the rank as a
+    whole whose click opens this step (where they cost most: ``opened_step``)."""
+    return [d for d in report.diagnoses if d.rank == rank and (
+        d.step == step or d.step is None and step is not None and opened_step(report, d) == (True, step))]
 
 
 def pin_time(d: Diagnosis, tl: StepTimeline) -> int:
