@@ -62,8 +62,8 @@ def page(session) -> html.Div:
         html.Div(id="timeline-section", style=SECTION, children=[
             html.H3("Step timeline"),
             html.Div(id="timeline-info", children=PICK),
-            dcc.Loading(dcc.Graph(id="timeline", figure=figures.placeholder(PICK),
-                                  style={"height": "420px"})),
+            # No height of its own: the figure's grows with the findings pinned (their labels stacked).
+            dcc.Loading(dcc.Graph(id="timeline", figure=figures.placeholder(PICK))),
             dcc.Store(id="timeline-shown"),
         ]),
         html.Div(style=SECTION, children=[

@@ -377,3 +377,42 @@ def test_a_click_that_opens_the_timeline_shows_it(browser):
         _shown(browser, "Rank 3, step 2 ")
         assert _severe(browser) == []
     assert "refused" not in proc.output[0] and "Traceback" not in proc.output[0]
+
+
+def _boxes(driver, css: str) -> list[dict]:
+    return driver.execute_script("return Array.from(document.querySelectorAll(arguments[0])).map(e => {"
+                                 "var r = e.getBoundingClientRect(); return {left: r.left, right: r.right, "
+                                 "top: r.top, bottom: r.bottom, text: e.textContent}; });", css)
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"] and b["top"] < a["bottom"]
+
+
+def test_pinned_finding_labels_never_overlap(browser):
+    """The mfu_2gpu_before export (shared corpus): rank 0's timeline pins its three findings (overlap pattern,
+    sync stall, parallelism) at or near the window's start, and their labels were drawn over each other. Each
+    label's box (its SVG background rectangle) and the title's now miss every other, and lie inside the
+    figure."""
+    path = corpus_file(MFU)
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    with running_dashboard(str(path)) as (proc, url):
+        browser.get(url)
+        plot = _wait(browser, "#heatmap .nsewdrag")[0]
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", plot)
+        # 2 ranks (rows, rank 0 on top) x one whole-trace window: the middle of the top half is rank 0's cell
+        ActionChains(browser).move_to_element_with_offset(plot, 0, -int(plot.size["height"] / 4)).click().perform()
+        _shown(browser, "Rank 0, step all ")
+        labels = _wait(browser, "#timeline .annotation .bg", 3) and _boxes(browser, "#timeline .annotation .bg")
+        texts = [t["text"] for t in _boxes(browser, "#timeline .annotation")]
+        assert len(labels) == 3 and sorted(t.split(":")[0] for t in texts) == [
+            "overlap-pattern", "parallelism", "sync-stall"], texts
+        boxes = labels + _boxes(browser, "#timeline .gtitle")
+        assert [(i, j) for i in range(len(boxes)) for j in range(i) if _overlap(boxes[i], boxes[j])] == []
+        figure = _boxes(browser, "#timeline .main-svg")[0]
+        assert all(figure["left"] <= b["left"] and b["right"] <= figure["right"] and figure["top"] <= b["top"]
+                   for b in boxes), (figure, boxes)
+        browser.find_element("css selector", "#timeline-section").screenshot(str(ARTIFACTS / "dashboard-pins.png"))
+        assert _severe(browser) == []
+    assert "refused" not in proc.output[0] and "Traceback" not in proc.output[0]
