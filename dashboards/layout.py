@@ -11,7 +11,7 @@ from tracelens.contract import SEVERITIES
 from tracelens.renderers import across_ranks, diff_tables, figures, outlier_figure
 
 MAX_COLLECTIVES = 5_000     # rows sent to the collectives grid (the most exposed); the Report keeps them all
-CARD = {"background": "#f3f5f8", "padding": "6px 12px", "borderRadius": "4px"}
+CARD = {"background": figures.PALETTE["card"], "padding": "6px 12px", "borderRadius": "4px"}
 SECTION = {"marginTop": "24px"}
 # Times in ms with three decimals, as every other output prints them (the exact value is in the Report).
 MS_FORMAT = {"function": "params.value == null ? '' : d3.format('.3f')(params.value)"}

@@ -416,3 +416,47 @@ def test_pinned_finding_labels_never_overlap(browser):
         browser.find_element("css selector", "#timeline-section").screenshot(str(ARTIFACTS / "dashboard-pins.png"))
         assert _severe(browser) == []
     assert "refused" not in proc.output[0] and "Traceback" not in proc.output[0]
+
+
+def _legend_colours(driver, graph: str) -> dict[str, str]:
+    """The legend of the graph as drawn: each entry's text -> its swatch's colour as #RRGGBB (a bar's or
+    point's fill, a line's stroke)."""
+    pairs = driver.execute_script("""
+        return Array.from(document.querySelectorAll(arguments[0] + ' .legend .traces')).map(t => {
+            var swatch = t.querySelector('.legendpoints path, .legendsymbols path') || t.querySelector('.legendlines path');
+            var style = getComputedStyle(swatch);
+            var paint = swatch.closest('.legendlines') ? style.stroke : style.fill;
+            return [t.querySelector('.legendtext').textContent, paint];
+        });""", graph)
+    def hex_of(rgb):
+        parts = [int(float(v)) for v in rgb[rgb.index("(") + 1:rgb.index(")")].split(",")[:3]]
+        return "#" + "".join(f"{v:02X}" for v in parts)
+    return {name: hex_of(paint) for name, paint in pairs}
+
+
+def test_every_legend_on_the_page_has_colours_apart(browser):
+    """Every legend the straggler sample's page draws (the verdict bar, the budget, wait vs transfer, the
+    strip) and rank 0's timeline of the mfu_2gpu_before export (all eight kinds: 'comm' and 'transfer' were
+    the same sky blue, 'memcpy' and 'memset' the same orange): each pair of swatches, as Chromium paints them,
+    apart by the figures' thresholds (tests/fixtures/colours.py: APART) in normal vision, grey scale and the
+    three dichromacies."""
+    from fixtures.colours import too_close
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    drawn = {}
+    with running_dashboard(str(SAMPLES / "straggler")) as (proc, url):
+        browser.get(url)
+        for graph in ("#verdict-bar", "#budget", "#wait-transfer", "#strip"):
+            _wait(browser, f"{graph} .legend .traces", 2)
+            drawn[graph] = _legend_colours(browser, graph)
+    with running_dashboard(str(corpus_file(MFU))) as (proc, url):
+        browser.get(url)
+        plot = _wait(browser, "#heatmap .nsewdrag")[0]
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", plot)
+        ActionChains(browser).move_to_element_with_offset(plot, 0, -int(plot.size["height"] / 4)).click().perform()
+        _shown(browser, "Rank 0, step all ")
+        _wait(browser, "#timeline .legend .traces", 8)
+        drawn["#timeline"] = _legend_colours(browser, "#timeline")
+    assert sorted(drawn["#timeline"]) == sorted(["compute", "comm", "memcpy", "memset", "sync", "exposed",
+                                                 "wait for peers", "transfer"])
+    assert {g: too_close(series) for g, series in drawn.items() if too_close(series)} == {}

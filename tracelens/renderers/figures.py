@@ -13,18 +13,33 @@ from typing import Iterable, Optional
 from ..contract import Report
 from .run_tables import VERDICT_HEADERS, verdict_cells
 
-# Okabe-Ito, the colour-blind-safe palette; every view uses these names for these colours.
+# The one palette: every figure, the dashboard's and the HTML report's, names its colours from here. Okabe-Ito's
+# hues, each at its own lightness, so that every series of one figure stays apart (CIEDE2000: at least 20 in
+# normal vision, 10 under each full dichromacy, 7 in grey scale; tests/unit/test_figures.py measures it).
+# Lightness (L*) in brackets: the timeline's eight series step from 16 to 91.
 PALETTE = {
-    "compute": "#0072B2",        # blue
-    "overlapped": "#009E73",     # bluish green: communication hidden under compute
-    "exposed": "#D55E00",        # vermillion: communication on the critical path
-    "idle": "#BBBBBB",           # grey
-    "copy": "#E69F00",           # orange: memcpy / memset
-    "sync": "#CC79A7",           # reddish purple
-    "comm": "#56B4E9",           # sky blue: a communication kernel (timeline), data transfer (across ranks)
-    "wait": "#F0E442",           # yellow: waiting for peers (across ranks)
+    "compute": "#003E83",        # navy blue [27]
+    "overlapped": "#01724B",     # green [42]: communication hidden under compute
+    "exposed": "#D55E00",        # vermillion [54]: communication on the critical path
+    "idle": "#999999",           # grey [63]
+    "copy": "#EDA52C",           # orange [73]: memcpy, and copy-only time
+    "memset": "#635710",         # olive brown [37]
+    "sync": "#520137",           # dark wine [16]
+    "comm": "#45A1D2",           # sky blue [63]: a communication kernel
+    "transfer": "#007C67",       # teal [46]: data moving in a matched collective (across ranks, timeline)
+    "wait": "#EEEC40",           # yellow [91]: waiting for peers
+    "neutral": "#B9B9B9",        # light grey [75]: what is not the subject (the rest of a step, usual instances)
+    "total": "#000000",          # black: step time, a whole
+    "ink": "#444444",            # dark grey: reference lines and outlines, the info findings' text
+    "warning-ink": "#B07000",    # dark orange: the warning findings' text (the orange is too light to read)
+    "card": "#F3F5F8",           # the background of a card (the verdict, the headline numbers)
+    "text": "#222222",           # the HTML report's text
+    "rule": "#DDDDDD",           # a table's lines
 }
-SEVERITY_COLORS = {"critical": "#D55E00", "warning": "#E69F00", "info": "#56B4E9"}
+# Series colours in the order a figure of named series (ops, history labels) takes them: seven of the timeline's
+# eight, apart from each other in every vision above; the yellow left out (thin marks on white).
+SERIES = tuple(PALETTE[k] for k in ("compute", "exposed", "transfer", "copy", "sync", "comm", "memset"))
+SEVERITY_COLORS = {"critical": PALETTE["exposed"], "warning": PALETTE["copy"], "info": PALETTE["comm"]}
 MS = 1e-6                        # ns -> ms, the unit of every time axis
 MAX_BARS = 64                    # more ranks than this: a sorted distribution plus the worst ranks
 WORST = 16                       # ranks in the "worst ranks" bars
@@ -158,7 +173,7 @@ def _budget_distribution(rows: list[dict], title: str, line: str):
                         subplot_titles=("distribution over ranks (each series sorted)",
                                         f"{WORST} ranks with the most exposed comm"))
     n = len(rows)
-    for key, name, color in (*SEGMENTS, ("duration", "step time", "#000000")):
+    for key, name, color in (*SEGMENTS, ("duration", "step time", PALETTE["total"])):
         ordered = sorted(rows, key=lambda r: (r[key], r["rank"]))
         fig.add_trace(go.Scattergl(
             x=[100.0 * i / max(n - 1, 1) for i in range(n)], y=[r[key] * MS for r in ordered], mode="lines",
@@ -373,7 +388,7 @@ def verdict_bar(report: Report):
                              hoverinfo="text"))
     rest = max(0.0, 100 - sum(100 * r["share"] for r in rows))
     fig.add_trace(go.Bar(y=["step"], x=[rest], orientation="h", name="rest of the step",
-                         marker_color="#EEEEEE", hoverinfo="skip"))
+                         marker_color=PALETTE["neutral"], hoverinfo="skip"))
     fig.update_layout(barmode="stack", height=140, margin=dict(l=40, r=20, t=10, b=30),
                       xaxis=dict(title="% of the step (median over ranks)", range=[0, 100]),
                       legend=dict(orientation="h", y=-0.6), showlegend=True)
@@ -417,7 +432,7 @@ def compare(a: Report, b: Report, names: tuple[str, str] = ("A", "B")):
     rows = compare_rows(a, b)
     fig = make_subplots(rows=1, cols=2,
                         subplot_titles=("per rank (all steps)", "per step (sum over the ranks of both)"))
-    series = (("exposed", "Δ exposed comm", PALETTE["exposed"]), ("duration", "Δ step time", "#000000"),
+    series = (("exposed", "Δ exposed comm", PALETTE["exposed"]), ("duration", "Δ step time", PALETTE["total"]),
               ("compute", "Δ compute", PALETTE["compute"]))
     for col, (part, key) in enumerate((("ranks", "rank"), ("steps", "step")), start=1):
         xs = [str(r[key]) for r in rows[part]]
@@ -449,6 +464,7 @@ def history(runs: list[dict]):
         for row, key, fmt in ((1, "overlap_pct", ".2f"), (2, "exposed_comm_fraction", ".4f")):
             fig.add_trace(go.Scatter(
                 x=[r["created_at"] for r in mine], y=[r[key] for r in mine], mode="lines+markers", name=label,
+                line_color=SERIES[n % len(SERIES)],
                 legendgroup=label, showlegend=row == 1, customdata=data,
                 hovertemplate=f"run %{{customdata[0]}} ({label}) %{{x}}<br>commit %{{customdata[1]}}<br>"
                               f"%{{y:{fmt}}}<br>%{{customdata[2]}}<extra></extra>"), row=row, col=1)

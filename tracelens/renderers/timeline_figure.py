@@ -11,10 +11,10 @@ from ..model.step_timeline import StepTimeline
 from .figures import MS, PALETTE, SEVERITY_COLORS, opened_step, plotly_go
 
 KIND_COLORS = {"compute": PALETTE["compute"], "comm": PALETTE["comm"], "memcpy": PALETTE["copy"],
-               "memset": PALETTE["copy"], "sync": PALETTE["sync"]}
+               "memset": PALETTE["memset"], "sync": PALETTE["sync"]}
 EXPOSED_LANE = "exposed comm"
 PEER_LANE = "wait vs transfer"     # each matched collective's wait for peers apart from its transfer
-PEER_COLORS = {"wait for peers": PALETTE["wait"], "transfer": PALETTE["comm"]}
+PEER_COLORS = {"wait for peers": PALETTE["wait"], "transfer": PALETTE["transfer"]}
 MAX_SHADES = 300          # more exposed stretches than this are shown by their lane only
 HEIGHT = 420              # px, the figure without pinned findings (the dashboard's timeline was this tall)
 TITLE_SPACE = 60          # px above the plot for the title
@@ -92,7 +92,7 @@ def timeline(tl: StepTimeline, findings: list[Diagnosis] = (), report=None):
     shown: set[str] = set()
     for bar in timeline_bars(tl) + (peer_bars(report, tl) if report is not None else []):
         color = PALETTE["exposed"] if bar["kind"] == "exposed" else \
-            PEER_COLORS.get(bar["kind"]) or KIND_COLORS.get(bar["kind"], "#000000")
+            PEER_COLORS.get(bar["kind"]) or KIND_COLORS.get(bar["kind"], PALETTE["total"])
         fig.add_trace(go.Bar(
             y=[bar["lane"]] * len(bar["start_ms"]), x=bar["dur_ms"], base=bar["start_ms"], orientation="h",
             name=bar["kind"], marker_color=color, legendgroup=bar["kind"], showlegend=bar["kind"] not in shown,
@@ -109,7 +109,7 @@ def timeline(tl: StepTimeline, findings: list[Diagnosis] = (), report=None):
     # close together (three at the step start on the mfu_2gpu_before export) never cover each other.
     pins = sorted(((pin_time(d, tl) - tl.start_ns) * MS, n, d) for n, d in enumerate(findings))
     for row, (x, _, d) in enumerate(pins):
-        fig.add_vline(x=x, line_color=SEVERITY_COLORS.get(d.severity, "#000000"), line_dash="dot")
+        fig.add_vline(x=x, line_color=SEVERITY_COLORS.get(d.severity, PALETTE["total"]), line_dash="dot")
         fig.add_annotation(x=x, y=1.0, yref="paper", yshift=row * LABEL_ROW, text=escape(label(d)),
                            showarrow=False, xanchor="left" if x < span / 2 else "right", yanchor="bottom",
                            font={"size": LABEL_FONT}, hovertext=escape(f"{d.title}: {d.detail}"))
