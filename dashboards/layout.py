@@ -265,7 +265,7 @@ def across_children(report, name: str | None = None) -> list | None:
     if steps is not None:
         options = strip_step_options(report)
         first = options[0]["value"]
-        children += [html.Label(["collective strip, ", dcc.Dropdown(id="strip-step", options=options, value=first,
+        children += [html.Label(["collective strip", dcc.Dropdown(id="strip-step", options=options, value=first,
                                                                     clearable=False, style={"width": "160px"})],
                                 style={"display": "flex", "gap": "8px", "alignItems": "center"}),
                      dcc.Graph(id="strip", figure=across_ranks.strip(report, None if first == "none" else first),

@@ -466,7 +466,7 @@ def test_the_timeline_of_a_run_that_is_no_index_says_so(session):
         session.timeline([0], 1, 3)
 
 
-# ------------------------------------------------------------------ issue 46: what a click opens
+# ------------------------------------------------------------------ issue 46: what a click opens, one wording
 
 @pytest.fixture(scope="module")
 def straggler():
@@ -502,3 +502,30 @@ def test_a_finding_that_names_no_step_says_why_nothing_opens(straggler):
     assert info == ("No step to open for rank 0: this finding is about the rank as a whole and names no step "
                     "where it cost most. Click a heatmap cell of rank 0 (steps 2–4) to see one of its steps.")
     assert fig.layout.annotations[0].text == info
+
+
+def test_an_unmeasured_overlap_tax_reads_the_same_on_the_card_and_in_the_verdict(straggler):
+    """The straggler sample compared no kernel under communication with a run alone (summary
+    overlap_tax_compared 0): the tax is unknown. The headline card said 'n/a' while the verdict's overlap-tax
+    row said '0.000' ms and '0.0 %' of the step; now both say n/a, and the verdict bar draws no share for it."""
+    from tracelens.dashboards import layout
+    from tracelens.renderers import figures
+
+    report = straggler.runs[0].report
+    assert report.summary.overlap_tax_compared == 0
+    card = dict(figures.headline(report))["overlap tax"]
+    table = next(c for c in layout.verdict_children(report) if getattr(c, "children", None) and
+                 type(c).__name__ == "Table")
+    rows = [[td.children for td in tr.children] for tr in table.children[1].children]
+    tax = next(r for r in rows if r[0] == "overlap-tax")
+    assert card == "n/a" and tax[1:3] == ["n/a", "n/a"]
+    assert "overlap-tax" not in {t.name for t in figures.verdict_bar(report).data}
+
+
+def test_the_strip_selector_reads_as_words(straggler):
+    """The collective strip's step selector was labelled 'collective strip, ' (a stray comma before the
+    dropdown)."""
+    from tracelens.dashboards import layout
+
+    label = next(c for c in layout.across_children(straggler.runs[0].report) if type(c).__name__ == "Label")
+    assert label.children[0] == "collective strip"

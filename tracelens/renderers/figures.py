@@ -41,6 +41,7 @@ PALETTE = {
 SERIES = tuple(PALETTE[k] for k in ("compute", "exposed", "transfer", "copy", "sync", "comm", "memset"))
 SEVERITY_COLORS = {"critical": PALETTE["exposed"], "warning": PALETTE["copy"], "info": PALETTE["comm"]}
 MS = 1e-6                        # ns -> ms, the unit of every time axis
+UNKNOWN = "n/a"                  # what a card or cell shows where the Report has no value (or none measured)
 MAX_BARS = 64                    # more ranks than this: a sorted distribution plus the worst ranks
 WORST = 16                       # ranks in the "worst ranks" bars
 HEATMAP_METRICS = {
@@ -135,7 +136,7 @@ def placeholder(text: str):
 
 
 def _pct(v: Optional[float]) -> str:
-    return "n/a" if v is None else f"{v:.2f} %"
+    return UNKNOWN if v is None else f"{v:.2f} %"
 
 
 def budget(report: Report, step: Optional[int] = None, sort: str = "rank", max_bars: int = MAX_BARS):
@@ -315,14 +316,13 @@ def collectives_rows(report: Report, top: Optional[int] = None) -> list[dict]:
 def headline(report: Report) -> list[tuple[str, str]]:
     """The run's headline numbers, as (label, value) pairs."""
     s = report.summary
-    frac = "n/a" if s.exposed_comm_fraction is None else f"{100 * s.exposed_comm_fraction:.2f} %"
+    frac = UNKNOWN if s.exposed_comm_fraction is None else f"{100 * s.exposed_comm_fraction:.2f} %"
     return [("ranks", str(s.ranks)), ("steps", str(s.steps)), ("overlap", _pct(s.overlap_pct)),
             ("exposed comm fraction", frac), ("comm", f"{s.comm_ns * MS:.3f} ms"),
             ("exposed comm", f"{s.exposed_comm_ns * MS:.3f} ms"),
-            ("most exposed rank", "n/a" if s.worst_rank is None else str(s.worst_rank)),
-            ("pattern", s.pattern or "n/a"),
-            # The tax is unknown, not zero, when no kernel under communication had a baseline to compare with.
-            ("overlap tax", f"{s.overlap_tax_ns * MS:.3f} ms" if s.overlap_tax_compared else "n/a"),
+            ("most exposed rank", UNKNOWN if s.worst_rank is None else str(s.worst_rank)),
+            ("pattern", s.pattern or UNKNOWN),
+            ("overlap tax", f"{s.overlap_tax_ns * MS:.3f} ms" if tax_measured(report) else UNKNOWN),
             ("effective exposed", f"{s.effective_exposed_ns * MS:.3f} ms")]
 
 
@@ -331,12 +331,26 @@ def headline(report: Report) -> list[tuple[str, str]]:
 CAUSE_COLORS = {"peer-wait": PALETTE["wait"], "not-overlapped": PALETTE["exposed"], "overlap-tax": PALETTE["sync"]}
 
 
+def tax_measured(report: Report) -> bool:
+    """Whether the run's overlap tax was measured: it is unknown, not zero, when no kernel under communication
+    had a run alone to compare with (summary.overlap_tax_compared is 0)."""
+    return bool(report.summary.overlap_tax_compared)
+
+
 def verdict_causes(report: Report) -> list[dict]:
-    """The verdict's causes as rows: cost per step (ms, as the headline rounds it), share, ranks, why, lever."""
+    """The verdict's causes as rows: cost per step (ms, as the headline rounds it), share, ranks, why, lever.
+    An overlap tax that was not measured reads as the headline card says it (n/a), with no share to draw."""
     if report.verdict is None:
         return []
-    return [dict(zip(VERDICT_HEADERS, verdict_cells(report, c)), lever=c.lever, ns_per_step=c.ns_per_step,
-                 share=c.share_of_step) for c in report.verdict.causes]
+    rows = []
+    for c in report.verdict.causes:
+        row = dict(zip(VERDICT_HEADERS, verdict_cells(report, c)), lever=c.lever, ns_per_step=c.ns_per_step,
+                   share=c.share_of_step)
+        if c.cause == "overlap-tax" and not tax_measured(report):
+            row.update({"ms per step": UNKNOWN, "of step": UNKNOWN, "fixing saves": UNKNOWN}, ns_per_step=None,
+                       share=None)
+        rows.append(row)
+    return rows
 
 
 def culprit(report: Report) -> Optional[int]:
