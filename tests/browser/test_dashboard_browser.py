@@ -345,6 +345,16 @@ def _shown(driver, start: str) -> None:
         and _in_view(d, "#timeline-section"))
 
 
+def _opened(driver, start: str) -> None:
+    """Wait until the timeline's line starts with ``start``, then bring the timeline into the window (for the
+    tests of what it draws, apart from the scroll a click itself makes)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, WAIT).until(
+        lambda d: d.find_element("css selector", "#timeline-info").text.startswith(start))
+    driver.execute_script("document.getElementById('timeline-section').scrollIntoView()")
+
+
 def _click_finding(driver, finding_text: str) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -403,7 +413,7 @@ def test_pinned_finding_labels_never_overlap(browser):
         browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", plot)
         # 2 ranks (rows, rank 0 on top) x one whole-trace window: the middle of the top half is rank 0's cell
         ActionChains(browser).move_to_element_with_offset(plot, 0, -int(plot.size["height"] / 4)).click().perform()
-        _shown(browser, "Rank 0, step all ")
+        _opened(browser, "Rank 0, step all ")
         labels = _wait(browser, "#timeline .annotation .bg", 3) and _boxes(browser, "#timeline .annotation .bg")
         texts = [t["text"] for t in _boxes(browser, "#timeline .annotation")]
         assert len(labels) == 3 and sorted(t.split(":")[0] for t in texts) == [
@@ -454,7 +464,7 @@ def test_every_legend_on_the_page_has_colours_apart(browser):
         plot = _wait(browser, "#heatmap .nsewdrag")[0]
         browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", plot)
         ActionChains(browser).move_to_element_with_offset(plot, 0, -int(plot.size["height"] / 4)).click().perform()
-        _shown(browser, "Rank 0, step all ")
+        _opened(browser, "Rank 0, step all ")
         _wait(browser, "#timeline .legend .traces", 8)
         drawn["#timeline"] = _legend_colours(browser, "#timeline")
     assert sorted(drawn["#timeline"]) == sorted(["compute", "comm", "memcpy", "memset", "sync", "exposed",
