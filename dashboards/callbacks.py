@@ -20,6 +20,7 @@ from dash.exceptions import PreventUpdate
 from tracelens.contract import SEVERITIES
 from tracelens.errors import TracelensError
 from tracelens.renderers import across_ranks, figures
+from tracelens.renderers.common import ranges
 from tracelens.renderers.timeline_figure import step_findings, timeline as timeline_figure
 
 from . import layout
@@ -116,6 +117,9 @@ def timeline_view(session, run, picked):
     if picked is None:
         return figures.placeholder(layout.PICK), layout.PICK
     rank, step = picked
+    why = _no_step(session, run, rank, step)
+    if why:
+        return figures.placeholder(why), why
     try:
         tl = session.timeline(run, rank, step)
     except (TracelensError, ValueError) as exc:
@@ -126,6 +130,22 @@ def timeline_view(session, run, picked):
     where = "all" if step is None else step
     return timeline_figure(tl, pins, report), (f"Rank {rank}, step {where} ({tl.source}): {tl.shapes} intervals, "
                                        f"{len(pins)} finding(s) pinned.")
+
+
+def _no_step(session, run, rank, step) -> str | None:
+    """Why nothing opens for (rank, no step) in a rank drawn step by step (what a click on a finding of that
+    rank as a whole gives when it names no step where it cost most); None otherwise."""
+    try:
+        report = session.run(run).report
+    except Invalid:
+        return None                     # the timeline's own error says so
+    steps = next((sorted(s.step for s in r.steps if s.step is not None) for r in report.ranks
+                  if r.rank == rank and r.steps and all(s.step is not None for s in r.steps)), None)
+    if step is not None or steps is None:
+        return None
+    return (f"No step to open for rank {rank}: this finding is about the rank as a whole and names no step "
+            f"where it cost most. Click a heatmap cell of rank {rank} (steps {ranges(steps)}) "
+            f"to see one of its steps.")
 
 
 def history_point(session, click) -> str:
@@ -183,6 +203,12 @@ def _answer(fn):
     return call
 
 
+SHOW_TIMELINE = """function(info) {
+    document.getElementById("timeline-section").scrollIntoView({block: "nearest", behavior: "smooth"});
+    return window.dash_clientside.no_update;
+}"""
+
+
 def register(app, session) -> None:
     def on(*dependencies, **options):
         return lambda fn: app.callback(*dependencies, **options)(_answer(fn))
@@ -227,6 +253,11 @@ def register(app, session) -> None:
         @on(Output("history-info", "children"), Input("history", "clickData"), prevent_initial_call=True)
         def _history(click):
             return history_point(session, click)
+
+    # A click that opens the timeline shows it: the section is scrolled into view (only as far as it takes) when
+    # its line changes, which only the timeline's callback does. In the browser: the server has no scroll.
+    app.clientside_callback(SHOW_TIMELINE, Output("timeline-shown", "data"), Input("timeline-info", "children"),
+                            prevent_initial_call=True)
 
     @on(Output("timeline", "figure"), Output("timeline-info", "children"),
         Input("heatmap", "clickData"), Input("findings", "cellClicked"), Input("culprit-link", "n_clicks"),

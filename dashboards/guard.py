@@ -30,7 +30,7 @@ log = logging.getLogger("tracelens.dashboard")
 
 _CLICK = optional(of_type("an object", dict))
 # (component, property) -> the kind of value the page sends for it (tracelens.arguments' kinds): every input
-# and state of a registered callback is here (tests/dashboard/test_callbacks.py checks it).
+# and state of a callback the server runs is here (tests/dashboard/test_callbacks.py checks it).
 VALUES = {
     ("run", "value"): COUNT,                                      # an index into the runs
     ("step", "value"): optional(INTEGER) | of_type("'all'", str, test=lambda v: v == "all"),
@@ -122,7 +122,7 @@ def _call(body: dict, callbacks: dict) -> tuple[int, str] | None:
     """Whether ``body`` is a call of a registered callback: ``output`` names one, and ``outputs``, ``inputs``,
     ``state`` and ``changedPropIds`` are those of its declaration."""
     output = body.get("output")
-    cb = callbacks.get(output) if isinstance(output, str) else None
+    cb = served(callbacks).get(output) if isinstance(output, str) else None
     if cb is None:
         return 400, "no such callback"
     declared = cb["output"] if isinstance(cb["output"], (list, tuple)) else [cb["output"]]
@@ -145,6 +145,12 @@ def _call(body: dict, callbacks: dict) -> tuple[int, str] | None:
         if kind is not None and not kind.fits(item.get("value")):
             return NO_UPDATE, f"{item['id']}.{item['property']} is {shown(item.get('value'))}, not {kind.wants}"
     return None
+
+
+def served(callbacks: dict) -> dict:
+    """The callbacks of ``callbacks`` (an app's ``callback_map``) that the server runs. A clientside one runs in
+    the browser and has no function here: Dash would answer a call of it with an HTTP 500."""
+    return {output: cb for output, cb in callbacks.items() if "callback" in cb}
 
 
 def _key(item) -> tuple | None:

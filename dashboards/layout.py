@@ -11,7 +11,7 @@ from tracelens.contract import SEVERITIES
 from tracelens.renderers import across_ranks, diff_tables, figures, outlier_figure
 
 MAX_COLLECTIVES = 5_000     # rows sent to the collectives grid (the most exposed); the Report keeps them all
-CARD = {"background": "#f3f5f8", "padding": "6px 12px", "borderRadius": "4px"}
+CARD = {"background": figures.PALETTE["card"], "padding": "6px 12px", "borderRadius": "4px"}
 SECTION = {"marginTop": "24px"}
 # Times in ms with three decimals, as every other output prints them (the exact value is in the Report).
 MS_FORMAT = {"function": "params.value == null ? '' : d3.format('.3f')(params.value)"}
@@ -62,8 +62,9 @@ def page(session) -> html.Div:
         html.Div(id="timeline-section", style=SECTION, children=[
             html.H3("Step timeline"),
             html.Div(id="timeline-info", children=PICK),
-            dcc.Loading(dcc.Graph(id="timeline", figure=figures.placeholder(PICK),
-                                  style={"height": "420px"})),
+            # No height of its own: the figure's grows with the findings pinned (their labels stacked).
+            dcc.Loading(dcc.Graph(id="timeline", figure=figures.placeholder(PICK))),
+            dcc.Store(id="timeline-shown"),
         ]),
         html.Div(style=SECTION, children=[
             html.H3("Findings"),
@@ -159,9 +160,10 @@ def dimensions_children(report) -> list:
 
 
 def findings_grid(report, severities=(), text: str = "") -> list[dict]:
-    """The findings grid's rows; each carries ``row_id`` "rank|step|n", which a click hands back."""
+    """The findings grid's rows; each carries ``row_id`` "rank|step|n", which a click hands back: the step is
+    the one the click opens (a finding of a rank as a whole: where it cost most, ``figures.opened_step``)."""
     rows = figures.findings_rows(report, severities, text)
-    return [{**r, "row_id": f"{r['rank']}|{r['step']}|{n}"} for n, r in enumerate(rows)]
+    return [{**r, "row_id": f"{r['rank']}|{r['opens']}|{n}"} for n, r in enumerate(rows)]
 
 
 def step_options(report) -> list[dict]:
@@ -263,7 +265,7 @@ def across_children(report, name: str | None = None) -> list | None:
     if steps is not None:
         options = strip_step_options(report)
         first = options[0]["value"]
-        children += [html.Label(["collective strip, ", dcc.Dropdown(id="strip-step", options=options, value=first,
+        children += [html.Label(["collective strip", dcc.Dropdown(id="strip-step", options=options, value=first,
                                                                     clearable=False, style={"width": "160px"})],
                                 style={"display": "flex", "gap": "8px", "alignItems": "center"}),
                      dcc.Graph(id="strip", figure=across_ranks.strip(report, None if first == "none" else first),

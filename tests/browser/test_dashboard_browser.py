@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = pytest.mark.slow       # a real Chromium: CI's second, one-process pass (Makefile)
 
-from conftest import CHROMEDRIVER, CHROMIUM, ROOT, SAMPLES, needs_browser, running_dashboard
+from conftest import CHROMEDRIVER, CHROMIUM, ROOT, SAMPLES, corpus_file, needs_browser, running_dashboard
 
 SAMPLE = str(SAMPLES / "wfbp_100")
 RECORDINGS = ROOT / "tests" / "fixtures" / "recordings"
@@ -229,10 +229,11 @@ def test_html_report_renders_from_disk_offline(browser, tmp_path):
         browser.get(out.as_uri())
         _wait(browser, ".plotly-graph-div .main-svg", 2)
         graphs = browser.find_elements("css selector", ".plotly-graph-div")
-        # the verdict first (its headline, then its causes as one bar: three causes and the rest of the step),
+        # the verdict first (its headline, then its causes as one bar: peer-wait, not-overlapped and the rest of
+        # the step; wfbp_100's overlap tax was not measured, no kernel compared: no share drawn, as on the card),
         # the budget (2 ranks x 5 segments), then the heatmap: one cell per rank and step (an image)
         assert browser.find_element("css selector", "#verdict").text.startswith("Transfers that no compute hides")
-        assert len(graphs[0].find_elements("css selector", ".barlayer .point")) == 4
+        assert len(graphs[0].find_elements("css selector", ".barlayer .point")) == 3
         assert len(graphs[1].find_elements("css selector", ".barlayer .point")) == 10
         assert graphs[2].find_elements("css selector", ".hm, image")
         assert browser.execute_script("return typeof Plotly") == "object"
@@ -322,3 +323,151 @@ def test_every_control_is_answered(browser, dashboard_url):
     box.send_keys("no finding says this", Keys.ENTER)
     until(lambda: not browser.find_elements("css selector", "#findings .ag-center-cols-container .ag-row"))
     assert _severe(browser) == []
+
+
+# ------------------------------------------------------------------ issue 46: clicks show what they open
+
+MFU = "nsys/nsys-ai/mfu_2gpu_before.sqlite"     # rank 0's one window pins three findings at its start
+
+
+def _in_view(driver, css: str) -> bool:
+    """Whether the whole element is inside the window (a click's result a person sees without scrolling), to
+    the pixel: a box's edges fall on fractions of one."""
+    return driver.execute_script("var r = document.querySelector(arguments[0]).getBoundingClientRect();"
+                                 "return r.height > 0 && r.top >= -1 && r.bottom <= window.innerHeight + 1;", css)
+
+
+def _shown(driver, start: str) -> None:
+    """Wait until the timeline's line starts with ``start`` and the timeline is in the window."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, WAIT).until(
+        lambda d: d.find_element("css selector", "#timeline-info").text.startswith(start)
+        and _in_view(d, "#timeline-section"))
+
+
+def _opened(driver, start: str) -> None:
+    """Wait until the timeline's line starts with ``start``, then bring the timeline into the window (for the
+    tests of what it draws, apart from the scroll a click itself makes)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, WAIT).until(
+        lambda d: d.find_element("css selector", "#timeline-info").text.startswith(start))
+    driver.execute_script("document.getElementById('timeline-section').scrollIntoView()")
+
+
+def _click_finding(driver, finding_text: str) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    grid = driver.find_element("css selector", "#findings")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", grid)
+    row = WebDriverWait(driver, WAIT).until(lambda d: next(
+        (r for r in d.find_elements("css selector", "#findings .ag-center-cols-container .ag-row")
+         if finding_text in r.text), None))
+    row.find_element("css selector", "[col-id='title']").click()
+
+
+def test_a_click_that_opens_the_timeline_shows_it(browser):
+    """The straggler sample: the verdict card's button, at the top of the page, opened rank 3's timeline
+    2,165 px below the window and left the page where it was; a click on the straggler finding (rank 3, no
+    step) said 'No timeline for rank 3, step None'. Now each click scrolls the timeline into the window: the
+    button's step 2, the finding's step 2 (where rank 3 cost the others most, as the button), and for the
+    clocks-aligned finding (rank 0, no step, no cost by step) the sentence why nothing opens."""
+    with running_dashboard(str(SAMPLES / "straggler")) as (proc, url):
+        browser.get(url)
+        button = _wait(browser, "#culprit-link")[0]
+        assert _in_view(browser, "#culprit-link") and not _in_view(browser, "#timeline-section")
+        button.click()
+        _shown(browser, "Rank 3, step 2 ")
+        _wait(browser, "#timeline .barlayer .point", 10)
+        browser.save_screenshot(str(ARTIFACTS / "dashboard-culprit-click.png"))
+        _click_finding(browser, "clocks aligned")
+        _shown(browser, "No step to open for rank 0: this finding is about the rank as a whole")
+        assert "None" not in browser.find_element("css selector", "#timeline-info").text
+        _click_finding(browser, "straggler (slower compute)")
+        _shown(browser, "Rank 3, step 2 ")
+        assert _severe(browser) == []
+    assert "refused" not in proc.output[0] and "Traceback" not in proc.output[0]
+
+
+def _boxes(driver, css: str) -> list[dict]:
+    return driver.execute_script("return Array.from(document.querySelectorAll(arguments[0])).map(e => {"
+                                 "var r = e.getBoundingClientRect(); return {left: r.left, right: r.right, "
+                                 "top: r.top, bottom: r.bottom, text: e.textContent}; });", css)
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"] and b["top"] < a["bottom"]
+
+
+def test_pinned_finding_labels_never_overlap(browser):
+    """The mfu_2gpu_before export (shared corpus): rank 0's timeline pins its three findings (overlap pattern,
+    sync stall, parallelism) at or near the window's start, and their labels were drawn over each other. Each
+    label's box (its SVG background rectangle) and the title's now miss every other, and lie inside the
+    figure."""
+    path = corpus_file(MFU)
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    with running_dashboard(str(path)) as (proc, url):
+        browser.get(url)
+        plot = _wait(browser, "#heatmap .nsewdrag")[0]
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", plot)
+        # 2 ranks (rows, rank 0 on top) x one whole-trace window: the middle of the top half is rank 0's cell
+        ActionChains(browser).move_to_element_with_offset(plot, 0, -int(plot.size["height"] / 4)).click().perform()
+        _opened(browser, "Rank 0, step all ")
+        labels = _wait(browser, "#timeline .annotation .bg", 3) and _boxes(browser, "#timeline .annotation .bg")
+        texts = [t["text"] for t in _boxes(browser, "#timeline .annotation")]
+        assert len(labels) == 3 and sorted(t.split(":")[0] for t in texts) == [
+            "overlap-pattern", "parallelism", "sync-stall"], texts
+        boxes = labels + _boxes(browser, "#timeline .gtitle")
+        assert [(i, j) for i in range(len(boxes)) for j in range(i) if _overlap(boxes[i], boxes[j])] == []
+        figure = _boxes(browser, "#timeline .main-svg")[0]
+        assert all(figure["left"] <= b["left"] and b["right"] <= figure["right"] and figure["top"] <= b["top"]
+                   for b in boxes), (figure, boxes)
+        browser.find_element("css selector", "#timeline-section").screenshot(str(ARTIFACTS / "dashboard-pins.png"))
+        assert _severe(browser) == []
+    assert "refused" not in proc.output[0] and "Traceback" not in proc.output[0]
+
+
+def _legend_colours(driver, graph: str) -> dict[str, str]:
+    """The legend of the graph as drawn: each entry's text -> its swatch's colour as #RRGGBB (a bar's or
+    point's fill, a line's stroke)."""
+    pairs = driver.execute_script("""
+        return Array.from(document.querySelectorAll(arguments[0] + ' .legend .traces')).map(t => {
+            var swatch = t.querySelector('.legendpoints path, .legendsymbols path') || t.querySelector('.legendlines path');
+            var style = getComputedStyle(swatch);
+            var paint = swatch.closest('.legendlines') ? style.stroke : style.fill;
+            return [t.querySelector('.legendtext').textContent, paint];
+        });""", graph)
+    def hex_of(rgb):
+        parts = [int(float(v)) for v in rgb[rgb.index("(") + 1:rgb.index(")")].split(",")[:3]]
+        return "#" + "".join(f"{v:02X}" for v in parts)
+    return {name: hex_of(paint) for name, paint in pairs}
+
+
+def test_every_legend_on_the_page_has_colours_apart(browser):
+    """Every legend the straggler sample's page draws (the verdict bar, the budget, wait vs transfer, the
+    strip) and rank 0's timeline of the mfu_2gpu_before export (all eight kinds: 'comm' and 'transfer' were
+    the same sky blue, 'memcpy' and 'memset' the same orange): each pair of swatches, as Chromium paints them,
+    apart by the figures' thresholds (tests/fixtures/colours.py: APART) in normal vision, grey scale and the
+    three dichromacies."""
+    from fixtures.colours import too_close
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    drawn = {}
+    with running_dashboard(str(SAMPLES / "straggler")) as (proc, url):
+        browser.get(url)
+        for graph in ("#verdict-bar", "#budget", "#wait-transfer", "#strip"):
+            _wait(browser, f"{graph} .legend .traces", 2)
+            drawn[graph] = _legend_colours(browser, graph)
+    with running_dashboard(str(corpus_file(MFU))) as (proc, url):
+        browser.get(url)
+        plot = _wait(browser, "#heatmap .nsewdrag")[0]
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", plot)
+        ActionChains(browser).move_to_element_with_offset(plot, 0, -int(plot.size["height"] / 4)).click().perform()
+        _opened(browser, "Rank 0, step all ")
+        _wait(browser, "#timeline .legend .traces", 8)
+        drawn["#timeline"] = _legend_colours(browser, "#timeline")
+    assert sorted(drawn["#timeline"]) == sorted(["compute", "comm", "memcpy", "memset", "sync", "exposed",
+                                                 "wait for peers", "transfer"])
+    assert {g: too_close(series) for g, series in drawn.items() if too_close(series)} == {}

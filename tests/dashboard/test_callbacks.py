@@ -385,8 +385,22 @@ def _timeline_call(run, click_=None):
 
 def test_every_value_of_every_callback_has_its_kind(session, history_db):
     app = create_app(Session(session.runs, history=api.history_runs(history_db)))     # with the history's callback
-    given = {(i["id"], i["property"]) for cb in app.callback_map.values() for i in [*cb["inputs"], *cb["state"]]}
+    given = {(i["id"], i["property"]) for cb in guard.served(app.callback_map).values()
+             for i in [*cb["inputs"], *cb["state"]]}
     assert given == set(guard.VALUES)
+
+
+def test_a_call_of_the_browsers_own_callback_is_refused(session, log_lines):
+    """The timeline's scroll into view runs in the browser (a clientside callback, in the app's callback_map
+    without a function): a request naming it is no call of the server's, refused with 400, where Dash raised
+    KeyError ('Callback function not found') and answered 500."""
+    app = create_app(session)
+    assert "timeline-shown.data" in app.callback_map and "timeline-shown.data" not in guard.served(app.callback_map)
+    body = {"output": "timeline-shown.data", "outputs": {"id": "timeline-shown", "property": "data"},
+            "inputs": [{"id": "timeline-info", "property": "children", "value": "Rank 1, step 3"}],
+            "changedPropIds": ["timeline-info.children"]}
+    answer = _update(app.server.test_client(), body)
+    assert (answer.status_code, answer.data) == (400, b"no such callback\n")
 
 
 @pytest.mark.parametrize("run", [[0], {"0": 0}, "0", 0.0, True, None, -1])
@@ -450,3 +464,68 @@ def test_the_timeline_of_a_run_that_is_no_index_says_so(session):
     assert callbacks.timeline_view(session, [0], (1, 3))[1] == "No timeline for rank 1, step 3: no run [0]"
     with pytest.raises(guard.Invalid, match=r"^no run \[0\]$"):
         session.timeline([0], 1, 3)
+
+
+# ------------------------------------------------------------------ issue 46: what a click opens, one wording
+
+@pytest.fixture(scope="module")
+def straggler():
+    return Session([Run("A", tracelens.report(str(SAMPLES / "straggler")))])
+
+
+def _finding_row(session, finding_id):
+    return next(r for r in callbacks.finding_rows(session, 0) if r["id"] == finding_id)
+
+
+def test_a_finding_of_a_rank_as_a_whole_opens_the_step_where_it_cost_most(straggler):
+    """The straggler sample's straggler finding is rank 3's, of no step; rank 3 has steps 2-4 and cost the
+    others 27.6 ms of wait in each (its evidence's caused_wait_by_step), so its click opens the first of them:
+    step 2, the step the verdict's button opens. Before, the click asked for rank 3's step None and said
+    'No timeline for rank 3, step None: the report has no rank 3 with step None'."""
+    from tracelens.renderers import figures
+
+    row = _finding_row(straggler, "straggler")
+    assert (row["rank"], row["step"]) == (3, None)
+    picked = callbacks.selection_from_finding({"rowId": row["row_id"]})
+    assert picked == (3, 2) == figures.culprit_step(straggler.runs[0].report)
+    fig, info = callbacks.timeline_view(straggler, 0, picked)
+    assert info.startswith("Rank 3, step 2 ")
+    # the finding clicked is pinned on the step it opened, beside the step's own (its sawtooth)
+    assert sorted(a.text.split(":")[0] for a in fig.layout.annotations) == ["overlap-pattern", "straggler"]
+
+
+def test_a_finding_that_names_no_step_says_why_nothing_opens(straggler):
+    """The clocks-aligned finding is rank 0's, of no step, and names no step where it cost anything: rank 0's
+    timeline is drawn step by step (2-4), so the click says so in words, with no 'step None'."""
+    row = _finding_row(straggler, "clock-offset")
+    fig, info = callbacks.timeline_view(straggler, 0, callbacks.selection_from_finding({"rowId": row["row_id"]}))
+    assert info == ("No step to open for rank 0: this finding is about the rank as a whole and names no step "
+                    "where it cost most. Click a heatmap cell of rank 0 (steps 2–4) to see one of its steps.")
+    assert fig.layout.annotations[0].text == info
+
+
+def test_an_unmeasured_overlap_tax_reads_the_same_on_the_card_and_in_the_verdict(straggler):
+    """The straggler sample compared no kernel under communication with a run alone (summary
+    overlap_tax_compared 0): the tax is unknown. The headline card said 'n/a' while the verdict's overlap-tax
+    row said '0.000' ms and '0.0 %' of the step; now both say n/a, and the verdict bar draws no share for it."""
+    from tracelens.dashboards import layout
+    from tracelens.renderers import figures
+
+    report = straggler.runs[0].report
+    assert report.summary.overlap_tax_compared == 0
+    card = dict(figures.headline(report))["overlap tax"]
+    table = next(c for c in layout.verdict_children(report) if getattr(c, "children", None) and
+                 type(c).__name__ == "Table")
+    rows = [[td.children for td in tr.children] for tr in table.children[1].children]
+    tax = next(r for r in rows if r[0] == "overlap-tax")
+    assert card == "n/a" and tax[1:3] == ["n/a", "n/a"]
+    assert "overlap-tax" not in {t.name for t in figures.verdict_bar(report).data}
+
+
+def test_the_strip_selector_reads_as_words(straggler):
+    """The collective strip's step selector was labelled 'collective strip, ' (a stray comma before the
+    dropdown)."""
+    from tracelens.dashboards import layout
+
+    label = next(c for c in layout.across_children(straggler.runs[0].report) if type(c).__name__ == "Label")
+    assert label.children[0] == "collective strip"

@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 import tracelens  # noqa: E402
 from tracelens import api  # noqa: E402
 from tracelens.cli import main  # noqa: E402
-from tracelens.dashboards import Run, Session, create_app  # noqa: E402
+from tracelens.dashboards import Run, Session, create_app, guard  # noqa: E402
 
 from conftest import ROOT, SAMPLES  # noqa: E402
 from fixtures.opens import opened_files  # noqa: E402
@@ -126,7 +126,7 @@ ANY = VALUES | CLICKS | CELLS
 
 @st.composite
 def calls(draw, app):
-    output = draw(st.sampled_from(sorted(app.callback_map)))
+    output = draw(st.sampled_from(sorted(guard.served(app.callback_map))))
     cb = app.callback_map[output]
     inputs = [draw(ANY) for _ in cb["inputs"]]
     state = [draw(ANY) for _ in cb["state"]]
@@ -167,7 +167,7 @@ PAGE = {("run", "value"): 1, ("step", "value"): 3, ("sort", "value"): "exposed",
 def one_off(draw, app):
     """A call whose values are all the page's own but one, of any kind: what reaches a callback with everything
     else in order (a list for the run beside a real click once reached the timeline callback and failed there)."""
-    output = draw(st.sampled_from(sorted(app.callback_map)))
+    output = draw(st.sampled_from(sorted(guard.served(app.callback_map))))
     cb = app.callback_map[output]
     slots = [(i["id"], i["property"]) for i in [*cb["inputs"], *cb["state"]]]
     odd = draw(st.sampled_from(slots))

@@ -11,6 +11,7 @@ pytest.importorskip("plotly", reason="the dashboard extra (plotly) is not instal
 
 from tracelens.renderers import figures  # noqa: E402
 
+from fixtures.colours import too_close  # noqa: E402
 from fixtures.reports import MS, synthetic  # noqa: E402
 
 
@@ -213,3 +214,74 @@ def test_dimension_bars_are_the_summary_numbers():
     assert got["exposed comm"] == {"tp": 10.0, "dp": 3.0}
     assert got["overlapped comm"] == {"tp": 30.0, "dp": 27.0}
     assert figures.dimension_rows(rep)[0]["worst_rank"] == 2
+
+
+# ------------------------------------------------------------------ issue 46: every series of a figure apart
+
+def legend(fig) -> dict[str, str]:
+    """Legend name -> colour of every trace a legend shows: a line's line, else its marker (bars, points)."""
+    out = {}
+    for t in fig.data:
+        if t.showlegend is not False:
+            out[t.name] = t.line.color if t.type != "bar" and "lines" in (t.mode or "") else t.marker.color
+    return out
+
+
+def _figures_of_the_samples():
+    """Every figure of the dashboard and the HTML report that draws named series, on the samples that draw
+    them: the straggler sample (4 ranks, cross-rank views, verdict), wfbp_100 against it (the compare view),
+    the many-ranks distribution (max_bars below its 4 ranks) and the outlier run (tests/integration/
+    test_outliers.py)."""
+    import tracelens
+    from tracelens.renderers import across_ranks
+
+    straggler, wfbp = tracelens.report(str(SAMPLES / "straggler")), tracelens.report(str(SAMPLES / "wfbp_100"))
+    yield "budget", figures.budget(straggler)
+    yield "budget distribution", figures.budget(straggler, max_bars=2)
+    yield "verdict bar", figures.verdict_bar(straggler)
+    yield "dimensions", figures.dimensions(wfbp)
+    yield "compare", figures.compare(wfbp, straggler)
+    yield "wait vs transfer", across_ranks.wait_transfer(straggler)
+    yield "strip", across_ranks.strip(straggler, 2)
+
+
+def test_every_series_of_a_sample_figure_has_a_colour_apart_from_the_others():
+    drawn = {name: legend(fig) for name, fig in _figures_of_the_samples() if fig is not None}
+    assert len(drawn) == 7 and all(len(s) >= 2 for s in drawn.values()), drawn
+    assert {name: too_close(series) for name, series in drawn.items() if too_close(series)} == {}
+
+
+def test_every_series_a_figure_can_draw_has_a_colour_apart_from_the_others():
+    """What a figure draws beyond the samples: the timeline's every kind of activity with the exposed lane and
+    the wait apart from the transfer (the mfu_2gpu_before export draws all eight; 'comm' and 'transfer' were
+    the same sky blue, 'memcpy' and 'memset' the same orange), every outlier cause beside the usual instances,
+    every verdict cause beside the rest of the step, and as many ops or history labels as there are series
+    colours."""
+    from tracelens.renderers import outlier_figure, timeline_figure
+
+    can_draw = {
+        "timeline": {**timeline_figure.KIND_COLORS, **timeline_figure.PEER_COLORS, "exposed": figures.PALETTE["exposed"]},
+        "outliers": {**outlier_figure.CAUSE_COLORS, "instance": figures.PALETTE["neutral"]},
+        "verdict bar": {**figures.CAUSE_COLORS, "rest of the step": figures.PALETTE["neutral"]},
+        "ops and labels": {str(n): c for n, c in enumerate(figures.SERIES)},
+    }
+    assert len(can_draw["timeline"]) == 8 and len(can_draw["ops and labels"]) == 7
+    assert {name: too_close(series) for name, series in can_draw.items() if too_close(series)} == {}
+
+
+def test_the_figures_colours_are_the_palettes():
+    """One palette: no renderer names a colour of its own (a hex literal) outside figures.PALETTE."""
+    import re
+    from pathlib import Path
+
+    from conftest import ROOT
+
+    literal = re.compile(r"#[0-9A-Fa-f]{6}\b|#[0-9A-Fa-f]{3}\b(?![0-9A-Fa-f])")
+    palette = set(figures.PALETTE.values())
+    stray = {}
+    for path in [*(ROOT / "tracelens" / "renderers").glob("*.py"), *(ROOT / "dashboards").glob("*.py")]:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            for hit in literal.findall(line):
+                if not (path.name == "figures.py" and hit in palette):
+                    stray[f"{path.name}:{n}"] = hit
+    assert stray == {}

@@ -6,9 +6,8 @@ view only when there is something in it."""
 from __future__ import annotations
 
 from ..model.columns import distinct
-from .figures import MAX_BARS, MS, PALETTE, WORST, heading, plotly_go
+from .figures import MAX_BARS, MS, PALETTE, SERIES, WORST, heading, plotly_go
 
-OP_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 
 
 def _cross(report):
@@ -50,7 +49,7 @@ def wait_transfer(report, max_bars: int = MAX_BARS):
             + ("unknown" if r["exposed_wait"] is None else f"{r['exposed_wait'] * MS:.6f} ms") + "<br>arrived last "
             f"{r['late_count']} of {r['matched']}" for r in shown]
     fig = go.Figure()
-    for key, name, color in (("transfer", "transfer", PALETTE["comm"]), ("wait", "wait for peers", PALETTE["wait"])):
+    for key, name, color in (("transfer", "transfer", PALETTE["transfer"]), ("wait", "wait for peers", PALETTE["wait"])):
         fig.add_trace(go.Bar(x=labels, y=[r[key] * MS for r in shown], name=name, marker_color=color,
                              hovertext=text, hovertemplate="%{hovertext}<extra>" + name + "</extra>"))
     # A rank known from NCCL Inspector logs alone has no exposed wait (unknown): no marker, never one at 0.
@@ -95,7 +94,7 @@ def busbw(report):
         mine = [c for c in points if (c.op or "unknown") == op]
         fig.add_trace(go.Scattergl(
             x=[c.bytes for c in mine], y=[c.busbw_gbps for c in mine], mode="markers", name=op,
-            marker={"color": OP_COLORS[n % len(OP_COLORS)], "size": 7},
+            marker={"color": SERIES[n % len(SERIES)], "size": 7},
             customdata=[[c.pg or "", c.seq, c.step, len(c.ranks), c.transfer_ns * MS] for c in mine],
             hovertemplate=(op + " pg %{customdata[0]} seq %{customdata[1]} step %{customdata[2]}<br>"
                            "%{x:,} bytes, %{customdata[3]} ranks<br>transfer %{customdata[4]:.6f} ms<br>"
@@ -103,7 +102,7 @@ def busbw(report):
     t = getattr(report, "transport", None)
     if t is not None and t.bandwidth is not None:
         for y, name in ((t.bandwidth.tcp_max_gbps, "TCP max"), (t.bandwidth.rdma_min_gbps, "RDMA min")):
-            fig.add_hline(y=y, line_dash="dash", line_color="#555555", annotation_text=f"{name} {y:.0f} GB/s")
+            fig.add_hline(y=y, line_dash="dash", line_color=PALETTE["ink"], annotation_text=f"{name} {y:.0f} GB/s")
     fig.update_layout(title=heading("Bus bandwidth vs message size", transport_line(report) or ""),
                       xaxis={"title": "message size (bytes)", "type": "log"}, yaxis={"title": "busbw (GB/s)"},
                       legend_orientation="h", legend_y=-0.2, margin={"t": 70})
@@ -213,7 +212,7 @@ def strip(report, step="all", max_shapes: int = MAX_STRIP_SHAPES):
     gap = span // STRIP_PIXELS if merged else 0
     colls = _cross(report).collectives
     for lo, hi, name, color in (("start", "wait_end", "wait for peers", PALETTE["wait"]),
-                                ("wait_end", "end", "transfer", PALETTE["comm"])):
+                                ("wait_end", "end", "transfer", PALETTE["transfer"])):
         keep = cols[hi] > cols[lo]
         rank, a, b = cols["rank"][keep], cols[lo][keep] - t0, cols[hi][keep] - t0
         hover = None

@@ -13,19 +13,35 @@ from typing import Iterable, Optional
 from ..contract import Report
 from .run_tables import VERDICT_HEADERS, verdict_cells
 
-# Okabe-Ito, the colour-blind-safe palette; every view uses these names for these colours.
+# The one palette: every figure, the dashboard's and the HTML report's, names its colours from here. Okabe-Ito's
+# hues, each at its own lightness, so that every series of one figure stays apart (CIEDE2000: at least 20 in
+# normal vision, 10 under each full dichromacy, 7 in grey scale; tests/unit/test_figures.py measures it).
+# Lightness (L*) in brackets: the timeline's eight series step from 16 to 91.
 PALETTE = {
-    "compute": "#0072B2",        # blue
-    "overlapped": "#009E73",     # bluish green: communication hidden under compute
-    "exposed": "#D55E00",        # vermillion: communication on the critical path
-    "idle": "#BBBBBB",           # grey
-    "copy": "#E69F00",           # orange: memcpy / memset
-    "sync": "#CC79A7",           # reddish purple
-    "comm": "#56B4E9",           # sky blue: a communication kernel (timeline), data transfer (across ranks)
-    "wait": "#F0E442",           # yellow: waiting for peers (across ranks)
+    "compute": "#003E83",        # navy blue [27]
+    "overlapped": "#01724B",     # green [42]: communication hidden under compute
+    "exposed": "#D55E00",        # vermillion [54]: communication on the critical path
+    "idle": "#999999",           # grey [63]
+    "copy": "#EDA52C",           # orange [73]: memcpy, and copy-only time
+    "memset": "#635710",         # olive brown [37]
+    "sync": "#520137",           # dark wine [16]
+    "comm": "#45A1D2",           # sky blue [63]: a communication kernel
+    "transfer": "#007C67",       # teal [46]: data moving in a matched collective (across ranks, timeline)
+    "wait": "#EEEC40",           # yellow [91]: waiting for peers
+    "neutral": "#B9B9B9",        # light grey [75]: what is not the subject (the rest of a step, usual instances)
+    "total": "#000000",          # black: step time, a whole
+    "ink": "#444444",            # dark grey: reference lines and outlines, the info findings' text
+    "warning-ink": "#B07000",    # dark orange: the warning findings' text (the orange is too light to read)
+    "card": "#F3F5F8",           # the background of a card (the verdict, the headline numbers)
+    "text": "#222222",           # the HTML report's text
+    "rule": "#DDDDDD",           # a table's lines
 }
-SEVERITY_COLORS = {"critical": "#D55E00", "warning": "#E69F00", "info": "#56B4E9"}
+# Series colours in the order a figure of named series (ops, history labels) takes them: seven of the timeline's
+# eight, apart from each other in every vision above; the yellow left out (thin marks on white).
+SERIES = tuple(PALETTE[k] for k in ("compute", "exposed", "transfer", "copy", "sync", "comm", "memset"))
+SEVERITY_COLORS = {"critical": PALETTE["exposed"], "warning": PALETTE["copy"], "info": PALETTE["comm"]}
 MS = 1e-6                        # ns -> ms, the unit of every time axis
+UNKNOWN = "n/a"                  # what a card or cell shows where the Report has no value (or none measured)
 MAX_BARS = 64                    # more ranks than this: a sorted distribution plus the worst ranks
 WORST = 16                       # ranks in the "worst ranks" bars
 HEATMAP_METRICS = {
@@ -120,7 +136,7 @@ def placeholder(text: str):
 
 
 def _pct(v: Optional[float]) -> str:
-    return "n/a" if v is None else f"{v:.2f} %"
+    return UNKNOWN if v is None else f"{v:.2f} %"
 
 
 def budget(report: Report, step: Optional[int] = None, sort: str = "rank", max_bars: int = MAX_BARS):
@@ -158,7 +174,7 @@ def _budget_distribution(rows: list[dict], title: str, line: str):
                         subplot_titles=("distribution over ranks (each series sorted)",
                                         f"{WORST} ranks with the most exposed comm"))
     n = len(rows)
-    for key, name, color in (*SEGMENTS, ("duration", "step time", "#000000")):
+    for key, name, color in (*SEGMENTS, ("duration", "step time", PALETTE["total"])):
         ordered = sorted(rows, key=lambda r: (r[key], r["rank"]))
         fig.add_trace(go.Scattergl(
             x=[100.0 * i / max(n - 1, 1) for i in range(n)], y=[r[key] * MS for r in ordered], mode="lines",
@@ -266,7 +282,8 @@ def dimensions(report: Report):
 # -------------------------------------------------------------------------------------------------- tables
 
 def findings_rows(report: Report, severity: Iterable[str] = (), text: str = "") -> list[dict]:
-    """The findings as table rows, most severe first; filtered by severity and by a text in any column."""
+    """The findings as table rows, most severe first; filtered by severity and by a text in any column. Each
+    row's ``opens``: the step whose timeline a click on it opens (``opened_step``)."""
     order = {"critical": 0, "warning": 1, "info": 2}
     keep = set(severity)
     needle = text.lower().strip()
@@ -278,6 +295,9 @@ def findings_rows(report: Report, severity: Iterable[str] = (), text: str = "") 
             continue
         if needle and not any(needle in str(v).lower() for v in row.values()):
             continue
+        # The step a click on the finding opens (None: its whole-trace window, or none: opened_step); after
+        # the filter, which matches what the row shows.
+        row["opens"] = opened_step(report, d)[1]
         rows.append(row)
     rows.sort(key=lambda r: (order.get(r["severity"], 3), r["rank"], -1 if r["step"] is None else r["step"]))
     return rows
@@ -296,14 +316,13 @@ def collectives_rows(report: Report, top: Optional[int] = None) -> list[dict]:
 def headline(report: Report) -> list[tuple[str, str]]:
     """The run's headline numbers, as (label, value) pairs."""
     s = report.summary
-    frac = "n/a" if s.exposed_comm_fraction is None else f"{100 * s.exposed_comm_fraction:.2f} %"
+    frac = UNKNOWN if s.exposed_comm_fraction is None else f"{100 * s.exposed_comm_fraction:.2f} %"
     return [("ranks", str(s.ranks)), ("steps", str(s.steps)), ("overlap", _pct(s.overlap_pct)),
             ("exposed comm fraction", frac), ("comm", f"{s.comm_ns * MS:.3f} ms"),
             ("exposed comm", f"{s.exposed_comm_ns * MS:.3f} ms"),
-            ("most exposed rank", "n/a" if s.worst_rank is None else str(s.worst_rank)),
-            ("pattern", s.pattern or "n/a"),
-            # The tax is unknown, not zero, when no kernel under communication had a baseline to compare with.
-            ("overlap tax", f"{s.overlap_tax_ns * MS:.3f} ms" if s.overlap_tax_compared else "n/a"),
+            ("most exposed rank", UNKNOWN if s.worst_rank is None else str(s.worst_rank)),
+            ("pattern", s.pattern or UNKNOWN),
+            ("overlap tax", f"{s.overlap_tax_ns * MS:.3f} ms" if tax_measured(report) else UNKNOWN),
             ("effective exposed", f"{s.effective_exposed_ns * MS:.3f} ms")]
 
 
@@ -312,12 +331,26 @@ def headline(report: Report) -> list[tuple[str, str]]:
 CAUSE_COLORS = {"peer-wait": PALETTE["wait"], "not-overlapped": PALETTE["exposed"], "overlap-tax": PALETTE["sync"]}
 
 
+def tax_measured(report: Report) -> bool:
+    """Whether the run's overlap tax was measured: it is unknown, not zero, when no kernel under communication
+    had a run alone to compare with (summary.overlap_tax_compared is 0)."""
+    return bool(report.summary.overlap_tax_compared)
+
+
 def verdict_causes(report: Report) -> list[dict]:
-    """The verdict's causes as rows: cost per step (ms, as the headline rounds it), share, ranks, why, lever."""
+    """The verdict's causes as rows: cost per step (ms, as the headline rounds it), share, ranks, why, lever.
+    An overlap tax that was not measured reads as the headline card says it (n/a), with no share to draw."""
     if report.verdict is None:
         return []
-    return [dict(zip(VERDICT_HEADERS, verdict_cells(report, c)), lever=c.lever, ns_per_step=c.ns_per_step,
-                 share=c.share_of_step) for c in report.verdict.causes]
+    rows = []
+    for c in report.verdict.causes:
+        row = dict(zip(VERDICT_HEADERS, verdict_cells(report, c)), lever=c.lever, ns_per_step=c.ns_per_step,
+                   share=c.share_of_step)
+        if c.cause == "overlap-tax" and not tax_measured(report):
+            row.update({"ms per step": UNKNOWN, "of step": UNKNOWN, "fixing saves": UNKNOWN}, ns_per_step=None,
+                       share=None)
+        rows.append(row)
+    return rows
 
 
 def culprit(report: Report) -> Optional[int]:
@@ -329,17 +362,29 @@ def culprit(report: Report) -> Optional[int]:
 
 def culprit_step(report: Report) -> tuple[Optional[int], Optional[int]]:
     """The culprit and the step where its lateness cost the others the most wait (its straggler finding's
-    ``caused_wait_by_step``; the step is None for a whole-trace window); (None, None) without a culprit."""
+    ``caused_wait_by_step``, as a click on that finding opens it: ``opened_step``; the step is None for a
+    whole-trace window); (None, None) without a culprit."""
     rank = culprit(report)
     if rank is None:
         return None, None
     found = next((d for d in report.diagnoses if d.id == "straggler" and d.rank == rank), None)
-    by_step = (found.evidence.get("caused_wait_by_step") if found is not None else None) or []
+    opens, step = opened_step(report, found) if found is not None else (False, None)
+    if opens:
+        return rank, step
     steps = {s.step for r in report.ranks if r.rank == rank for s in r.steps}
+    return rank, next(iter(sorted(steps, key=lambda s: (s is None, s))), None)
+
+
+def opened_step(report: Report, d) -> tuple[bool, Optional[int]]:
+    """(True, the step) whose timeline a click on finding ``d`` opens: its own step; for a finding of its rank
+    as a whole (no step) in a rank drawn step by step, the step where it cost the most (a straggler's
+    ``caused_wait_by_step``: the first of the costliest); (False, None) when it names no such step."""
+    steps = {s.step for r in report.ranks if r.rank == d.rank for s in r.steps}
+    if d.step is not None or None in steps:
+        return True, d.step
+    by_step = (d.evidence or {}).get("caused_wait_by_step") or []
     best = max((pair for pair in by_step if pair[0] in steps), key=lambda pair: pair[1], default=None)
-    if best is None:
-        return rank, next(iter(sorted(steps, key=lambda s: (s is None, s))), None)
-    return rank, best[0]
+    return (False, None) if best is None else (True, best[0])
 
 
 def verdict_bar(report: Report):
@@ -357,7 +402,7 @@ def verdict_bar(report: Report):
                              hoverinfo="text"))
     rest = max(0.0, 100 - sum(100 * r["share"] for r in rows))
     fig.add_trace(go.Bar(y=["step"], x=[rest], orientation="h", name="rest of the step",
-                         marker_color="#EEEEEE", hoverinfo="skip"))
+                         marker_color=PALETTE["neutral"], hoverinfo="skip"))
     fig.update_layout(barmode="stack", height=140, margin=dict(l=40, r=20, t=10, b=30),
                       xaxis=dict(title="% of the step (median over ranks)", range=[0, 100]),
                       legend=dict(orientation="h", y=-0.6), showlegend=True)
@@ -401,7 +446,7 @@ def compare(a: Report, b: Report, names: tuple[str, str] = ("A", "B")):
     rows = compare_rows(a, b)
     fig = make_subplots(rows=1, cols=2,
                         subplot_titles=("per rank (all steps)", "per step (sum over the ranks of both)"))
-    series = (("exposed", "Δ exposed comm", PALETTE["exposed"]), ("duration", "Δ step time", "#000000"),
+    series = (("exposed", "Δ exposed comm", PALETTE["exposed"]), ("duration", "Δ step time", PALETTE["total"]),
               ("compute", "Δ compute", PALETTE["compute"]))
     for col, (part, key) in enumerate((("ranks", "rank"), ("steps", "step")), start=1):
         xs = [str(r[key]) for r in rows[part]]
@@ -433,6 +478,7 @@ def history(runs: list[dict]):
         for row, key, fmt in ((1, "overlap_pct", ".2f"), (2, "exposed_comm_fraction", ".4f")):
             fig.add_trace(go.Scatter(
                 x=[r["created_at"] for r in mine], y=[r[key] for r in mine], mode="lines+markers", name=label,
+                line_color=SERIES[n % len(SERIES)],
                 legendgroup=label, showlegend=row == 1, customdata=data,
                 hovertemplate=f"run %{{customdata[0]}} ({label}) %{{x}}<br>commit %{{customdata[1]}}<br>"
                               f"%{{y:{fmt}}}<br>%{{customdata[2]}}<extra></extra>"), row=row, col=1)

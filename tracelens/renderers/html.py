@@ -15,17 +15,19 @@ from . import across_ranks, figures, outlier_figure
 INSTALL_HINT = "pip install 'tracelens-overlap[dashboard]'"
 TOP_COLLECTIVES = 50
 
-_RULES = """
-table { border-collapse: collapse; font-size: 0.9em; margin-bottom: 1.5em; }
-th, td { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.headline { display: flex; flex-wrap: wrap; gap: 1em; margin-bottom: 1em; }
-.headline div { background: #f3f5f8; padding: 0.5em 0.9em; border-radius: 4px; }
-.headline b { display: block; font-size: 1.3em; }
-.sev-critical { color: #D55E00; font-weight: bold; } .sev-warning { color: #B07000; } .sev-info { color: #444; }
-.verdict { font-size: 1.25em; font-weight: bold; }
+_RULES = f"""
+table {{ border-collapse: collapse; font-size: 0.9em; margin-bottom: 1.5em; }}
+th, td {{ border-bottom: 1px solid {figures.PALETTE["rule"]}; padding: 4px 8px; text-align: left; vertical-align: top; }}
+td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+.headline {{ display: flex; flex-wrap: wrap; gap: 1em; margin-bottom: 1em; }}
+.headline div {{ background: {figures.PALETTE["card"]}; padding: 0.5em 0.9em; border-radius: 4px; }}
+.headline b {{ display: block; font-size: 1.3em; }}
+.sev-critical {{ color: {figures.SEVERITY_COLORS["critical"]}; font-weight: bold; }}
+.sev-warning {{ color: {figures.PALETTE["warning-ink"]}; }} .sev-info {{ color: {figures.PALETTE["ink"]}; }}
+.verdict {{ font-size: 1.25em; font-weight: bold; }}
 """
-_STYLE = "\nbody { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px; color: #222; }" + _RULES
+_STYLE = ("\nbody { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px; color: "
+          f"{figures.PALETTE['text']}; }}" + _RULES)
 # A notebook cell's HTML sits inside the notebook's own page: its rules apply inside its own element only.
 SCOPE = "tracelens-report"
 _SCOPED = "\n".join(", ".join(f".{SCOPE} {sel.strip()}" for sel in rule.split("{")[0].split(",")) + " {"

@@ -11,7 +11,8 @@ from .common import size
 from .figures import MS, PALETTE, plotly_go
 
 MAX_KINDS = 6             # panels drawn; the findings list every kind
-CAUSE_COLORS = {"wait": PALETTE["wait"], "transfer": PALETTE["comm"], "early": PALETTE["idle"],
+# "early" came early and waited as usual (no cost): the calm sky blue, apart from the usual instances' grey.
+CAUSE_COLORS = {"wait": PALETTE["wait"], "transfer": PALETTE["transfer"], "early": PALETTE["comm"],
                 "unknown": PALETTE["exposed"]}
 
 
@@ -54,11 +55,11 @@ def outliers(report: Report, clickable: bool = True):
             fig.add_trace(go.Scatter(
                 x=p["x"], y=p["y"], mode="markers", name=name, legendgroup=name, showlegend=name not in shown,
                 customdata=p["customdata"], hovertext=p["text"], hoverinfo="text",
-                marker={"color": "#888888" if cause is None else CAUSE_COLORS[cause],
+                marker={"color": PALETTE["neutral"] if cause is None else CAUSE_COLORS[cause],
                         "size": 6 if cause is None else 11, "symbol": "circle" if cause is None else "x",
-                        "line": {"width": 0 if cause is None else 1, "color": "#333333"}}), row=row, col=1)
+                        "line": {"width": 0 if cause is None else 1, "color": PALETTE["ink"]}}), row=row, col=1)
             shown.add(name)
-        fig.add_hline(y=k.median_ns * MS, line={"dash": "dot", "color": "#555555", "width": 1}, row=row, col=1,
+        fig.add_hline(y=k.median_ns * MS, line={"dash": "dot", "color": PALETTE["ink"], "width": 1}, row=row, col=1,
                       annotation_text="median", annotation_position="bottom right")
         fig.add_hline(y=k.limit_ns * MS, line={"dash": "dash", "color": PALETTE["exposed"], "width": 1}, row=row,
                       col=1, annotation_text="outlier limit", annotation_position="top right")
