@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from ..contract import Report
-from .run_tables import VERDICT_HEADERS, verdict_cells
+from .run_tables import VERDICT_HEADERS, tax_measured, verdict_cells
 
 # The one palette: every figure, the dashboard's and the HTML report's, names its colours from here. Okabe-Ito's
 # hues, each at its own lightness, so that every series of one figure stays apart (CIEDE2000: at least 20 in
@@ -331,12 +331,6 @@ def headline(report: Report) -> list[tuple[str, str]]:
 CAUSE_COLORS = {"peer-wait": PALETTE["wait"], "not-overlapped": PALETTE["exposed"], "overlap-tax": PALETTE["sync"]}
 
 
-def tax_measured(report: Report) -> bool:
-    """Whether the run's overlap tax was measured: it is unknown, not zero, when no kernel under communication
-    had a run alone to compare with (summary.overlap_tax_compared is 0)."""
-    return bool(report.summary.overlap_tax_compared)
-
-
 def verdict_causes(report: Report) -> list[dict]:
     """The verdict's causes as rows: cost per step (ms, as the headline rounds it), share, ranks, why, lever.
     An overlap tax that was not measured reads as the headline card says it (n/a), with no share to draw."""
@@ -347,8 +341,7 @@ def verdict_causes(report: Report) -> list[dict]:
         row = dict(zip(VERDICT_HEADERS, verdict_cells(report, c)), lever=c.lever, ns_per_step=c.ns_per_step,
                    share=c.share_of_step)
         if c.cause == "overlap-tax" and not tax_measured(report):
-            row.update({"ms per step": UNKNOWN, "of step": UNKNOWN, "fixing saves": UNKNOWN}, ns_per_step=None,
-                       share=None)
+            row.update(ns_per_step=None, share=None)
         rows.append(row)
     return rows
 

@@ -306,8 +306,17 @@ def verdict_cells(report: Report, c) -> list[str]:
     # A cause's ranks are those it is material on: a row with none says so, rather than a cost left unexplained.
     why = why or ("" if c.ranks else _NOWHERE)
     where = "—" if not c.ranks else ranges(c.ranks) + (f" ({len(c.ranks)} of {total})" if total > 1 else "")
+    if c.cause == "overlap-tax" and not tax_measured(report):
+        # Unknown is not 0: every view of the run (the headline card, the dashboard) says n/a for it.
+        return [c.cause, "n/a", "n/a", "n/a", where, why]
     share = "n/a" if c.share_of_step is None else pct(100 * c.share_of_step)
     return [c.cause, ms(c.ns_per_step), share, saving_cell(c), where, why]
+
+
+def tax_measured(report: Report) -> bool:
+    """Whether the run's overlap tax was measured: it is unknown, not zero, when no kernel under communication
+    had a run alone to compare with (summary.overlap_tax_compared is 0)."""
+    return bool(report.summary.overlap_tax_compared)
 
 
 def saving_cell(c) -> str:
