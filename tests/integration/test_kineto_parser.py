@@ -127,7 +127,7 @@ def test_negative_durations_and_same_stream_overruns_are_counted(tmp_path):
     (b"{\"traceEvents\": [", "not valid JSON"),
     (b"{\"hello\": 1}", "no 'traceEvents' list"),
     (b"{\"traceEvents\": []}", "has no events"),
-    (b"", "not valid JSON"),
+    (b"", "empty file"),
 ])
 def test_bad_input_is_one_clear_error(tmp_path, content, problem):
     path = tmp_path / "bad.json"

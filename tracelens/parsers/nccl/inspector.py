@@ -191,7 +191,7 @@ def _str(v) -> str:
 
 
 def _record(line: bytes, rows: _Growing, log: InspectorLog, unknown: set) -> None:
-    import msgspec      # imported by _read already: a lookup
+    import msgspec      # lazy: imported by _read already, so a lookup here
 
     try:
         obj = msgspec.json.decode(line)
