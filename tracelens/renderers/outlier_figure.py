@@ -54,7 +54,7 @@ def outliers(report: Report, clickable: bool = True):
             fig.add_trace(go.Scatter(
                 x=p["x"], y=p["y"], mode="markers", name=name, legendgroup=name, showlegend=name not in shown,
                 customdata=p["customdata"], hovertext=p["text"], hoverinfo="text",
-                marker={"color": "#888888" if cause is None else CAUSE_COLORS[cause],
+                marker={"color": CAUSE_COLORS.get(cause, "#888888"),
                         "size": 6 if cause is None else 11, "symbol": "circle" if cause is None else "x",
                         "line": {"width": 0 if cause is None else 1, "color": "#333333"}}), row=row, col=1)
             shown.add(name)
