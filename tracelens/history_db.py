@@ -54,6 +54,9 @@ def open_db(path: str | Path, *, create: bool) -> Iterator[sqlite_utils.Database
         if name.is_symlink():
             raise UsageError("a symbolic link: tracelens never writes a history through one (name the file "
                              "itself)", path=str(name))
+        # SQLite opens a FIFO there and waits in C for a writer, where no signal reaches it.
+        if name.exists() and not (name.is_file() or name.is_dir()):
+            raise UsageError("not a regular file: tracelens opens a history only as one", path=str(name))
     if not p.exists():
         if not create:
             raise UsageError("no such history database", path=str(path))
