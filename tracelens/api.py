@@ -567,7 +567,10 @@ def step_timeline(rep: Report, rank: int, step: int | None, *, comm_patterns: It
     # optimizer's cycle the inference takes the same boundaries whether asked or not).
     option = {"inferred": "inferred", "whole-capture": "whole"}.get(next(
         (r.steps_from for r in rep.ranks if r.rank == rank), None) or "", "markers")
-    return _timeline(mine[0], step, max_shapes=max_shapes or MAX_SHAPES, steps_from=option, step_pattern=step_nvtx)
+    try:
+        return _timeline(mine[0], step, max_shapes=max_shapes or MAX_SHAPES, steps_from=option, step_pattern=step_nvtx)
+    except KeyError:        # a saved report naming a step its trace does not have
+        raise InputError(f"no step {step} of rank {rank} in this trace", path=str(found[0])) from None
 
 
 @_takes(db=PATH, label=optional(TEXT), limit=COUNT)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import stat
 import struct
 import time
 import zlib
@@ -22,8 +23,13 @@ def read(entry: Path, k: tuple) -> tuple | None:
     """(the column bytes, the header's description) of a sound entry for key ``k``; a damaged or stale one
     is removed."""
     try:
-        with open(entry, "rb") as fh:
-            blob = bytearray(os.fstat(fh.fileno()).st_size)
+        # Not blocking at the open: a FIFO at an entry's name would wait for a writer forever.
+        with open(os.open(entry, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):        # no entry of ours: removed, as any damaged one
+                unlink(entry)
+                return None
+            blob = bytearray(st.st_size)
             got = fh.readinto(blob)
     except OSError:
         return None

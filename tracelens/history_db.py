@@ -54,6 +54,9 @@ def open_db(path: str | Path, *, create: bool) -> Iterator[sqlite_utils.Database
         if name.is_symlink():
             raise UsageError("a symbolic link: tracelens never writes a history through one (name the file "
                              "itself)", path=str(name))
+        # SQLite opens a FIFO there and waits in C for a writer, where no signal reaches it.
+        if name.exists() and not (name.is_file() or name.is_dir()):
+            raise UsageError("not a regular file: tracelens opens a history only as one", path=str(name))
     if not p.exists():
         if not create:
             raise UsageError("no such history database", path=str(path))
@@ -205,6 +208,11 @@ def run_steps(db: sqlite_utils.Database, run_id: int) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=cols)
     for col in cols:
         if STEP_TABLE_COLUMNS[col] is str:
+            # A BLOB in a text column reaches a table as bytes, as in runs (_numbers_checked).
+            blob = frame[col].map(lambda v: v is not None and not isinstance(v, str))
+            if blob.any():
+                raise InputError(f"history run {run_id}: rank_steps.{col} holds {frame[col][blob].iloc[0]!r} "
+                                 f"where text belongs ({int(blob.sum())} row(s))")
             continue
         values = pd.to_numeric(frame[col], errors="coerce")
         # Infinity (1e400 reads as inf) is no time, count or rank either; an integer column holds integers.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
@@ -60,16 +61,34 @@ def write_text(path: str | os.PathLike, text: str) -> None:
 
 
 def append_text(path: str | os.PathLike, text: str) -> None:
-    """``text`` added at the end of ``path`` (created when absent); a link at ``path`` is refused (OSError).
-    A FIFO is written only when something reads it (``O_NONBLOCK`` at the open: no reader is ENXIO, not a
-    wait forever)."""
+    """``text`` added at the end of ``path`` (created when absent); a link at ``path`` is refused (OSError),
+    and so is a file with other names (a hard link: appending would change them too). A FIFO is written only
+    when something reads it (:func:`_open_unblocked`)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-                     0o666)
+        fd = _open_unblocked(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise OSError(errno.ELOOP, "a symbolic link: tracelens never writes through one", str(path)) from None
         raise
-    os.set_blocking(fd, True)
+    st = os.fstat(fd)
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        os.close(fd)
+        raise OSError(errno.EMLINK, f"a hard link ({st.st_nlink} names): tracelens never appends to a file "
+                                    "with other names", str(path))
     with os.fdopen(fd, "ab") as fh:
         fh.write(text.encode("utf-8"))
+
+
+def write_device(path: str | os.PathLike, text: str) -> None:
+    """``text`` written to the device or FIFO at ``path`` (``/dev/stdout``, a named pipe), as a shell would;
+    a FIFO no one reads is an error (:func:`_open_unblocked`), not a wait forever."""
+    with os.fdopen(_open_unblocked(path, os.O_WRONLY), "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def _open_unblocked(path: str | os.PathLike, flags: int) -> int:
+    """``path`` opened with ``flags`` without waiting at the open: a FIFO without a reader is ENXIO (``No such
+    device or address``) at once, where a plain open would wait for one forever. Writes then block as usual."""
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    os.set_blocking(fd, True)
+    return fd

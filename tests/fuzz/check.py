@@ -200,6 +200,56 @@ def command_problems(code: int, out: str, err: str, json_out: bool) -> list[str]
     return found
 
 
+# How Python writes a float that is no number ("nan", "inf", "-inf"), standing alone: what a renderer prints
+# when a NaN reached its format string. Never a word of the report's own text (a name holding "info" is not one).
+_NOT_A_NUMBER = re.compile(r"(?<![A-Za-z0-9_])-?(nan|inf)(?![A-Za-z0-9_])")
+
+
+def report_problems(code: int, out: str, err: str, fmt: str | None, name: str) -> list[str]:
+    """Why a case reading a saved report failed: the exit codes of :func:`command_problems`; an input error
+    names the file (``name``, the mutated report's file name); no ``OverflowError`` anywhere; JSON output
+    strict, text and Markdown with no ``nan``/``inf`` printed for a number."""
+    found = command_problems(code, out, err, fmt == "json")
+    if "OverflowError" in err:
+        found.append("OverflowError on stderr")
+    if code == 3 and name not in err:
+        found.append(f"the error does not name {name}: {err.strip()!r}")
+    if code in (0, 1) and fmt in ("text", "markdown"):
+        hit = _NOT_A_NUMBER.search(out)
+        if hit:
+            found.append(f"{hit.group(0)!r} printed for a number: ...{out[max(0, hit.start() - 80):hit.end() + 20]!r}")
+    return found
+
+
+def figure_problems(figures: list) -> list[str]:
+    """A figure drawn from a saved report holding an infinite number, or "nan"/"inf" in its text. A NaN among
+    a trace's numbers is plotly's gap (a heatmap cell without a step, a break between a strip's lines): kept."""
+    found = []
+    for i, fig in enumerate(figures):
+        if not hasattr(fig, "to_plotly_json"):
+            continue
+        stack = [("$", fig.to_plotly_json())]
+        while stack and len(found) < 4:
+            path, value = stack.pop()
+            if isinstance(value, dict) and set(value) >= {"dtype", "bdata"}:
+                # plotly's typed array, base64 of the numbers
+                import base64
+
+                import numpy as np
+                stack.append((path, np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).tolist()))
+            elif isinstance(value, dict):
+                stack += [(f"{path}.{k}", v) for k, v in value.items()]
+            elif isinstance(value, (list, tuple)):
+                stack += [(f"{path}[{j}]", v) for j, v in enumerate(value)]
+            elif hasattr(value, "tolist"):          # numpy arrays and scalars, as plotly keeps them
+                stack.append((path, value.tolist()))
+            elif isinstance(value, float) and math.isinf(value):
+                found.append(f"figure {i}: {path} = {value}")
+            elif isinstance(value, str) and _NOT_A_NUMBER.search(value):
+                found.append(f"figure {i}: {path} = {value[:200]!r}")
+    return found
+
+
 def expected(expect: dict | None, code: int, out: str) -> list[str]:
     """What a regression case says its answer must be besides (``expect``: ``code`` the exit code, 0 when not
     given; of a report, ``warnings`` codes present, ``not_warnings`` codes absent, ``messages``: a code's

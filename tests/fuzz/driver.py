@@ -34,7 +34,7 @@ SAMPLES = ROOT / "sample_traces"
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from fuzz import check, config_mut, history_mut, kineto_mut, manifest_mut, nsys_mut  # noqa: E402
+from fuzz import check, config_mut, history_mut, kineto_mut, manifest_mut, nsys_mut, outputs_mut, report_mut  # noqa: E402
 from fixtures.opens import opened_files  # noqa: E402
 
 # Real traces small enough to run hundreds of times a minute; corpus first (what CI requires), then the
@@ -71,6 +71,10 @@ MANIFEST_BASES = [
 # A history database made of this run, and a config file read with a report of this run (docs in their modules).
 HISTORY_BASES = [f"samples/{history_mut.SAMPLE}"]
 CONFIG_BASES = [f"samples/{config_mut.SAMPLE}"]
+# Saved reports of bundled samples and two corpus traces, written by tracelens report -o (report_mut.py).
+REPORT_BASES = report_mut.bases_of(SAMPLES, CORPUS)
+# The writers' outputs are of this bundled run (outputs_mut.py).
+OUTPUT_BASES = [f"samples/{outputs_mut.SAMPLE}"]
 CASE_SECONDS = 20          # a case still running after this is a hang
 
 
@@ -84,6 +88,10 @@ def bases(fmt: str) -> list[str]:
         return [b for b in MANIFEST_BASES if (resolve(b) / "manifest.json").is_file()]
     if fmt in ("history", "config"):
         return HISTORY_BASES if fmt == "history" else CONFIG_BASES
+    if fmt == "report":
+        return [b for b, p in REPORT_BASES.items() if p.exists()]
+    if fmt == "outputs":
+        return OUTPUT_BASES
     return [b for b in (KINETO_BASES if fmt == "kineto" else NSYS_BASES) if resolve(b).is_file()]
 
 
@@ -97,12 +105,29 @@ def kineto_doc(base: str):
     return _DOCS[base]
 
 
+_TEMPLATES: list[Path] = []
+
+
+def report_template(base: str) -> Path:
+    """The saved report of ``base``, made once per process in a folder of its own."""
+    if not _TEMPLATES:
+        import atexit
+
+        _TEMPLATES.append(Path(tempfile.mkdtemp(prefix="tracelens-fuzz-reports-")))
+        atexit.register(shutil.rmtree, _TEMPLATES[0], True)
+    return report_mut.template(base, REPORT_BASES[base], _TEMPLATES[0])
+
+
 def draw(fmt: str, seed: int, index: int) -> dict:
     """The case ``index`` of run ``seed``: its base file and plan."""
     rng = random.Random(f"{fmt}/{seed}/{index}")
     base = rng.choice(bases(fmt))
     if fmt == "manifest":
         ops = manifest_mut.plan(rng, json.loads((resolve(base) / "manifest.json").read_text()))
+    elif fmt == "report":
+        ops = report_mut.plan(rng, json.loads(report_template(base).read_bytes()))
+    elif fmt == "outputs":
+        ops = outputs_mut.plan(rng)
     elif fmt in ("history", "config"):
         ops = (history_mut if fmt == "history" else config_mut).plan(rng)
     else:
@@ -121,6 +146,12 @@ def materialise(case: dict, folder: Path) -> tuple[Path, tuple[int, int] | None]
         return history_mut.write(case["ops"], history_mut.template(folder.parent, SAMPLES), folder), None
     if case["format"] == "config":
         return config_mut.write(case["ops"], folder), None
+    if case["format"] == "report":
+        original = report_template(case["base"])
+        data, name = report_mut.apply(case["ops"], json.loads(original.read_bytes()), SAMPLES)
+        shutil.copy(original, folder / "original.json")
+        (folder / name).write_bytes(data)
+        return folder / name, None
     if case["format"] == "kineto":
         data = kineto_mut.apply(case["ops"], kineto_doc(case["base"]))
         path = folder / kineto_mut.file_name(case["ops"], ".json.gz" if data[:2] == b"\x1f\x8b" else ".json")
@@ -139,6 +170,8 @@ def _alarm(signum, frame):
 
 
 def run_case(case: dict, workdir: Path) -> dict:
+    if case["format"] == "outputs":
+        return _outputs_case(case, workdir)
     from tracelens.cli import main
 
     folder = Path(tempfile.mkdtemp(dir=workdir))
@@ -154,14 +187,23 @@ def run_case(case: dict, workdir: Path) -> dict:
     try:
         os.environ.update(env)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), opened_files() as opened:
-            code = main(args)
+            if args is None:            # a saved report read through the Python API, not the CLI
+                code, said, made = report_mut.run_api(case["ops"], path)
+                err.write(said)
+            else:
+                code = main(args)
     except _Hang:
         code, problems = -1, [f"no answer within {CASE_SECONDS} s"]
     except BaseException:          # a traceback: what the console script would print
         code, problems = -1, ["traceback: " + traceback.format_exc(limit=-3).strip().splitlines()[-1]]
         err.write(traceback.format_exc())
     else:
-        if case["format"] in ("history", "config"):
+        if case["format"] == "report":
+            fmt = args[args.index("--format") + 1] if args and "--format" in args else None
+            problems = check.report_problems(code, out.getvalue(), err.getvalue(), fmt, path.name)
+            if args is None:
+                problems += check.figure_problems(made)
+        elif case["format"] in ("history", "config"):
             problems = check.command_problems(code, out.getvalue(), err.getvalue(), "--format" in args)
         else:
             problems = check.problems(code, out.getvalue(), err.getvalue(), span)
@@ -187,7 +229,40 @@ def _command(case: dict, path: Path) -> tuple[list[str], dict[str, str]]:
         return history_mut.argv(case["ops"], path, SAMPLES), {}
     if case["format"] == "config":
         return config_mut.argv(case["ops"], path, SAMPLES)
+    if case["format"] == "report":
+        if report_mut.command(case["ops"]) in ("api", "dashboard"):
+            return None, {}
+        return report_mut.argv(case["ops"], path, path.with_name("original.json")), {}
     return ["report", "--format", "json", str(path)], {}
+
+
+def _outputs_case(case: dict, workdir: Path) -> dict:
+    """A writer run on paths planted beforehand (:mod:`.outputs_mut`): its inputs, and everything beside its
+    output folder, must be byte for byte as they were; its answer an exit code of docs/errors.md in one line."""
+    from tracelens.cli import main
+
+    folder = Path(tempfile.mkdtemp(dir=workdir))
+    out, err = io.StringIO(), io.StringIO()
+    t0 = time.perf_counter()
+    signal.alarm(CASE_SECONDS)
+    code, problems = -1, []
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code, problems = outputs_mut.run(case["ops"], resolve(case["base"]), folder, main)
+        expect = case.get("expect")
+        if expect and code != expect.get("code", 0):
+            problems.append(f"exit code {code}, where exit code {expect.get('code', 0)} was expected")
+    except _Hang:
+        problems = [f"no answer within {CASE_SECONDS} s"]
+    except BaseException:
+        problems = ["traceback: " + traceback.format_exc(limit=-3).strip().splitlines()[-1]]
+        err.write(traceback.format_exc())
+    finally:
+        signal.alarm(0)
+    seconds = time.perf_counter() - t0
+    outputs_mut.clean(folder)
+    return {**case, "code": code, "problems": problems, "seconds": round(seconds, 4),
+            "stderr": err.getvalue()[-2000:] if problems else ""}
 
 
 def _outside(opened: list[str], run: Path) -> list[str]:

@@ -29,6 +29,10 @@ from fuzz.run import run_batches
 CI_SEED = 17
 # 800 cases in all, as before history databases and config files were fuzzed: 40 traces and 40 exports fewer.
 CI_CASES = {"kineto": 280, "nsys": 280, "manifest": 160, "history": 80, "config": 80}
+# Saved reports (about 0.1 s a case) and output plants (a writer each, about 0.3 s): under 30 s together here.
+CI_CASES |= {"report": 160, "outputs": 50}
+# Smaller batches where one is all the set would be: two jobs then share the work.
+CI_BATCH = {"outputs": 25}
 HERE = Path(__file__).resolve().parent
 REGRESSIONS = sorted((HERE / "regressions").glob("*.json"))
 
@@ -39,11 +43,11 @@ def _summary(rows: list[dict]) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fmt", ["kineto", "nsys", "manifest", "history", "config"])
+@pytest.mark.parametrize("fmt", list(CI_CASES))
 def test_ci_fuzz_set(fmt):
     if fmt in ("kineto", "nsys"):       # the run folders, history databases and configs are of bundled samples
         corpus_file((driver.KINETO_BASES if fmt == "kineto" else driver.NSYS_BASES)[0][len("corpus/"):])
-    rows = run_batches(fmt, CI_SEED, CI_CASES[fmt], jobs=2)
+    rows = run_batches(fmt, CI_SEED, CI_CASES[fmt], jobs=2, batch=CI_BATCH.get(fmt, 100))
     assert len(rows) == CI_CASES[fmt]
     failed = [r for r in rows if r["problems"]]
     assert not failed, f"{len(failed)} fuzz finding(s) (replay: python tests/fuzz/driver.py {fmt} {CI_SEED} " \
@@ -70,6 +74,9 @@ def test_plans_are_reproducible():
     assert driver.draw("nsys", CI_SEED, 3) != driver.draw("nsys", CI_SEED + 1, 3)
     assert [driver.draw("manifest", CI_SEED, i) for i in range(20)] == \
         [driver.draw("manifest", CI_SEED, i) for i in range(20)]
+    for fmt in ("report", "outputs"):
+        assert [driver.draw(fmt, CI_SEED, i) for i in range(20)] == [driver.draw(fmt, CI_SEED, i) for i in range(20)]
+        assert [driver.draw(fmt, CI_SEED, i) for i in range(20)] != [driver.draw(fmt, CI_SEED + 1, i) for i in range(20)]
 
 
 @pytest.mark.parametrize("fmt, index", [("kineto", i) for i in range(4)] + [("nsys", i) for i in range(4)]

@@ -162,8 +162,7 @@ def write(text: str, output: str | None, force: bool, color: bool = False) -> No
     with writing(output):
         if out.exists() and not out.is_file():
             # A device or pipe (/dev/stdout, a FIFO), through a link or not, is written to, as a shell would.
-            with open(out, "w", encoding="utf-8") as fh:
-                fh.write(printable(text))
+            outputs.write_device(out, printable(text))
             return
         # A file or a link to one is replaced, never written through (tracelens/outputs.py).
         if os.path.lexists(out) and not force:

@@ -310,7 +310,8 @@ def steps_label(steps: list, of: int = 0) -> str:
         return "whole trace"
     if len(nums) == 1:
         return f"step {nums[0]}"
-    if nums == list(range(nums[0], nums[-1] + 1)):
+    # Counted, not listed: the steps of a saved report are untrusted, and a range from -2^63 is no list.
+    if len(set(nums)) == len(nums) == nums[-1] - nums[0] + 1:
         return f"steps {nums[0]}–{nums[-1]}"
     if of <= STEPS_ALL_UP_TO:
         return "steps " + ", ".join(map(str, nums))

@@ -390,7 +390,7 @@ def verdict_bar(report: Report):
     fig = go.Figure()
     for r in rows:
         fig.add_trace(go.Bar(y=["step"], x=[100 * r["share"]], orientation="h", name=r["cause"],
-                             marker_color=CAUSE_COLORS[r["cause"]],
+                             marker_color=CAUSE_COLORS.get(r["cause"], PALETTE["idle"]),
                              hovertext=[f"{r['cause']}: {r['ms per step']} ms per step ({r['of step']})"],
                              hoverinfo="text"))
     rest = max(0.0, 100 - sum(100 * r["share"] for r in rows))

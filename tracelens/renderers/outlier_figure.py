@@ -55,7 +55,7 @@ def outliers(report: Report, clickable: bool = True):
             fig.add_trace(go.Scatter(
                 x=p["x"], y=p["y"], mode="markers", name=name, legendgroup=name, showlegend=name not in shown,
                 customdata=p["customdata"], hovertext=p["text"], hoverinfo="text",
-                marker={"color": PALETTE["neutral"] if cause is None else CAUSE_COLORS[cause],
+                marker={"color": CAUSE_COLORS.get(cause, PALETTE["neutral"]),
                         "size": 6 if cause is None else 11, "symbol": "circle" if cause is None else "x",
                         "line": {"width": 0 if cause is None else 1, "color": PALETTE["ink"]}}), row=row, col=1)
             shown.add(name)

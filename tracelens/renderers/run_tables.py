@@ -323,7 +323,7 @@ def saving_cell(c) -> str:
     """What fixing the cause saves per step (ms) and its interval; "can't tell" where the trace cannot say."""
     if c.saving_ns is None:
         return "can't tell" if c.saving_note else "—"
-    if c.saving_low_ns == c.saving_high_ns:
+    if c.saving_low_ns is None or c.saving_high_ns is None or c.saving_low_ns == c.saving_high_ns:
         return ms(c.saving_ns)
     if c.saving_ns - c.saving_low_ns == c.saving_high_ns - c.saving_ns:
         return f"{ms(c.saving_ns)} ±{ms(c.saving_high_ns - c.saving_ns)}"
