@@ -113,7 +113,9 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
                        for p, a in enumerate(ordered)]
         arrivals = straggler.Arrivals(pos=pos, wait=w.wait, lead=lead, starts=m.starts, members=cnt, rows_late=late,
                                       skew=w.skew, caused=inst_wait - wait_late, step=c["step"][rows][late_row],
-                                      delay=delay, first_start=first_start)
+                                      delay=delay, first_start=first_start,
+                                      known=~np.array([a.from_logs for a in ordered], bool)[pos]
+                                      if any(a.from_logs for a in ordered) else None)
         exposed = {k: v["exposed_wait_ns"] for k, v in out.steps.items()}
         out.culprit = straggler.find([a.result for a in ordered], arrivals, cpu, th, exposed)
         if out.culprit is not None:
