@@ -235,6 +235,21 @@ def test_logs_of_every_rank_beside_traces_of_some(traced, tmp_path):
     assert rest.ns_per_step == round(statistics.median(_rest_per_step(full, r) for r in traced))
 
 
+def test_every_output_says_which_ranks_came_from_where(tmp_path):
+    from tracelens.renderers import render
+
+    mixed, _ = _mixed(CULPRIT, tmp_path, [0, 1, 2, 3])
+    doc = json.loads(render(mixed, "json"))
+    assert (doc["inspector"]["traced"], doc["inspector"]["ranks"]) == ([0, 1, 2, 3], [4, 5, 6, 7])
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1, 2, 3]
+    said = "ranks 0–3 from traces (steps, overlap, exposure), ranks 4–7 from NCCL Inspector logs"
+    assert said in render(mixed, "markdown")
+    assert said in " ".join(render(mixed, "text", color=False, width=200).split())
+    # A report of traces alone says nothing of sources.
+    alone = api.report([str(p) for p in sorted((tmp_path / "run").glob("rank*.json.gz"))], cache=False)
+    assert "from traces" not in render(alone, "markdown")
+
+
 def test_the_offset_between_coll_sn_and_seq_is_learned(tmp_path):
     # NCCL counted 17 collectives on the communicator before torch's Seq began (warm-up, another group's init).
     mixed, full = _mixed(CULPRIT, tmp_path, [0, 1, 2, 3], sn_offset=17)
