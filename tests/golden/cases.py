@@ -44,10 +44,13 @@ DIFFS = {"diff_gloo_slow40": (f"{RECORDINGS}/gloo_slow40", f"{RECORDINGS}/gloo_b
 # A run known from NCCL Inspector logs alone: the generated logs of a scenario (eight ranks, rank 5 late by
 # 3 ms at every step), reported without its traces: what the logs say across ranks, and overlap unknown.
 INSPECTOR = {"inspector_culprit_host_gap": "culprit_host_gap"}
+# The same run's logs of all eight ranks beside the Kineto traces of ranks 0-3: the late rank, 5, has no trace.
+# Overlap from the four traces, waits and the late rank from every rank.
+TRACED = {"inspector_mixed_culprit_host_gap": ("culprit_host_gap", [0, 1, 2, 3])}
 
 
 def all_cases() -> list[str]:
-    return sample_cases() + synthetic_cases() + sorted(DIFFS) + sorted(INSPECTOR)
+    return sample_cases() + synthetic_cases() + sorted(DIFFS) + sorted(INSPECTOR) + sorted(TRACED)
 
 
 @contextmanager
@@ -88,7 +91,8 @@ def render_case(case: str) -> dict[str, str]:
     if case in DIFFS:
         return _render_diff(*DIFFS[case])
     with _at_root():
-        rep = _logs_report(case) if case in INSPECTOR else tracelens.analyze(tracelens.load(_input(case)))
+        rep = _logs_report(case) if case in INSPECTOR or case in TRACED else \
+            tracelens.analyze(tracelens.load(_input(case)))
     out = {"report.json": render(rep, "json"), "report.md": render(rep, "markdown")}
     for width in WIDTHS:
         out[f"text-{width}.txt"] = render(rep, "text", color=False, width=width)
@@ -103,7 +107,10 @@ def _logs_report(case: str):
     out = BUILD / case
     if case not in _written:
         shutil.rmtree(out, ignore_errors=True)
-        write_inspector(synth.SCENARIOS[INSPECTOR[case]], out)
+        name, traced = TRACED.get(case, (INSPECTOR.get(case), None))
+        write_inspector(synth.SCENARIOS[name], out)
+        if traced is not None:
+            synth.write(synth.SCENARIOS[name], out, ranks=traced)
         _written.add(case)
     return tracelens.api.report([str(out.relative_to(ROOT))], cache=False)
 

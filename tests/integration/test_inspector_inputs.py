@@ -61,6 +61,7 @@ def test_notes_on_what_could_not_be_read(tmp_path):
 # ------------------------------------------------------------------ across ranks from the logs alone
 
 import dataclasses  # noqa: E402
+import statistics  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -156,15 +157,151 @@ def test_logs_without_kernel_timestamps_match_nothing(tmp_path):
     assert r.cross_rank.matching.matched == 0
 
 
-def test_logs_beside_traces_are_noted_not_mixed(tmp_path):
+# ------------------------------------------------------------------ logs of every rank, traces of some
+
+CULPRIT = synth.SCENARIOS["culprit_host_gap"]
+
+
+def _mixed(sc, tmp_path, traced, **kw):
+    """The report of a folder holding every rank's Inspector log and the traces of ``traced``, and the report of
+    every rank's traces."""
+    write_inspector(sc, tmp_path / "run", **kw)
+    synth.write(sc, tmp_path / "run", ranks=traced)
+    synth.write(sc, tmp_path / "all")
+    return api.report([str(tmp_path / "run")], cache=False), api.report([str(tmp_path / "all")], cache=False)
+
+
+def _rest_per_step(r, rank) -> float:
+    steps = next(x for x in r.ranks if x.rank == rank).steps
+    return sum(s.exposed_comm_ns - s.exposed_wait_ns for s in steps) / len(steps)
+
+
+# Ranks 0-3 traced: the late rank (5, synth's culprit) is among the four without a trace; ranks 2-5: it has one.
+@pytest.mark.parametrize("traced", [[0, 1, 2, 3], [2, 3, 4, 5]], ids=["late-rank-untraced", "late-rank-traced"])
+def test_logs_of_every_rank_beside_traces_of_some(traced, tmp_path):
+    sc = CULPRIT
+    mixed, full = _mixed(sc, tmp_path, traced)
+    truth, want = synth.cross_truth(sc), synth.verdict_truth(sc)
+    logged = [r for r in range(sc.ranks) if r not in traced]
+    # Which ranks came from where.
+    assert [r.rank for r in mixed.ranks] == traced
+    assert (mixed.inspector.traced, mixed.inspector.ranks) == (traced, logged)
+    (pair,) = mixed.inspector.paired
+    # The writer numbers coll_sn as the traces' Seq (sn_offset 0), and the traced ranks' 12 all-reduces each
+    # (3 steps of 4 buckets) all line up.
+    assert (pair.pg, pair.comm, pair.sn_offset) == ("0", "0x7f8c496ae9f661", 0)
+    assert pair.agreed == pair.of == len(traced) * sc.steps * len(sc.buckets)
+    assert not [w for w in mixed.warnings if w.code.startswith("inspector")]
+    # Every rank in every instance, as with every trace; per instance the generator's waits, last rank and busbw.
+    n = len(truth["instances"])
+    assert mixed.cross_rank.matching.matched == full.cross_rank.matching.matched == n
+    assert mixed.cross_rank.matching.unmatched == 0 and mixed.cross_rank.matching.missing_ranks == []
+    by_key = sorted(truth["instances"], key=lambda i: (i["step"], i["bucket"]))
+    for got, inst in zip(mixed.cross_rank.collectives, by_key):
+        assert got.ranks == list(range(sc.ranks)) and got.last_rank == inst["last_rank"]
+        assert abs(got.transfer_ns - inst["transfer_ns"]) <= US_FLOOR
+        assert abs(got.wait_ns - sum(inst["waits"].values())) <= US_FLOOR * sc.ranks
+        assert got.busbw_gbps == pytest.approx(inst["busbw_gbps"], rel=US_FLOOR / inst["transfer_ns"])
+    for a, b in zip(mixed.cross_rank.ranks, full.cross_rank.ranks):
+        assert (a.rank, a.late_count, a.matched) == (b.rank, b.late_count, b.matched)
+        assert abs(a.wait_ns - sum(i["waits"][a.rank] for i in truth["instances"])) <= US_FLOOR * n
+        assert abs(a.wait_ns - b.wait_ns) <= US_FLOOR * n and abs(a.transfer_ns - b.transfer_ns) <= US_FLOOR * n
+        # What of the wait was exposed needs compute: the traced ranks' own, unknown for the others.
+        assert a.exposed_wait_ns == (b.exposed_wait_ns if a.rank in traced else None)
+    assert [(b.op, b.count) for b in mixed.cross_rank.bandwidth] == [(b.op, b.count) for b in full.cross_rank.bandwidth]
+    for a, b in zip(mixed.cross_rank.bandwidth, full.cross_rank.bandwidth):
+        assert a.busbw_p50_gbps == pytest.approx(b.busbw_p50_gbps, rel=1e-3)
+    # The culprit from every rank's arrivals; its reason only where it has a trace.
+    (late,) = [d for d in mixed.diagnoses if d.id == "straggler"]
+    twin = next(d for d in full.diagnoses if d.id == "straggler")
+    assert late.rank == twin.rank == want["culprit"]
+    assert abs(late.evidence["caused_wait_ns"] - twin.evidence["caused_wait_ns"]) <= US_FLOOR * (sc.ranks - 1) * n
+    wait = next(c for c in mixed.verdict.causes if c.cause == "peer-wait")
+    if want["culprit"] in traced:
+        assert (wait.culprit.rank, wait.culprit.reason) == (want["culprit"], want["reason"])
+        assert late.evidence["lead_by_reason_ns"] == twin.evidence["lead_by_reason_ns"]
+        assert wait.saving_ns == next(c for c in full.verdict.causes if c.cause == "peer-wait").saving_ns
+    else:
+        assert (wait.culprit.rank, wait.culprit.reason) == (want["culprit"], "unknown")
+        assert late.evidence["from_logs"] and wait.saving_ns is None and "has no trace" in wait.saving_note
+        assert f"profile rank {want['culprit']}" in late.advice
+    # Overlap and the not-overlapped cause from the traced ranks alone, each rank's steps as with every trace.
+    for r in mixed.ranks:
+        assert r.steps == next(x for x in full.ranks if x.rank == r.rank).steps
+    assert mixed.summary.ranks == len(traced)
+    alone = api.report([str(p) for p in sorted((tmp_path / "run").glob("rank*.json.gz"))], cache=False)
+    assert mixed.summary.overlap_pct == alone.summary.overlap_pct
+    rest = next(c for c in mixed.verdict.causes if c.cause == "not-overlapped")
+    assert rest.ns_per_step == round(statistics.median(_rest_per_step(full, r) for r in traced))
+
+
+def test_every_output_says_which_ranks_came_from_where(tmp_path):
+    from tracelens.renderers import render
+
+    mixed, _ = _mixed(CULPRIT, tmp_path, [0, 1, 2, 3])
+    doc = json.loads(render(mixed, "json"))
+    assert (doc["inspector"]["traced"], doc["inspector"]["ranks"]) == ([0, 1, 2, 3], [4, 5, 6, 7])
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1, 2, 3]
+    said = "ranks 0–3 from traces (steps, overlap, exposure), ranks 4–7 from NCCL Inspector logs"
+    assert said in render(mixed, "markdown")
+    assert said in " ".join(render(mixed, "text", color=False, width=200).split())
+    # A report of traces alone says nothing of sources.
+    alone = api.report([str(p) for p in sorted((tmp_path / "run").glob("rank*.json.gz"))], cache=False)
+    assert "from traces" not in render(alone, "markdown")
+
+
+def test_the_offset_between_coll_sn_and_seq_is_learned(tmp_path):
+    # NCCL counted 17 collectives on the communicator before torch's Seq began (warm-up, another group's init).
+    mixed, full = _mixed(CULPRIT, tmp_path, [0, 1, 2, 3], sn_offset=17)
+    assert [p.sn_offset for p in mixed.inspector.paired] == [17]
+    assert mixed.cross_rank.matching.matched == full.cross_rank.matching.matched
+    assert [a.late_count for a in mixed.cross_rank.ranks] == [a.late_count for a in full.cross_rank.ranks]
+
+
+@pytest.mark.parametrize("shift", [0, 7_000_000_000], ids=["one-clock", "clocks-7s-apart"])
+def test_alike_steps_are_paired_by_the_clock_or_not_at_all(shift, tmp_path):
+    # The logs hold 5 steps, the traces capture the first 3 (the same timeline: the timing model draws each step
+    # alike). Every step of culprit_host_gap is alike, so coll_sn = Seq + 0, + 4 and + 8 (steps of 4 buckets)
+    # line up the same op, size and kernel time; one clock settles it, logs 7 s from the traces' leave it open.
+    sc = CULPRIT
+    write_inspector(dataclasses.replace(sc, steps=5), tmp_path, clock_shift_ns=shift)
+    synth.write(sc, tmp_path, ranks=[0, 1, 2, 3])
+    mixed = api.report([str(tmp_path)], cache=False)
+    alone = api.report([str(p) for p in sorted(tmp_path.glob("rank*.json.gz"))], cache=False)
+    warned = {w.code: w.count for w in mixed.warnings}
+    if shift == 0:
+        assert [p.sn_offset for p in mixed.inspector.paired] == [0]
+        # The steps the traces did not capture are left out, not counted as unmatched.
+        assert mixed.cross_rank.matching.matched == sc.steps * len(sc.buckets)
+        assert mixed.cross_rank.matching.unmatched == 0
+        return
+    assert warned["inspector-unpaired"] == 1 and warned["inspector-beside-traces"] == sc.ranks
+    assert "fit equally" in next(w.message for w in mixed.warnings if w.code == "inspector-unpaired")
+    assert mixed.inspector is None and mixed.cross_rank.ranks == alone.cross_rank.ranks
+
+
+def test_steps_unlike_each_other_pair_on_another_clock(tmp_path):
+    # long_capture's all-reduces grow 20 us a step: only the right offset lines up their kernel times, whatever
+    # the clock. Rank 1 has no trace; its log clock, 7 s off, is moved onto rank 0's trace clock (one host).
+    sc = synth.SCENARIOS["long_capture"]
+    mixed, full = _mixed(sc, tmp_path, [0], clock_shift_ns=7_000_000_000, sn_offset=3)
+    assert [p.sn_offset for p in mixed.inspector.paired] == [3]
+    assert mixed.cross_rank.matching.matched == full.cross_rank.matching.matched == sc.steps * len(sc.buckets)
+    n = mixed.cross_rank.matching.matched
+    for a, b in zip(mixed.cross_rank.ranks, full.cross_rank.ranks):
+        assert abs(a.wait_ns - b.wait_ns) <= US_FLOOR * n and abs(a.transfer_ns - b.transfer_ns) <= US_FLOOR * n
+        assert abs(a.clock_offset_ns) < 1_000         # the shift is taken out to the µs the format keeps
+
+
+def test_logs_of_traced_ranks_only_beside_their_traces(tmp_path):
+    # Every rank traced and logged: the traces speak for every rank, the logs only confirm the pairing.
     sc = synth.SCENARIOS["xrank_shared"]
     write_inspector(sc, tmp_path)
     synth.write(sc, tmp_path)
     both = api.report([str(tmp_path)], cache=False)
     alone = api.report([str(p) for p in sorted(tmp_path.glob("rank*.json.gz"))], cache=False)
-    assert [w.code for w in both.warnings if w.code.startswith("inspector")] == ["inspector-beside-traces"]
-    assert both.inspector is None
-    assert both.cross_rank.ranks == alone.cross_rank.ranks
+    assert both.inspector.traced == list(range(sc.ranks)) and both.inspector.ranks == []
+    assert both.cross_rank.ranks == alone.cross_rank.ranks and both.verdict == alone.verdict
 
 
 def test_the_contract_addition_reads_both_ways(tmp_path):
@@ -178,6 +315,12 @@ def test_the_contract_addition_reads_both_ways(tmp_path):
     old = json.loads((GOLDEN / "one_bucket" / "report.json").read_text())
     old.pop("inspector", None)
     assert Report.from_json(json.dumps(old)).inspector is None
+    # An inspector section written before ``traced`` and ``paired`` (logs alone) reads back with them empty.
+    logs_only = json.loads((GOLDEN / "inspector_culprit_host_gap" / "report.json").read_text())
+    for key in ("traced", "paired"):
+        logs_only["inspector"].pop(key)
+    got = Report.from_json(json.dumps(logs_only)).inspector
+    assert (got.traced, got.paired, got.ranks) == ([], [], list(range(8)))
 
 
 def test_the_transport_verdict_with_debug_logs_beside(tmp_path):

@@ -920,3 +920,19 @@ def test_straggler_from_logs_wording():
                         f"rank, causing {pct(97.3)} % of the waiting over 8 ranks; what it does before arriving is not "
                         "in NCCL Inspector logs (no compute, no launches)")
     assert d.advice.startswith("profile rank 5 ")
+
+
+def test_a_culprit_without_a_trace_in_the_headline_and_lever():
+    from tracelens.contract import Cause, Culprit
+
+    # Hand-made: rank 5 known from its Inspector log only, ranks 0-3 traced and waiting 2.5 ms per step of 14 ms.
+    late = Culprit(rank=5, reason="unknown")
+    cause = Cause(cause="peer-wait", ns_per_step=2_500_000, share_of_step=2_500_000 / 14_000_000, ranks=[0, 1, 2, 3],
+                  culprit=late, lever="")
+    line = wording.headline(cause, cause, [0, 1, 2, 3], step_ns=14_000_000, untraced=(4, 5, 6, 7))
+    assert line == (f"Waiting for rank 5 costs {ms(2_500_000)} ms per step ({pct(100 * 2_500_000 / 14_000_000)} % "
+                    "of the step): ranks 0–3 wait for it at their collectives, and it arrives last for a reason only "
+                    "a trace of it would show (its NCCL Inspector log holds no compute).")
+    assert wording.lever("peer-wait", late, None, None, False, False, (5,)).startswith("rank 5: profile it too")
+    # The same culprit with a trace of its own keeps the advice its reason gives.
+    assert "profile it too" not in wording.lever("peer-wait", late, None, None, False, False, ())

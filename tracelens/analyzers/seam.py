@@ -65,6 +65,9 @@ class RankAnalysis:
     groups: dict[str, tuple[int, ...]] = field(default_factory=dict)
     exposed: tuple = ()
     work: list = field(default_factory=list)     # (name, kind, count, ns) per step: rank/work.by_name
+    # A rank known from NCCL Inspector logs (analyzers/run/log_ranks.py): its collectives, but no steps, no
+    # compute and no leads (its lead columns are 0 for unknown, not for no time).
+    from_logs: bool = False
 
     def sort_key(self) -> tuple:
         """Order of ranks in the Report: by rank, then file; processes of one file claiming the same rank by

@@ -24,14 +24,16 @@ from .per_rank import (PatternEvidence, DimensionStep, GroupRule, DimensionTotal
                        BucketPrediction, BucketModel, SettingCheck, RankResult)
 from .per_run import (DimensionRun, Summary, Collective, RankAcross, MatchedCollective, BandwidthRow, Matching,
                       CrossRank, Diagnosis, SEVERITIES, MIXED, InputFile, WarningEntry, EvidenceLine, Communicator,
-                      BandwidthCheck, Transport, Culprit, Cause, Verdict, OutlierKind, WorkTime, InspectorRanks)
+                      BandwidthCheck, Transport, Culprit, Cause, Verdict, OutlierKind, WorkTime, InspectorRanks,
+                      InspectorPair)
 
 __all__ = ["SCHEMA", "Report", "Tool", "ratio", "is_report_file", "read_report", "PatternEvidence", "DimensionStep",
            "GroupRule", "DimensionTotals", "StepMetrics", "Totals", "PreCapture", "BucketPrediction", "BucketModel",
            "SettingCheck", "RankResult", "DimensionRun", "Summary", "Collective", "RankAcross", "MatchedCollective",
            "BandwidthRow", "Matching", "CrossRank", "Diagnosis", "SEVERITIES", "MIXED", "InputFile", "WarningEntry",
            "EvidenceLine", "Communicator", "BandwidthCheck", "Transport", "Culprit", "Cause", "Verdict",
-           "OutlierKind", "WorkTime", "InspectorRanks"]
+           "OutlierKind", "WorkTime", "InspectorRanks",
+           "InspectorPair"]
 
 SCHEMA = "tracelens.report/1"
 NOTEBOOK = "tracelens.notebook"      # what draws a Report in a notebook (Report._repr_html_, figure, to_pandas)
@@ -59,7 +61,7 @@ class Report(msgspec.Struct, kw_only=True):
     transport: Optional[Transport] = None  # null without NCCL logs and without inter-node bandwidth
     cross_rank: Optional[CrossRank] = None  # null for a single rank
     outliers: list[OutlierKind] = msgspec.field(default_factory=list)   # kinds of collective with outliers
-    inspector: Optional[InspectorRanks] = None   # null unless ranks came from NCCL Inspector logs alone
+    inspector: Optional[InspectorRanks] = None   # null unless ranks came from NCCL Inspector logs
 
     def to_json(self, indent: int = 2) -> bytes:
         try:

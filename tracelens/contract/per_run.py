@@ -132,11 +132,23 @@ class BandwidthRow(msgspec.Struct, kw_only=True):
     busbw_p90_gbps: Optional[float]
 
 
+class InspectorPair(msgspec.Struct, kw_only=True):
+    """A process group of the traces paired with the NCCL Inspector communicator serving it, learned on the
+    ranks that have both (analyzers/run/log_pairing.py)."""
+
+    pg: str                                # the traces' process group
+    comm: str                              # the Inspector communicator (header.id)
+    sn_offset: int                         # coll_sn - Seq
+    agreed: int                            # traced collectives of the group that lined up with the logs'
+    of: int                                # traced collectives of the group, over the traced ranks
+
+
 class InspectorRanks(msgspec.Struct, kw_only=True):
     """The ranks known from NCCL Inspector logs alone (docs/metrics.md, "From NCCL Inspector logs"): their
     collectives are in ``cross_rank`` (matched by communicator and ``coll_sn``, with waits, the late rank and
     bandwidth), but they are not in ``ranks``, since the logs hold no compute and no steps. What needs compute
-    is unknown, never 0: ``overlap_pct`` and ``exposed_comm_ns`` are always null here."""
+    is unknown, never 0: ``overlap_pct`` and ``exposed_comm_ns`` are always null here. Beside traces of some
+    ranks, ``traced`` lists the ranks whose collectives came from their traces (their logs taught ``paired``)."""
 
     ranks: list[int]
     files: int                             # Inspector files read
@@ -144,6 +156,8 @@ class InspectorRanks(msgspec.Struct, kw_only=True):
     timed: int                             # ... with kernel timestamps (verbose output): the matched rows
     overlap_pct: Optional[float] = None    # unknown from the logs
     exposed_comm_ns: Optional[int] = None  # unknown from the logs
+    traced: list[int] = []                 # the ranks from traces (in ``ranks`` of the Report); empty: none
+    paired: list[InspectorPair] = []       # the traces' process groups and the communicators serving them
 
 
 class Matching(msgspec.Struct, kw_only=True):

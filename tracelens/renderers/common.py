@@ -321,6 +321,19 @@ def steps_label(steps: list, of: int = 0) -> str:
     return f"{len(nums)} of {of} steps ({', '.join(runs[:STEP_RUNS_SHOWN - 1])}, …, {runs[-1]})"
 
 
+def sources_line(report: Report) -> str | None:
+    """Which ranks came from traces and which from NCCL Inspector logs, and what paired the two (a report
+    with traces of some ranks and the logs of the others); None for any other report."""
+    ins = report.inspector
+    if ins is None or not ins.traced:
+        return None
+    logs = f"ranks {ranges(ins.ranks)} from NCCL Inspector logs" if ins.ranks else "no rank from logs alone"
+    pairs = "; ".join(f"process group {p.pg} is communicator {p.comm}, coll_sn = Seq {p.sn_offset:+d} "
+                      f"({p.agreed} of {p.of} traced collectives agree)" for p in ins.paired)
+    return (f"ranks {ranges(ins.traced)} from traces (steps, overlap, exposure), {logs} (collectives, waits, "
+            f"arrivals only): {pairs}")
+
+
 def ranges(values: list[int]) -> str:
     """``0, 2–5, 9``: sorted integers with runs collapsed."""
     return ", ".join(_runs(values))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..contract import Report
 from .common import (EXPOSED_HEADERS, EXPOSED_LEFT, MIXED, STEP_HEADERS, STEP_LEFT, exposed_groups, frac, kernel_name,
                      ms, pattern_label, pct, pre_capture_line, rank_title, recurring, size, step_cells, step_label,
-                     tax_line, total_cells)
+                     tax_line, total_cells, sources_line)
 from .run_tables import (ACROSS_HEADERS, ACROSS_LEFT, BANDWIDTH_HEADERS, BANDWIDTH_LEFT, DIMENSION_HEADERS,
                          DIMENSION_LEFT, DISTRIBUTION_HEADERS, DISTRIBUTION_LEFT, VERDICT_HEADERS, VERDICT_LEFT,
                          across_cells, across_rows, bandwidth_cells, dimension_cells, dimension_rows, has_across,
@@ -43,6 +43,8 @@ def render(report: Report, top: int = 10, rank: int | None = None, every: bool =
                 f"exposed communication {frac(s.exposed_comm_fraction)} of step time"
                 + (f"; most exposed rank {s.worst_rank}" if s.worst_rank is not None else "")
                 + (f"; pattern {_pattern(s.pattern, s.pattern_counts, 'ranks')}" if s.pattern else "") + ".", ""]
+        if sources_line(report) is not None:
+            out += [f"*Sources:* {_md(sources_line(report))}.", ""]
     else:
         out += [f"**No traces**: {len(report.inspector.ranks)} rank(s) across ranks from NCCL Inspector logs alone; "
                 "overlap with compute unknown." if report.inspector is not None else

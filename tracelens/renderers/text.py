@@ -24,7 +24,7 @@ from rich.text import Text
 from ..contract import Report
 from .common import (EXPOSED_HEADERS, EXPOSED_LEFT, MIXED, STEP_HEADERS, STEP_LEFT, exposed_groups, frac, kernel_name,
                      ms, pattern_label, pct, pre_capture_line, rank_title, recurring, size, step_cells, step_label,
-                     steps_label, tax_line, total_cells, two_lines)
+                     steps_label, tax_line, total_cells, two_lines, sources_line)
 from .run_tables import (ACROSS_HEADERS, ACROSS_LEFT, BANDWIDTH_HEADERS, BANDWIDTH_LEFT, DIMENSION_HEADERS,
                          DIMENSION_LEFT, DISTRIBUTION_HEADERS, DISTRIBUTION_LEFT, VERDICT_HEADERS, VERDICT_LEFT,
                          across_cells, across_rows, bandwidth_cells, dimension_cells, dimension_rows, has_across,
@@ -152,6 +152,8 @@ def render(report: Report, color: bool = False, width: int = 120, top: int = 10,
                                                 else "")
                                 + (f"; pattern {pattern_label(s.pattern, s.pattern_counts, 'ranks')}" if s.pattern
                                    else "")))
+        if sources_line(report) is not None:
+            con.print(Text.assemble(("sources", "bold"), f": {sources_line(report)}"))
     for who, code, count, message in merged_warnings(report):
         con.print(Text.assemble(("warning", "yellow"), f" {who + ': ' if who else ''}{code} ×{count}: {message}"))
     # Padding and titles fill their lines with spaces; a terminal does not need them.

@@ -13,13 +13,13 @@ from typing import Iterable
 
 import msgspec
 
-from ...contract import Culprit, InputFile, InspectorRanks, Report, Verdict, WarningEntry
+from ...contract import Culprit, InputFile, InspectorPair, InspectorRanks, Report, Verdict, WarningEntry
 from ...errors import printable
 from ...model.nccl_records import NcclInputs
 from .. import whatif
 from ..seam import Context, RankAnalysis
 from ..wording import diagnosis, logs_headline
-from . import crossrank, log_ranks, slow_ranks, summary, transport, transport_bw, trends, verdict
+from . import crossrank, log_pairing, log_ranks, slow_ranks, summary, transport, transport_bw, trends, verdict
 
 # Findings of one rank and step are listed in this order.
 _ORDER = {"nccl-transport": -1, "no-gpu-activity": 0, "clock-offset": 1, "straggler": 1, "overlap-pattern": 2,
@@ -35,24 +35,36 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
     th = (context or Context()).thresholds
     nccl = nccl or NcclInputs()
     given = list(analyses)
-    logs, beside = None, []
+    logs, joined, beside = None, None, []
     if nccl.inspector and given:
-        # A trace's collectives are keyed by torch's process group and Seq, Inspector's by NCCL's communicator
-        # hash and its own count: nothing yet pairs the two, so the traces speak alone.
-        beside.append(WarningEntry(code="inspector-beside-traces", rank=None, count=len(nccl.inspector), message=(
-            "NCCL Inspector logs given beside traces are not used: their collectives cannot be paired with the "
-            "traces' yet (report on the logs alone for what they say across ranks)")))
+        # The traced ranks teach which communicator serves which process group, and from which coll_sn its Seq
+        # counts; the ranks without a trace join the cross-rank analysis with their logs' collectives so keyed.
+        logs = log_ranks.analyses(nccl.inspector)
+        joined = log_pairing.join(given, logs.analyses, th)
+        if joined.pairs:
+            given = given + joined.analyses
+            beside += logs.warnings + joined.warnings
+        else:
+            beside += joined.warnings         # why not; what the unused logs held says nothing more
+            logs = joined = None
+            beside.append(WarningEntry(code="inspector-beside-traces", rank=None, count=len(nccl.inspector),
+                                       message=(
+                "NCCL Inspector logs given beside traces are not used: their collectives could not be paired "
+                "with the traces' (report on the logs alone for what they say across ranks)")))
     elif nccl.inspector:
         logs = log_ranks.analyses(nccl.inspector)
         given = logs.analyses
+        beside += logs.warnings
     ordered = sorted(given, key=RankAnalysis.sort_key)
     across = crossrank.analyze(ordered, th)
-    # Ranks from logs alone have no steps to put in ``ranks``: what needs compute stays unknown.
-    ranks = [_with_waits(p, a.result, across.steps) for p, a in enumerate(ordered)] if logs is None else []
-    if logs is not None and across.cross is not None:
-        for r in across.cross.ranks:
-            r.exposed_wait_ns = None
-    if logs is not None and across.culprit is not None:
+    # Ranks from logs have no steps to put in ``ranks``: what needs compute stays unknown.
+    ranks = [_with_waits(p, a.result, across.steps) for p, a in enumerate(ordered) if not a.from_logs]
+    traced = [a for a in ordered if not a.from_logs]
+    if across.cross is not None:
+        for a, r in zip(ordered, across.cross.ranks):
+            if a.from_logs:
+                r.exposed_wait_ns = None
+    if across.culprit is not None and ordered[across.culprit.pos].from_logs:
         across.culprit.finding.evidence["from_logs"] = True     # its reason's evidence is not in the logs
     findings = [f for a in ordered for f in a.findings]
     # Step times name a straggler only where no collective was matched: with matched collectives the rank the
@@ -70,24 +82,25 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
     if found is not None:
         findings.append(found)
     findings.sort(key=lambda f: (f.rank, -1 if f.step is None else f.step, _ORDER.get(f.id, 9)))
-    inputs = [i for a in ordered for i in a.inputs] if logs is None else logs.inputs
+    inputs = [i for a in traced for i in a.inputs] + (logs.inputs if logs is not None else [])
     listed = {i.path for i in inputs}
     inputs += [InputFile(path=printable(log.path, one_line=True), format="nccl-log", rank=-1, bytes=log.bytes,
                          rank_rule="none") for log in nccl.logs if printable(log.path, one_line=True) not in listed]
-    warnings = [w for a in ordered for w in a.warnings] + across.warnings + beside + (logs.warnings if logs else [])
+    warnings = [w for a in ordered for w in a.warnings] + across.warnings + beside
     warnings += [WarningEntry(code=code, rank=None, count=n, message=printable(message, one_line=True))
                  for code, n, message in nccl.notes]
-    total = summary.summarize(ranks, [a.work for a in ordered])
+    total = summary.summarize(ranks, [a.work for a in traced])
     matched = across.cross is not None and across.cross.matching.matched > 0
     culprit = None if across.culprit is None else \
         Culprit(rank=ordered[across.culprit.pos].rank, reason=across.culprit.reason)
     if matched:
         findings = verdict.point_at_culprit(findings, ranks, None if culprit is None else culprit.rank, th)
-    if logs is None:
+    if logs is None or traced:
         answer = verdict.verdict(ranks, matched=matched, culprit=culprit, transport=net,
                                  dimension=total.dimensions[0].dimension if total.dimensions else None, th=th,
                                  culprit_saving=None if across.culprit is None else across.culprit.saving_by_step,
-                                 logs_alone=diagnosis(found).title if found is not None and not ordered else None)
+                                 logs_alone=diagnosis(found).title if found is not None and not ordered else None,
+                                 untraced=tuple(a.rank for a in ordered if a.from_logs))
     else:
         answer = Verdict(headline=logs_headline(*_from_logs(across, th)), causes=[])
     return Report(inputs=inputs, ranks=ranks, summary=total,
@@ -95,8 +108,11 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
                   diagnoses=[diagnosis(f) for f in findings], transport=net, cross_rank=across.cross,
                   verdict=answer, outliers=across.outliers,
                   inspector=None if logs is None else InspectorRanks(
-                      ranks=sorted(a.rank for a in ordered), files=len(nccl.inspector), records=logs.records,
-                      timed=logs.rows))
+                      ranks=sorted(a.rank for a in ordered if a.from_logs), files=len(nccl.inspector),
+                      records=logs.records, timed=logs.rows, traced=[a.rank for a in traced],
+                      paired=[] if joined is None else [InspectorPair(pg=p.pg, comm=p.comm, sn_offset=p.offset,
+                                                                      agreed=p.agreed, of=p.of)
+                                                        for p in joined.pairs]))
 
 
 def _from_logs(across, th) -> tuple:

@@ -118,7 +118,8 @@ def analyses(logs: list[InspectorLog]) -> LogRanks:
                             totals=Totals(duration_ns=0, compute_ns=0, comm_ns=0, overlap_ns=0, exposed_comm_ns=0,
                                           idle_ns=0, overlap_pct=None, exposed_comm_fraction=None))
         out.analyses.append(RankAnalysis(rank=rank, source=source, inputs=[], result=result, collectives=[],
-                                         comm=comm, findings=[], warnings=[], host=host, groups=groups))
+                                         comm=comm, findings=[], warnings=[], host=host, groups=groups,
+                                         from_logs=True))
     return out
 
 

@@ -33,11 +33,12 @@ _TCP = ("tcp_silent_fallback", "tcp_no_rdma")
 
 def verdict(ranks: list[RankResult], *, matched: bool, culprit: Culprit | None, transport: Transport | None,
             dimension: str | None, th: Thresholds, culprit_saving: dict | None = None,
-            logs_alone: str | None = None) -> Verdict:
+            logs_alone: str | None = None, untraced: tuple = ()) -> Verdict:
     """``matched``: collectives were matched across ranks (peer-wait is measured); ``dimension``: the
     parallelism dimension with the most exposed communication; ``culprit_saving``: per step of the culprit,
     what its coming on time would save (crossrank/straggler.saving_by_step); ``logs_alone``: the network
-    transport finding's title when the run is NCCL logs without a trace (then that is its answer)."""
+    transport finding's title when the run is NCCL logs without a trace (then that is its answer);
+    ``untraced``: the ranks known from NCCL Inspector logs only (none of their numbers is in ``ranks``)."""
     rows = [_per_step(r) for r in ranks]
     rows = [x for x in rows if x is not None]
     if not rows or not any(x["comm"] for x in rows):
@@ -55,12 +56,13 @@ def verdict(ranks: list[RankResult], *, matched: bool, culprit: Culprit | None, 
         where = [x["rank"] for x in rows if material(th, int(round(x[key])), int(round(x["step"])))]
         pattern = _pattern(ranks, th) if name == "not-overlapped" else None
         who = culprit if name == "peer-wait" else None
-        saved, note = _saving(name, ranks, who, culprit_saving, cpu, pattern, dimension)
+        saved, note = _saving(name, ranks, who, culprit_saving, cpu, pattern, dimension, untraced)
         causes.append(Cause(cause=name, ns_per_step=ns, share_of_step=ns / step if step > 0 else None, ranks=where,
                             culprit=who, pattern=pattern,
                             # Advice for a cause material nowhere would be noise, even with a culprit: a
                             # wait all under compute costs nothing to remove.
-                            lever=lever(name, who, pattern, dimension, tcp and name == "not-overlapped", cpu)
+                            lever=lever(name, who, pattern, dimension, tcp and name == "not-overlapped", cpu,
+                                        untraced)
                             if where else "",
                             saving_ns=None if saved is None else saved[0],
                             saving_low_ns=None if saved is None else saved[1],
@@ -77,7 +79,8 @@ def verdict(ranks: list[RankResult], *, matched: bool, culprit: Culprit | None, 
         second = causes[1]
         if material(th, spans[second.cause][0], int(round(step))) and spans[second.cause][2] >= spans[top.cause][1]:
             tie = second
-    return Verdict(headline=headline(biggest, top, waiting, tcp=tcp, step_ns=step, also=tie, cpu=cpu),
+    return Verdict(headline=headline(biggest, top, waiting, tcp=tcp, step_ns=step, also=tie, cpu=cpu,
+                                     untraced=untraced),
                    causes=causes)
 
 
@@ -100,12 +103,15 @@ def _interval(values) -> tuple[int, int, int] | None:
 
 
 def _saving(name: str, ranks: list[RankResult], culprit: Culprit | None, by_step: dict | None, cpu: bool,
-            pattern: str | None = None, dimension: str | None = None):
+            pattern: str | None = None, dimension: str | None = None, untraced: tuple = ()):
     """What removing a cause saves per step, as (mean, low, high), and None; or None and why the trace cannot
     tell (docs/metrics.md, "What fixing a cause saves")."""
     if name == "peer-wait":
         if culprit is None:
             return None, _NO_CULPRIT
+        if culprit.rank in untraced:
+            return None, (f"rank {culprit.rank} has no trace: what it did before arriving, and so what its coming "
+                          "on time would save, is not in its NCCL Inspector log")
         if not by_step:
             return None, f"rank {culprit.rank} has no complete step to measure its lateness in"
         return _interval(by_step.values()), None

@@ -178,11 +178,12 @@ def logs_headline(culprit: int | None, caused_ns: int, slowest: tuple | None) ->
 
 
 def headline(biggest, top, waiting: list[int] | None, tcp: bool = False, step_ns: float | None = None,
-             also=None, cpu: bool = False, logs_alone: str | None = None) -> str:
+             also=None, cpu: bool = False, logs_alone: str | None = None, untraced: tuple = ()) -> str:
     """The run's answer in one sentence: the biggest material cause, what fixing it saves per step (its cost
     where the trace cannot tell what it saves), and the culprit; ``also``, a second cause as likely the
     bigger one (their intervals meet), named after it. ``logs_alone``: the network transport finding's title
-    of a run given as NCCL logs and no trace, whose only answer that is."""
+    of a run given as NCCL logs and no trace, whose only answer that is; ``untraced``: the ranks known from
+    NCCL Inspector logs only."""
     if top is None:
         if logs_alone:
             return (f"{logs_alone[0].upper()}{logs_alone[1:]} (NCCL logs alone: without a trace there is no "
@@ -191,7 +192,7 @@ def headline(biggest, top, waiting: list[int] | None, tcp: bool = False, step_ns
     if biggest is None:
         return (f"Communication is not what holds the steps up: the largest cause, {_CAUSE_WORDS[top.cause]}, "
                 f"costs {_cost(top)}.")
-    first = _clause(biggest, waiting, tcp, step_ns, cpu)
+    first = _clause(biggest, waiting, tcp, step_ns, cpu, untraced)
     if also is None:
         return first + "."
     return f"{first}; about as much: {_CAUSE_WORDS[also.cause]}, {_worth(also, step_ns)}."
@@ -201,7 +202,7 @@ def _worth(c, step_ns) -> str:
     return f"saving {saving_words(c, step_ns)} if fixed" if c.saving_ns is not None else f"costing {_cost(c)}"
 
 
-def _clause(c, waiting, tcp: bool, step_ns, cpu: bool) -> str:
+def _clause(c, waiting, tcp: bool, step_ns, cpu: bool, untraced: tuple = ()) -> str:
     if c.cause == "peer-wait":
         if c.culprit is None:
             return (f"Waiting for the last rank to arrive costs {_cost(c)}, and no single rank is the one waited "
@@ -210,8 +211,9 @@ def _clause(c, waiting, tcp: bool, step_ns, cpu: bool) -> str:
         who = (f"{ranks_label(others)} wait for it at their collectives" if len(others) > 1 else
                f"{ranks_label(others)} waits for it at its collectives" if others else
                "the other ranks wait for it at their collectives")
-        why = ("for a reason the trace does not show" if c.culprit.reason == "unknown"
-               else f"because of {_REASON_WORDS[c.culprit.reason]}")
+        why = ("for a reason only a trace of it would show (its NCCL Inspector log holds no compute)"
+               if c.culprit.rank in untraced else "for a reason the trace does not show"
+               if c.culprit.reason == "unknown" else f"because of {_REASON_WORDS[c.culprit.reason]}")
         if c.saving_ns is None:
             return f"Waiting for rank {c.culprit.rank} costs {_cost(c)}: {who}, and it arrives last {why}"
         return (f"Rank {c.culprit.rank} arrives last {why}: {who}, and its coming on time would save "
@@ -241,12 +243,17 @@ _DIM_LEVER = {
 }
 
 
-def lever(cause: str, culprit, pattern: str | None, dimension: str | None, tcp: bool, cpu: bool) -> str:
-    """The one thing to try first against a cause of the run verdict."""
+def lever(cause: str, culprit, pattern: str | None, dimension: str | None, tcp: bool, cpu: bool,
+          untraced: tuple = ()) -> str:
+    """The one thing to try first against a cause of the run verdict (``untraced``: the ranks known from NCCL
+    Inspector logs only)."""
     if cause == "peer-wait":
         if culprit is None:
             return ("no single rank is last: look for work that is uneven between ranks and moves from step to "
                     "step (sequence lengths, batch composition, expert routing) or hosts that stall now and then")
+        if culprit.rank in untraced:
+            return (f"rank {culprit.rank}: profile it too (a Kineto or nsys trace) to see what it does before its "
+                    "late collectives")
         return f"rank {culprit.rank}: " + reason_advice(culprit.reason, cpu)
     if cause == "overlap-tax":
         return ("give the collectives fewer SMs (NCCL_MAX_CTAS) or move them to the copy engines (NCCL 2.28+ "

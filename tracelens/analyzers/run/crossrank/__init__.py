@@ -54,6 +54,10 @@ class Matched:
     busbw: list
     aligned_start: np.ndarray
     aligned_end: np.ndarray
+    # Per instance: its members' latest step. A rank known from logs has no steps (-1): where an instance is
+    # named by such a rank, its traced members give its step (marked steps are the program's, alike on every
+    # rank).
+    any_step: np.ndarray
 
 
 def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
@@ -91,9 +95,10 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
     algbw, busbw = bandwidth.per_instance(ops, size, group, w.transfer)
     last_pos = np.where(w.last >= 0, pos[np.maximum(w.last, 0)], -1) if n_inst else np.empty(0, np.int64)
     inst_wait = np.add.reduceat(w.wait, m.starts) if n_inst else np.empty(0, np.int64)
+    any_step = np.maximum.reduceat(c["step"][rows], m.starts) if n_inst else np.empty(0, np.int64)
     mt = Matched(ordered=ordered, th=th, tab=tab, m=m, ranks=ranks, pos=pos, first=first, ops=ops, size=size,
                  group=group, clk=clk, w=w, last_pos=last_pos, inst_wait=inst_wait, algbw=algbw, busbw=busbw,
-                 aligned_start=start - clk.offset[pos], aligned_end=end - clk.offset[pos])
+                 aligned_start=start - clk.offset[pos], aligned_end=end - clk.offset[pos], any_step=any_step)
     out.cross = CrossRank(
         reference_rank=int(ranks[clk.reference]),
         ranks=_ranks(mt, totals),
@@ -111,9 +116,13 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
         cpu = all(a.result.mode == "cpu" for a in ordered)
         first_start = [a.result.steps[0].start_ns - int(clk.offset[p]) if a.result.steps and clk.applied[p] else None
                        for p, a in enumerate(ordered)]
+        late_step = c["step"][rows][late_row]
         arrivals = straggler.Arrivals(pos=pos, wait=w.wait, lead=lead, starts=m.starts, members=cnt, rows_late=late,
-                                      skew=w.skew, caused=inst_wait - wait_late, step=c["step"][rows][late_row],
-                                      delay=delay, first_start=first_start)
+                                      skew=w.skew, caused=inst_wait - wait_late,
+                                      step=np.where(late_step >= 0, late_step, any_step),
+                                      delay=delay, first_start=first_start,
+                                      known=~np.array([a.from_logs for a in ordered], bool)[pos]
+                                      if any(a.from_logs for a in ordered) else None)
         exposed = {k: v["exposed_wait_ns"] for k, v in out.steps.items()}
         out.culprit = straggler.find([a.result for a in ordered], arrivals, cpu, th, exposed)
         if out.culprit is not None:

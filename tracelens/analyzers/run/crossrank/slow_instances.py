@@ -73,7 +73,8 @@ def instances(tab: CollectiveRows, ranks: np.ndarray, matched=None) -> Instances
         parts.append(dict(
             op=c["op"][first], pg=c["pg_name"][first], size=matched.size,
             matched=np.ones(starts.size, bool), duration=d[longest], wait=w.wait[longest], transfer=w.transfer,
-            rank=ranks[tab.pos[named]], late=late, step=c["step"][named], start=c["start_ns"][named],
+            rank=ranks[tab.pos[named]], late=late, step=np.where(c["step"][named] >= 0, c["step"][named],
+                                                                 matched.any_step), start=c["start_ns"][named],
             exposed=c["exposed_ns"][at], lead=c["lead_ns"][at]))
     solo = np.flatnonzero(loose)
     none = np.full(solo.size, -1, np.int64)

@@ -85,6 +85,9 @@ class Arrivals:
     step: np.ndarray           # per instance: the late rank's step
     delay: np.ndarray          # per instance: the late kernel's start minus its launch (-1: unknown)
     first_start: list          # per rank position: its first step's start, aligned (None: clock not aligned)
+    # Per matched row: whether its rank's leads were measured (a rank known from NCCL Inspector logs has none:
+    # its zeros must not pull the other members' median down). None: every rank's were.
+    known: np.ndarray | None = None
 
 
 def find(results, arr: Arrivals, cpu: bool, th: Thresholds, exposed: dict | None = None) -> CulpritFound | None:
@@ -121,10 +124,11 @@ def find(results, arr: Arrivals, cpu: bool, th: Thresholds, exposed: dict | None
     felt = _others_exposed(exposed or {}, late, n_ranks, list(by_step))
     impact = int(round(statistics.median([statistics.fmean(v.values()) for v in felt.values() if v] or [0])))
     peaks = _peaks(np.flatnonzero(mine), step, caused)
-    excess, mine_sum, theirs_sum = _lead_excess(peaks, starts, len(pos), rows_late, {**lead, "wait": wait})
+    excess, mine_sum, theirs_sum = _lead_excess(peaks, starts, len(pos), rows_late, {**lead, "wait": wait},
+                                                arr.known)
     saving = saving_by_step(np.flatnonzero(mine), starts, len(pos), rows_late, lead, wait, step,
                             [s.step for s in (x for x in results[late].steps if x.complete)],
-                            _exposed_comm(results, late))
+                            _exposed_comm(results, late), arr.known)
     lateness = theirs_sum.pop("wait")
     excess.pop("wait"), mine_sum.pop("wait")
     reason = "unknown"
@@ -142,7 +146,8 @@ def find(results, arr: Arrivals, cpu: bool, th: Thresholds, exposed: dict | None
         late_start = None                   # it did not begin later: nothing to say about it
     known = delay[mine] >= 0
     prompt = int((known & (delay[mine] <= th.launch_prompt_ns)).sum())
-    ranks_step = statistics.median([_mean_step(r) for i, r in enumerate(results) if i != late] or [0])
+    # A rank known from logs has no step to measure: it says nothing of the step time.
+    ranks_step = statistics.median([_mean_step(r) for i, r in enumerate(results) if i != late and r.steps] or [0])
     important = material(th, impact, int(ranks_step))
     skewed = skew[mine]
     def mean(v):
@@ -187,7 +192,8 @@ def _exposed_comm(results, late: int) -> dict:
 
 
 def saving_by_step(instances: np.ndarray, starts: np.ndarray, n_rows: int, rows_late: np.ndarray, lead: dict,
-                   wait, step: np.ndarray, steps: list, exposed: dict | None = None) -> dict:
+                   wait, step: np.ndarray, steps: list, exposed: dict | None = None,
+                   known: np.ndarray | None = None) -> dict:
     """Per step of the late rank (``steps``, its complete steps), what every rank's step would lose if the
     late rank came on time at its late ``instances``: how much more of its own time it spent since the ranks
     last met than the others did, at the step's last late collective (the one its lead covers most of),
@@ -201,12 +207,14 @@ def saving_by_step(instances: np.ndarray, starts: np.ndarray, n_rows: int, rows_
     rank that computes 6 ms less saves 6 ms less than its delay), while their idle is where the waiting it
     caused shows up (on a GPU the others compute on while their collectives wait, then idle).
 
-    A step saves the late rank's typical lateness at most (see the end: the rest is noise that stays)."""
+    A step saves the late rank's typical lateness at most (see the end: the rest is noise that stays).
+    ``known``: per matched row, whether its leads were measured (Arrivals.known)."""
     rows, inst, me, others = _members(instances, starts, n_rows, rows_late)
+    measured = others if known is None else others & known[rows]
     total = np.zeros(len(instances), dtype=np.float64)
     for k, col in _COMPONENT.items():
         values = np.asarray(lead[col], dtype=np.int64)
-        excess = values[me] - group_median(values[rows[others]], inst[others], len(instances))
+        excess = values[me] - group_median(values[rows[measured]], inst[measured], len(instances))
         total += excess if k == "compute" else np.maximum(excess, 0.0)
     own = np.asarray(lead["lead_ns"], dtype=np.int64)[me]
     w = np.asarray(wait, dtype=np.int64)
@@ -259,16 +267,21 @@ def _members(instances: np.ndarray, starts: np.ndarray, n_rows: int, rows_late: 
     return rows, inst, me, rows != me[inst]
 
 
-def _lead_excess(instances: np.ndarray, starts: np.ndarray, n_rows: int, rows_late: np.ndarray, lead: dict):
+def _lead_excess(instances: np.ndarray, starts: np.ndarray, n_rows: int, rows_late: np.ndarray, lead: dict,
+                 known: np.ndarray | None = None):
     """Summed over the given instances: the late rank's lead components, the other members' medians, and the
     difference (ints, ns)."""
     keys = {"lead": "lead_ns", **_COMPONENT, **({"wait": "wait"} if "wait" in lead else {})}
     rows, inst, me, others = _members(instances, starts, n_rows, rows_late)
+    measured = others if known is None else others & known[rows]
     mine, theirs = {}, {}
     for k, col in keys.items():
         values = np.asarray(lead[col], dtype=np.int64)
         mine[k] = int(values[me].sum())
-        theirs[k] = int(round(float(group_median(values[rows[others]], inst[others], len(instances)).sum())))
+        # How late it came is the wait of every other member, logged or traced; what it did before, only
+        # against the members whose leads were measured.
+        sel = others if k == "wait" else measured
+        theirs[k] = int(round(float(group_median(values[rows[sel]], inst[sel], len(instances)).sum())))
     return {k: mine[k] - theirs[k] for k in keys}, mine, theirs
 
 
