@@ -286,6 +286,7 @@ class _Agent:
             "nccl": _nccl_version(torch) if cuda else None,
             "device": torch.cuda.get_device_name(torch.cuda.current_device()) if cuda else None,
             "env": allowed_env(os.environ),
+            "cpus": _usable_cpus(),
         }
         folder = os.path.join(self.run_dir, WORKERS)
         os.makedirs(folder, exist_ok=True)
@@ -306,3 +307,12 @@ def _sigterm_to_exit(signum, frame):
     if _state is not None:
         _state.exit_signal = signal.Signals(signum).name
     raise SystemExit(128 + signum)
+
+
+def _usable_cpus() -> int | None:
+    """The cores this process may run on (its affinity, as a launcher or a container sets it): ranks of one
+    host that outnumber them share cores, and a rank that idles then frees its core to the others."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count()

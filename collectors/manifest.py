@@ -77,7 +77,7 @@ def write_manifest(p: Plan, exit_code: int, started: float, ended: float, notes:
             "trace_bytes": (run_dir / trace).stat().st_size if trace else None,
             "nccl_log": f"{NCCL_LOGS}/{log}" if log in logs else None, "steps_seen": w.get("steps_seen"),
             "device": w.get("device"), "backend": w.get("backend"), "env": w.get("env", {}),
-            "end": end, "signal": end_signal,
+            "end": end, "signal": end_signal, "cpus": w.get("cpus"),
         })
         if not trace:
             warnings.append(_missing_reason(rank, w, p.options, end, end_signal, killed_by if single else None))

@@ -478,6 +478,8 @@ def test_gloo_ddp_under_torchrun(tmp_path):
     assert [(r["rank"], r["status"], r["backend"]) for r in m["ranks"]] == [(0, "written", "gloo"),
                                                                             (1, "written", "gloo")]
     assert all(r["pid"] and r["host"] and r["local_rank"] == r["rank"] for r in m["ranks"])
+    # Each rank's cores, as its process could use them (the launcher and this test's process share them).
+    assert [r["cpus"] for r in m["ranks"]] == [len(os.sched_getaffinity(0))] * 2
     env = m["env"]
     assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "INIT,NET,ENV"
     assert env["NCCL_DEBUG_FILE"].endswith("/nccl/%h.%p.log") and env["TORCH_NCCL_HIGH_PRIORITY"] == "1"

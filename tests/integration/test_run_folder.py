@@ -190,11 +190,11 @@ def test_every_field_of_the_wrong_kind(run, capsys):
     code, rep, _, _ = report(capsys, run)
     w = warning(rep, "manifest-wrong-type")
     read = ["world_size", "env", "ranks[0].rank", "ranks[0].env", "ranks[0].nccl_log", "ranks[0].trace",
-            "ranks[0].export"]
+            "ranks[0].export", "ranks[0].host"]
     # command, argv and nccl_logs are lists of strings: the right kind
     assert code == 0 and w["count"] == len(read)
     named = w["message"].split("read as absent: ", 1)[1]
-    assert all(f"{f} (" in named for f in read[:4]) and "and 1 more" in named     # six shown, then a count
+    assert all(f"{f} (" in named for f in read[:4]) and "and 2 more" in named     # six shown, then a count
     write_manifest(run, {**bad, "schema": ["x", "y"], "ranks": [entry]})
     code, rep, _, _ = report(capsys, run)
     assert code == 0 and warning(rep, "manifest-wrong-type") is None        # not ours: not read at all
@@ -212,6 +212,8 @@ FIELDS = {   # the field and whether a value is of its type (the schema: tracele
     "ranks[0].rank": lambda v: v is None or type(v) is int and 0 <= v < 2**31,
     "ranks[0].env": lambda v: v is None or isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
     "ranks[0].nccl_log": lambda v: v is None or isinstance(v, str),
+    "ranks[0].host": lambda v: v is None or isinstance(v, str),
+    "ranks[0].cpus": lambda v: v is None or type(v) is int and 1 <= v < 2**31,
 }
 
 

@@ -68,6 +68,7 @@ class RankAnalysis:
     # A rank known from NCCL Inspector logs (analyzers/run/log_ranks.py): its collectives, but no steps, no
     # compute and no leads (its lead columns are 0 for unknown, not for no time).
     from_logs: bool = False
+    cpus: int | None = None                      # the cores its process could run on, where a manifest says
 
     def sort_key(self) -> tuple:
         """Order of ranks in the Report: by rank, then file; processes of one file claiming the same rank by

@@ -68,6 +68,7 @@ class RunMeta:
     bytes: int = 0
     pg_config: list[dict] = field(default_factory=list)
     host: str | None = None              # the machine the rank ran on (Kineto host_name, nsys Hostname)
+    cpus: int | None = None              # the cores its process could run on (a collect run's manifest)
     env: dict[str, str] = field(default_factory=dict)   # recorded settings that explain results (envlist.env_allowed)
     command: dict[str, str] = field(default_factory=dict)   # settings the run's command line states (bucket_cap_mb)
     side_files: list[dict] = field(default_factory=list)  # {path, format, bytes}: e.g. this rank's NCCL log

@@ -21,6 +21,7 @@ from ..json_text import not_utf8
 # Ranks and world sizes as a launcher gives them (torch's ranks are C ints).
 Rank = Annotated[int, msgspec.Meta(ge=0, lt=2**31)]
 WorldSize = Annotated[int, msgspec.Meta(ge=1, lt=2**31)]
+Cores = Annotated[int, msgspec.Meta(ge=1, lt=2**31)]
 
 
 class RankEntry(msgspec.Struct, gc=False):
@@ -32,6 +33,8 @@ class RankEntry(msgspec.Struct, gc=False):
     nccl_log: Union[str, None] = None
     trace: Union[str, None] = None
     export: Union[str, None] = None
+    host: Union[str, None] = None
+    cpus: Union[Cores, None] = None         # the cores the rank's process could run on
 
 
 class Manifest(msgspec.Struct, gc=False):

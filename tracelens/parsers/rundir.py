@@ -238,6 +238,9 @@ def attach(traces: list[RankTrace]) -> None:
             t.meta.command = command_settings(m.command or m.argv or [])
         if t.meta.world_size is None and m.world_size:
             t.meta.world_size = m.world_size
+        if entry is not None:
+            t.meta.host = t.meta.host or entry.host
+            t.meta.cpus = t.meta.cpus or entry.cpus
         log = entry.nccl_log if entry else None     # inside the folder (see _read_once)
         try:
             if log and (folder / log).is_file():

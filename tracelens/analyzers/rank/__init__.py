@@ -91,7 +91,7 @@ def analyze_rank(trace: RankTrace, context: Context | None = None) -> RankAnalys
                  for w in t.meta.input_warnings]
     return RankAnalysis(rank=t.meta.rank, source=printable(t.meta.source, one_line=True), inputs=inputs, result=result,
                         collectives=collectives, comm=comm, findings=findings, warnings=warnings,
-                        host=t.meta.host, groups=ctx.groups, exposed=_exposed_set(sets, windows),
+                        host=t.meta.host, cpus=t.meta.cpus, groups=ctx.groups, exposed=_exposed_set(sets, windows),
                         work=work.by_name(ctx))
 
 

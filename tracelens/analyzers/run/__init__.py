@@ -100,7 +100,7 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
                                  dimension=total.dimensions[0].dimension if total.dimensions else None, th=th,
                                  culprit_saving=None if across.culprit is None else across.culprit.saving_by_step,
                                  logs_alone=diagnosis(found).title if found is not None and not ordered else None,
-                                 untraced=tuple(a.rank for a in ordered if a.from_logs))
+                                 untraced=tuple(a.rank for a in ordered if a.from_logs), crowded=_crowded(ordered))
     else:
         answer = Verdict(headline=logs_headline(*_from_logs(across, th)), causes=[])
     return Report(inputs=inputs, ranks=ranks, summary=total,
@@ -113,6 +113,18 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
                       paired=[] if joined is None else [InspectorPair(pg=p.pg, comm=p.comm, sn_offset=p.offset,
                                                                       agreed=p.agreed, of=p.of)
                                                         for p in joined.pairs]))
+
+
+def _crowded(ordered: list[RankAnalysis]) -> tuple[int, int] | None:
+    """(ranks, cores) of the host whose ranks most outnumber the cores they could run on, where the inputs say
+    both (a collect run's manifest records each process's cores); None where none does or nothing says."""
+    hosts: dict = {}
+    for a in ordered:
+        if a.cpus and a.host is not None and not a.from_logs:
+            n, cores = hosts.get(a.host, (0, a.cpus))
+            hosts[a.host] = (n + 1, min(cores, a.cpus))
+    over = [(n, cores) for n, cores in hosts.values() if n > cores]
+    return max(over, key=lambda x: x[0] / x[1]) if over else None
 
 
 def _from_logs(across, th) -> tuple:
