@@ -57,6 +57,10 @@ def open_db(path: str | Path, *, create: bool) -> Iterator[sqlite_utils.Database
         # SQLite opens a FIFO there and waits in C for a writer, where no signal reaches it.
         if name.exists() and not (name.is_file() or name.is_dir()):
             raise UsageError("not a regular file: tracelens opens a history only as one", path=str(name))
+        # Written in place, a file of several names changes under all of them (an input, a file elsewhere).
+        if create and name.is_file() and name.stat().st_nlink > 1:
+            raise UsageError(f"a hard link ({name.stat().st_nlink} names): tracelens never adds to a history "
+                             "whose file has other names (copy it first)", path=str(name))
     if not p.exists():
         if not create:
             raise UsageError("no such history database", path=str(path))

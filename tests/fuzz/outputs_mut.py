@@ -158,6 +158,10 @@ def run(ops: list, sample: Path, folder: Path, main) -> tuple[int, list[str]]:
     os.environ["TRACELENS_CACHE"] = str(folder / "out" / "cache") if writer == "cache" else saved or ""
     if not os.environ["TRACELENS_CACHE"]:
         del os.environ["TRACELENS_CACHE"]
+    # The inputs are the names in in/ before anything is planted: out/ may be a link to in/, and what is
+    # planted at an output's name there is the output's to replace, not an input (its target, where it is a
+    # link or another name of an input, is one of these names and still checked).
+    inputs = set(_digest(folder / "in"))
     try:
         entries = []
         if writer == "cache":
@@ -184,8 +188,7 @@ def run(ops: list, sample: Path, folder: Path, main) -> tuple[int, list[str]]:
             _plant(target, op[2], folder)
         if not (folder / "out").is_symlink() and not (folder / "out").exists():
             (folder / "out").mkdir()
-        # New names in in/ are no change to an input: out/ may be a link to it, and writing there was asked.
-        before_in = _digest(folder / "in")
+        before_in = {n: v for n, v in _digest(folder / "in").items() if n in inputs}
         before_out = _digest(folder / "outside")
         before_tmp = _temporaries(folder / "out")
         err = io.StringIO()
