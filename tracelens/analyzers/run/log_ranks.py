@@ -26,6 +26,7 @@ FORMAT = "nccl-inspector"        # InputFile.format of an Inspector log
 # nccl-tests' S for these is the whole buffer of every rank (docs/metrics.md, "Bandwidth"); Inspector writes
 # the per-rank count x type size (inspector.cc, inspectorComputeOpBw: traffic = msg size x nranks).
 _TIMES_N = ("all_gather", "reduce_scatter")
+_READ = ("process", "comm", "comm_rank", "n_ranks", "kind", "op", "sn", "msg_bytes", "start_ns", "end_ns")
 
 
 @dataclass
@@ -114,13 +115,14 @@ def analyses(logs: list[InspectorLog]) -> LogRanks:
         n = col["n_ranks"][rows]
         size = np.where(np.isin(op, _TIMES_N), col["msg_bytes"][rows] * n, col["msg_bytes"][rows])
         k = len(rows)
-        minus = np.full(k, -1, np.int64)
-        comm = {"step": minus, "op": op, "dtype": np.full(k, None, object), "bytes": size.astype(np.int64),
+        # What the logs do not hold is one value for every row: a read-only view of it, no memory per row
+        # (ten of the table's columns; combine only reads them).
+        minus, zero = np.broadcast_to(np.int64(-1), (k,)), np.broadcast_to(np.int64(0), (k,))
+        comm = {"step": minus, "op": op, "dtype": np.broadcast_to(np.array(None, object), (k,)), "bytes": size.astype(np.int64),
                 "group_size": n.astype(np.int64), "pg_name": comm_ids[col["comm"][rows]],
                 "pg_desc": comm_desc[col["comm"][rows]], "seq": col["sn"][rows].astype(np.int64),
                 "start_ns": col["start_ns"][rows].astype(np.int64), "end_ns": col["end_ns"][rows].astype(np.int64),
-                "exposed_ns": minus, "stream": np.zeros(k, np.int64), "launch_ns": minus,
-                **{c: np.zeros(k, np.int64) for c in LEAD_COLUMNS}}
+                "exposed_ns": minus, "stream": zero, "launch_ns": minus, **dict.fromkeys(LEAD_COLUMNS, zero)}
         assert set(comm) == set(COMM_COLUMNS)
         rank = rank_of[p]
         source = printable(files[p], one_line=True)
@@ -166,7 +168,9 @@ def _joined(logs: list[InspectorLog]):
         for p in log.processes:
             files.setdefault(procs[p], log.path)
         per_log.append([procs[p] for p in log.processes])
-        c = dict(log.columns)
+        # Only the columns read here: a copy of the others (the plugin's own times and bandwidths) would be a
+        # third of this step's peak at thousands of ranks.
+        c = {k: log.columns[k] for k in _READ}
         c["process"], c["comm"], c["op"] = pmap[c["process"]], cmap[c["comm"]], omap[c["op"]]
         parts.append(c)
     col = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
