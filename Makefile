@@ -95,7 +95,7 @@ bench-nccl: $(STAMP)
 	$(BIN)/python bench/bench_nccl_log.py $(if $(BEFORE),--before $(BEFORE))
 
 # NCCL Inspector logs of thousands of ranks (bench/RESULTS.md, "NCCL Inspector logs of thousands of ranks"):
-# generated logs of 256, 1,024 and 4,096 ranks x 2,000 collectives under /tmp/tl-inspector-scale (6.6 GB at
+# generated logs of 256, 1,024 and 4,096 ranks x 2,000 collectives under /tmp/tl-inspector-scale (6.7 GB at
 # the largest, deleted after each size), a report's seconds and peak RSS in a new process, the late rank and the
 # slow link checked. SIZES=RANKSxCOLLECTIVES,... for others.
 SIZES ?=

@@ -9,7 +9,7 @@ The logs are tests/fixtures/synth/inspector_scale.py's (hosts of 8, a world all-
 all-reduce in turn, rank 5 late by 300 µs at every collective, host pair 0's link 4x slow), one file per rank,
 written under TL_BENCH_DIR (default /tmp/tl-inspector-scale) by a process of their own and deleted after each
 size. Each report is a new process (``api.report`` of the folder, no cache) that measures its own wall time
-and peak RSS (``ru_maxrss``: the imports, about 60 MB, included; a process started by one that held more
+and peak RSS (``ru_maxrss``: the imports, about 35 MB, included; a process started by one that held more
 starts from that, hence the generator's own process).
 """
 
