@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # project's own dependencies"); `make lock` refreshes it from pyproject.toml and requirements/lock.in.
 LOCK := requirements/lock.txt
 
-.PHONY: demo test test-deps test-latest test-oldest lock goldens bench bench-nccl bench-scale bench-whatif fuzz samples \
+.PHONY: demo test test-deps test-latest test-oldest lock goldens bench bench-nccl bench-scale bench-whatif bench-inspector-scale fuzz samples \
 	record-gloo record-cuda clean
 
 # The end-to-end collector tests run real jobs under torchrun; they need this CPU build of torch.
@@ -93,6 +93,14 @@ bench: $(STAMP)
 # temporary folder, parse and verdict seconds and peak RSS; BEFORE=DIR also times the package under DIR.
 bench-nccl: $(STAMP)
 	$(BIN)/python bench/bench_nccl_log.py $(if $(BEFORE),--before $(BEFORE))
+
+# NCCL Inspector logs of thousands of ranks (bench/RESULTS.md, "NCCL Inspector logs of thousands of ranks"):
+# generated logs of 256, 1,024 and 4,096 ranks x 2,000 collectives under /tmp/tl-inspector-scale (6.7 GB at
+# the largest, deleted after each size), a report's seconds and peak RSS in a new process, the late rank and the
+# slow link checked. SIZES=RANKSxCOLLECTIVES,... for others.
+SIZES ?=
+bench-inspector-scale: $(STAMP)
+	$(BIN)/python bench/bench_inspector_scale.py $(if $(SIZES),--sizes $(SIZES))
 
 # Predictions against re-runs (bench/RESULTS.md): records examples/ddp_train.py with `tracelens collect` at each
 # knob, interleaved (REPEATS rounds, ~13 s a recording on 2 cores; ONLY=straggler|buckets|item for one group),

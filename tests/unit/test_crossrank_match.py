@@ -274,3 +274,18 @@ def test_inferred_steps_are_no_matching_key():
     inferred, pairs = run(rank(a, "inferred"), rank(b, "inferred"))
     assert len(inferred.starts) == 4
     assert pairs == [[(0, 100 * i), (1, 100 * i)] for i in range(4)]
+
+
+def test_a_column_of_one_value_on_every_rank_stays_one_value():
+    # Ranks from Inspector logs carry their constant columns as read-only views (analyzers/run/log_ranks.py);
+    # the concatenation keeps such a column a view when every rank holds the same value, and copies it
+    # (values intact) when they differ.
+    a, b, c = (rank([dict(pg_name="0", seq=s, start_ns=100 * s) for s in range(3)]) for _ in range(3))
+    for r, value in ((a, -1), (b, -1), (c, 4)):
+        r.comm["launch_ns"] = np.broadcast_to(np.int64(value), (3,))
+    same = match.concat([a, b]).cols["launch_ns"]
+    assert same.strides == (0,) and same.tolist() == [-1] * 6
+    mixed = match.concat([a, c]).cols["launch_ns"]
+    assert mixed.strides == (8,) and mixed.tolist() == [-1] * 3 + [4] * 3
+    m, pairs = run(a, b)
+    assert len(m.starts) == 3 and m.unmatched == 0

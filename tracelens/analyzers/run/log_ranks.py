@@ -26,6 +26,7 @@ FORMAT = "nccl-inspector"        # InputFile.format of an Inspector log
 # nccl-tests' S for these is the whole buffer of every rank (docs/metrics.md, "Bandwidth"); Inspector writes
 # the per-rank count x type size (inspector.cc, inspectorComputeOpBw: traffic = msg size x nranks).
 _TIMES_N = ("all_gather", "reduce_scatter")
+_READ = ("process", "comm", "comm_rank", "n_ranks", "kind", "op", "sn", "msg_bytes", "start_ns", "end_ns")
 
 
 @dataclass
@@ -46,13 +47,20 @@ def analyses(logs: list[InspectorLog]) -> LogRanks:
     coll = col["kind"] == 0
     out.records = int(coll.sum())
     # The world: the widest communicator, on a tie the one most processes were seen in, then the lowest id.
-    seen_in = {c: len(set(col["process"][col["comm"] == c].tolist())) for c in range(len(comms))}
-    width = {c: int(col["n_ranks"][col["comm"] == c].max()) for c in range(len(comms))}
+    # Per communicator and per (communicator, process) by sorts, not a mask or a Python loop over the rows: at
+    # thousands of ranks a mask per communicator or process costs seconds (bench/RESULTS.md, "NCCL Inspector
+    # logs of thousands of ranks").
+    n_procs, n_comms = max(len(procs), 1), len(comms)
+    pairs = np.unique(col["comm"] * n_procs + col["process"])
+    seen = np.bincount(pairs // n_procs, minlength=n_comms)
+    widest = np.zeros(n_comms, np.int64)
+    np.maximum.at(widest, col["comm"], col["n_ranks"])
+    seen_in = dict(enumerate(seen.tolist()))
+    width = dict(enumerate(widest.tolist()))
     world = min(range(len(comms)), key=lambda c: (-width[c], -seen_in[c], comms[c]))
-    rank_of: dict[int, int] = {}
-    in_world = col["comm"] == world
-    for p, r in zip(col["process"][in_world].tolist(), col["comm_rank"][in_world].tolist()):
-        rank_of.setdefault(p, r)
+    in_world = np.flatnonzero(col["comm"] == world)
+    # Each process's rank is the one of its first record in the world.
+    rank_of = dict(zip(*(v.tolist() for v in _first_of(col["process"][in_world], col["comm_rank"][in_world]))))
     taken = set(rank_of.values())
     outside = [p for p in range(len(procs)) if p not in rank_of]
     nxt = max(taken, default=-1) + 1
@@ -79,7 +87,8 @@ def analyses(logs: list[InspectorLog]) -> LogRanks:
     out.rows = int(timed.sum())
     # The members of each communicator: the ranks of the processes seen in it.
     members: dict[int, set] = {}
-    for c, p in zip(col["comm"][timed].tolist(), col["process"][timed].tolist()):
+    seen_pairs = _first_of(col["comm"][timed] * n_procs + col["process"][timed])[0]
+    for c, p in zip((seen_pairs // n_procs).tolist(), (seen_pairs % n_procs).tolist()):
         members.setdefault(c, set()).add(rank_of[p])
     lone = [c for c, m in members.items() if len(m) == 1 and width[c] > 1]
     if lone:
@@ -94,22 +103,26 @@ def analyses(logs: list[InspectorLog]) -> LogRanks:
     op_names = np.array(ops + [None], dtype=object)
     comm_ids = np.array(comms, dtype=object)
     comm_desc = np.array(names, dtype=object)
+    # The timed rows by process, then start (lexsort is stable: equal starts stay in the order read).
+    by_proc = np.flatnonzero(timed)
+    by_proc = by_proc[np.lexsort((col["start_ns"][by_proc], col["process"][by_proc]))]
+    bounds = np.searchsorted(col["process"][by_proc], np.arange(len(procs) + 1))
     for p, (host, pid) in enumerate(procs):
         if p in dropped:
             continue
-        rows = np.flatnonzero(timed & (col["process"] == p))
-        rows = rows[np.argsort(col["start_ns"][rows], kind="stable")]
+        rows = by_proc[bounds[p]:bounds[p + 1]]
         op = op_names[col["op"][rows]]
         n = col["n_ranks"][rows]
         size = np.where(np.isin(op, _TIMES_N), col["msg_bytes"][rows] * n, col["msg_bytes"][rows])
         k = len(rows)
-        minus = np.full(k, -1, np.int64)
-        comm = {"step": minus, "op": op, "dtype": np.full(k, None, object), "bytes": size.astype(np.int64),
+        # What the logs do not hold is one value for every row: a read-only view of it, no memory per row
+        # (ten of the table's columns; combine only reads them).
+        minus, zero = np.broadcast_to(np.int64(-1), (k,)), np.broadcast_to(np.int64(0), (k,))
+        comm = {"step": minus, "op": op, "dtype": np.broadcast_to(np.array(None, object), (k,)), "bytes": size.astype(np.int64),
                 "group_size": n.astype(np.int64), "pg_name": comm_ids[col["comm"][rows]],
                 "pg_desc": comm_desc[col["comm"][rows]], "seq": col["sn"][rows].astype(np.int64),
                 "start_ns": col["start_ns"][rows].astype(np.int64), "end_ns": col["end_ns"][rows].astype(np.int64),
-                "exposed_ns": minus, "stream": np.zeros(k, np.int64), "launch_ns": minus,
-                **{c: np.zeros(k, np.int64) for c in LEAD_COLUMNS}}
+                "exposed_ns": minus, "stream": zero, "launch_ns": minus, **dict.fromkeys(LEAD_COLUMNS, zero)}
         assert set(comm) == set(COMM_COLUMNS)
         rank = rank_of[p]
         source = printable(files[p], one_line=True)
@@ -121,6 +134,13 @@ def analyses(logs: list[InspectorLog]) -> LogRanks:
                                          comm=comm, findings=[], warnings=[], host=host, groups=groups,
                                          from_logs=True))
     return out
+
+
+def _first_of(keys: np.ndarray, *values: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The distinct ``keys`` in order of first appearance, and each one's ``values`` at that first row."""
+    _, first = np.unique(keys, return_index=True)
+    first.sort()
+    return (keys[first], *(v[first] for v in values))
 
 
 def _joined(logs: list[InspectorLog]):
@@ -148,7 +168,9 @@ def _joined(logs: list[InspectorLog]):
         for p in log.processes:
             files.setdefault(procs[p], log.path)
         per_log.append([procs[p] for p in log.processes])
-        c = dict(log.columns)
+        # Only the columns read here: a copy of the others (the plugin's own times and bandwidths) would be a
+        # third of this step's peak at thousands of ranks.
+        c = {k: log.columns[k] for k in _READ}
         c["process"], c["comm"], c["op"] = pmap[c["process"]], cmap[c["comm"]], omap[c["op"]]
         parts.append(c)
     col = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}

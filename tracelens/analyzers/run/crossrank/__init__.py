@@ -160,11 +160,11 @@ def _collectives(mt: Matched) -> list[MatchedCollective]:
     w, last_pos, inst_wait, algbw, busbw = mt.w, mt.last_pos, mt.inst_wait, mt.algbw, mt.busbw
     aligned_start, aligned_end = mt.aligned_start, mt.aligned_end
     c = tab.cols
-    s_all, e_all = aligned_start.tolist(), aligned_end.tolist()
+    s_all, e_all = aligned_start.tolist(), _shared(aligned_end)
     pgs = [tab.names["pg_name"][k] if k >= 0 else None for k in c["pg_name"][first].tolist()]
     steps = c["step"][first].tolist()
     bounds = np.append(m.starts, len(pos)).tolist()
-    member_ranks = ranks[pos].tolist()
+    member_ranks = _shared(ranks[pos])
     out = []
     for i in np.lexsort((np.arange(len(first)), w.start)).tolist():
         out.append(MatchedCollective(
@@ -176,6 +176,17 @@ def _collectives(mt: Matched) -> list[MatchedCollective]:
             wait_ns=int(inst_wait[i]), algbw_gbps=algbw[i], busbw_gbps=busbw[i],
             starts_ns=s_all[bounds[i]:bounds[i + 1]], ends_ns=e_all[bounds[i]:bounds[i + 1]]))
     return out
+
+
+def _shared(values: np.ndarray) -> list:
+    """``values.tolist()`` with one int object per distinct value: the members of an instance end together and
+    a rank is in thousands of instances, so a Report of thousands of ranks would otherwise hold tens of bytes
+    per matched row for copies of the same few ints (bench/RESULTS.md, "NCCL Inspector logs of thousands of
+    ranks")."""
+    if not len(values):
+        return []
+    distinct, at = np.unique(values, return_inverse=True)
+    return np.array(distinct.tolist(), dtype=object)[at.reshape(-1)].tolist()
 
 
 def _missing(ordered, ranks: np.ndarray, groups: dict) -> list[int]:

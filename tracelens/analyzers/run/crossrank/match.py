@@ -63,9 +63,9 @@ def concat(analyses: list[RankAnalysis]) -> CollectiveRows:
     for c in ("step", "bytes", "group_size", "seq", "start_ns", "end_ns", "exposed_ns", "stream", "launch_ns",
               *LEAD_COLUMNS):
         # An analysis made before the lead columns existed has none: zeros (the late rank's reason is unknown).
-        cols[c] = np.concatenate([np.asarray(a.comm[c], dtype=np.int64) if c in a.comm else
-                                  np.zeros(n, np.int64) for a, n in zip(analyses, sizes)]) if analyses else \
-            np.empty(0, np.int64)
+        parts = [np.asarray(a.comm[c], dtype=np.int64) if c in a.comm else np.broadcast_to(np.int64(0), (n,))
+                 for a, n in zip(analyses, sizes)]
+        cols[c] = _joined(parts) if analyses else np.empty(0, np.int64)
     for c in ("op", "dtype", "pg_name"):
         values = np.concatenate([np.asarray(a.comm[c], dtype=object) for a in analyses]) if analyses else \
             np.empty(0, object)
@@ -76,6 +76,18 @@ def concat(analyses: list[RankAnalysis]) -> CollectiveRows:
     marked = np.array([a.result.steps_from in (None, "markers", "nvtx") for a in analyses], dtype=bool)
     cols["key_step"] = np.where(marked[pos], cols["step"], -1) if analyses else np.empty(0, np.int64)
     return CollectiveRows(pos=pos, cols=cols, names=names)
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """The parts concatenated; where every part is one value repeated (a read-only view of it: ranks from
+    NCCL Inspector logs have no steps, streams or leads, analyzers/run/log_ranks.py), that value as one view
+    again, so that thousands of such ranks cost no memory per row here (bench/RESULTS.md, "NCCL Inspector
+    logs of thousands of ranks")."""
+    if all(p.ndim == 1 and p.strides == (0,) for p in parts):
+        values = {int(p[0]) for p in parts if len(p)}
+        if len(values) <= 1:
+            return np.broadcast_to(np.int64(values.pop() if values else 0), (sum(len(p) for p in parts),))
+    return np.concatenate(parts)
 
 
 def _factorize(values: np.ndarray) -> tuple[np.ndarray, list]:
