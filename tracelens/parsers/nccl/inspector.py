@@ -111,7 +111,6 @@ def _read(fh, name: str, chunk: int) -> InspectorLog:
     if first == b"\x1f\x8b":
         from ..kineto import Members      # lazy: the one gzip reader (several members: cat a.gz b.gz)
 
-        members = Members(raw_read, chunk, first=first)
         sizes = [len(first)]
 
         def counted(n: int) -> bytes:
@@ -119,7 +118,7 @@ def _read(fh, name: str, chunk: int) -> InspectorLog:
             sizes[0] += len(b)
             return b
 
-        members.read = counted
+        members = Members(counted, chunk, first=first)
 
         def read(n: int) -> bytes:
             try:
