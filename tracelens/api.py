@@ -132,7 +132,9 @@ def _settled(options: ReportOptions) -> ReportOptions:
 @_takes()
 def nccl_inputs(paths, traces: list[RankTrace] = ()) -> NcclInputs:
     """The NCCL logs under ``paths`` (and those the traces' run manifests list), parsed, with the NCCL
-    settings recorded for the traces: what the network transport verdict reads besides bandwidth."""
+    settings recorded for the traces: what the network transport verdict reads besides bandwidth. They are
+    for one ``combine``: it takes the NCCL Inspector logs' rows (a run's rows are never held twice), and a
+    second combine of them raises ValueError; call this again for another."""
     # lazy: the parsers, which only the commands that read traces need
     from .parsers import discover, nccl
 

@@ -350,3 +350,21 @@ def test_the_views_across_ranks_show_unknown_exposure(tmp_path):
     marks = across_ranks.wait_transfer(r).data[-1]
     assert marks.name == "exposed wait" and set(marks.y) == {None}       # no marker drawn at 0
     assert "From NCCL Inspector logs alone" in render(r, "html")     # the verdict, as the headline says it
+
+
+def test_a_report_takes_the_logs_rows_once(tmp_path):
+    # combine takes the logs' columns as it joins them (analyzers/run/log_ranks.py), so that a run's rows are
+    # never held twice; what was read is still counted, and a second report of the same parsed logs says so
+    # in one line instead of reporting no collectives.
+    write_inspector(TWO, tmp_path)
+    inputs = api.nccl_inputs([str(tmp_path)])
+    records = [log.records for log in inputs.inspector]
+    rep = api.combine([], nccl=inputs)
+    assert rep.cross_rank.matching.matched == TWO.steps * len(TWO.buckets)
+    assert [log.records for log in inputs.inspector] == records and all(r > 0 for r in records)
+    assert all(log.columns == {} for log in inputs.inspector)
+    with pytest.raises(ValueError, match=r"rows were taken by an earlier report") as e:
+        api.combine([], nccl=inputs)
+    assert "\n" not in str(e.value)
+    again = api.combine([], nccl=api.nccl_inputs([str(tmp_path)]))
+    assert again.to_json() == rep.to_json()

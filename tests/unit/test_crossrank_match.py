@@ -247,6 +247,17 @@ def test_waits_on_one_axis_equal_rank_by_rank(seed):
     want = waits._per_rank_each(pos, start, end, end - transfer, n, windows, exposed)
     assert {k: v.tolist() for k, v in got[0].items()} == {k: v.tolist() for k, v in want[0].items()}
     assert got[1] == want[1]
+    # Ranks a block at a time (the path past _BLOCK_ROWS matched rows), blocks of 1 to 7 rows: a block holds
+    # whole ranks, at least one, so some blocks are larger than asked. The rows out of rank order, as matching
+    # leaves them (grouped by instance).
+    shuffled = rng.permutation(rows)
+    for block in (1, 7):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(waits, "_BLOCK_ROWS", block)
+            got = waits.per_rank(pos[shuffled], start[shuffled], end[shuffled], transfer[shuffled], n, windows,
+                                 exposed)
+        assert {k: v.tolist() for k, v in got[0].items()} == {k: v.tolist() for k, v in want[0].items()}
+        assert got[1] == want[1]
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -289,3 +300,30 @@ def test_a_column_of_one_value_on_every_rank_stays_one_value():
     assert mixed.strides == (8,) and mixed.tolist() == [-1] * 3 + [4] * 3
     m, pairs = run(a, b)
     assert len(m.starts) == 3 and m.unmatched == 0
+
+
+def test_ranks_that_are_slices_of_one_table_are_that_table_not_a_copy():
+    # log_ranks.py gives every rank a slice of one table in rank order; their concatenation is that table's
+    # span itself. Slices out of order, with a gap, of another array or of another dtype are copied.
+    table = np.arange(10, dtype=np.int64) * 7
+    names = np.array(["a", "b"] * 5, dtype=object)
+
+    def ranks(*spans):
+        out = []
+        for lo, hi in spans:
+            r = rank([dict(seq=s) for s in range(hi - lo)])
+            r.comm["start_ns"], r.comm["op"] = table[lo:hi], names[lo:hi]
+            out.append(r)
+        return out
+
+    whole = match.concat(ranks((1, 4), (4, 4), (4, 9)))
+    assert np.shares_memory(whole.cols["start_ns"], table) and whole.cols["start_ns"].tolist() == table[1:9].tolist()
+    assert whole.names["op"] == ["b", "a"] and whole.cols["op"].tolist() == [0, 1] * 4
+    for spans in (((4, 9), (1, 4)), ((1, 4), (5, 9))):
+        copied = match.concat(ranks(*spans)).cols["start_ns"]
+        assert not np.shares_memory(copied, table)
+        assert copied.tolist() == [int(v) for lo, hi in spans for v in table[lo:hi]]
+    other = ranks((0, 2), (2, 4))
+    other[1].comm["start_ns"] = np.arange(10, dtype=np.int64)[2:4]
+    assert match.concat(other).cols["start_ns"].tolist() == [0, 7, 2, 3]
+    assert match._span([table[0:2], table.view(np.uint64)[2:4]]) is None

@@ -96,7 +96,10 @@ class InspectorLog:
 
     path: str
     bytes: int
+    # Taken by analyzers/run/log_ranks.py as it joins every log's rows (emptied there, so that a run's rows are
+    # never held twice: bench/RESULTS.md, "NCCL Inspector logs of thousands of ranks"); ``records`` stays.
     columns: dict = field(default_factory=dict)
+    records: int = 0
     processes: list[tuple[str, int]] = field(default_factory=list)    # (hostname, pid)
     comms: list[str] = field(default_factory=list)                    # header.id (the communicator's hash)
     comm_names: list[str | None] = field(default_factory=list)        # header.comm_name per comm (v4.2)
@@ -110,10 +113,6 @@ class InspectorLog:
     unknown_names: list[str] = field(default_factory=list)
     no_timestamps: int = 0
     truncated: bool = False
-
-    @property
-    def records(self) -> int:
-        return len(self.columns.get("sn", ()))
 
 
 @dataclass

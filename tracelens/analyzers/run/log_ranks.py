@@ -39,7 +39,7 @@ class LogRanks:
 
 
 def analyses(logs: list[InspectorLog]) -> LogRanks:
-    """One RankAnalysis per process of the logs, in no particular order (combine sorts them)."""
+    """One RankAnalysis per process of the logs, in rank order; the logs' columns are taken (``_joined``)."""
     out = LogRanks()
     if not logs:
         return out
@@ -101,30 +101,39 @@ def analyses(logs: list[InspectorLog]) -> LogRanks:
         out.inputs.append(InputFile(path=printable(log.path, one_line=True), format=FORMAT,
                                     rank=mine[0] if len(mine) == 1 else -1, bytes=log.bytes, rank_rule="inspector"))
     op_names = np.array(ops + [None], dtype=object)
+    times_n = np.array([o in _TIMES_N for o in ops] + [False], dtype=bool)
     comm_ids = np.array(comms, dtype=object)
     comm_desc = np.array(names, dtype=object)
-    # The timed rows by process, then start (lexsort is stable: equal starts stay in the order read).
-    by_proc = np.flatnonzero(timed)
-    by_proc = by_proc[np.lexsort((col["start_ns"][by_proc], col["process"][by_proc]))]
-    bounds = np.searchsorted(col["process"][by_proc], np.arange(len(procs) + 1))
-    for p, (host, pid) in enumerate(procs):
-        if p in dropped:
-            continue
-        rows = by_proc[bounds[p]:bounds[p + 1]]
-        op = op_names[col["op"][rows]]
-        n = col["n_ranks"][rows]
-        size = np.where(np.isin(op, _TIMES_N), col["msg_bytes"][rows] * n, col["msg_bytes"][rows])
-        k = len(rows)
+    # The timed rows by rank, then start (lexsort is stable: equal starts stay in the order read), as one table
+    # of which each rank's collective table is a slice (a view): combine concatenates the ranks' tables in
+    # rank order, which is this table again, without a copy (crossrank/match.py, ``_joined``).
+    rank_at = np.full(len(procs), -1, np.int64)
+    for p, r in rank_of.items():
+        rank_at[p] = r
+    rows = np.flatnonzero(timed)
+    row_rank = rank_at[col["process"][rows]]
+    by_rank = np.lexsort((col["start_ns"][rows], row_rank))
+    rows, row_rank = rows[by_rank], row_rank[by_rank]
+    del by_rank
+    n = col["n_ranks"][rows]
+    op = col["op"][rows]
+    table = {"op": op_names[op], "bytes": np.where(times_n[op], col["msg_bytes"][rows] * n, col["msg_bytes"][rows]),
+             "group_size": n, "pg_name": comm_ids[col["comm"][rows]], "pg_desc": comm_desc[col["comm"][rows]],
+             "seq": col["sn"][rows], "start_ns": col["start_ns"][rows], "end_ns": col["end_ns"][rows]}
+    del col, rows, n, op
+    kept = sorted((r, p) for p, r in rank_of.items() if p not in dropped)
+    bounds = np.searchsorted(row_rank, [r for r, _ in kept] + [max((r for r, _ in kept), default=-1) + 1])
+    for i, (rank, p) in enumerate(kept):
+        host = procs[p][0]
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
+        k = hi - lo
         # What the logs do not hold is one value for every row: a read-only view of it, no memory per row
         # (ten of the table's columns; combine only reads them).
         minus, zero = np.broadcast_to(np.int64(-1), (k,)), np.broadcast_to(np.int64(0), (k,))
-        comm = {"step": minus, "op": op, "dtype": np.broadcast_to(np.array(None, object), (k,)), "bytes": size.astype(np.int64),
-                "group_size": n.astype(np.int64), "pg_name": comm_ids[col["comm"][rows]],
-                "pg_desc": comm_desc[col["comm"][rows]], "seq": col["sn"][rows].astype(np.int64),
-                "start_ns": col["start_ns"][rows].astype(np.int64), "end_ns": col["end_ns"][rows].astype(np.int64),
-                "exposed_ns": minus, "stream": zero, "launch_ns": minus, **dict.fromkeys(LEAD_COLUMNS, zero)}
+        comm = {**{c: v[lo:hi] for c, v in table.items()}, "step": minus,
+                "dtype": np.broadcast_to(np.array(None, object), (k,)), "exposed_ns": minus, "stream": zero,
+                "launch_ns": minus, **dict.fromkeys(LEAD_COLUMNS, zero)}
         assert set(comm) == set(COMM_COLUMNS)
-        rank = rank_of[p]
         source = printable(files[p], one_line=True)
         result = RankResult(rank=rank, world_size=width[world], device=None, device_name=None, mode="gpu",
                             source=source, steps=[], steps_from=None,
@@ -145,14 +154,23 @@ def _first_of(keys: np.ndarray, *values: np.ndarray) -> tuple[np.ndarray, ...]:
 
 def _joined(logs: list[InspectorLog]):
     """Every log's columns concatenated, with processes and communicators coded over all of them; the file
-    each process was first read from."""
+    each process was first read from. The logs' columns are taken (emptied): at thousands of ranks a second
+    copy of every row would be a third of a report's peak (bench/RESULTS.md, "NCCL Inspector logs of
+    thousands of ranks")."""
     procs: dict = {}
     comms: dict = {}
     names: list = []
     ops: dict = {}
     files: dict = {}
-    parts = []
     per_log = []
+    for log in logs:
+        if log.records and not log.columns:
+            raise ValueError(f"{log.path}: its NCCL Inspector rows were taken by an earlier report")
+    total = sum(len(log.columns.get("sn", ())) for log in logs)
+    # Only the columns read here: a copy of the others (the plugin's own times and bandwidths) would be a
+    # third of this step's peak at thousands of ranks.
+    col = {k: np.empty(total, np.int64) for k in _READ}
+    at = 0
     for log in logs:
         pmap = np.array([procs.setdefault(p, len(procs)) for p in log.processes] or [0], np.int64)
         cmap = []
@@ -168,10 +186,11 @@ def _joined(logs: list[InspectorLog]):
         for p in log.processes:
             files.setdefault(procs[p], log.path)
         per_log.append([procs[p] for p in log.processes])
-        # Only the columns read here: a copy of the others (the plugin's own times and bandwidths) would be a
-        # third of this step's peak at thousands of ranks.
-        c = {k: log.columns[k] for k in _READ}
-        c["process"], c["comm"], c["op"] = pmap[c["process"]], cmap[c["comm"]], omap[c["op"]]
-        parts.append(c)
-    col = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        taken, log.columns = log.columns, {}
+        k = len(taken.get("sn", ()))
+        for name in _READ:
+            v = taken.pop(name, np.empty(0, np.int64))
+            col[name][at:at + k] = {"process": pmap, "comm": cmap, "op": omap}[name][v] \
+                if name in ("process", "comm", "op") else v
+        at += k
     return col, list(procs), list(comms), names, list(ops), files, per_log

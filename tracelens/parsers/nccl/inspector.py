@@ -162,6 +162,7 @@ def _read(fh, name: str, chunk: int) -> InspectorLog:
 
     log.columns = {c: np.frombuffer(a, dtype=np.float64 if a.typecode == "d" else np.int64).copy()
                    for c, a in rows.cols.items()}
+    log.records = len(log.columns["sn"])
     log.processes = list(rows.codes["process"])
     log.comms = list(rows.codes["comm"])
     log.comm_names = rows.comm_names

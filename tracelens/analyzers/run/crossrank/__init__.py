@@ -52,8 +52,6 @@ class Matched:
     inst_wait: np.ndarray
     algbw: list
     busbw: list
-    aligned_start: np.ndarray
-    aligned_end: np.ndarray
     # Per instance: its members' latest step. A rank known from logs has no steps (-1): where an instance is
     # named by such a rank, its traced members give its step (marked steps are the program's, alike on every
     # rank).
@@ -85,6 +83,7 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
     clk = clocks.estimate(pos, inst, c["end_ns"][rows], size >= th.bandwidth_min_bytes, hosts, th)
     start, end = c["start_ns"][rows], c["end_ns"][rows]
     w = waits.compute(start, end, clk.offset[pos], clk.applied[pos], m.starts)
+    del inst                    # w.inst is the same: at thousands of ranks every row's array counts
     out = Outcome(warnings=list(m.warnings))
     windows = [_windows(a) for a in ordered]
     totals, out.steps = waits.per_rank(pos, start, end, w.transfer[w.inst] if n_inst else np.empty(0, np.int64),
@@ -98,7 +97,7 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
     any_step = np.maximum.reduceat(c["step"][rows], m.starts) if n_inst else np.empty(0, np.int64)
     mt = Matched(ordered=ordered, th=th, tab=tab, m=m, ranks=ranks, pos=pos, first=first, ops=ops, size=size,
                  group=group, clk=clk, w=w, last_pos=last_pos, inst_wait=inst_wait, algbw=algbw, busbw=busbw,
-                 aligned_start=start - clk.offset[pos], aligned_end=end - clk.offset[pos], any_step=any_step)
+                 any_step=any_step)
     out.cross = CrossRank(
         reference_rank=int(ranks[clk.reference]),
         ranks=_ranks(mt, totals),
@@ -158,19 +157,32 @@ def _collectives(mt: Matched) -> list[MatchedCollective]:
     """Every matched instance as the Report holds it, in order of its first start."""
     tab, m, first, ranks, pos, ops, size, group = mt.tab, mt.m, mt.first, mt.ranks, mt.pos, mt.ops, mt.size, mt.group
     w, last_pos, inst_wait, algbw, busbw = mt.w, mt.last_pos, mt.inst_wait, mt.algbw, mt.busbw
-    aligned_start, aligned_end = mt.aligned_start, mt.aligned_end
     c = tab.cols
-    s_all, e_all = aligned_start.tolist(), _shared(aligned_end)
+    offset = mt.clk.offset[pos]
+    s_all, e_all = (c["start_ns"][m.rows] - offset).tolist(), _shared(c["end_ns"][m.rows] - offset)
+    del offset
     pgs = [tab.names["pg_name"][k] if k >= 0 else None for k in c["pg_name"][first].tolist()]
     steps = c["step"][first].tolist()
     bounds = np.append(m.starts, len(pos)).tolist()
-    member_ranks = _shared(ranks[pos])
+    at_rank = ranks[pos]
+    member_ranks = _shared(at_rank)
+    # One list for the instances of the same members (a communicator's, in rank order): a world communicator
+    # of thousands of ranks would otherwise repeat them in every one of its instances.
+    lists: dict = {}
+
+    def members(lo: int, hi: int) -> list:
+        key = at_rank[lo:hi].tobytes()
+        got = lists.get(key)
+        if got is None:
+            got = lists[key] = member_ranks[lo:hi]
+        return got
+
     out = []
     for i in np.lexsort((np.arange(len(first)), w.start)).tolist():
         out.append(MatchedCollective(
             pg=pgs[i], seq=int(m.order[i]), step=None if steps[i] < 0 else steps[i], op=ops[i],
             bytes=None if size[i] < 0 else int(size[i]), group_size=int(group[i]),
-            ranks=member_ranks[bounds[i]:bounds[i + 1]],
+            ranks=members(bounds[i], bounds[i + 1]),
             last_rank=None if last_pos[i] < 0 else int(ranks[last_pos[i]]),
             arrival_skew_ns=None if w.skew[i] < 0 else int(w.skew[i]), transfer_ns=int(w.transfer[i]),
             wait_ns=int(inst_wait[i]), algbw_gbps=algbw[i], busbw_gbps=busbw[i],

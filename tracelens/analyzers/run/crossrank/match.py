@@ -67,7 +67,7 @@ def concat(analyses: list[RankAnalysis]) -> CollectiveRows:
                  for a, n in zip(analyses, sizes)]
         cols[c] = _joined(parts) if analyses else np.empty(0, np.int64)
     for c in ("op", "dtype", "pg_name"):
-        values = np.concatenate([np.asarray(a.comm[c], dtype=object) for a in analyses]) if analyses else \
+        values = _joined([np.asarray(a.comm[c], dtype=object) for a in analyses]) if analyses else \
             np.empty(0, object)
         cols[c], names[c] = _factorize(values)
     # Marked steps carry the program's own step numbers, the same on every rank; inferred ones are counted
@@ -82,12 +82,32 @@ def _joined(parts: list[np.ndarray]) -> np.ndarray:
     """The parts concatenated; where every part is one value repeated (a read-only view of it: ranks from
     NCCL Inspector logs have no steps, streams or leads, analyzers/run/log_ranks.py), that value as one view
     again, so that thousands of such ranks cost no memory per row here (bench/RESULTS.md, "NCCL Inspector
-    logs of thousands of ranks")."""
-    if all(p.ndim == 1 and p.strides == (0,) for p in parts):
+    logs of thousands of ranks"). Where the parts are consecutive slices of one array (log_ranks.py makes
+    every rank's table a slice of one table, in rank order), that array's span, not a copy."""
+    if parts and parts[0].dtype != object and all(p.ndim == 1 and p.strides == (0,) for p in parts):
         values = {int(p[0]) for p in parts if len(p)}
         if len(values) <= 1:
             return np.broadcast_to(np.int64(values.pop() if values else 0), (sum(len(p) for p in parts),))
-    return np.concatenate(parts)
+    span = _span(parts)
+    return span if span is not None else np.concatenate(parts)
+
+
+def _span(parts: list[np.ndarray]) -> np.ndarray | None:
+    """The slice of one 1-D array that ``parts`` tile, in order, or None where they are not such slices."""
+    parts = [p for p in parts if len(p)]        # an empty slice's address is not where it was cut
+    base = parts[0].base if parts else None
+    if base is None or not isinstance(base, np.ndarray) or base.ndim != 1 or not base.flags.c_contiguous:
+        return None
+    size = base.itemsize
+    origin = base.__array_interface__["data"][0]
+    at = first = parts[0].__array_interface__["data"][0]
+    for p in parts:
+        if p.base is not base or p.dtype != base.dtype or p.ndim != 1 or (len(p) > 1 and p.strides != (size,)) \
+                or p.__array_interface__["data"][0] != at:
+            return None
+        at += len(p) * size
+    lo = (first - origin) // size
+    return base[lo:lo + (at - first) // size]
 
 
 def _factorize(values: np.ndarray) -> tuple[np.ndarray, list]:

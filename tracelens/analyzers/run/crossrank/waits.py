@@ -17,6 +17,8 @@ import numpy as np
 
 from ... import intervals as iv
 
+_BLOCK_ROWS = 1 << 20        # matched rows per block of ranks in per_rank
+
 
 @dataclass
 class Waits:
@@ -89,29 +91,52 @@ def per_rank(pos: np.ndarray, start: np.ndarray, end: np.ndarray, transfer: np.n
     if span * n >= 1 << 62:                     # captures too long for one axis: rank by rank
         return _per_rank_each(pos, start, end, cut, n, windows, exposed)
     shift = np.where(used, np.arange(n, dtype=np.int64) * span - base, 0)
-    moving = iv.union(cut + shift[pos], end + shift[pos])
-    waiting = iv.subtract(iv.union(start + shift[pos], cut + shift[pos]), moving)
-    lost = iv.intersect(iv.union(np.concatenate([es + shift[p] for p, (es, _) in enumerate(exposed)]),
-                                 np.concatenate([ee + shift[p] for p, (_, ee) in enumerate(exposed)])), waiting)
-    lo_all, hi_all = np.arange(n, dtype=np.int64) * span, np.arange(1, n + 1, dtype=np.int64) * span
-    for k, sets in (("wait_ns", waiting), ("transfer_ns", moving), ("exposed_wait_ns", lost)):
-        totals[k] = iv.length_in(sets, lo_all, hi_all)
-    # Per step window: the windows of every rank on the same axis; a window without a matched row is left out.
-    wpos = np.concatenate([np.full(len(w[1]), p, np.int64) for p, w in enumerate(windows)])
-    if not wpos.size:
+    if len(pos) <= _BLOCK_ROWS:
+        _on_axis(np.arange(n, dtype=np.int64), pos, start, end, cut, shift, span, windows, exposed, totals, steps)
         return totals, steps
-    wlo = np.concatenate([w[1] for w in windows]).astype(np.int64) + shift[wpos]
-    whi = np.concatenate([w[2] for w in windows]).astype(np.int64) + shift[wpos]
-    number = [s for w in windows for s in w[0]]
-    at = np.searchsorted(wlo, start + shift[pos], side="right") - 1
-    inside = (at >= 0) & (start + shift[pos] < whi[np.maximum(at, 0)]) & (wpos[np.maximum(at, 0)] == pos)
+    # Ranks a block at a time, each block's rows on the same axis: the interval algebra's temporaries are a
+    # block's, not the run's (at thousands of ranks they were a quarter of a report's peak: bench/RESULTS.md,
+    # "NCCL Inspector logs of thousands of ranks"). Ranks' spans never meet, so the sums are the same.
+    order = np.argsort(pos, kind="stable")
+    bounds = np.searchsorted(pos[order], np.arange(n + 1))
+    p0 = 0
+    while p0 < n:
+        p1 = max(int(np.searchsorted(bounds, bounds[p0] + _BLOCK_ROWS, side="right")) - 1, p0 + 1)
+        rows = order[bounds[p0]:bounds[p1]]
+        _on_axis(np.arange(p0, p1, dtype=np.int64), pos[rows], start[rows], end[rows], cut[rows], shift, span,
+                 windows, exposed, totals, steps)
+        p0 = p1
+    return totals, steps
+
+
+def _on_axis(ps: np.ndarray, pos, start, end, cut, shift, span: int, windows, exposed, totals, steps) -> None:
+    """:func:`per_rank`'s sums for the ranks at positions ``ps`` (consecutive), from their rows, on the
+    shared axis (``shift``, ``span``); into ``totals`` and ``steps``."""
+    moved = shift[pos]
+    at_cut = cut + moved
+    moving = iv.union(at_cut, end + moved)
+    waiting = iv.subtract(iv.union(start + moved, at_cut), moving)
+    del at_cut
+    mine = ps.tolist()
+    lost = iv.intersect(iv.union(np.concatenate([exposed[p][0] + shift[p] for p in mine]),
+                                 np.concatenate([exposed[p][1] + shift[p] for p in mine])), waiting)
+    for k, sets in (("wait_ns", waiting), ("transfer_ns", moving), ("exposed_wait_ns", lost)):
+        totals[k][ps] = iv.length_in(sets, ps * span, (ps + 1) * span)
+    # Per step window: the windows of every rank on the same axis; a window without a matched row is left out.
+    wpos = np.concatenate([np.full(len(windows[p][1]), p, np.int64) for p in mine])
+    if not wpos.size:
+        return
+    wlo = np.concatenate([windows[p][1] for p in mine]).astype(np.int64) + shift[wpos]
+    whi = np.concatenate([windows[p][2] for p in mine]).astype(np.int64) + shift[wpos]
+    number = [s for p in mine for s in windows[p][0]]
+    at = np.searchsorted(wlo, start + moved, side="right") - 1
+    inside = (at >= 0) & (start + moved < whi[np.maximum(at, 0)]) & (wpos[np.maximum(at, 0)] == pos)
     hit = np.zeros(len(wlo), dtype=bool)
     hit[at[inside]] = True
     got = {k: iv.length_in(sets, wlo, whi).tolist() for k, sets in
            (("wait_ns", waiting), ("transfer_ns", moving), ("exposed_wait_ns", lost))}
     for k in np.flatnonzero(hit).tolist():
         steps[int(wpos[k]), number[k]] = {name: got[name][k] for name in got}
-    return totals, steps
 
 
 def _per_rank_each(pos, start, end, cut, n, windows, exposed) -> tuple[dict[str, np.ndarray], dict]:
