@@ -1,5 +1,5 @@
-"""Speed tricks: the places where tracelens does something another way than the plain, public one because
-that way is measurably faster. One function per trick, each saying why it pays and what the plain way would
+"""Speed and memory tricks: the places where tracelens does something another way than the plain, public one
+because that way is measurably faster or smaller. One function per trick, each saying why it pays and what the plain way would
 be; the measurements, and the tricks measured and dropped, are in bench/RESULTS.md ("tracelens/_speed.py").
 When a trick stops paying, it goes, and its callers get the plain call back. Elsewhere, not tricks: ISA-L
 inflate (a faster library, ``parsers/kineto/inflate.py``), the worker pool (``pool.py``).
@@ -119,3 +119,29 @@ def exit_without_teardown(code: int = 0) -> NoReturn:
     Plain way: free everything, return, let the interpreter tear down.
     """
     os._exit(code)
+
+
+def give_back_freed_memory() -> None:
+    """The C allocator returns the pages of what was freed to the system (glibc's ``malloc_trim``).
+
+    Arrays under the allocator's mmap threshold (128 KiB; the columns of one rank's NCCL Inspector log are
+    16 KiB at 2,000 collectives) live in its heap, and glibc keeps a freed one's pages: after a run's logs
+    are joined into one table, 450 MB of them stayed resident at 4,096 ranks (bench/RESULTS.md, "NCCL
+    Inspector logs of thousands of ranks"). dask.distributed calls the same for its workers (its docs,
+    "Memory not released back to the OS"). Elsewhere than glibc, nothing. Plain way: leave the pages to the
+    allocator, which reuses them for small allocations only.
+    """
+    import ctypes
+    import ctypes.util
+
+    global _TRIM
+    if _TRIM is None:
+        try:
+            _TRIM = getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), "malloc_trim", False)
+        except OSError:
+            _TRIM = False
+    if _TRIM:
+        _TRIM(0)
+
+
+_TRIM = None       # glibc's malloc_trim, False where there is none

@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
+import msgspec
 import pytest
 
 from fixtures.synth import inspector_scale as scale
@@ -53,3 +54,30 @@ def test_the_logs_give_the_generators_truth(run, tmp_path):
     assert min(median, key=median.get) == want["slow_comm"]
     for pg, v in median.items():
         assert v == pytest.approx(want["instances"][pg, 0]["busbw_gbps"], rel=1e-12)
+
+
+def test_past_the_bound_the_first_instances_keep_their_members_times(tmp_path, monkeypatch):
+    # Past MEMBER_TIMES_ROWS members from logs alone, the Report keeps members' start and end times for the
+    # first instances in order of start only, and says how many went without; every other number is the
+    # same as with all of them. 20 ranks on five hosts of four: the world (20 members), then the two host
+    # pairs at once (hosts 0-1: 8 members, hosts 2-4: 12), in turn. In order of start 20, 8, 12, 20, 12, 8,
+    # 20, 8: a bound of 100 members keeps the first seven (exactly 100), not the eighth (108).
+    from tracelens.analyzers.run import crossrank
+
+    run = RUNS[1]
+    scale.write(run, tmp_path)
+    whole = api.report([str(tmp_path)], cache=False)
+    monkeypatch.setattr(crossrank, "MEMBER_TIMES_ROWS", 100)
+    bounded = api.report([str(tmp_path)], cache=False)
+    kept = [c for c in bounded.cross_rank.collectives if c.starts_ns is not None]
+    sizes = [len(c.ranks) for c in whole.cross_rank.collectives]
+    want = next(k for k in range(len(sizes) + 1) if sum(sizes[:k + 1]) > 100)
+    assert len(kept) == want == 7 and kept == bounded.cross_rank.collectives[:want]
+    assert kept == whole.cross_rank.collectives[:want]
+    for a, b in zip(bounded.cross_rank.collectives[want:], whole.cross_rank.collectives[want:]):
+        assert a.starts_ns is None and a.ends_ns is None
+        assert msgspec.structs.replace(a, starts_ns=b.starts_ns, ends_ns=b.ends_ns) == b
+    (w,) = [w for w in bounded.warnings if w.code == "member-times-left-out"]
+    assert w.count == len(sizes) - want and "member-times-left-out" not in {x.code for x in whole.warnings}
+    assert bounded.cross_rank.ranks == whole.cross_rank.ranks and bounded.diagnoses == whole.diagnoses
+    assert bounded.verdict == whole.verdict

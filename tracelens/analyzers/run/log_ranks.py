@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...contract import InputFile, RankResult, Totals, WarningEntry
+from ..._speed import give_back_freed_memory
 from ...errors import printable
 from ...model.nccl_records import InspectorLog
 from ..seam import COMM_COLUMNS, LEAD_COLUMNS, RankAnalysis
@@ -115,12 +116,21 @@ def analyses(logs: list[InspectorLog]) -> LogRanks:
     by_rank = np.lexsort((col["start_ns"][rows], row_rank))
     rows, row_rank = rows[by_rank], row_rank[by_rank]
     del by_rank
-    n = col["n_ranks"][rows]
-    op = col["op"][rows]
+    for name in ("process", "comm_rank", "kind"):
+        del col[name]
+    # Each of the table's columns made, then what it was made from dropped: the joined columns and the table
+    # are never whole together (at thousands of ranks, a quarter of a report's peak).
+    n = col.pop("n_ranks")[rows]
+    op = col.pop("op")[rows]
     table = {"op": op_names[op], "bytes": np.where(times_n[op], col["msg_bytes"][rows] * n, col["msg_bytes"][rows]),
-             "group_size": n, "pg_name": comm_ids[col["comm"][rows]], "pg_desc": comm_desc[col["comm"][rows]],
-             "seq": col["sn"][rows], "start_ns": col["start_ns"][rows], "end_ns": col["end_ns"][rows]}
-    del col, rows, n, op
+             "group_size": n}
+    del op, col["msg_bytes"]
+    comm = col.pop("comm")[rows]
+    table["pg_name"], table["pg_desc"] = comm_ids[comm], comm_desc[comm]
+    del comm
+    for name, c in (("seq", "sn"), ("start_ns", "start_ns"), ("end_ns", "end_ns")):
+        table[name] = col.pop(c)[rows]
+    del rows, n
     kept = sorted((r, p) for p, r in rank_of.items() if p not in dropped)
     bounds = np.searchsorted(row_rank, [r for r, _ in kept] + [max((r for r, _ in kept), default=-1) + 1])
     for i, (rank, p) in enumerate(kept):
@@ -142,6 +152,7 @@ def analyses(logs: list[InspectorLog]) -> LogRanks:
         out.analyses.append(RankAnalysis(rank=rank, source=source, inputs=[], result=result, collectives=[],
                                          comm=comm, findings=[], warnings=[], host=host, groups=groups,
                                          from_logs=True))
+    give_back_freed_memory()        # the joined columns' pages: _joined
     return out
 
 
@@ -167,10 +178,7 @@ def _joined(logs: list[InspectorLog]):
         if log.records and not log.columns:
             raise ValueError(f"{log.path}: its NCCL Inspector rows were taken by an earlier report")
     total = sum(len(log.columns.get("sn", ())) for log in logs)
-    # Only the columns read here: a copy of the others (the plugin's own times and bandwidths) would be a
-    # third of this step's peak at thousands of ranks.
-    col = {k: np.empty(total, np.int64) for k in _READ}
-    at = 0
+    maps = []
     for log in logs:
         pmap = np.array([procs.setdefault(p, len(procs)) for p in log.processes] or [0], np.int64)
         cmap = []
@@ -181,16 +189,24 @@ def _joined(logs: list[InspectorLog]):
             elif name is not None and names[comms[c]] is None:
                 names[comms[c]] = name
             cmap.append(comms[c])
-        cmap = np.array(cmap or [0], np.int64)
         omap = np.array([ops.setdefault(o, len(ops)) for o in log.ops] or [0], np.int64)
+        maps.append({"process": pmap, "comm": np.array(cmap or [0], np.int64), "op": omap})
         for p in log.processes:
             files.setdefault(procs[p], log.path)
         per_log.append([procs[p] for p in log.processes])
-        taken, log.columns = log.columns, {}
-        k = len(taken.get("sn", ()))
-        for name in _READ:
-            v = taken.pop(name, np.empty(0, np.int64))
-            col[name][at:at + k] = {"process": pmap, "comm": cmap, "op": omap}[name][v] \
-                if name in ("process", "comm", "op") else v
-        at += k
+    # Only the columns read here (a copy of the others, the plugin's own times and bandwidths, would be a third
+    # of this step's peak at thousands of ranks), one at a time: each log's is dropped once copied, and its
+    # pages given back, so the logs and the joined columns are never whole together.
+    col = {}
+    for name in _READ:
+        col[name] = out = np.empty(total, np.int64)
+        at = 0
+        for log, m in zip(logs, maps):
+            v = log.columns.pop(name, np.empty(0, np.int64))
+            out[at:at + len(v)] = m[name][v] if name in m else v
+            at += len(v)
+        give_back_freed_memory()
+    for log in logs:
+        log.columns = {}
+    give_back_freed_memory()
     return col, list(procs), list(comms), names, list(ops), files, per_log

@@ -12,11 +12,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...._speed import give_back_freed_memory
 from ....contract import CrossRank, Matching, MatchedCollective, RankAcross, WarningEntry
 from ...seam import LEAD_COLUMNS, RankAnalysis
 from ...thresholds import Thresholds
 from ...wording import Finding
 from . import bandwidth, clocks, match, slow_instances, straggler, waits
+
+
+_GIVE_BACK_ROWS = 1 << 20        # rows of the table from which a stage's freed pages are given back (_give_back)
+# Members' start and end times the Report keeps for instances of ranks known from logs alone (_with_times):
+# 2^20 rows, about 100 MB of the Report's memory and 40 MB of its JSON.
+MEMBER_TIMES_ROWS = 1 << 20
 
 
 @dataclass
@@ -71,6 +78,7 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
         for name, members in a.groups.items():
             groups.setdefault(name, members)
     m = match.match(tab, ranks, groups)
+    _give_back(tab)
     c, rows = tab.cols, m.rows
     pos = tab.pos[rows]
     n_inst = len(m.starts)
@@ -88,34 +96,42 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
     windows = [_windows(a) for a in ordered]
     totals, out.steps = waits.per_rank(pos, start, end, w.transfer[w.inst] if n_inst else np.empty(0, np.int64),
                                        len(ordered), windows, [a.exposed for a in ordered])
+    _give_back(tab)
 
     first = rows[m.starts] if n_inst else np.empty(0, np.int64)
     ops = [tab.names["op"][k] if k >= 0 else None for k in c["op"][first].tolist()]
     algbw, busbw = bandwidth.per_instance(ops, size, group, w.transfer)
     last_pos = np.where(w.last >= 0, pos[np.maximum(w.last, 0)], -1) if n_inst else np.empty(0, np.int64)
     inst_wait = np.add.reduceat(w.wait, m.starts) if n_inst else np.empty(0, np.int64)
-    any_step = np.maximum.reduceat(c["step"][rows], m.starts) if n_inst else np.empty(0, np.int64)
+    any_step = np.maximum.reduceat(match.take(c["step"], rows), m.starts) if n_inst else np.empty(0, np.int64)
     mt = Matched(ordered=ordered, th=th, tab=tab, m=m, ranks=ranks, pos=pos, first=first, ops=ops, size=size,
                  group=group, clk=clk, w=w, last_pos=last_pos, inst_wait=inst_wait, algbw=algbw, busbw=busbw,
                  any_step=any_step)
     out.cross = CrossRank(
         reference_rank=int(ranks[clk.reference]),
         ranks=_ranks(mt, totals),
-        collectives=_collectives(mt),
+        collectives=(collectives := _collectives(mt)),
         bandwidth=bandwidth.summary(ops, size, group, algbw, busbw, th.bandwidth_min_bytes),
         matching=Matching(key=m.key, matched=n_inst, unmatched=m.unmatched,
                           missing_ranks=_missing(ordered, ranks, groups)))
+    _give_back(tab)
+    untimed = sum(c.starts_ns is None for c in collectives)
+    if untimed:
+        out.warnings.append(WarningEntry(code="member-times-left-out", rank=None, count=untimed, message=(
+            f"members' start and end times kept for the first {MEMBER_TIMES_ROWS:,} members of the instances of "
+            f"ranks known from NCCL Inspector logs alone, in order of start; left out of {untimed:,} instances "
+            f"(their numbers are whole; the collective strip and export show the ones kept)")))
     if n_inst:
         late = straggler.late_rows(w.last, w.skew, w.wait, m.starts, w.trusted, th)
         late_row = np.maximum(late, 0)
-        delay = np.where((late >= 0) & (c["launch_ns"][rows][late_row] >= 0),
-                         start[late_row] - c["launch_ns"][rows][late_row], -1)
+        launch = c["launch_ns"][rows[late_row]]
+        delay = np.where((late >= 0) & (launch >= 0), start[late_row] - launch, -1)
         wait_late = np.where(late >= 0, w.wait[late_row], 0)
-        lead = {k: c[k][rows] for k in LEAD_COLUMNS}
+        lead = {k: match.take(c[k], rows) for k in LEAD_COLUMNS}
         cpu = all(a.result.mode == "cpu" for a in ordered)
         first_start = [a.result.steps[0].start_ns - int(clk.offset[p]) if a.result.steps and clk.applied[p] else None
                        for p, a in enumerate(ordered)]
-        late_step = c["step"][rows][late_row]
+        late_step = c["step"][rows[late_row]]
         arrivals = straggler.Arrivals(pos=pos, wait=w.wait, lead=lead, starts=m.starts, members=cnt, rows_late=late,
                                       skew=w.skew, caused=inst_wait - wait_late,
                                       step=np.where(late_step >= 0, late_step, any_step),
@@ -130,6 +146,15 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
     found, out.outliers = slow_instances.find(tab, ranks, results, th, mt)
     out.findings += found
     return out
+
+
+def _give_back(tab: match.CollectiveRows) -> None:
+    """After a stage of a table of millions of rows: the pages of its freed temporaries back to the system.
+    glibc raises its mmap threshold to the size of each large array freed, so the next stages' arrays of a
+    few MB each come from its heap, which keeps their pages once freed: at 4,096 ranks that was hundreds of
+    MB held for nothing (bench/RESULTS.md, "NCCL Inspector logs of thousands of ranks")."""
+    if len(tab) >= _GIVE_BACK_ROWS:
+        give_back_freed_memory()
 
 
 def _windows(a: RankAnalysis) -> tuple[list, np.ndarray, np.ndarray]:
@@ -158,14 +183,21 @@ def _collectives(mt: Matched) -> list[MatchedCollective]:
     tab, m, first, ranks, pos, ops, size, group = mt.tab, mt.m, mt.first, mt.ranks, mt.pos, mt.ops, mt.size, mt.group
     w, last_pos, inst_wait, algbw, busbw = mt.w, mt.last_pos, mt.inst_wait, mt.algbw, mt.busbw
     c = tab.cols
-    offset = mt.clk.offset[pos]
-    s_all, e_all = (c["start_ns"][m.rows] - offset).tolist(), _shared(c["end_ns"][m.rows] - offset)
-    del offset
+    by_start = np.lexsort((np.arange(len(first)), w.start))
+    bounds = np.append(m.starts, len(pos))
+    keep = _with_times(mt, by_start, np.diff(bounds))
+    rows = np.flatnonzero(np.repeat(keep, np.diff(bounds))) if not keep.all() else slice(None)
+    offset = mt.clk.offset[pos[rows]]
+    s_all = (c["start_ns"][m.rows[rows]] - offset).tolist()
+    e_all = _shared(c["end_ns"][m.rows[rows]] - offset)
+    del offset, rows
+    # Where an instance's members' times are in s_all and e_all (those of the instances kept, in order).
+    at = np.concatenate([[0], np.cumsum(np.where(keep, np.diff(bounds), 0))]).tolist()
+    keep = keep.tolist()
     pgs = [tab.names["pg_name"][k] if k >= 0 else None for k in c["pg_name"][first].tolist()]
     steps = c["step"][first].tolist()
-    bounds = np.append(m.starts, len(pos)).tolist()
+    bounds = bounds.tolist()
     at_rank = ranks[pos]
-    member_ranks = _shared(at_rank)
     # One list for the instances of the same members (a communicator's, in rank order): a world communicator
     # of thousands of ranks would otherwise repeat them in every one of its instances.
     lists: dict = {}
@@ -174,11 +206,11 @@ def _collectives(mt: Matched) -> list[MatchedCollective]:
         key = at_rank[lo:hi].tobytes()
         got = lists.get(key)
         if got is None:
-            got = lists[key] = member_ranks[lo:hi]
+            got = lists[key] = at_rank[lo:hi].tolist()
         return got
 
     out = []
-    for i in np.lexsort((np.arange(len(first)), w.start)).tolist():
+    for i in by_start.tolist():
         out.append(MatchedCollective(
             pg=pgs[i], seq=int(m.order[i]), step=None if steps[i] < 0 else steps[i], op=ops[i],
             bytes=None if size[i] < 0 else int(size[i]), group_size=int(group[i]),
@@ -186,8 +218,25 @@ def _collectives(mt: Matched) -> list[MatchedCollective]:
             last_rank=None if last_pos[i] < 0 else int(ranks[last_pos[i]]),
             arrival_skew_ns=None if w.skew[i] < 0 else int(w.skew[i]), transfer_ns=int(w.transfer[i]),
             wait_ns=int(inst_wait[i]), algbw_gbps=algbw[i], busbw_gbps=busbw[i],
-            starts_ns=s_all[bounds[i]:bounds[i + 1]], ends_ns=e_all[bounds[i]:bounds[i + 1]]))
+            starts_ns=s_all[at[i]:at[i + 1]] if keep[i] else None, ends_ns=e_all[at[i]:at[i + 1]] if keep[i] else None))
     return out
+
+
+def _with_times(mt: Matched, by_start: np.ndarray, members: np.ndarray) -> np.ndarray:
+    """Per instance: whether the Report keeps its members' start and end times. Every instance with a traced
+    member does (annotate, the timeline and the collective strip draw them); of the instances of ranks known
+    from NCCL Inspector logs alone, the first in order of start, up to MEMBER_TIMES_ROWS members in all: at
+    thousands of ranks the members' times of every instance would be most of a report's memory and its JSON
+    (bench/RESULTS.md, "NCCL Inspector logs of thousands of ranks")."""
+    keep = np.ones(len(members), dtype=bool)
+    if int(members.sum()) <= MEMBER_TIMES_ROWS or not any(a.from_logs for a in mt.ordered):
+        return keep
+    traced = ~np.array([a.from_logs for a in mt.ordered], dtype=bool)[mt.pos]
+    logs_only = np.maximum.reduceat(traced.astype(np.int8), mt.m.starts) == 0
+    order = by_start[logs_only[by_start]]
+    within = np.cumsum(members[order]) <= MEMBER_TIMES_ROWS
+    keep[order[~within]] = False
+    return keep
 
 
 def _shared(values: np.ndarray) -> list:

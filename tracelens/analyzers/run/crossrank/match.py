@@ -69,13 +69,25 @@ def concat(analyses: list[RankAnalysis]) -> CollectiveRows:
     for c in ("op", "dtype", "pg_name"):
         values = _joined([np.asarray(a.comm[c], dtype=object) for a in analyses]) if analyses else \
             np.empty(0, object)
-        cols[c], names[c] = _factorize(values)
+        if values.strides == (0,) and len(values):        # one value on every row: one code, as one view
+            code, names[c] = _factorize(values[:1])
+            cols[c] = np.broadcast_to(code, values.shape)
+        else:
+            cols[c], names[c] = _factorize(values)
     # Marked steps carry the program's own step numbers, the same on every rank; inferred ones are counted
     # on each rank from its capture's first whole cycle, which may differ by one between ranks: collectives
     # of those ranks are matched by order over the capture, as with none.
     marked = np.array([a.result.steps_from in (None, "markers", "nvtx") for a in analyses], dtype=bool)
-    cols["key_step"] = np.where(marked[pos], cols["step"], -1) if analyses else np.empty(0, np.int64)
+    cols["key_step"] = cols["step"] if marked.all() else np.broadcast_to(np.int64(-1), pos.shape) \
+        if not marked.any() else np.where(marked[pos], cols["step"], -1)
     return CollectiveRows(pos=pos, cols=cols, names=names)
+
+
+def take(column: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``column[rows]``, a column of one value (a read-only view of it, ``_joined``) staying one such view."""
+    if column.strides == (0,) and len(column):
+        return np.broadcast_to(column[:1], rows.shape)
+    return column[rows]
 
 
 def _joined(parts: list[np.ndarray]) -> np.ndarray:
@@ -84,10 +96,16 @@ def _joined(parts: list[np.ndarray]) -> np.ndarray:
     again, so that thousands of such ranks cost no memory per row here (bench/RESULTS.md, "NCCL Inspector
     logs of thousands of ranks"). Where the parts are consecutive slices of one array (log_ranks.py makes
     every rank's table a slice of one table, in rank order), that array's span, not a copy."""
-    if parts and parts[0].dtype != object and all(p.ndim == 1 and p.strides == (0,) for p in parts):
-        values = {int(p[0]) for p in parts if len(p)}
-        if len(values) <= 1:
-            return np.broadcast_to(np.int64(values.pop() if values else 0), (sum(len(p) for p in parts),))
+    if parts and all(p.ndim == 1 and p.strides == (0,) for p in parts):
+        n = sum(len(p) for p in parts)
+        if parts[0].dtype == object:
+            values = [p[0] for p in parts if len(p)]
+            if all(v is values[0] for v in values[1:]):       # one object (None: no dtype) on every rank
+                return np.broadcast_to(np.array(values[0] if values else None, dtype=object), (n,))
+        else:
+            values = {int(p[0]) for p in parts if len(p)}
+            if len(values) <= 1:
+                return np.broadcast_to(np.int64(values.pop() if values else 0), (n,))
     span = _span(parts)
     return span if span is not None else np.concatenate(parts)
 
@@ -172,8 +190,9 @@ def match(tab: CollectiveRows, ranks: np.ndarray, groups: dict[str, tuple[int, .
     mode = np.where(c["pg_name"] >= 0, np.where(c["seq"] >= 0, 0, 1), 2)
     # The stream's ordinal among the rank's streams with collectives of no process group.
     bare = np.flatnonzero(mode == 2)
-    gid = c["pg_name"].copy()
+    gid = c["pg_name"]
     if len(bare):
+        gid = gid.copy()
         o, st = _segments(c["stream"][bare], tab.pos[bare])
         run_pos = tab.pos[bare][o][st]
         ordinal = np.arange(len(st)) - np.searchsorted(run_pos, run_pos, side="left")
@@ -181,17 +200,26 @@ def match(tab: CollectiveRows, ranks: np.ndarray, groups: dict[str, tuple[int, .
         sub[o] = np.repeat(ordinal, np.diff(np.append(st, len(bare))))
         gid[bare] = sub
     gkey = mode * (max(len(tab.names["pg_name"]), int(gid.max(initial=0)) + 1)) + gid
-    kstep = np.where(mode == 0, 0, c["key_step"])
+    # Every key a process-group seq (NCCL Inspector logs, traces with Seq): the step and the seq's stand-in
+    # are one value, as one view (at thousands of ranks each array of every row counts).
+    seqs = (mode == 0).all()
+    kstep = np.broadcast_to(np.int64(0), (n,)) if seqs else np.where(mode == 0, 0, c["key_step"])
     # Order keys: the index by start within (rank, group, step); seq keys: the occurrence of a repeated seq.
-    o, st = _segments(c["start_ns"], np.where(mode == 0, c["seq"], -1), kstep, gkey, tab.pos, by=4)
+    o, st = _segments(c["start_ns"], c["seq"] if seqs else np.where(mode == 0, c["seq"], -1), kstep, gkey, tab.pos,
+                      by=4)
     within = _index_within(o, st)
-    order = np.where(mode == 0, c["seq"], within)
-    occ = np.where(mode == 0, within, 0)
+    del o, st
+    order = c["seq"] if seqs else np.where(mode == 0, c["seq"], within)
+    occ = within if seqs else np.where(mode == 0, within, 0)
+    del within
 
     o, st = _segments(tab.pos, occ, order, kstep, gkey, by=4)
+    del occ
     cnt = np.diff(np.append(st, n))
-    inst_gkey, inst_step, inst_order = gkey[o][st], kstep[o][st], order[o][st]
-    inst_mode = mode[o][st]
+    at = o[st]
+    inst_gkey, inst_step, inst_order = gkey[at], kstep[at], order[at]
+    inst_mode = mode[at]
+    del at
 
     expected = _expected(tab, gkey, mode, ranks, groups)
     complete = (cnt >= 2) & (cnt == expected[inst_gkey])

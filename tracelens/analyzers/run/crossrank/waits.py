@@ -17,7 +17,7 @@ import numpy as np
 
 from ... import intervals as iv
 
-_BLOCK_ROWS = 1 << 20        # matched rows per block of ranks in per_rank
+_BLOCK_ROWS = 1 << 18        # matched rows per block of ranks in per_rank (temporaries about 35 MB)
 
 
 @dataclass
