@@ -93,11 +93,11 @@ def test_wait_transfer_skew_and_last_rank():
     # Three members: [0, 10], [4, 10], [7, 10] (one instance). T = 3 (the last to arrive), waits 7, 3, 0,
     # skew 7, last the third; rank 1's clock runs 2 ahead (offset 2): its aligned start is 2, skew unchanged.
     start = np.array([0, 6, 7]); end = np.array([10, 12, 10])
-    w = waits.compute(start, end, np.array([0, 2, 0]), np.array([True, True, True]), np.array([0]))
+    w = waits.compute(start, end, np.arange(3), np.array([0, 2, 0]), np.array([True, True, True]), np.array([0]))
     assert w.transfer.tolist() == [3] and w.wait.tolist() == [7, 3, 0]
     assert w.skew.tolist() == [7] and w.last.tolist() == [2]
     # A member whose clock is not aligned: no skew, no last rank; waits need no clock.
-    w = waits.compute(start, end, np.zeros(3, np.int64), np.array([True, False, True]), np.array([0]))
+    w = waits.compute(start, end, np.arange(3), np.zeros(3, np.int64), np.array([True, False, True]), np.array([0]))
     assert w.skew.tolist() == [-1] and w.last.tolist() == [-1] and w.wait.tolist() == [7, 3, 0]
 
 

@@ -41,6 +41,12 @@ class LogRanks:
 
 def analyses(logs: list[InspectorLog]) -> LogRanks:
     """One RankAnalysis per process of the logs, in rank order; the logs' columns are taken (``_joined``)."""
+    out = _analyses(logs)
+    give_back_freed_memory()        # what joining and sorting the rows freed: _joined
+    return out
+
+
+def _analyses(logs: list[InspectorLog]) -> LogRanks:
     out = LogRanks()
     if not logs:
         return out
@@ -152,7 +158,6 @@ def analyses(logs: list[InspectorLog]) -> LogRanks:
         out.analyses.append(RankAnalysis(rank=rank, source=source, inputs=[], result=result, collectives=[],
                                          comm=comm, findings=[], warnings=[], host=host, groups=groups,
                                          from_logs=True))
-    give_back_freed_memory()        # the joined columns' pages: _joined
     return out
 
 

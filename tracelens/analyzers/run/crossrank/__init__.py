@@ -90,12 +90,14 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
     hosts = [a.host for a in ordered]
     clk = clocks.estimate(pos, inst, c["end_ns"][rows], size >= th.bandwidth_min_bytes, hosts, th)
     start, end = c["start_ns"][rows], c["end_ns"][rows]
-    w = waits.compute(start, end, clk.offset[pos], clk.applied[pos], m.starts)
-    del inst                    # w.inst is the same: at thousands of ranks every row's array counts
+    w = waits.compute(start, end, pos, clk.offset, clk.applied, m.starts, inst)
+    del inst                    # it is w.inst now: at thousands of ranks every row's array counts
+    _give_back(tab)
     out = Outcome(warnings=list(m.warnings))
     windows = [_windows(a) for a in ordered]
     totals, out.steps = waits.per_rank(pos, start, end, w.transfer[w.inst] if n_inst else np.empty(0, np.int64),
                                        len(ordered), windows, [a.exposed for a in ordered])
+    del start, end              # gathered again where needed: at thousands of ranks every row's array counts
     _give_back(tab)
 
     first = rows[m.starts] if n_inst else np.empty(0, np.int64)
@@ -125,7 +127,7 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
         late = straggler.late_rows(w.last, w.skew, w.wait, m.starts, w.trusted, th)
         late_row = np.maximum(late, 0)
         launch = c["launch_ns"][rows[late_row]]
-        delay = np.where((late >= 0) & (launch >= 0), start[late_row] - launch, -1)
+        delay = np.where((late >= 0) & (launch >= 0), c["start_ns"][rows[late_row]] - launch, -1)
         wait_late = np.where(late >= 0, w.wait[late_row], 0)
         lead = {k: match.take(c[k], rows) for k in LEAD_COLUMNS}
         cpu = all(a.result.mode == "cpu" for a in ordered)
@@ -140,6 +142,8 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
                                       if any(a.from_logs for a in ordered) else None)
         exposed = {k: v["exposed_wait_ns"] for k, v in out.steps.items()}
         out.culprit = straggler.find([a.result for a in ordered], arrivals, cpu, th, exposed)
+        del arrivals, lead, delay, wait_late, late_step
+        _give_back(tab)
         if out.culprit is not None:
             out.findings.append(out.culprit.finding)
     out.findings += _clock_findings(mt)

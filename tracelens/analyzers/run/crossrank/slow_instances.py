@@ -62,7 +62,8 @@ def instances(tab: CollectiveRows, ranks: np.ndarray, matched=None) -> Instances
         m, w = matched.m, matched.w
         rows, starts, first = m.rows, m.starts, matched.first
         loose[rows] = False
-        d = c["end_ns"][rows] - c["start_ns"][rows]
+        d = c["end_ns"][rows]
+        d -= c["start_ns"][rows]
         # The longest member of each instance (rows are grouped by instance, in order): the first row that
         # reaches its instance's maximum.
         top = np.flatnonzero(d == np.repeat(np.maximum.reduceat(d, starts), np.diff(np.append(starts, d.size))))

@@ -209,6 +209,8 @@ def saving_by_step(instances: np.ndarray, starts: np.ndarray, n_rows: int, rows_
 
     A step saves the late rank's typical lateness at most (see the end: the rest is noise that stays).
     ``known``: per matched row, whether its leads were measured (Arrivals.known)."""
+    if not steps:           # a rank known from logs has no steps: nothing to save in them, nothing to gather
+        return {}
     rows, inst, me, others = _members(instances, starts, n_rows, rows_late)
     measured = others if known is None else others & known[rows]
     total = np.zeros(len(instances), dtype=np.float64)

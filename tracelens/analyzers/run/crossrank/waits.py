@@ -31,25 +31,30 @@ class Waits:
     trusted: np.ndarray        # per instance: every member's clock aligned
 
 
-def compute(start: np.ndarray, end: np.ndarray, offset: np.ndarray, aligned: np.ndarray,
-            starts: np.ndarray) -> Waits:
-    """Rows grouped by instance (``starts``: the first row of each); ``offset`` and ``aligned`` per row."""
+def compute(start: np.ndarray, end: np.ndarray, pos: np.ndarray, offset: np.ndarray, aligned: np.ndarray,
+            starts: np.ndarray, inst: np.ndarray | None = None) -> Waits:
+    """Rows grouped by instance (``starts``: the first row of each; ``inst``: each row's instance, where the
+    caller has it; ``pos``: its rank's position); ``offset`` and ``aligned`` per position (clocks.Clocks)."""
     n = len(start)
-    cnt = np.diff(np.append(starts, n))
-    inst = np.repeat(np.arange(len(starts)), cnt)
-    dur = end - start
+    if inst is None:
+        inst = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
     if not n:
         z = np.empty(0, np.int64)
         return Waits(inst=z, wait=z, transfer=z, skew=z, last=z, start=z, trusted=np.empty(0, bool))
-    transfer = np.minimum.reduceat(dur, starts)
-    wait = dur - transfer[inst]
-    s = start - offset
+    # In place, and the aligned starts dropped before the waits are made: at thousands of ranks each array of
+    # every row is 65 MB, and no more than two are made at once here.
+    s = offset[pos]
+    np.subtract(start, s, out=s)
     smax = np.maximum.reduceat(s, starts)
     smin = np.minimum.reduceat(s, starts)
-    trusted = np.minimum.reduceat(aligned.astype(np.int8), starts).astype(bool)
+    trusted = np.minimum.reduceat(aligned.astype(np.int8)[pos], starts).astype(bool)
     skew = np.where(trusted, smax - smin, -1)
     at_max = s == smax[inst]
-    alone = np.add.reduceat(at_max.astype(np.int64), starts) == 1
+    del s
+    wait = end - start
+    transfer = np.minimum.reduceat(wait, starts)
+    wait -= transfer[inst]
+    alone = np.add.reduceat(at_max, starts, dtype=np.int64) == 1
     row_of_max = np.full(len(starts), -1, dtype=np.int64)
     hit = np.flatnonzero(at_max)
     row_of_max[inst[hit][::-1]] = hit[::-1]          # the first row at the max of each instance
@@ -73,7 +78,6 @@ def per_rank(pos: np.ndarray, start: np.ndarray, end: np.ndarray, transfer: np.n
     steps: dict = {}
     if not len(pos):
         return totals, steps
-    cut = end - transfer
     exposed = [e if len(e) == 2 else (np.empty(0, np.int64), np.empty(0, np.int64)) for e in exposed]
     # Every rank's times moved onto one axis, each rank in a span of its own (its times less its earliest,
     # plus its position times the widest rank's extent), so that the interval algebra runs once for all ranks.
@@ -89,10 +93,11 @@ def per_rank(pos: np.ndarray, start: np.ndarray, end: np.ndarray, transfer: np.n
     used = top >= base
     span = int((top - base)[used].max()) + 1 if used.any() else 1
     if span * n >= 1 << 62:                     # captures too long for one axis: rank by rank
-        return _per_rank_each(pos, start, end, cut, n, windows, exposed)
+        return _per_rank_each(pos, start, end, end - transfer, n, windows, exposed)
     shift = np.where(used, np.arange(n, dtype=np.int64) * span - base, 0)
     if len(pos) <= _BLOCK_ROWS:
-        _on_axis(np.arange(n, dtype=np.int64), pos, start, end, cut, shift, span, windows, exposed, totals, steps)
+        _on_axis(np.arange(n, dtype=np.int64), pos, start, end, end - transfer, shift, span, windows, exposed, totals,
+                 steps)
         return totals, steps
     # Ranks a block at a time, each block's rows on the same axis: the interval algebra's temporaries are a
     # block's, not the run's (at thousands of ranks they were a quarter of a report's peak: bench/RESULTS.md,
@@ -103,7 +108,8 @@ def per_rank(pos: np.ndarray, start: np.ndarray, end: np.ndarray, transfer: np.n
     while p0 < n:
         p1 = max(int(np.searchsorted(bounds, bounds[p0] + _BLOCK_ROWS, side="right")) - 1, p0 + 1)
         rows = order[bounds[p0]:bounds[p1]]
-        _on_axis(np.arange(p0, p1, dtype=np.int64), pos[rows], start[rows], end[rows], cut[rows], shift, span,
+        e = end[rows]
+        _on_axis(np.arange(p0, p1, dtype=np.int64), pos[rows], start[rows], e, e - transfer[rows], shift, span,
                  windows, exposed, totals, steps)
         p0 = p1
     return totals, steps
