@@ -1,6 +1,6 @@
 """Speed and memory tricks: the places where tracelens does something another way than the plain, public one
-because that way is measurably faster or smaller. One function per trick, each saying why it pays and what the plain way would
-be; the measurements, and the tricks measured and dropped, are in bench/RESULTS.md ("tracelens/_speed.py").
+because that way is measurably faster or smaller. One function per trick, each saying why it pays and what the
+plain way would be; the measurements, and the tricks measured and dropped, are in bench/RESULTS.md ("tracelens/_speed.py").
 When a trick stops paying, it goes, and its callers get the plain call back. Elsewhere, not tricks: ISA-L
 inflate (a faster library, ``parsers/kineto/inflate.py``), the worker pool (``pool.py``).
 

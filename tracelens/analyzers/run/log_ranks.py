@@ -213,5 +213,4 @@ def _joined(logs: list[InspectorLog]):
         give_back_freed_memory()
     for log in logs:
         log.columns = {}
-    give_back_freed_memory()
     return col, list(procs), list(comms), names, list(ops), files, per_log
