@@ -131,8 +131,8 @@ def give_back_freed_memory() -> None:
     "Memory not released back to the OS"). Elsewhere than glibc, nothing. Plain way: leave the pages to the
     allocator, which reuses them for small allocations only.
     """
-    import ctypes
-    import ctypes.util
+    import ctypes       # lazy: only reports of millions of rows need it, and every command imports this module
+    import ctypes.util  # lazy: as ctypes
 
     global _TRIM
     if _TRIM is None:
