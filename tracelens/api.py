@@ -18,7 +18,6 @@ cores while this process does.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import os
 from pathlib import Path
@@ -31,7 +30,7 @@ from .options import ReportOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     from .analyzers import Context, RankAnalysis, Thresholds
-    from .gate import GateConfig, GateResult
+    from .gating import GateConfig, GateResult
     from .model import RankTrace
     from .contract import Report
     from .contract.two_runs import Diff
@@ -296,7 +295,7 @@ def config_file(config: str | Path | None = None, *, env: Mapping[str, str] | No
     ``tracelens.toml`` (or ``pyproject.toml`` with a ``[tool.tracelens]`` table) from the working directory up.
     A named file that does not exist is a usage error."""
     # lazy: the gate's config reader (tomllib), for a report that reads a config file
-    from .gate import find_config
+    from .gating import find_config
 
     env = os.environ if env is None else env
     named = config or env.get(CONFIG_ENV) or None
@@ -322,7 +321,7 @@ def thresholds(flags: Iterable[str] = (), *, config: str | Path | None = None, u
     th = Thresholds()
     path = config_file(config, env=env) if use_config else None
     if path is not None:
-        from .gate import read_table  # lazy: tomllib, only with a config file to read
+        from .gating import read_table  # lazy: tomllib, only with a config file to read
 
         table = read_table(path, "thresholds")
         th = _override(th, [f"{k}={v}" for k, v in table.items()], str(path))
@@ -348,7 +347,7 @@ def gate_config(rules: Mapping[str, object] | None = None, *, config: str | Path
     """The gate's rules: the config file's gate table, then ``rules`` (flags; None values are not given),
     checked. Returns the config and where it came from (for messages)."""
     # lazy: the gate's config reader (tomllib), for the gate command only
-    from .gate import GateConfig, load_config
+    from .gating import GateConfig, load_config
 
     path = config_file(config, env=env) if use_config else None
     base, where = (load_config(path), str(path)) if path is not None else (GateConfig(), "gate")
@@ -381,13 +380,13 @@ def compare_reports(before: Report, after: Report, *, before_label: str = "befor
 
 # ---------------------------------------------------------------------------------------------------- gate
 
-@_takes(config=instance("tracelens.gate.config", "GateConfig", "a GateConfig (api.gate_config())"))
+@_takes(config=instance("tracelens.gating.config", "GateConfig", "a GateConfig (api.gate_config())"))
 def baseline(config: GateConfig, *, thresholds=None, comm_patterns: Iterable[str] = (),
              step_nvtx: str | None = None, steps_from: str = "auto", cache: bool | None = None
              ) -> tuple[object | None, list[str]]:
     """What relative rules compare with: the config's baseline report or trace folder, or the latest run of
     ``against`` in the history database; (None, [why]) when the history has none yet."""
-    gating = _gate_module()
+    from . import gating      # lazy: pandas, for a gate only
 
     if config.baseline:
         base = report([config.baseline], thresholds=thresholds, comm_patterns=comm_patterns, step_nvtx=step_nvtx,
@@ -402,12 +401,6 @@ def baseline(config: GateConfig, *, thresholds=None, comm_patterns: Iterable[str
     return None, []
 
 
-def _gate_module():
-    """The ``tracelens.gate`` package. ``from . import gate`` is not it in a fresh process: the package's lazy
-    ``tracelens.gate`` attribute (this module's :func:`gate`) answers before the subpackage is imported."""
-    return importlib.import_module(".gate", __package__)
-
-
 @_takes(rules=optional(NAMED))
 def gate(paths, *, rules: Mapping[str, object] | None = None, config: str | Path | None = None,
          use_config: bool = True, thresholds=None, comm_patterns: Iterable[str] = (),
@@ -418,7 +411,7 @@ def gate(paths, *, rules: Mapping[str, object] | None = None, config: str | Path
     """Apply the gate's rules to the run at ``paths`` (and its baseline): the CI gate as a function.
     ``on_report`` is given the run's Report (e.g. to attach it as an HTML file); ``cache``: as for :func:`load`;
     ``run_on``: :func:`report`'s ``executor``, ``workers``, ``scheduler`` and ``on_done`` for the run."""
-    gating = _gate_module()
+    from . import gating      # lazy: pandas, for a gate only
 
     cfg, _ = gate_config(rules, config=config, use_config=use_config, env=env)
     if thresholds is None or not hasattr(thresholds, "with_overrides"):     # the run and its baseline alike

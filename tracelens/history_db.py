@@ -26,7 +26,7 @@ import pandas as pd
 import sqlite_utils
 
 from .errors import InputError, UsageError
-from .gate import STEP_COLUMNS, Baseline
+from .gating import STEP_COLUMNS, Baseline
 from .contract import Report
 
 SCHEMA = "tracelens.history/1"

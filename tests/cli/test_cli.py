@@ -186,7 +186,7 @@ def test_every_command_is_its_own_small_module():
 
     # The modules themselves: the package's attribute ``gate`` is the api function once it has been asked
     # for, whatever was imported before (tests/integration/test_hostile_features.py calls it).
-    cli, gate = importlib.import_module("tracelens.cli"), importlib.import_module("tracelens.gate")
+    cli, gate = importlib.import_module("tracelens.cli"), importlib.import_module("tracelens.gating")
     folder = Path(cli.__file__).parent
     assert {p.stem for p in folder.glob("*.py")} >= {"__init__", "terminal", "report", "export", "gate",
                                                      "history", "collect", "dashboard"}

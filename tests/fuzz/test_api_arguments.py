@@ -28,7 +28,7 @@ from tracelens.analyzers import Context, RankAnalysis, Thresholds
 from tracelens.arguments import takes
 from tracelens.contract import Report
 from tracelens.errors import UsageError
-from tracelens.gate import GateConfig
+from tracelens.gating import GateConfig
 from tracelens.model import RankTrace
 from tracelens.model.nccl_records import NcclInputs
 from tracelens.options import ReportOptions

@@ -13,7 +13,7 @@ import pytest
 
 import tracelens
 from tracelens.cli import AGGREGATE_CHOICES, PATTERN_CHOICES, main
-from tracelens.gate import AGGREGATES, PATTERNS, Baseline, GateConfig, aggregate, evaluate, step_frame
+from tracelens.gating import AGGREGATES, PATTERNS, Baseline, GateConfig, aggregate, evaluate, step_frame
 from tracelens.history_db import add_run, list_runs, open_db, run_steps
 
 from conftest import SAMPLES

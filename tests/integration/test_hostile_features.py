@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import inspect
 import json
+import pkgutil
 import shutil
 import zlib
 from pathlib import Path
@@ -201,11 +202,13 @@ def test_every_public_function_of_the_api_checks_every_parameter():
         named = {p.name for p in inspect.signature(fn).parameters.values() if p.kind not in (p.VAR_POSITIONAL,
                                                                                             p.VAR_KEYWORD)}
         assert set(getattr(fn, "kinds", ())) == named, name
-    # The top-level names are the same functions, checked alike (asked of the package's lazy lookup: once the
-    # tracelens.gate subpackage is imported, the attribute tracelens.gate is that module).
+    # The top-level names are the same functions, checked alike, also once every subpackage is imported (a
+    # subpackage named like a function, imported later, would replace the package's attribute).
+    import tracelens.gating.rules  # noqa: F401
     for name, (module, _) in tracelens._LAZY.items():
         if module == "api":
-            assert tracelens.__getattr__(name) is getattr(api, name)
+            assert getattr(tracelens, name) is getattr(api, name), name
+    assert not {m.name for m in pkgutil.iter_modules(tracelens.__path__)} & set(tracelens._LAZY)
 
 
 def _kernel_times(rep) -> list[tuple[int, int]]:

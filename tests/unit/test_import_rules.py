@@ -315,7 +315,7 @@ def test_one_name_per_class():
 
 def test_the_name_rule_catches_a_repeated_module(tmp_path):
     for rel in ("tracelens/timeline.py", "tracelens/renderers/timeline.py", "tracelens/cli/gate.py",
-                "tracelens/gate/__init__.py", "tools/make.py", "tracelens/tools/__init__.py"):
+                "tracelens/gating/__init__.py", "tools/make.py", "tracelens/tools/__init__.py"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("")
     repeated = {name: places for name, places in _names(tmp_path).items() if len(places) > 1}

@@ -13,8 +13,8 @@ from ..renderers import render
 from .terminal import (FILE_WIDTH, color_option, emit, executor_args, executor_options, input_options, progress,
                        steps_option, terminal_width, threshold_option, use_color, writing)
 
-# Kept here (not imported from tracelens.gate, which loads pandas) so `--help` stays fast; tests check they
-# match tracelens.gate's PATTERNS and AGGREGATES.
+# Kept here (not imported from tracelens.gating, which loads pandas) so `--help` stays fast; tests check they
+# match tracelens.gating's PATTERNS and AGGREGATES.
 PATTERN_CHOICES = ("sawtooth", "two-phase", "backlog", "serialized", "partial", "no-comm", "mixed")
 AGGREGATE_CHOICES = ("median", "mean", "p90", "worst")
 

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import click
 
-from ..gate import GateResult, RuleOutcome
+from ..gating import GateResult, RuleOutcome
 
 _MARK = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP"}
 _COLOR = {"pass": "green", "fail": "red", "skip": "yellow"}
