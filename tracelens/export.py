@@ -7,6 +7,7 @@ CPU, and ``window_start_ns``/``window_end_ns``, the step window on the device th
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,9 +28,10 @@ _NESTED = ("pattern_evidence", "by_dimension")
 
 
 def existing(out_dir: str | Path) -> list[str]:
-    """The files an export into ``out_dir`` would overwrite."""
+    """The files an export into ``out_dir`` would overwrite: any name there, a dangling link included (it is
+    replaced as a name, and what the user put there is theirs until --force says otherwise)."""
     out = Path(out_dir)
-    return [name for name in FILES if (out / name).exists()] if out.is_dir() else []
+    return [name for name in FILES if os.path.lexists(out / name)] if out.is_dir() else []
 
 
 def export_parquet(traces: list[RankTrace], out_dir: str | Path, report: Report | None = None) -> list[Path]:

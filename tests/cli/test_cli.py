@@ -320,6 +320,14 @@ def test_export_into_an_earlier_export_needs_force_and_never_touches_other_files
     assert run(capsys, "export", SAMPLE, "-o", str(out), "--force")[0] == 0
     after = {p.name: p.read_bytes() for p in out.iterdir()}
     assert after == before and after["notes.txt"] == b"mine"
+    # A dangling link at one of its names is a name in use too: refused without --force, replaced (as a
+    # name, its target never made) with it.
+    (out / "ranks.parquet").unlink()
+    (out / "ranks.parquet").symlink_to(tmp_path / "nowhere.parquet")
+    code, _, err = run(capsys, "export", SAMPLE, "-o", str(out))
+    assert code == 2 and "ranks.parquet" in err and (out / "ranks.parquet").is_symlink()
+    assert run(capsys, "export", SAMPLE, "-o", str(out), "--force")[0] == 0
+    assert not (out / "ranks.parquet").is_symlink() and not (tmp_path / "nowhere.parquet").exists()
 
 
 @pytest.mark.parametrize("group", [[], ["history"], ["cache"]])
