@@ -20,6 +20,10 @@ SAMPLES = ROOT / "sample_traces"
 BUILD = GOLDEN / "_build"
 WIDTHS = (80, 120)
 _written: set[str] = set()   # scenarios written by this process (never trust a folder left by an older generator)
+# The test session's id, the same in every pytest-xdist worker: a folder written in this session by another
+# worker is reused, never rewritten under it while that worker reads it.
+_SESSION = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+_MARK = ".written-by"
 
 
 def sample_cases() -> list[str]:
@@ -72,15 +76,33 @@ def _input(case: str) -> str:
         from fixtures import synth
 
         name = case.removeprefix("synth_")
-        out = BUILD / name
-        if name not in _written:
-            shutil.rmtree(out, ignore_errors=True)
-            base = name.removesuffix("_on_time")
-            sc = synth.SCENARIOS[base]
-            synth.write(sc if base == name else dataclasses.replace(sc, name=name, culprit_ns=0), out)
-            _written.add(name)
+        base = name.removesuffix("_on_time")
+        sc = synth.SCENARIOS[base]
+        out = _once(name, lambda out: synth.write(sc if base == name else
+                                                  dataclasses.replace(sc, name=name, culprit_ns=0), out))
         return str(out.relative_to(ROOT))
     return str((SAMPLES / case).relative_to(ROOT))
+
+
+def _once(name: str, write) -> Path:
+    """``BUILD/name``, written by ``write`` once in this process (or, under pytest-xdist, once in this test
+    session: the workers take turns under a lock, and the first one's folder is everyone's)."""
+    out = BUILD / name
+    if name in _written:
+        return out
+    BUILD.mkdir(parents=True, exist_ok=True)
+    import fcntl
+
+    with open(BUILD / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        mark = out / _MARK
+        if _SESSION is None or not mark.is_file() or mark.read_text() != _SESSION:
+            shutil.rmtree(out, ignore_errors=True)
+            write(out)
+            if _SESSION is not None:
+                mark.write_text(_SESSION)
+    _written.add(name)
+    return out
 
 
 def render_case(case: str) -> dict[str, str]:
@@ -104,14 +126,14 @@ def _logs_report(case: str):
     from fixtures import synth
     from fixtures.synth.inspector import write_inspector
 
-    out = BUILD / case
-    if case not in _written:
-        shutil.rmtree(out, ignore_errors=True)
-        name, traced = TRACED.get(case, (INSPECTOR.get(case), None))
+    name, traced = TRACED.get(case, (INSPECTOR.get(case), None))
+
+    def write(out: Path) -> None:
         write_inspector(synth.SCENARIOS[name], out)
         if traced is not None:
             synth.write(synth.SCENARIOS[name], out, ranks=traced)
-        _written.add(case)
+
+    out = _once(case, write)
     return tracelens.api.report([str(out.relative_to(ROOT))], cache=False)
 
 
