@@ -82,3 +82,67 @@ def test_the_corpus_has_no_drift():
 
         rep = tracelens.analyze(tracelens.load(str(corpus_file(rel))))
         assert of(rep, "drift") == [], rel
+
+
+# NCCL Inspector logs alone have no steps: the drift is over a kind of collective's instances, the time a member
+# spent in each on average (the wait over the members plus the transfer). The same generated runs, written as
+# the logs their ranks would keep (tests/fixtures/synth/inspector.py).
+ONE_BUCKET = dataclasses.replace(FLAT, name="drift_one_bucket", buckets=[(2 * MS, 500 * US)])
+
+
+def _logs_drift(sc, tmp_path):
+    import tracelens
+    from fixtures.synth.inspector import write_inspector
+
+    write_inspector(sc, tmp_path / sc.name)
+    rep = tracelens.api.report([str(tmp_path / sc.name)], cache=False)
+    assert rep.ranks == [] and rep.inspector is not None
+    return rep, of(rep, "drift")
+
+
+def test_logs_alone_a_slowing_transfer_drifts_over_the_instances(tmp_path):
+    # Generator truth: step k's four all-reduces transfer 0.5 ms + k x 25 us, with no wait. 160 instances in
+    # order, 4 a step: Theil-Sen slope 25/4 us an instance; first tenth (16: steps 0-3) median
+    # (525 + 550) / 2 = 537.5 us, last tenth (steps 36-39) (1425 + 1450) / 2 = 1437.5 us.
+    _, (d,) = _logs_drift(dataclasses.replace(FLAT, name="drift_logs_transfer", grow_transfer_ns=25 * US), tmp_path)
+    ev = d.evidence
+    assert ev["quantity"] == "collective_ns" and ev["driver"] == "transfer"
+    assert ev["instances"] == 160 and ev["tenth"] == 16 and ev["members"] == 4 and ev["culprit"] is None
+    assert ev["slope_ns"] == pytest.approx(6.25 * US, rel=0.001)
+    assert (ev["first_ns"], ev["last_ns"]) == (537_500, 1_437_500)
+    assert ev["wait_ns"]["last_ns"] == 0 and ev["transfer_ns"]["last_ns"] == 1_437_500
+    assert ev["last_busbw_gbps"] < ev["first_busbw_gbps"]
+    assert d.title.startswith("160 all-reduces of ") and "took longer as the run went on: 0.537 ms → 1.438 ms" in d.title
+    assert "whether this time was hidden behind it is unknown" in d.detail
+    assert d.advice.startswith("the transfers themselves slowed over the run")
+
+
+def test_logs_alone_a_rank_that_slows_is_named_by_the_drift(tmp_path):
+    # One all-reduce a step; rank 3 comes 40 us later each step, ranks 0-2 wait for it: the mean wait a member
+    # grows 3 x 40 / 4 = 30 us an instance, the transfer (0.5 ms) does not. First tenth (steps 0-3) median
+    # 500 + 30 x 1.5 = 545 us; last tenth (36-39) 500 + 30 x 37.5 = 1625 us.
+    _, (d,) = _logs_drift(dataclasses.replace(ONE_BUCKET, name="drift_logs_wait", grow_rank=3, grow_rank_ns=40 * US),
+                          tmp_path)
+    ev = d.evidence
+    assert ev["driver"] == "wait" and ev["culprit"] == 3 and d.rank == 3
+    assert ev["slope_ns"] == pytest.approx(30 * US, rel=0.001)
+    assert (ev["first_ns"], ev["last_ns"]) == (545_000, 1_625_000)
+    assert ev["transfer_ns"]["first_ns"] == ev["transfer_ns"]["last_ns"] == 500_000
+    assert d.advice.startswith("rank 3 came later and later to these collectives")
+
+
+@pytest.mark.parametrize("sc", [
+    FLAT,
+    dataclasses.replace(FLAT, name="drift_logs_spikes", slow_transfer={(5, 3): 3 * MS, (20, 3): 3 * MS}),
+    dataclasses.replace(ONE_BUCKET, name="drift_logs_short", steps=19, grow_transfer_ns=25 * US),   # 19 instances
+], ids=["flat", "spikes", "too-few-instances"])
+def test_logs_alone_no_drift(sc, tmp_path):
+    assert _logs_drift(sc, tmp_path)[1] == []
+
+
+def test_logs_alone_a_late_rank_among_unchanged_collectives_is_not_claimed(tmp_path):
+    # Rank 3 later each step only at the last of four same-sized all-reduces: three of every four instances of
+    # the kind do not change, and the medians of the first and last tenth do not move (a limit of logs without
+    # steps: the kinds are told apart by communicator, op and size only). Nothing is claimed.
+    assert _logs_drift(dataclasses.replace(FLAT, name="drift_logs_one_late", grow_rank=3, grow_rank_ns=40 * US),
+                       tmp_path)[1] == []

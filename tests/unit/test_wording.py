@@ -61,7 +61,7 @@ def test_the_wording_passes_the_finding_through():
                                           "inconclusive", "unknown")),
         ("bucket-size", None), ("config-mismatch", None),
         *(("outlier", v) for v in ("wait", "transfer", "early", "unknown")),
-        ("drift", "exposed-comm"), ("drift", "step-time"),
+        ("drift", "exposed-comm"), ("drift", "step-time"), ("drift", "collective-time"),
         *(("parallelism", v) for v in ("dp", "fsdp", "tp", "pp", "ep", "emb", "cp", "unknown"))}
 
 
@@ -896,6 +896,36 @@ def test_drift_names_the_culprit_and_leaves_compute_alone():
     assert d.advice.startswith("rank 5 (the rank the others wait for) slowed")
     d = word("drift", "step-time", _drift_ev(quantity="duration_ns", driver="compute"), step=None)
     assert d.title.startswith("step time grew") and "it is not communication's" in d.detail and d.advice == ""
+
+
+def _collective_drift_ev(driver="transfer", culprit=None, busbw=(80.0, 40.0)) -> dict:
+    """Hand-made evidence of a drift over a kind of collective's instances (logs alone), values distinct."""
+    part = {"change": 0.5, "slope_ns": 1_000.0, "confidence": 0.999}
+    return {"quantity": "collective_ns", "driver": driver, "culprit": culprit, "direction": "grew",
+            "instances": 160, "tenth": 16, "pg": "0xabc", "op": "all_reduce", "bytes": 25 * 2**20, "members": 4,
+            "slope_ns": 6_250.0, "confidence": 0.9995, "first_ns": 537_500, "last_ns": 1_437_500,
+            "median_ns": 987_000, "change": 0.912, "min_change": 0.1, "min_confidence": 0.99,
+            "wait_ns": {**part, "first_ns": 11_000, "last_ns": 22_000},
+            "transfer_ns": {**part, "first_ns": 526_000, "last_ns": 1_415_000},
+            "first_busbw_gbps": busbw[0], "last_busbw_gbps": busbw[1], "impact_ns": 900_000, "material": True}
+
+
+@pytest.mark.parametrize("driver,culprit,advice", [
+    ("transfer", None, "the transfers themselves slowed over the run"),
+    ("wait", 3, "rank 3 came later and later to these collectives"),
+    ("unknown", None, "")])
+def test_collective_drift_wording(driver, culprit, advice):
+    d = word("drift", "collective-time", _collective_drift_ev(driver, culprit), step=None)
+    assert d.title == ("160 all-reduces of 25.0 MiB in group 0xabc took longer as the run went on: 0.537 ms → 1.438 ms "
+                       "a member (91.2 % of their median)")
+    assert "the first and last 16 instances compared (medians 0.537 ms and 1.438 ms, median of all 0.987 ms)" in d.detail
+    assert "Theil-Sen slope 0.006 ms per instance, 100.0 % confidence" in d.detail      # 0.9995 at one decimal
+    assert ("wait for peers 0.011 ms → 0.022 ms, transfer 0.526 ms → 1.415 ms; bus bandwidth 80.0 → 40.0 GB/s."
+            in d.detail)
+    assert "whether this time was hidden behind it is unknown" in d.detail
+    assert d.advice.startswith(advice) and (d.advice == "") == (advice == "")
+    # No busbw (no size known): nothing said of it.
+    assert "bus bandwidth" not in word("drift", "collective-time", _collective_drift_ev(busbw=(None, None))).detail
 
 
 def test_logs_only_headline():

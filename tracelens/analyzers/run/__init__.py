@@ -73,6 +73,9 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
         findings += slow_ranks.find(ranks, th)
     findings += across.findings
     findings += trends.find(ranks, th, None if across.culprit is None else ordered[across.culprit.pos].rank)
+    if not traced and across.cross is not None:
+        # No steps (ranks known from logs alone): the drift of a kind of collective over its instances.
+        findings += trends.find_in_collectives(across.cross.collectives, th)
     # Bandwidth over transfer times of collectives matched across ranks when there are some, else from each
     # rank's own durations.
     rows, source = _cross_rank_rows(across.cross, th.transport_min_bytes), "cross-rank"

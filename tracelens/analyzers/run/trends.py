@@ -157,3 +157,73 @@ def _driver(q: str, t: Trend, trends: dict) -> str:
     if other is not None and (other.last - other.first) * delta > 0 and abs(other.last - other.first) >= abs(delta) / 2:
         return "exposed-comm"
     return "unknown"
+
+
+def find_in_collectives(collectives, th: Thresholds) -> list:
+    """Drift without steps (ranks known from NCCL Inspector logs alone): the run's ``drift`` finding over the
+    matched instances of one kind of collective (communicator, op and size, as an outlier's kind), in order of
+    start. Per instance the series is the time a member spent in it, on average: the members' wait over their
+    number plus the transfer, which the logs split exactly; of the kinds that drift, the one whose change, times
+    its instances, is largest. What grew is told apart as for steps: the wait for a late member, else the
+    transfer."""
+    kinds: dict = {}
+    for i, c in enumerate(collectives):
+        if c.ranks:
+            kinds.setdefault((c.pg, c.op, c.bytes), []).append(i)
+    best = None
+    for key, at in kinds.items():
+        if len(at) < max(th.drift_min_steps, 4):
+            continue
+        wait = np.array([collectives[i].wait_ns / len(collectives[i].ranks) for i in at], dtype=np.float64)
+        transfer = np.array([collectives[i].transfer_ns for i in at], dtype=np.float64)
+        y = wait + transfer
+        if abs(_change(y)) < th.drift_min_change:
+            continue
+        t = trend(y)
+        if t is None or t.confidence < th.drift_min_confidence:
+            continue
+        weight = abs(t.last - t.first) * len(at)
+        if best is None or weight > best[0]:
+            best = (weight, key, at, t, trend(wait), trend(transfer))
+    if best is None:
+        return []
+    _, (pg, op, size), at, t, wait, transfer = best
+    delta = t.last - t.first
+    driver = next((name for name, part in (("wait", wait), ("transfer", transfer))
+                   if (part.last - part.first) * delta > 0 and abs(part.last - part.first) >= abs(delta) / 2),
+                  "unknown")
+    tenth = max(1, len(at) // 10)
+    last_ranks = [collectives[i].last_rank for i in at[-tenth:] if collectives[i].last_rank is not None]
+    culprit = None
+    if driver == "wait" and last_ranks:
+        # The member last at most of the last tenth's instances (the lowest rank of a tie): the one that came
+        # later and later.
+        counts = np.bincount(np.array(last_ranks, dtype=np.int64))
+        culprit = int(np.argmax(counts))
+    members = collectives[at[0]].ranks
+    impact = int(round(abs(delta)))
+
+    def summary(c: Trend) -> dict:
+        return {"first_ns": int(round(c.first)), "last_ns": int(round(c.last)), "change": c.change,
+                "slope_ns": c.slope, "confidence": c.confidence}
+
+    median_ns = int(round(t.median))
+    evidence = {
+        "quantity": "collective_ns", "driver": driver, "culprit": culprit,
+        "direction": "grew" if t.change > 0 else "shrank", "instances": len(at), "tenth": tenth,
+        "pg": pg, "op": op, "bytes": size, "members": len(members), "slope_ns": t.slope,
+        "confidence": t.confidence, "first_ns": int(round(t.first)), "last_ns": int(round(t.last)),
+        "median_ns": median_ns, "change": t.change, "min_change": th.drift_min_change,
+        "min_confidence": th.drift_min_confidence, "wait_ns": summary(wait), "transfer_ns": summary(transfer),
+        "first_busbw_gbps": _busbw(collectives, at[:tenth]), "last_busbw_gbps": _busbw(collectives, at[-tenth:]),
+        # The change per instance against the instance's own median time: no step to weigh it against.
+        "impact_ns": impact, "material": material(th, impact, median_ns)}
+    return [Finding(id="drift", severity="warning" if evidence["material"] else "info",
+                    rank=culprit if culprit is not None else min(members), step=None, verdict="collective-time",
+                    evidence=evidence)]
+
+
+def _busbw(collectives, at: list) -> float | None:
+    """The median busbw of these instances (null where none has one)."""
+    got = [collectives[i].busbw_gbps for i in at if collectives[i].busbw_gbps is not None]
+    return float(median(np.array(got, dtype=np.float64))) if got else None

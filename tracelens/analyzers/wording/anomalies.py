@@ -95,6 +95,7 @@ _DRIVER = {"wait": "Most of the change is the wait for peers.",
            "exposed-comm": "Most of the change is exposed communication.",
            "unsplit": "One rank's own numbers cannot tell the wait for peers from the transfer.",
            "unknown": "No one part (compute, exposed communication, the wait for peers) carries half of it."}
+_SPLIT = {**_DRIVER, "unknown": "Neither the wait for peers nor the transfer carries half of it."}
 _DRIFT_ADVICE = {
     ("exposed-comm", "wait"): ("a rank slowed as the run went on and the others waited for it more (the stragglers "
                                "and the verdict's culprit say which): what grows on that rank (its data loader, "
@@ -106,7 +107,37 @@ _DRIFT_ADVICE = {
                                   "slowing transfer"),
 }
 
+def drift_collectives(f: Finding) -> tuple[str, str, str]:
+    """Drift over a kind of collective's instances, where there are no steps (NCCL Inspector logs alone)."""
+    ev = f.evidence
+    kind = _kind({"op": ev["op"], "instances": ev["instances"], "bytes_min": ev["bytes"], "bytes_max": ev["bytes"],
+                  "pg": ev["pg"]})
+    title = (f"{ev['instances']} {kind} took {'longer' if ev['direction'] == 'grew' else 'less time'} as the run went "
+             f"on: {ms(ev['first_ns'])} → {ms(ev['last_ns'])} a member ({pct(100 * abs(ev['change']))} of their median)")
+    bw = ""
+    if ev["first_busbw_gbps"] is not None and ev["last_busbw_gbps"] is not None:
+        bw = f"; bus bandwidth {ev['first_busbw_gbps']:.1f} → {ev['last_busbw_gbps']:.1f} GB/s"
+    detail = (f"per instance, in order, the time a member spent in it on average (the members' summed wait over "
+              f"{ev['members']} members, plus the transfer); the first and last {ev['tenth']} instances compared (medians "
+              f"{ms(ev['first_ns'])} and {ms(ev['last_ns'])}, median of all {ms(ev['median_ns'])}); Theil-Sen slope "
+              f"{ms(int(round(ev['slope_ns'])))} per instance, {pct(100 * ev['confidence'])} confidence of a "
+              f"monotonic trend (Kendall). First to last tenth: wait for peers {ms(ev['wait_ns']['first_ns'])} → "
+              f"{ms(ev['wait_ns']['last_ns'])}, transfer {ms(ev['transfer_ns']['first_ns'])} → "
+              f"{ms(ev['transfer_ns']['last_ns'])}{bw}. {_SPLIT[ev['driver']]} The logs hold no compute: whether "
+              "this time was hidden behind it is unknown.")
+    if ev["culprit"] is not None:
+        return title, detail, (f"rank {ev['culprit']} came later and later to these collectives and the others waited "
+                               f"for it: what grows on rank {ev['culprit']} before them (its data loader, memory, "
+                               "thermals) is the lever; the logs do not say what it did, a trace of that rank does")
+    if ev["driver"] == "transfer":
+        return title, detail, ("the transfers themselves slowed over the run (a degrading link, congestion from other "
+                               "jobs, a link shared more and more): check the links between these members' hosts and "
+                               "the network transport NCCL used")
+    return title, detail, ""
+
+
 SENTENCES = {
+    ("drift", "collective-time"): drift_collectives,
     ("drift", "exposed-comm"): drift,
     ("drift", "step-time"): drift,
     ("outlier", "wait"): outlier,
