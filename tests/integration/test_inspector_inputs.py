@@ -147,14 +147,61 @@ def test_hostile_runs(tmp_path):
     assert r.cross_rank.matching.matched == sc.steps * len(sc.buckets) and r.cross_rank.matching.unmatched == 1
 
 
-def test_logs_without_kernel_timestamps_match_nothing(tmp_path):
-    sc = synth.SCENARIOS["xrank_shared"]
-    write_inspector(sc, tmp_path, verbose=False)
+@pytest.mark.parametrize("sc", [TWO, synth.SCENARIOS["culprit_host_gap"], SLOW_LINK], ids=lambda s: s.name)
+def test_logs_without_kernel_timestamps_give_the_waits_from_exec_times(sc, tmp_path):
+    # The plugin's default output (not verbose): no timestamps, each member's exec time (kernel_gpu timing).
+    # A blocking collective ends together on its members, so the last to arrive runs shortest: the transfer,
+    # the waits and the last rank are the model's (to the µs the format keeps), whatever the clocks (TWO's
+    # differ by 2.5 ms), as with timestamps and as from the traces.
+    logs, traces = _both(sc, tmp_path, verbose=False)
+    truth = synth.cross_truth(sc)
+    n = len(truth["instances"])
+    records = sc.ranks * n                       # every rank is in every instance (one communicator)
+    warned = {w.code: w.count for w in logs.warnings}
+    assert warned["inspector-no-timestamps"] == warned["inspector-exec-times"] == records
+    assert logs.inspector.exec_times and logs.inspector.timed == logs.inspector.records == records
+    assert logs.cross_rank.matching.matched == n and logs.cross_rank.matching.unmatched == 0
+    for a, b in zip(logs.cross_rank.ranks, traces.cross_rank.ranks):
+        assert (a.rank, a.late_count, a.matched) == (b.rank, b.late_count, b.matched)
+        assert abs(a.wait_ns - b.wait_ns) <= US_FLOOR * n and abs(a.transfer_ns - b.transfer_ns) <= US_FLOOR * n
+        # No clock: its offset is unknown, never 0.
+        assert a.clock_offset_ns is None and a.clock_spread_ns is None and not a.clock_corrected
+    by_key = sorted(truth["instances"], key=lambda i: (i["step"], i["bucket"]))
+    for got, want in zip(logs.cross_rank.collectives, by_key):
+        assert abs(got.transfer_ns - want["transfer_ns"]) <= US_FLOOR
+        assert abs(got.wait_ns - sum(want["waits"].values())) <= US_FLOOR * sc.ranks
+        assert got.last_rank == want["last_rank"]
+        assert got.starts_ns is None and got.ends_ns is None          # no member time is a clock's
+    assert [d.rank for d in logs.diagnoses if d.id == "straggler"] == \
+        [d.rank for d in traces.diagnoses if d.id == "straggler"]
+    assert not [d for d in logs.diagnoses if d.id == "clock-offset"]
+    assert all(s is None for k in logs.outliers for s in k.start_ns)
+
+
+def test_exec_times_taken_on_the_cpu_are_left_out(tmp_path):
+    # A time taken on the CPU counts the queue before the kernel too: longest on a rank whose GPU is behind,
+    # it would name the wrong rank. Rank 5's records so timed are left out (and counted); the others match.
+    sc = synth.SCENARIOS["culprit_host_gap"]
+    paths = write_inspector(sc, tmp_path, verbose=False)
+    n = sc.steps * len(sc.buckets)
+    paths[5].write_text(paths[5].read_text().replace('"kernel_gpu"', '"collective_cpu"'))
     r = api.report([str(tmp_path)], cache=False)
-    warned = {w.code: w.count for w in r.warnings}
-    assert warned["inspector-no-timestamps"] == sc.ranks * sc.steps * len(sc.buckets)
-    assert r.inspector.timed == 0 and r.inspector.records == sc.ranks * sc.steps * len(sc.buckets)
-    assert r.cross_rank.matching.matched == 0
+    (w,) = [w for w in r.warnings if w.code == "inspector-exec-times"]
+    assert w.count == (sc.ranks - 1) * n and f"{n:,} records timed otherwise (on the CPU) left out" in w.message
+    assert r.cross_rank.matching.matched == n
+    assert all(5 not in c.ranks for c in r.cross_rank.collectives)
+
+
+def test_logs_with_some_timestamps_match_only_those(tmp_path):
+    # One rank's log verbose, the others not: the timestamps are used where there are any, and the exec times
+    # of the others are not mixed with them (made times are on no clock). Nothing matches: one rank alone.
+    sc = synth.SCENARIOS["xrank_shared"]
+    write_inspector(sc, tmp_path, verbose=False, ranks=range(1, sc.ranks))
+    write_inspector(sc, tmp_path, ranks=[0])
+    r = api.report([str(tmp_path)], cache=False)
+    assert not r.inspector.exec_times and r.inspector.timed == sc.steps * len(sc.buckets)
+    assert r.cross_rank is None or r.cross_rank.matching.matched == 0
+    assert "inspector-exec-times" not in {w.code for w in r.warnings}
 
 
 # ------------------------------------------------------------------ logs of every rank, traces of some
@@ -368,3 +415,11 @@ def test_a_report_takes_the_logs_rows_once(tmp_path):
     assert "\n" not in str(e.value)
     again = api.combine([], nccl=api.nccl_inputs([str(tmp_path)]))
     assert again.to_json() == rep.to_json()
+
+
+def test_logs_without_timestamps_beside_traces_are_not_used(tmp_path):
+    # Beside traces, log rows are paired with the traces' collectives and moved onto their clocks: times made
+    # from exec times are on no clock, so such logs are said to be unused (the traces' report stands).
+    run, every = _mixed(CULPRIT, tmp_path, traced=[0, 1, 2, 3], verbose=False)
+    assert "inspector-beside-traces" in {w.code for w in run.warnings}
+    assert run.inspector is None and [r.rank for r in run.ranks] == [0, 1, 2, 3]

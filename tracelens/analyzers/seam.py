@@ -68,6 +68,9 @@ class RankAnalysis:
     # A rank known from NCCL Inspector logs (analyzers/run/log_ranks.py): its collectives, but no steps, no
     # compute and no leads (its lead columns are 0 for unknown, not for no time).
     from_logs: bool = False
+    # ... whose logs had no kernel timestamps: its rows' times were made from exec times (log_ranks._exec_times),
+    # so that waits and the last rank are right but no time of its is a clock's.
+    exec_times: bool = False
     cpus: int | None = None                      # the cores its process could run on, where a manifest says
 
     def sort_key(self) -> tuple:

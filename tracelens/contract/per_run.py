@@ -154,6 +154,8 @@ class InspectorRanks(msgspec.Struct, kw_only=True):
     files: int                             # Inspector files read
     records: int                           # collective records read
     timed: int                             # ... with kernel timestamps (verbose output): the matched rows
+                                           # (with ``exec_times``: the kernel_gpu records matched instead)
+    exec_times: bool = False               # no record had timestamps: waits and the last rank from exec times
     overlap_pct: Optional[float] = None    # unknown from the logs
     exposed_comm_ns: Optional[int] = None  # unknown from the logs
     traced: list[int] = []                 # the ranks from traces (in ``ranks`` of the Report); empty: none
@@ -188,7 +190,7 @@ class OutlierKind(msgspec.Struct, kw_only=True):
     limit_ns: int                          # longer than this (and not slow in most steps): an outlier
     rank: list[int]                        # per instance: the rank named (the late rank of a wait, else its
     step: list[Optional[int]]              # longest member) and its step,
-    start_ns: list[int]                    # its start on that rank's clock,
+    start_ns: list[Optional[int]]          # its start on that rank's clock (null: logs without timestamps),
     duration_ns: list[int]                 # the longest member's duration,
     cause: list[Optional[str]]             # wait | transfer | early | unknown for an outlier, else null
 

@@ -52,7 +52,7 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
                 "NCCL Inspector logs given beside traces are not used: their collectives could not be paired "
                 "with the traces' (report on the logs alone for what they say across ranks)")))
     elif nccl.inspector:
-        logs = log_ranks.analyses(nccl.inspector)
+        logs = log_ranks.analyses(nccl.inspector, exec_times=True)
         given = logs.analyses
         beside += logs.warnings
     ordered = sorted(given, key=RankAnalysis.sort_key)
@@ -112,7 +112,7 @@ def combine(analyses: Iterable[RankAnalysis], context: Context | None = None, *,
                   verdict=answer, outliers=across.outliers,
                   inspector=None if logs is None else InspectorRanks(
                       ranks=sorted(a.rank for a in ordered if a.from_logs), files=len(nccl.inspector),
-                      records=logs.records, timed=logs.rows, traced=[a.rank for a in traced],
+                      records=logs.records, timed=logs.rows, exec_times=logs.exec_times, traced=[a.rank for a in traced],
                       paired=[] if joined is None else [InspectorPair(pg=p.pg, comm=p.comm, sn_offset=p.offset,
                                                                       agreed=p.agreed, of=p.of)
                                                         for p in joined.pairs]))

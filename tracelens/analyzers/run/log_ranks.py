@@ -28,6 +28,13 @@ FORMAT = "nccl-inspector"        # InputFile.format of an Inspector log
 # the per-rank count x type size (inspector.cc, inspectorComputeOpBw: traffic = msg size x nranks).
 _TIMES_N = ("all_gather", "reduce_scatter")
 _READ = ("process", "comm", "comm_rank", "n_ranks", "kind", "op", "sn", "msg_bytes", "start_ns", "end_ns")
+# Without kernel timestamps anywhere (NCCL_INSPECTOR_DUMP_VERBOSE=0, the plugin's default): each record's exec
+# time instead of the times it does not have (``_exec_times``).
+_READ_EXEC = ("process", "comm", "comm_rank", "n_ranks", "kind", "op", "sn", "msg_bytes", "exec_ns", "timing")
+# The one timing source whose exec time runs from this rank's own kernel start (its arrival on the GPU) to the
+# collective's end: the member that arrives last runs shortest. A time taken on the CPU also counts the queue
+# before the kernel, longest on a rank whose GPU is behind: it would name the wrong rank.
+KERNEL_GPU = "kernel_gpu"
 
 
 @dataclass
@@ -37,20 +44,24 @@ class LogRanks:
     inputs: list[InputFile] = field(default_factory=list)   # one per file: its rank when it holds one process
     records: int = 0              # collective records read
     rows: int = 0                 # ... of which with kernel timestamps, in the collective tables
+    exec_times: bool = False      # no record had timestamps: the rows' times were made from exec times
 
 
-def analyses(logs: list[InspectorLog]) -> LogRanks:
-    """One RankAnalysis per process of the logs, in rank order; the logs' columns are taken (``_joined``)."""
-    out = _analyses(logs)
+def analyses(logs: list[InspectorLog], exec_times: bool = False) -> LogRanks:
+    """One RankAnalysis per process of the logs, in rank order; the logs' columns are taken (``_joined``).
+    ``exec_times``: where no record has kernel timestamps, times made from exec times (``_exec_times``); only
+    for logs alone: beside traces, rows must be on a clock to be paired and moved onto the traces'."""
+    out = _analyses(logs, exec_times)
     give_back_freed_memory()        # what joining and sorting the rows freed: _joined
     return out
 
 
-def _analyses(logs: list[InspectorLog]) -> LogRanks:
+def _analyses(logs: list[InspectorLog], exec_times: bool) -> LogRanks:
     out = LogRanks()
     if not logs:
         return out
-    col, procs, comms, names, ops, files, per_log = _joined(logs)
+    exec_times = exec_times and all(log.no_timestamps >= log.records for log in logs) and any(log.records for log in logs)
+    col, procs, comms, names, ops, files, per_log = _joined(logs, _READ_EXEC if exec_times else _READ)
     coll = col["kind"] == 0
     out.records = int(coll.sum())
     # The world: the widest communicator, on a tie the one most processes were seen in, then the lowest id.
@@ -90,8 +101,11 @@ def _analyses(logs: list[InspectorLog]) -> LogRanks:
         out.warnings.append(WarningEntry(code="inspector-duplicate-rank", rank=None, count=len(dropped), message=(
             f"NCCL Inspector: {len(dropped)} process(es) claim a rank another process has: left out (logs of "
             f"two runs?)")))
-    timed = coll & (col["start_ns"] >= 0) & ~np.isin(col["process"], list(dropped))
-    out.rows = int(timed.sum())
+    if exec_times:
+        timed = _exec_times(col, coll & ~np.isin(col["process"], list(dropped)), out)
+    else:
+        timed = coll & (col["start_ns"] >= 0) & ~np.isin(col["process"], list(dropped))
+        out.rows = int(timed.sum())
     # The members of each communicator: the ranks of the processes seen in it.
     members: dict[int, set] = {}
     seen_pairs = _first_of(col["comm"][timed] * n_procs + col["process"][timed])[0]
@@ -157,8 +171,39 @@ def _analyses(logs: list[InspectorLog]) -> LogRanks:
                                           idle_ns=0, overlap_pct=None, exposed_comm_fraction=None))
         out.analyses.append(RankAnalysis(rank=rank, source=source, inputs=[], result=result, collectives=[],
                                          comm=comm, findings=[], warnings=[], host=host, groups=groups,
-                                         from_logs=True))
+                                         from_logs=True, exec_times=exec_times))
     return out
+
+
+def _exec_times(col: dict, usable: np.ndarray, out: LogRanks) -> np.ndarray:
+    """Times for records that have none, from their exec times (docs/metrics.md, "From NCCL Inspector logs"):
+    a blocking collective ends together on its members, so each member's record is given the same end, one per
+    (communicator, ``coll_sn``), and starts its exec time before it. The waits, the transfer (the shortest exec
+    time), the arrival skew and the last rank (the one that ran shortest) are then what the cross-rank analysis
+    makes of any matched rows; the ends are apart by more than the longest exec time, so a rank's rows never
+    overlap. Only ``kernel_gpu`` timing (:data:`KERNEL_GPU`); the rows used, and a warning saying so."""
+    timing = col.pop("timing")
+    exec_ns = col.pop("exec_ns")
+    ok = usable & (exec_ns > 0) & (timing == 1)
+    del timing
+    rows = np.flatnonzero(ok)
+    out.rows, out.exec_times = len(rows), True
+    start = np.full(len(exec_ns), -1, np.int64)
+    end = np.full(len(exec_ns), -1, np.int64)
+    if len(rows):
+        key = col["comm"][rows] * (int(col["sn"][rows].max()) + 1) + col["sn"][rows]
+        at = np.unique(key, return_inverse=True)[1].reshape(-1)
+        spacing = int(exec_ns[rows].max()) + 1
+        end[rows] = (at + 1) * spacing
+        start[rows] = end[rows] - exec_ns[rows]
+    col["start_ns"], col["end_ns"] = start, end
+    other = int((usable & (exec_ns > 0) & ~ok).sum())
+    out.warnings.append(WarningEntry(code="inspector-exec-times", rank=None, count=len(rows), message=(
+        "NCCL Inspector logs without kernel timestamps (NCCL_INSPECTOR_DUMP_VERBOSE=0): waits, transfers and the "
+        "last rank from each member's exec time (kernel_gpu timing: the last to arrive runs shortest), on a "
+        "blocking collective's ending together on its members; when each member arrived, and clocks, unknown"
+        + (f"; {other:,} records timed otherwise (on the CPU) left out" if other else ""))))
+    return ok
 
 
 def _first_of(keys: np.ndarray, *values: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -168,7 +213,7 @@ def _first_of(keys: np.ndarray, *values: np.ndarray) -> tuple[np.ndarray, ...]:
     return (keys[first], *(v[first] for v in values))
 
 
-def _joined(logs: list[InspectorLog]):
+def _joined(logs: list[InspectorLog], read: tuple = _READ):
     """Every log's columns concatenated, with processes and communicators coded over all of them; the file
     each process was first read from. The logs' columns are taken (emptied): at thousands of ranks a second
     copy of every row would be a third of a report's peak (bench/RESULTS.md, "NCCL Inspector logs of
@@ -195,7 +240,9 @@ def _joined(logs: list[InspectorLog]):
                 names[comms[c]] = name
             cmap.append(comms[c])
         omap = np.array([ops.setdefault(o, len(ops)) for o in log.ops] or [0], np.int64)
-        maps.append({"process": pmap, "comm": np.array(cmap or [0], np.int64), "op": omap})
+        # Timing: 1 for kernel_gpu, else 0 (a record without one is coded -1: the last entry, 0).
+        tmap = np.array([int(t == KERNEL_GPU) for t in log.timing] + [0], np.int64)
+        maps.append({"process": pmap, "comm": np.array(cmap or [0], np.int64), "op": omap, "timing": tmap})
         for p in log.processes:
             files.setdefault(procs[p], log.path)
         per_log.append([procs[p] for p in log.processes])
@@ -203,7 +250,7 @@ def _joined(logs: list[InspectorLog]):
     # of this step's peak at thousands of ranks), one at a time: each log's is dropped once copied, and its
     # pages given back, so the logs and the joined columns are never whole together.
     col = {}
-    for name in _READ:
+    for name in read:
         col[name] = out = np.empty(total, np.int64)
         at = 0
         for log, m in zip(logs, maps):

@@ -349,7 +349,7 @@ def _inspector_notes(logs: list[InspectorLog]) -> list[tuple[str, int, str]]:
                                                              "read as v4.2"),
             ("inspector-unknown-fields", "unknown_fields", "records with fields newer than v4.2, ignored"),
             ("inspector-no-timestamps", "no_timestamps", "records without kernel timestamps "
-                                                         "(NCCL_INSPECTOR_DUMP_VERBOSE=0): not matched across ranks")):
+                                                         "(NCCL_INSPECTOR_DUMP_VERBOSE=0): no arrival times")):
         bad = [log for log in logs if getattr(log, attr)]
         if bad:
             n = sum(getattr(log, attr) for log in bad)

@@ -118,7 +118,7 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
                           missing_ranks=_missing(ordered, ranks, groups)))
     _give_back(tab)
     untimed = sum(c.starts_ns is None for c in collectives)
-    if untimed:
+    if untimed and not any(a.exec_times for a in ordered):
         out.warnings.append(WarningEntry(code="member-times-left-out", rank=None, count=untimed, message=(
             f"members' start and end times kept for the first {MEMBER_TIMES_ROWS:,} members of the instances of "
             f"ranks known from NCCL Inspector logs alone, in order of start; left out of {untimed:,} instances "
@@ -148,6 +148,13 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
             out.findings.append(out.culprit.finding)
     out.findings += _clock_findings(mt)
     found, out.outliers = slow_instances.find(tab, ranks, results, th, mt)
+    if any(a.exec_times for a in ordered):
+        # Their order is the instances' (communicator, coll_sn), but no start of theirs is a clock's.
+        for k in out.outliers:
+            k.start_ns = [None] * len(k.start_ns)
+        for f in found:
+            for x in [*f.evidence["listed"], f.evidence["worst"]]:
+                x["start_ns"] = None
     out.findings += found
     return out
 
@@ -175,8 +182,10 @@ def _ranks(mt: Matched, totals: dict) -> list[RankAcross]:
     n = len(ordered)
     matched = np.bincount(pos, minlength=n)
     late = np.bincount(last_pos[last_pos >= 0], minlength=n)
-    return [RankAcross(rank=a.rank, host=a.host, clock_offset_ns=clk.estimate[p], clock_spread_ns=clk.spread[p],
-                       clock_corrected=bool(clk.applied[p]), matched=int(matched[p]),
+    # A rank whose times were made from exec times has no clock to speak of: its offset is unknown.
+    return [RankAcross(rank=a.rank, host=a.host, clock_offset_ns=None if a.exec_times else clk.estimate[p],
+                       clock_spread_ns=None if a.exec_times else clk.spread[p],
+                       clock_corrected=bool(clk.applied[p]) and not a.exec_times, matched=int(matched[p]),
                        wait_ns=int(totals["wait_ns"][p]), transfer_ns=int(totals["transfer_ns"][p]),
                        exposed_wait_ns=int(totals["exposed_wait_ns"][p]), late_count=int(late[p]))
             for p, a in enumerate(ordered)]
@@ -233,6 +242,10 @@ def _with_times(mt: Matched, by_start: np.ndarray, members: np.ndarray) -> np.nd
     thousands of ranks the members' times of every instance would be most of a report's memory and its JSON
     (bench/RESULTS.md, "NCCL Inspector logs of thousands of ranks")."""
     keep = np.ones(len(members), dtype=bool)
+    if any(a.exec_times for a in mt.ordered):
+        # Times made from exec times (logs without timestamps) are no clock's: none are kept.
+        made = np.array([a.exec_times for a in mt.ordered], dtype=np.int8)[mt.pos]
+        keep &= np.maximum.reduceat(made, mt.m.starts) == 0 if len(made) else keep
     if int(members.sum()) <= MEMBER_TIMES_ROWS or not any(a.from_logs for a in mt.ordered):
         return keep
     traced = ~np.array([a.from_logs for a in mt.ordered], dtype=bool)[mt.pos]
@@ -269,7 +282,8 @@ def _clock_findings(mt: Matched) -> list[Finding]:
     has_rows = np.bincount(pos, minlength=len(ordered)) > 0
     units: dict = {}
     for p, a in enumerate(ordered):
-        if p == clk.reference or (clk.unit[p] is not None and clk.unit[p] == clk.unit[clk.reference]):
+        if p == clk.reference or (clk.unit[p] is not None and clk.unit[p] == clk.unit[clk.reference]) or \
+                a.exec_times:
             continue
         key = clk.unit[p] if clk.unit[p] is not None else f"rank {a.rank}"
         u = units.setdefault(key, {"host": clk.unit[p], "ranks": [], "offset_ns": clk.estimate[p],
