@@ -202,6 +202,7 @@ def test_logs_with_some_timestamps_match_only_those(tmp_path):
     assert not r.inspector.exec_times and r.inspector.timed == sc.steps * len(sc.buckets)
     assert r.cross_rank is None or r.cross_rank.matching.matched == 0
     assert "inspector-exec-times" not in {w.code for w in r.warnings}
+    assert r.verdict.headline.startswith("No collective was matched across ranks")
 
 
 # ------------------------------------------------------------------ logs of every rank, traces of some

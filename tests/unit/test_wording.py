@@ -938,6 +938,9 @@ def test_logs_only_headline():
     assert m.groups() == ("5", ms(157_500_000), "all_reduce", "25.0", "91.8"), line
     assert "of 20.0 MiB–30.0 MiB at" in wording.logs_headline(5, 1, ("all_reduce", 20 * 2**20, 30 * 2**20, 91.83))
     assert wording.logs_headline(None, 0, None).startswith("No single rank is the one the others wait for. ")
+    # Nothing matched (logs timed on the CPU only, one rank's logs): unknown, not "no one".
+    assert wording.logs_headline(None, 0, None, matched=0).startswith(
+        "No collective was matched across ranks (the warnings say why): who waits for whom is unknown. ")
 
 
 def test_straggler_from_logs_wording():

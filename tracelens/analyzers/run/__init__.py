@@ -140,7 +140,8 @@ def _from_logs(across, th) -> tuple:
             b.busbw_p50_gbps is not None]
     slow = min(rows, key=lambda b: (b.busbw_p50_gbps, b.min_bytes), default=None)
     return rank, caused, None if slow is None else (slow.op, slow.smallest_bytes, slow.largest_bytes,
-                                                    slow.busbw_p50_gbps)
+                                                    slow.busbw_p50_gbps), \
+        across.cross.matching.matched if across.cross else 0
 
 
 def _cross_rank_rows(cross, min_bytes: int) -> list:

@@ -162,12 +162,17 @@ def saving_words(c, step_ns: float | None) -> str:
     return f"about {ms(c.saving_ns)} per step ({share} of the step)"
 
 
-def logs_headline(culprit: int | None, caused_ns: int, slowest: tuple | None) -> str:
+def logs_headline(culprit: int | None, caused_ns: int, slowest: tuple | None, matched: int = 1) -> str:
     """The answer of a run known from NCCL Inspector logs alone: the rank the others wait for and the waiting
     it causes, the slowest transfers (op, the smallest and largest size they had, median busbw), and that
-    overlap with compute is unknown without traces."""
-    who = (f"Rank {culprit} is the one the others wait for ({ms(caused_ns)} of waiting caused)" if culprit is not None
-           else "No single rank is the one the others wait for")
+    overlap with compute is unknown without traces. ``matched``: the instances matched across ranks; with none,
+    who waits for whom is unknown, not "no one"."""
+    if not matched:
+        who = "No collective was matched across ranks (the warnings say why): who waits for whom is unknown"
+    elif culprit is not None:
+        who = f"Rank {culprit} is the one the others wait for ({ms(caused_ns)} of waiting caused)"
+    else:
+        who = "No single rank is the one the others wait for"
     slow = ""
     if slowest is not None:
         op, smallest, largest, busbw = slowest
