@@ -178,6 +178,20 @@ def test_logs_without_kernel_timestamps_give_the_waits_from_exec_times(sc, tmp_p
     assert all(s is None for k in logs.outliers for s in k.start_ns)
 
 
+def test_exec_times_with_counts_in_the_quadrillions_match_alike(tmp_path):
+    # coll_sn counts from the communicator's creation: 2^50 added to every one (on every rank alike) leaves no
+    # room for one place per count in an int64 of ns (2^50 x the ~3.5 ms longest exec time > 2^62), and the
+    # distinct (communicator, coll_sn) keys are used instead: the same numbers.
+    sc = synth.SCENARIOS["culprit_host_gap"]
+    write_inspector(sc, tmp_path / "plain", verbose=False)
+    write_inspector(sc, tmp_path / "far", verbose=False, sn_offset=1 << 50)
+    plain, far = (api.report([str(tmp_path / name)], cache=False) for name in ("plain", "far"))
+    assert far.cross_rank.matching.matched == plain.cross_rank.matching.matched == sc.steps * len(sc.buckets)
+    assert [(c.wait_ns, c.transfer_ns, c.last_rank) for c in far.cross_rank.collectives] == \
+        [(c.wait_ns, c.transfer_ns, c.last_rank) for c in plain.cross_rank.collectives]
+    assert [c.seq for c in far.cross_rank.collectives] == [c.seq + (1 << 50) for c in plain.cross_rank.collectives]
+
+
 def test_exec_times_taken_on_the_cpu_are_left_out(tmp_path):
     # A time taken on the CPU counts the queue before the kernel too: longest on a rank whose GPU is behind,
     # it would name the wrong rank. Rank 5's records so timed are left out (and counted); the others match.

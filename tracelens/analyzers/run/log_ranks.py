@@ -191,10 +191,21 @@ def _exec_times(col: dict, usable: np.ndarray, out: LogRanks) -> np.ndarray:
     start = np.full(len(exec_ns), -1, np.int64)
     end = np.full(len(exec_ns), -1, np.int64)
     if len(rows):
-        key = col["comm"][rows] * (int(col["sn"][rows].max()) + 1) + col["sn"][rows]
-        at = np.unique(key, return_inverse=True)[1].reshape(-1)
         spacing = int(exec_ns[rows].max()) + 1
+        comm, sn = col["comm"][rows], col["sn"][rows]
+        # One place per (communicator, coll_sn): each communicator's counts after the ones before it, without a
+        # sort of every row (at thousands of ranks a sort's temporaries are hundreds of MB); where those places
+        # would not fit the ns of an int64 (counts in the billions), the distinct keys in order instead.
+        top = np.zeros(int(comm.max()) + 1, np.int64)
+        np.maximum.at(top, comm, sn)
+        base = np.concatenate([[0], np.cumsum(top + 1)[:-1]])
+        if float(base[-1] + top[-1] + 2) * spacing < 2.0 ** 62:
+            at = base[comm] + sn
+        else:
+            at = np.unique(np.stack([comm, sn], axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+        del comm, sn
         end[rows] = (at + 1) * spacing
+        del at
         start[rows] = end[rows] - exec_ns[rows]
     col["start_ns"], col["end_ns"] = start, end
     other = int((usable & (exec_ns > 0) & ~ok).sum())
