@@ -32,7 +32,9 @@ _READ = ("process", "comm", "comm_rank", "n_ranks", "kind", "op", "sn", "msg_byt
 # time instead of the times it does not have (``_exec_times``).
 _READ_EXEC = ("process", "comm", "comm_rank", "n_ranks", "kind", "op", "sn", "msg_bytes", "exec_ns", "timing")
 # The one timing source whose exec time runs from this rank's own kernel start (its arrival on the GPU) to the
-# collective's end: the member that arrives last runs shortest. A time taken on the CPU also counts the queue
+# collective's end (the longest channel's, on the GPU's clock: inspector.cc, calculateMaxKernelExecTimeUsecs;
+# the plugin's default keeps only these, NCCL_INSPECTOR_REQUIRE_KERNEL_TIMING=1): the member that arrives last
+# runs shortest. A time taken on the CPU also counts the queue
 # before the kernel, longest on a rank whose GPU is behind: it would name the wrong rank.
 KERNEL_GPU = "kernel_gpu"
 
@@ -213,7 +215,7 @@ def _exec_times(col: dict, usable: np.ndarray, out: LogRanks) -> np.ndarray:
         "NCCL Inspector logs without kernel timestamps (NCCL_INSPECTOR_DUMP_VERBOSE=0): waits, transfers and the "
         "last rank from each member's exec time (kernel_gpu timing: the last to arrive runs shortest), on a "
         "blocking collective's ending together on its members; when each member arrived, and clocks, unknown"
-        + (f"; {other:,} records timed otherwise (on the CPU) left out" if other else ""))))
+        + (f"; {other:,} records timed on the CPU or naming no timing source left out" if other else ""))))
     return ok
 
 
