@@ -26,6 +26,36 @@ def test_a_dump_folder_beside_traces(tmp_path):
     assert (stray, "not NCCL Inspector output") in files.logs_skipped
 
 
+# What the plugin writes with NCCL_INSPECTOR_PROM_DUMP=1 (inspector_prom.cc: nccl_inspector_metrics_<uuid>.prom,
+# its metric names and labels): the latest value per collective, nothing to match.
+PROM = ('nccl_bus_bandwidth_gbs{comm_id="0xd152c00f111816",collective="AllReduce",hostname="pool0-0002",rank="4",'
+        'n_ranks="8",n_nodes="1",coll_sn="228924",coll_timing_source="kernel_gpu",message_size="2.00GB"} 485.1\n'
+        'nccl_collective_exec_time_microseconds{comm_id="0xd152c00f111816",collective="AllReduce",rank="4"} 61974\n')
+
+
+def test_a_prometheus_snapshot_is_skipped_with_what_it_is(tmp_path, capsys):
+    from tracelens.cli import main
+
+    dump = tmp_path / "nccl_inspector"
+    dump.mkdir()
+    prom = dump / "nccl_inspector_metrics_GPU-6f1c.prom"
+    prom.write_text(PROM)
+    logs = write_inspector(SC, tmp_path)
+    files = discover([str(tmp_path)])
+    assert sorted(files.inspector_logs) == sorted(logs)
+    (why,) = [w for f, w in files.logs_skipped if f == prom]
+    assert why.startswith("an NCCL Inspector Prometheus snapshot (NCCL_INSPECTOR_PROM_DUMP=1)")
+    # Alone, named or as its folder: a usage error saying what the file is and what writes the records.
+    for arg in (prom, dump):
+        assert main(["report", str(arg), "--no-cache"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Prometheus snapshot" in err and "NCCL_INSPECTOR_PROM_DUMP=0" in err
+    # Other .prom files (a node exporter's own) are not it.
+    other = dump / "node.prom"
+    other.write_text("node_load1 0.5\n")
+    assert all(f != other for f, _ in discover([str(tmp_path)]).logs_skipped)
+
+
 def test_inspector_logs_alone_named_or_by_glob(tmp_path):
     (log,) = write_inspector(SC, tmp_path, gz=True, one_file=True)
     moved = tmp_path / "gathered.log.gz"

@@ -17,7 +17,8 @@ from ..errors import InputError, UsageError
 from ..model.annotation import OVERLAY_HEAD
 from ..model.rundir_layout import BOOTSTRAP, NCCL_LOGS
 from . import rundir, runs, walk, workers
-from .nccl import INSPECTOR_FOLDER, LOG_SUFFIXES, maybe_log, sniff, sniff_inspector
+from .nccl import (INSPECTOR_FOLDER, LOG_SUFFIXES, PROMETHEUS_SNAPSHOT, maybe_log, sniff, sniff_inspector,
+                   sniff_prometheus)
 from .notes import describe_outside, describe_skipped
 
 if TYPE_CHECKING:
@@ -85,6 +86,9 @@ def discover(paths: Iterable[str]) -> Inputs:
         """An Inspector log (kept), or a file of an Inspector folder that is not one (skipped); else False."""
         if (in_dump(f) or maybe_log(f) or f.name.lower().endswith(".gz")) and sniff_inspector(f):
             inspector.append(f)
+            return True
+        if sniff_prometheus(f):
+            logs_skipped.append((f, PROMETHEUS_SNAPSHOT))
             return True
         if in_dump(f):
             logs_skipped.append((f, "not NCCL Inspector output"))

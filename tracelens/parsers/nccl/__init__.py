@@ -13,7 +13,7 @@ finding the inputs does not compile the log parser's line patterns.
 from ..._speed import lazy_exports
 
 __all__ = ["inputs", "maybe_log", "sniff", "LOG_SUFFIXES", "parse_inspector", "sniff_inspector",
-           "INSPECTOR_FOLDER"]
+           "INSPECTOR_FOLDER", "sniff_prometheus", "PROMETHEUS_SNAPSHOT"]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "inputs": "debug_log",            # the run's NCCL logs parsed, the NCCL settings beside them, notes
@@ -23,4 +23,6 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "parse_inspector": "inspector",   # one Inspector file -> InspectorLog (columns)
     "sniff_inspector": "inspector",   # whether a file is Inspector output, from its first line
     "INSPECTOR_FOLDER": "inspector",  # the plugin's dump folder prefix (nccl-inspector-<job id>)
+    "sniff_prometheus": "inspector",  # whether a file is the plugin's Prometheus snapshot (.prom)
+    "PROMETHEUS_SNAPSHOT": "inspector",   # why such a file is skipped
 })

@@ -13,6 +13,7 @@ here matches or measures: analyzers/run/log_ranks.py turns the rows into collect
 from __future__ import annotations
 
 import io
+import re
 import zlib
 from array import array
 from pathlib import Path
@@ -67,6 +68,28 @@ def sniff_inspector(path: Path) -> bool:
         return line.startswith(b'{"header"') and len(line) >= SNIFF_BYTES - 1
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     return isinstance(meta, dict) and isinstance(meta.get("inspector_output_format_version"), str)
+
+
+# The plugin's other output (NCCL_INSPECTOR_PROM_DUMP=1): <dump dir>/nccl_inspector_metrics_<GPU uuid>.prom, a
+# Prometheus text file rewritten with the latest value per (communicator, collective): no record of each
+# collective, so nothing to match across ranks.
+PROMETHEUS_SNAPSHOT = ("an NCCL Inspector Prometheus snapshot (NCCL_INSPECTOR_PROM_DUMP=1): the latest value per "
+                       "collective, not a record of each to match across ranks; NCCL_INSPECTOR_PROM_DUMP=0 writes "
+                       "the JSON records")
+_PROM_LINE = re.compile(rb"^(?:# (?:HELP|TYPE) )?nccl_[a-z_]+(?:\{| )", re.MULTILINE)
+
+
+def sniff_prometheus(path: Path) -> bool:
+    """Whether a file is the Inspector's Prometheus snapshot: a ``.prom`` file whose head has ``nccl_*``
+    metric lines."""
+    if not path.name.lower().endswith(".prom"):
+        return False
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+    except OSError:
+        return False
+    return _PROM_LINE.search(head) is not None
 
 
 def parse_inspector(path: Path | str, chunk: int = CHUNK) -> InspectorLog:
