@@ -47,3 +47,17 @@ NOUNS = {"all_reduce": "all-reduce", "allreduce": "all-reduce", "all_gather": "a
 def noun(op: str | None, n: int, mode: str) -> str:
     name = NOUNS.get(op or "", "comm kernel" if mode == "gpu" else "collective")
     return f"{name}{'' if n == 1 else 's'}"
+
+
+def ranks_label(ranks: list[int], total: int | None = None) -> str:
+    """``ranks 0–2, 4–6``, ``rank 3``; past six ranges, ``12 of 16 ranks`` (``total``: of how many)."""
+    if not ranks:
+        return "no rank"
+    spans, lo = [], ranks[0]
+    for a, b in zip(ranks, ranks[1:] + [None]):
+        if b != a + 1:
+            spans.append(str(lo) if lo == a else f"{lo}–{a}")
+            lo = b
+    if len(spans) > 6:
+        return f"{len(ranks)} of {total} ranks" if total else f"{len(ranks)} ranks"
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(spans)

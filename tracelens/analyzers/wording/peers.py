@@ -4,7 +4,7 @@ the run verdict's headline and first lever, which name the same reasons."""
 
 from __future__ import annotations
 
-from .base import Finding, ms, pct, size
+from .base import Finding, ms, pct, ranks_label, size
 
 
 def waiting_advice(pw: dict) -> str:
@@ -130,20 +130,6 @@ def clock_offset_uncertain(f: Finding) -> tuple[str, str, str]:
 
 
 # ----------------------------------------------------------------------------------- run verdict
-
-def ranks_label(ranks: list[int], total: int | None = None) -> str:
-    """``ranks 0–2, 4–6``, ``rank 3``; past six ranges, ``12 of 16 ranks`` (``total``: of how many)."""
-    if not ranks:
-        return "no rank"
-    spans, lo = [], ranks[0]
-    for a, b in zip(ranks, ranks[1:] + [None]):
-        if b != a + 1:
-            spans.append(str(lo) if lo == a else f"{lo}–{a}")
-            lo = b
-    if len(spans) > 6:
-        return f"{len(ranks)} of {total} ranks" if total else f"{len(ranks)} ranks"
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(spans)
-
 
 _CAUSE_WORDS = {"peer-wait": "waiting for other ranks", "not-overlapped": "transfers no compute hides",
                 "overlap-tax": "the overlap tax"}
