@@ -22,8 +22,8 @@ from ..wording import diagnosis, logs_headline
 from . import crossrank, log_pairing, log_ranks, slow_ranks, summary, transport, transport_bw, trends, verdict
 
 # Findings of one rank and step are listed in this order.
-_ORDER = {"nccl-transport": -1, "no-gpu-activity": 0, "clock-offset": 1, "straggler": 1, "overlap-pattern": 2,
-          "sync-stall": 3, "launch-order": 4, "memcpy-bound": 5,
+_ORDER = {"nccl-transport": -1, "no-gpu-activity": 0, "clock-offset": 1, "straggler": 1, "slow-link": 1,
+          "overlap-pattern": 2, "sync-stall": 3, "launch-order": 4, "memcpy-bound": 5,
           "parallelism": 6, "bucket-size": 7, "config-mismatch": 8}
 
 
