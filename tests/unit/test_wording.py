@@ -760,7 +760,7 @@ def test_slow_link_wording():
     assert d.title == ("slow link: communicator 0xp000002 (pair2) between hosts n4 and n5 runs at 39.32 GB/s bus "
                        "bandwidth, 24.7 % of its peers' 157.29 GB/s")
     assert d.detail == (
-        "15 all-reduces of 16.0 MiB-24.0 MiB of ranks 32–35, 40–41 (members on two hosts), against 45 of 3 other "
+        "15 all-reduces of 16.0 MiB-24.0 MiB of ranks 32–35, 40–41 (members on two hosts), against 45 instances of 3 other "
         "communicators of the same op, size bucket and layout (median busbw below 50.0 % of theirs, at least 6 "
         "instances each); their transfers took 12.345 ms, 9.012 ms more than at the peers' bus bandwidth. What "
         "mending it saves per step is unknown: the lever is outside the job")
@@ -771,7 +771,7 @@ def test_slow_link_wording():
     one = word("slow-link", None, slow_link_ev(layout="one-host", hosts=["n4"], comm_name=None, peer_comms=1,
                                                bytes_max=16 << 20), step=None)
     assert one.title.startswith("slow link: communicator 0xp000002 on host n4 runs at")
-    assert "of 16.0 MiB of" in one.detail and "against 45 of 1 other communicator of" in one.detail
+    assert "of 16.0 MiB of" in one.detail and "against 45 instances of 1 other communicator of" in one.detail
     assert "(members on one host)" in one.detail
     assert one.advice.startswith("check the links on host n4: NVLink or PCIe") and "NCCL_P2P_DISABLE" in one.advice
     many = word("slow-link", None, slow_link_ev(layout="many-hosts", hosts=[f"n{i}" for i in range(6)]), step=None)

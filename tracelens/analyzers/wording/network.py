@@ -145,7 +145,7 @@ def slow_link(f: Finding) -> tuple[str, str, str]:
              f"{pct(100 * ev['share'])} of its peers' {ev['peers_busbw_gbps']:.2f} GB/s")
     peers = ev["peer_comms"]
     detail = (f"{ev['instances']} {noun(ev['op'], ev['instances'], 'gpu')} of {sized} of {ranks_label(ev['ranks'])} "
-              f"({_LAYOUT[ev['layout']]}), against {ev['peer_instances']} of {peers} other "
+              f"({_LAYOUT[ev['layout']]}), against {ev['peer_instances']} instances of {peers} other "
               f"communicator{'s' if peers != 1 else ''} of the same op, size bucket and layout (median busbw below "
               f"{pct(100 * ev['max_share'])} of theirs, at least {ev['min_instances']} instances each); their "
               f"transfers took {ms(ev['transfer_ns'])}, {ms(ev['lost_ns'])} more than at the peers' bus bandwidth. "

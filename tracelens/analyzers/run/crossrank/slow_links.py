@@ -11,7 +11,7 @@ slow_link_min_instances instances with a busbw each at least (fewer: no verdict)
 The time it lost is, over its instances, what each transfer T took beyond the same bytes at its peers' median
 busbw B: sum of T x (1 - busbw / B), net (an instance faster than its peers counts against it). What mending
 the link would save per step is unknown: the lever (a NIC, a cable, a switch port, the transport in use) is
-outside the job, and the logs do not say how much of the time lost the step felt.
+outside the job, and how much of the time lost a step would give back is in neither the traces nor the logs.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from .bandwidth import size_buckets
 
 LAYOUTS = ("one-host", "two-hosts", "many-hosts")
 SAVING_NOTE = ("the lever is outside the job (a NIC, a cable or a switch port of these hosts, or the transport "
-               "NCCL chose between them), and the logs do not say how much of the time lost the step felt")
+               "NCCL chose between them), and how much of the time lost a step would give back is in neither the "
+               "traces nor the logs")
 
 
 def find(mt) -> list[Finding]:
