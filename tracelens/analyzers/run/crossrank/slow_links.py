@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....model.columns import distinct, median as median_of
 from ...thresholds import Thresholds
 from ...wording import Finding
 from ..outliers import group_median
@@ -56,7 +57,7 @@ def find(mt) -> list[Finding]:
     for c in range(int(cls.max()) + 1):
         inside = np.flatnonzero(cls == c)
         values = np.sort(busbw[idx[inside]])
-        for g in np.unique(own[inside]).tolist():
+        for g in distinct(own[inside]).tolist():
             k = int(count[g])
             if k < th.slow_link_min_instances or inside.size - k < th.slow_link_min_instances:
                 continue
@@ -67,7 +68,7 @@ def find(mt) -> list[Finding]:
             if not median[g] < th.slow_link_max_share * bound:
                 continue
             peers = inside[own[inside] != g]
-            peer_median = float(np.median(busbw[idx[peers]]))
+            peer_median = float(median_of(busbw[idx[peers]]))
             if not median[g] < th.slow_link_max_share * peer_median:
                 continue
             mine = idx[inside[own[inside] == g]]
@@ -93,7 +94,7 @@ def _layouts(mt, comm: np.ndarray) -> tuple[np.ndarray, dict]:
         members[g] = pos
         h = host_code[pos]
         if (h >= 0).all():
-            of_code[g] = min(len(np.unique(h)), len(LAYOUTS)) - 1
+            of_code[g] = min(len(distinct(h)), len(LAYOUTS)) - 1
     return of_code[comm], members
 
 
@@ -117,7 +118,7 @@ def _finding(mt, mine: np.ndarray, peers: np.ndarray, comm: np.ndarray, members:
     transfer = mt.w.transfer[mine].astype(np.float64)
     lost = int(round(float((transfer * (1.0 - busbw[mine] / peer_median)).sum())))
     size = mt.size[mine]
-    peer_comms = sorted({str(names["pg_name"][k]) for k in np.unique(comm[peers]).tolist()})
+    peer_comms = sorted({str(names["pg_name"][k]) for k in distinct(comm[peers]).tolist()})
     evidence = {
         "comm": str(names["pg_name"][g]), "comm_name": _comm_name(mt, int(mt.m.rows[mt.m.starts[first]])),
         "op": names["op"][int(mt.tab.cols["op"][mt.first[first]])],
