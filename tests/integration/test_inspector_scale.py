@@ -78,6 +78,7 @@ def test_the_logs_give_the_generators_truth(run, tmp_path):
     assert ev["instances"] == run.collectives // 2
     assert ev["busbw_gbps"] == pytest.approx(want["instances"][want["slow_comm"], 0]["busbw_gbps"], rel=1e-12)
     assert ev["lost_ns"] == LOST_NS[run.ranks] and ev["saving_ns"] is None
+    assert f"the slow link: communicator {want['slow_comm']} (pair{run.slow_pair})" in rep.verdict.headline
 
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda r: f"{r.ranks}x{r.collectives}")

@@ -942,6 +942,13 @@ def test_logs_only_headline():
     assert m.groups() == ("5", ms(157_500_000), "all_reduce", "25.0", "91.8"), line
     assert "of 20.0 MiB–30.0 MiB at" in wording.logs_headline(5, 1, ("all_reduce", 20 * 2**20, 30 * 2**20, 91.83))
     assert wording.logs_headline(None, 0, None).startswith("No single rank is the one the others wait for. ")
+    # A slow link is named instead of the slowest transfers: its communicator, hosts, busbw and share.
+    link = slow_link_ev()
+    line = wording.logs_headline(5, 157_500_000, ("all_reduce", 25 * 2**20, 25 * 2**20, 91.83), link)
+    assert line == ("Rank 5 is the one the others wait for (157.500 ms of waiting caused); the slow link: communicator "
+                    "0xp000002 (pair2) between hosts n4 and n5 at 39.32 GB/s busbw, 24.7 % of its peers' (9.012 ms "
+                    "lost). From NCCL Inspector logs alone: whether communication is hidden behind compute is unknown "
+                    "without traces.")
 
 
 def test_straggler_from_logs_wording():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Finding, ms, noun, pct, ranks_label, size
+from .base import Finding, comm_label, hosts_label, ms, noun, pct, ranks_label, size
 
 
 def _quote(lines: list[dict]) -> str:
@@ -124,25 +124,12 @@ _LAYOUT = {"one-host": "members on one host", "two-hosts": "members on two hosts
            "many-hosts": "members on three or more hosts"}
 
 
-def _hosts(hosts: list[str]) -> str:
-    if len(hosts) == 1:
-        return f"on host {hosts[0]}"
-    if len(hosts) == 2:
-        return f"between hosts {hosts[0]} and {hosts[1]}"
-    listed = ", ".join(hosts[:4]) + (f" and {len(hosts) - 4} more" if len(hosts) > 4 else "")
-    return f"across {len(hosts)} hosts ({listed})"
-
-
-def _comm(ev: dict) -> str:
-    return f"communicator {ev['comm']}" + (f" ({ev['comm_name']})" if ev["comm_name"] else "")
-
-
 def slow_link(f: Finding) -> tuple[str, str, str]:
     ev = f.evidence
     lo, hi = ev["bytes_min"], ev["bytes_max"]
     sized = f"{size(lo)}" if lo == hi else f"{size(lo)}-{size(hi)}"
-    title = (f"slow link: {_comm(ev)} {_hosts(ev['hosts'])} runs at {ev['busbw_gbps']:.2f} GB/s bus bandwidth, "
-             f"{pct(100 * ev['share'])} of its peers' {ev['peers_busbw_gbps']:.2f} GB/s")
+    title = (f"slow link: {comm_label(ev)} {hosts_label(ev['hosts'])} runs at {ev['busbw_gbps']:.2f} GB/s bus "
+             f"bandwidth, {pct(100 * ev['share'])} of its peers' {ev['peers_busbw_gbps']:.2f} GB/s")
     peers = ev["peer_comms"]
     detail = (f"{ev['instances']} {noun(ev['op'], ev['instances'], 'gpu')} of {sized} of {ranks_label(ev['ranks'])} "
               f"({_LAYOUT[ev['layout']]}), against {ev['peer_instances']} instances of {peers} other "
@@ -151,12 +138,12 @@ def slow_link(f: Finding) -> tuple[str, str, str]:
               f"transfers took {ms(ev['transfer_ns'])}, {ms(ev['lost_ns'])} more than at the peers' bus bandwidth. "
               f"What mending it saves per step is unknown: {ev['saving_note']}")
     if ev["layout"] == "one-host":
-        advice = (f"check the links {_hosts(ev['hosts'])}: NVLink or PCIe between these GPUs (nvidia-smi topo -m, "
+        advice = (f"check the links {hosts_label(ev['hosts'])}: NVLink or PCIe between these GPUs (nvidia-smi topo -m, "
                   "nvidia-smi nvlink -s and its error counters), whether NCCL uses P2P between them (NCCL_DEBUG=INFO "
                   "NCCL_DEBUG_SUBSYS=INIT: via P2P/IPC or SHM; NCCL_P2P_DISABLE unset); then run nccl-tests "
                   "(all_reduce_perf) on these GPUs alone")
     else:
-        advice = (f"check the links {_hosts(ev['hosts'])}: the NICs (ibstat or ibv_devinfo: port state and rate, "
+        advice = (f"check the links {hosts_label(ev['hosts'])}: the NICs (ibstat or ibv_devinfo: port state and rate, "
                   "error counters), cables and switch ports; the transport NCCL chose for this communicator "
                   "(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET: NET/IB or NET/Socket, GDRDMA) and the HCAs it uses "
                   "(NCCL_IB_HCA); then run nccl-tests (all_reduce_perf) between these hosts alone and between two "

@@ -4,7 +4,7 @@ the run verdict's headline and first lever, which name the same reasons."""
 
 from __future__ import annotations
 
-from .base import Finding, ms, pct, ranks_label, size
+from .base import Finding, comm_label, hosts_label, ms, pct, ranks_label, size
 
 
 def waiting_advice(pw: dict) -> str:
@@ -148,14 +148,18 @@ def saving_words(c, step_ns: float | None) -> str:
     return f"about {ms(c.saving_ns)} per step ({share} of the step)"
 
 
-def logs_headline(culprit: int | None, caused_ns: int, slowest: tuple | None) -> str:
+def logs_headline(culprit: int | None, caused_ns: int, slowest: tuple | None, link: dict | None = None) -> str:
     """The answer of a run known from NCCL Inspector logs alone: the rank the others wait for and the waiting
-    it causes, the slowest transfers (op, the smallest and largest size they had, median busbw), and that
-    overlap with compute is unknown without traces."""
+    it causes, the slow link (``link``: the evidence of the slow-link finding that lost the most time), else
+    the slowest transfers (op, the smallest and largest size they had, median busbw), and that overlap with
+    compute is unknown without traces."""
     who = (f"Rank {culprit} is the one the others wait for ({ms(caused_ns)} of waiting caused)" if culprit is not None
            else "No single rank is the one the others wait for")
     slow = ""
-    if slowest is not None:
+    if link is not None:
+        slow = (f"; the slow link: {comm_label(link)} {hosts_label(link['hosts'])} at {link['busbw_gbps']:.2f} GB/s "
+                f"busbw, {pct(100 * link['share'])} of its peers' ({ms(link['lost_ns'])} lost)")
+    elif slowest is not None:
         op, smallest, largest, busbw = slowest
         sizes = size(smallest) if size(smallest) == size(largest) else f"{size(smallest)}–{size(largest)}"
         slow = f"; the slowest transfers: {op or 'collectives'} of {sizes} at {busbw:.1f} GB/s busbw"
