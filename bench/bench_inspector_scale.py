@@ -8,7 +8,8 @@ the late rank and the slow link.
 The logs are tests/fixtures/synth/inspector_scale.py's (hosts of 8, a world all-reduce and a host-pair
 all-reduce in turn, rank 5 late by 300 µs at every collective, host pair 0's link 4x slow), one file per rank,
 written under TL_BENCH_DIR (default /tmp/tl-inspector-scale) by a process of their own and deleted after each
-size. Each report is a new process (``api.report`` of the folder, no cache) that measures its own wall time
+size. The late rank is read from the straggler finding, the slow link from the slow-link finding. Each report
+is a new process (``api.report`` of the folder, no cache) that measures its own wall time
 and peak RSS (``ru_maxrss``: the imports, about 35 MB, included; a process started by one that held more
 starts from that, hence the generator's own process).
 """
@@ -36,14 +37,13 @@ print(time.perf_counter() - t0)
 """
 
 _REPORT = """
-import json, resource, statistics, sys, time
+import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
 sys.path.insert(0, sys.argv[1] + "/tests")
 profile = sys.argv[5] == "1"
 if profile:
     import tracemalloc
     tracemalloc.start(8)
-from collections import defaultdict
 from fixtures.synth import inspector_scale as g
 from tracelens import api
 run = g.ScaleRun(ranks=int(sys.argv[2]), collectives=int(sys.argv[3]))
@@ -58,14 +58,13 @@ if profile:
     top = [f"{s.size / 1e6:8.1f} MB  {s.traceback.format()[-1].strip()}" for s in
            snap.statistics("traceback")[:12]]
     top.insert(0, f"traced peak {traced / 1e6:.0f} MB")
-per_comm = defaultdict(list)
-for c in rep.cross_rank.collectives:
-    per_comm[c.pg].append(c.busbw_gbps)
-median = {pg: statistics.median(v) for pg, v in per_comm.items()}
+links = [d.evidence for d in rep.diagnoses if d.id == "slow-link"]
 print(json.dumps({"wall_s": wall, "peak_mb": peak, "matched": rep.cross_rank.matching.matched,
                   "unmatched": rep.cross_rank.matching.unmatched,
                   "culprit": [d.rank for d in rep.diagnoses if d.id == "straggler"],
-                  "slowest_comm": min(median, key=median.get), "busbw": sorted(set(round(v, 3) for v in median.values())),
+                  "slow_links": [e["comm"] for e in links],
+                  "busbw": [[round(e["busbw_gbps"], 3), round(e["peers_busbw_gbps"], 3)] for e in links],
+                  "lost_ms": [e["lost_ns"] / 1e6 for e in links],
                   "want": [run.late_rank, run.comm_id(run.slow_pair)], "top": top}))
 """
 
@@ -91,10 +90,10 @@ def main() -> None:
         out = subprocess.run([sys.executable, "-c", _REPORT, str(ROOT), str(ranks), str(colls), str(folder),
                               "1" if args.profile else "0"], check=True, capture_output=True, text=True).stdout
         r = json.loads(out)
-        ok = r["culprit"] == [r["want"][0]] and r["slowest_comm"] == r["want"][1] and r["unmatched"] == 0
+        ok = r["culprit"] == [r["want"][0]] and r["slow_links"] == [r["want"][1]] and r["unmatched"] == 0
         print(f"{ranks} x {colls}: report {r['wall_s']:.1f} s, peak RSS {r['peak_mb']:.0f} MB "
               f"({r['peak_mb'] * 1024 / ranks:.0f} kB a rank); matched {r['matched']}, culprit {r['culprit']}, "
-              f"slowest link {r['slowest_comm']}, busbw per communicator {r['busbw']} GB/s: "
+              f"slow link {r['slow_links']} (busbw and its peers' {r['busbw']} GB/s, {r['lost_ms']} ms lost): "
               f"{'named right' if ok else 'WRONG, want ' + str(r['want'])}", flush=True)
         for line in r["top"]:
             print("   ", line)

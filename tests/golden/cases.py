@@ -47,7 +47,10 @@ DIFFS = {"diff_gloo_slow40": (f"{RECORDINGS}/gloo_slow40", f"{RECORDINGS}/gloo_b
 
 # A run known from NCCL Inspector logs alone: the generated logs of a scenario (eight ranks, rank 5 late by
 # 3 ms at every step), reported without its traces: what the logs say across ranks, and overlap unknown.
-INSPECTOR = {"inspector_culprit_host_gap": "culprit_host_gap"}
+INSPECTOR = {"inspector_culprit_host_gap": "culprit_host_gap",
+             # The slow-link scenario's logs (eight ranks on four hosts, three subgroups, one of them slow): the
+             # slow link named from the logs alone.
+             "inspector_slow_link": "slow_link"}
 # The same run's logs of all eight ranks beside the Kineto traces of ranks 0-3: the late rank, 5, has no trace.
 # Overlap from the four traces, waits and the late rank from every rank.
 TRACED = {"inspector_mixed_culprit_host_gap": ("culprit_host_gap", [0, 1, 2, 3])}

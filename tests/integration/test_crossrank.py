@@ -23,9 +23,9 @@ def _report(sc, tmp_path, ranks=None):
 
 def _check_against_truth(rep, truth):
     cr = rep.cross_rank
-    got = sorted(cr.collectives, key=lambda c: c.seq)
+    got = sorted(cr.collectives, key=lambda c: (c.pg, c.seq))
     assert len(got) == len(truth["instances"])
-    for c, t in zip(got, truth["instances"]):
+    for c, t in zip(got, sorted(truth["instances"], key=lambda t: (t["pg"], t["seq"]))):
         assert c.step == t["step"] and c.transfer_ns == t["transfer_ns"]
         assert c.wait_ns == sum(t["waits"].values())
         assert c.arrival_skew_ns == t["skew_ns"] and c.last_rank == t["last_rank"]
@@ -41,6 +41,52 @@ def _check_against_truth(rep, truth):
     for x in cr.ranks:
         assert x.wait_ns == sum(v["wait_ns"] for v in truth["steps"][x.rank].values())
         assert x.late_count == sum(t["last_rank"] == x.rank for t in truth["instances"])
+
+
+def test_a_slow_link_among_subgroups(tmp_path):
+    sc = synth.SLOW_LINK_RUN
+    rep = _report(sc, tmp_path)
+    cr = rep.cross_rank
+    # 3 steps x (2 world all-reduces + 2 on each of the 3 subgroups), keyed by each group's Seq.
+    assert (cr.matching.key, cr.matching.matched, cr.matching.unmatched) == ("pg-seq", 24, 0)
+    _check_against_truth(rep, synth.cross_truth(sc))
+    assert [w.code for w in rep.warnings] == []
+    # busbw = S / T x 2(n-1)/n with T = 0.5 ms: subgroup 1 (4 ranks) S/T x 3/2, subgroup 2 (2 ranks) S/T x 1,
+    # subgroup 3 (2 ranks, T = 2 ms) S/T x 1/4. Their layouts are all two hosts: peers, whatever their size. The
+    # peers of subgroup 3 are 6 instances at 3/2 and 6 at 1: median 5/4, a share of 1/4 / 5/4 = 1/5. The
+    # others' peers' medians (1/4 and 3/2: 7/8; 1/4 and 1: 5/8) are below theirs. The world's 8 ranks on 4
+    # hosts have no peer.
+    (d,) = of(rep, "slow-link")
+    ev = d.evidence
+    assert (ev["comm"], ev["comm_name"], ev["ranks"], ev["hosts"], ev["layout"]) == \
+        ("3", "subgroup3", [5, 7], ["node2", "node3"], "two-hosts")
+    assert (ev["instances"], ev["peer_comms"], ev["peer_instances"]) == (6, 2, 12)
+    s_t = sc.bucket_bytes / (sc.buckets[0][1])
+    assert ev["busbw_gbps"] == pytest.approx(s_t / 4, rel=1e-12)
+    assert ev["peers_busbw_gbps"] == pytest.approx(s_t * 5 / 4, rel=1e-12)
+    assert ev["share"] == pytest.approx(1 / 5, rel=1e-12)
+    # lost = 6 instances x T (2 ms) x (1 - 1/5) = 9.6 ms
+    assert ev["lost_ns"] == 9_600_000 and ev["transfer_ns"] == 12_000_000
+    assert (d.rank, d.severity, ev["saving_ns"]) == (5, "warning", None)
+    # As fast as the others: no slow link.
+    even = _report(replace(sc, name="slow_link_even", slow_factor=1), tmp_path / "even")
+    assert of(even, "slow-link") == []
+
+
+def test_a_slow_link_from_inspector_logs_alone(tmp_path):
+    from fixtures.synth.inspector import write_inspector
+
+    sc = synth.SLOW_LINK_RUN
+    write_inspector(sc, tmp_path)
+    rep = tracelens.api.report([str(tmp_path)], cache=False)
+    assert rep.cross_rank.matching.matched == 24
+    (d,) = of(rep, "slow-link")
+    ev = d.evidence
+    # The same link, named by the logs' communicator id and comm_name; the model's times are whole µs, so the
+    # time lost is the traces' to the ns.
+    assert (ev["comm"], ev["comm_name"], ev["ranks"], ev["hosts"]) == \
+        ("0x7f8c496ae9f603", "subgroup3", [5, 7], ["node2", "node3"])
+    assert ev["share"] == pytest.approx(1 / 5, rel=1e-12) and ev["lost_ns"] == 9_600_000
 
 
 def test_shared_clock_slow_rank(tmp_path):

@@ -5,6 +5,7 @@ the format keeps)."""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections import defaultdict
 
@@ -22,6 +23,19 @@ RUNS = [
     scale.ScaleRun(ranks=20, collectives=60, per_host=4, late_rank=2, slow_pair=1),
     scale.ScaleRun(ranks=64, collectives=30, per_host=8, late_rank=37, slow_pair=2, seed=3),
 ]
+# The slow link's time lost, by hand from the generator's truth (defaults pair_us=200, slow=4, world_us=800;
+# PAIR_BYTES 16 MiB, WORLD_BYTES 64 MiB, both in the 16-256 MiB size bucket): each slow instance transfers for
+# T = pair_us x slow = 800 µs, and lost = instances x T x (1 - busbw / the peers' median busbw). busbw is
+# S / T x 2(n-1)/n (n members).
+# - 2 ranks on 2 hosts: the world and pair 0 have the same two members (two hosts: peers). busbw share =
+#   (16 MiB / 800 µs x 1) / (64 MiB / 800 µs x 1) = 1/4; 40 collectives, 20 of pair 0:
+#   lost = 20 x 800 µs x 3/4 = 12 ms.
+# - 20 ranks on 5 hosts of 4: pair 1 (hosts 2-4, 12 ranks) is the slow link, three hosts like the world's five
+#   (its peers; pair 0 has two hosts, no peer of either). Share = (16 / 800 x 22/12) / (64 / 800 x 38/20) =
+#   1/4 x 220/228 = 55/228; 60 collectives, 30 of pair 1: lost = 30 x 800 µs x 173/228 = 18.2105263 ms.
+# - 64 ranks on 8 hosts of 8: pairs 0-3 of 16 ranks on two hosts each are peers (the world's 8 hosts: none);
+#   pair 2 is slow, share 1/4 exactly; 30 collectives, 15 of pair 2: lost = 15 x 800 µs x 3/4 = 9 ms.
+LOST_NS = {2: 12_000_000, 20: round(30 * 800_000 * 173 / 228), 64: 9_000_000}
 
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda r: f"{r.ranks}x{r.collectives}")
@@ -54,6 +68,25 @@ def test_the_logs_give_the_generators_truth(run, tmp_path):
     assert min(median, key=median.get) == want["slow_comm"]
     for pg, v in median.items():
         assert v == pytest.approx(want["instances"][pg, 0]["busbw_gbps"], rel=1e-12)
+    # The slow link is named by one finding: the truth's communicator, its hosts and members, and its time lost.
+    (link,) = [d for d in rep.diagnoses if d.id == "slow-link"]
+    ev = link.evidence
+    members = run.members(run.slow_pair).tolist()
+    assert (ev["comm"], ev["comm_name"]) == (want["slow_comm"], f"pair{run.slow_pair}")
+    assert ev["ranks"] == members and link.rank == members[0]
+    assert ev["hosts"] == sorted({f"node{run.host(r):05d}" for r in members})
+    assert ev["instances"] == run.collectives // 2
+    assert ev["busbw_gbps"] == pytest.approx(want["instances"][want["slow_comm"], 0]["busbw_gbps"], rel=1e-12)
+    assert ev["lost_ns"] == LOST_NS[run.ranks] and ev["saving_ns"] is None
+    assert f"the slow link: communicator {want['slow_comm']} (pair{run.slow_pair})" in rep.verdict.headline
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda r: f"{r.ranks}x{r.collectives}")
+def test_no_slow_link_where_every_link_is_as_fast(run, tmp_path):
+    scale.write(dataclasses.replace(run, slow=1), tmp_path)
+    rep = api.report([str(tmp_path)], cache=False)
+    assert [d for d in rep.diagnoses if d.id == "slow-link"] == []
+    assert [d.rank for d in rep.diagnoses if d.id == "straggler"] == [run.late_rank]
 
 
 def test_past_the_bound_the_first_instances_keep_their_members_times(tmp_path, monkeypatch):

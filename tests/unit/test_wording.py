@@ -59,7 +59,7 @@ def test_the_wording_passes_the_finding_through():
         *(("nccl-transport", v) for v in ("tcp_silent_fallback", "tcp_no_rdma", "tcp_deliberate", "tcp_suspected",
                                           "rdma_gdr", "rdma_host_staged", "rdma_init_only", "intra_node_only",
                                           "inconclusive", "unknown")),
-        ("bucket-size", None), ("config-mismatch", None),
+        ("bucket-size", None), ("config-mismatch", None), ("slow-link", None),
         *(("outlier", v) for v in ("wait", "transfer", "early", "unknown")),
         ("drift", "exposed-comm"), ("drift", "step-time"), ("drift", "collective-time"),
         *(("parallelism", v) for v in ("dp", "fsdp", "tp", "pp", "ep", "emb", "cp", "unknown"))}
@@ -744,6 +744,40 @@ def test_nccl_transport_advice():
     assert "(IBext_v8)" not in word("nccl-transport", "rdma_gdr", transport_ev(net=None), step=None).title
 
 
+def slow_link_ev(**changes) -> dict:
+    """Hand-made slow-link evidence, every value distinct (the keys slow_links.find writes)."""
+    ev = {"comm": "0xp000002", "comm_name": "pair2", "op": "all_reduce", "bytes_min": 16 << 20,
+          "bytes_max": 24 << 20, "layout": "two-hosts", "ranks": [32, 33, 34, 35, 40, 41], "hosts": ["n4", "n5"],
+          "instances": 15, "busbw_gbps": 39.3216, "peers_busbw_gbps": 157.2864, "share": 0.2467,
+          "peer_comms": 3, "peers_listed": ["0xp0", "0xp1", "0xp3"], "peer_instances": 45,
+          "transfer_ns": 12_345_000, "lost_ns": 9_012_000, "max_share": 0.5, "min_instances": 6,
+          "saving_ns": None, "saving_note": "the lever is outside the job"}
+    return {**ev, **changes}
+
+
+def test_slow_link_wording():
+    d = word("slow-link", None, slow_link_ev(), step=None)
+    assert d.title == ("slow link: communicator 0xp000002 (pair2) between hosts n4 and n5 runs at 39.32 GB/s bus "
+                       "bandwidth, 24.7 % of its peers' 157.29 GB/s")
+    assert d.detail == (
+        "15 all-reduces of 16.0 MiB-24.0 MiB of ranks 32–35, 40–41 (members on two hosts), against 45 instances of 3 other "
+        "communicators of the same op, size bucket and layout (median busbw below 50.0 % of theirs, at least 6 "
+        "instances each); their transfers took 12.345 ms, 9.012 ms more than at the peers' bus bandwidth. What "
+        "mending it saves per step is unknown: the lever is outside the job")
+    # Levers on the link between those hosts, never on compute.
+    assert d.advice.startswith("check the links between hosts n4 and n5: the NICs")
+    assert all(w in d.advice for w in ("NCCL_IB_HCA", "nccl-tests", "switch ports", "NET/IB or NET/Socket"))
+    assert not any(w in d.advice for w in ("compute", "bucket", "overlap"))
+    one = word("slow-link", None, slow_link_ev(layout="one-host", hosts=["n4"], comm_name=None, peer_comms=1,
+                                               bytes_max=16 << 20), step=None)
+    assert one.title.startswith("slow link: communicator 0xp000002 on host n4 runs at")
+    assert "of 16.0 MiB of" in one.detail and "against 45 instances of 1 other communicator of" in one.detail
+    assert "(members on one host)" in one.detail
+    assert one.advice.startswith("check the links on host n4: NVLink or PCIe") and "NCCL_P2P_DISABLE" in one.advice
+    many = word("slow-link", None, slow_link_ev(layout="many-hosts", hosts=[f"n{i}" for i in range(6)]), step=None)
+    assert "across 6 hosts (n0, n1, n2, n3 and 2 more) runs at" in many.title
+
+
 def dimension_ev(**changes) -> dict:
     """Hand-made parallelism evidence, every value distinct (the keys dimensions.findings writes)."""
     ev = {"dimension": "tp", "exposed_comm_ns": 3_456_000, "comm_ns": 7_891_000, "overlap_pct": 56.2,
@@ -941,6 +975,13 @@ def test_logs_only_headline():
     # Nothing matched (logs timed on the CPU only, one rank's logs): unknown, not "no one".
     assert wording.logs_headline(None, 0, None, matched=0).startswith(
         "No collective was matched across ranks (the warnings say why): who waits for whom is unknown. ")
+    # A slow link is named instead of the slowest transfers: its communicator, hosts, busbw and share.
+    link = slow_link_ev()
+    line = wording.logs_headline(5, 157_500_000, ("all_reduce", 25 * 2**20, 25 * 2**20, 91.83), link)
+    assert line == ("Rank 5 is the one the others wait for (157.500 ms of waiting caused); the slow link: communicator "
+                    "0xp000002 (pair2) between hosts n4 and n5 at 39.32 GB/s busbw, 24.7 % of its peers' (9.012 ms "
+                    "lost). From NCCL Inspector logs alone: whether communication is hidden behind compute is unknown "
+                    "without traces.")
 
 
 def test_straggler_from_logs_wording():

@@ -41,6 +41,9 @@ class Thresholds:
     clock_max_spread_ns: int = 50_000        # offsets whose end-time differences spread wider are not applied
     clock_min_offset_ns: int = 20_000        # smaller offsets are end-time noise on one clock: applied, not named
     bandwidth_min_bytes: int = 1_048_576     # smaller messages are latency-bound: no bandwidth verdicts
+    # Slow links (across ranks): a communicator against its peers (same op, size bucket and host layout).
+    slow_link_max_share: float = 0.5         # its median busbw below this share of its peers' median: a slow link
+    slow_link_min_instances: int = 5         # fewer instances of it, or of its peers, than this: no verdict
     # Collective outliers (per operation, size bucket and process group).
     outlier_k: float = 5.0                   # above the group's median by more than this many robust deviations
     outlier_min_excess_ns: int = 1_000_000   # ... and by more than this: no alarm for microseconds

@@ -201,7 +201,7 @@ class Diagnosis(msgspec.Struct, kw_only=True):
     id: str                                # overlap-pattern | sync-stall | launch-order | memcpy-bound |
                                            # straggler | no-gpu-activity | clock-offset | nccl-transport |
                                            # overlap-tax | hidden-comm | parallelism | bucket-size |
-                                           # config-mismatch | outlier
+                                           # config-mismatch | outlier | drift | slow-link
     severity: str                          # info | warning | critical
     rank: int                              # nccl-transport: the lowest rank its evidence names, -1: none
     step: Optional[int]

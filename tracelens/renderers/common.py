@@ -10,7 +10,8 @@ from ..units import IEC, cut, kernel_name, size  # noqa: F401 - the renderers' s
 from ..contract import MIXED, SEVERITIES, RankResult, Report
 
 # Findings about the run rather than one rank's steps (step null), by id: what to call their scope.
-RUN_LEVEL = {"straggler": "across ranks", "clock-offset": "across ranks", "nccl-transport": "whole run"}
+RUN_LEVEL = {"straggler": "across ranks", "clock-offset": "across ranks", "slow-link": "across ranks",
+             "nccl-transport": "whole run"}
 # Past this many steps a rank is a long capture: its step table is shown in short (run_tables.step_summary),
 # and a finding over steps that are not consecutive names their runs, at most STEP_RUNS_SHOWN of them
 # (steps_label), where a short one names every step.

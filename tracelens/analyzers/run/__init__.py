@@ -22,8 +22,8 @@ from ..wording import diagnosis, logs_headline
 from . import crossrank, log_pairing, log_ranks, slow_ranks, summary, transport, transport_bw, trends, verdict
 
 # Findings of one rank and step are listed in this order.
-_ORDER = {"nccl-transport": -1, "no-gpu-activity": 0, "clock-offset": 1, "straggler": 1, "overlap-pattern": 2,
-          "sync-stall": 3, "launch-order": 4, "memcpy-bound": 5,
+_ORDER = {"nccl-transport": -1, "no-gpu-activity": 0, "clock-offset": 1, "straggler": 1, "slow-link": 1,
+          "overlap-pattern": 2, "sync-stall": 3, "launch-order": 4, "memcpy-bound": 5,
           "parallelism": 6, "bucket-size": 7, "config-mismatch": 8}
 
 
@@ -132,15 +132,18 @@ def _crowded(ordered: list[RankAnalysis]) -> tuple[int, int] | None:
 
 def _from_logs(across, th) -> tuple:
     """What a logs-only verdict states: the culprit's rank and the waiting it caused (its finding's evidence),
-    and the slowest transfers: the bandwidth-bound bucket with the lowest median busbw, by the sizes seen in it."""
+    the slowest transfers: the bandwidth-bound bucket with the lowest median busbw, by the sizes seen in it, and
+    the slow link that lost the most time (its finding's evidence; None: none)."""
     found = across.culprit
     rank = None if found is None else found.finding.rank
     caused = 0 if found is None else found.finding.evidence["caused_wait_ns"]
     rows = [b for b in (across.cross.bandwidth if across.cross else []) if not b.latency_bound and
             b.busbw_p50_gbps is not None]
     slow = min(rows, key=lambda b: (b.busbw_p50_gbps, b.min_bytes), default=None)
+    links = [f.evidence for f in across.findings if f.id == "slow-link"]
+    link = max(links, key=lambda e: e["lost_ns"], default=None)
     return rank, caused, None if slow is None else (slow.op, slow.smallest_bytes, slow.largest_bytes,
-                                                    slow.busbw_p50_gbps), \
+                                                    slow.busbw_p50_gbps), link, \
         across.cross.matching.matched if across.cross else 0
 
 

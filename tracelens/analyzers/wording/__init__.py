@@ -17,8 +17,8 @@ from typing import Callable, Optional
 
 from ...contract import Diagnosis
 from . import anomalies, configuration, coverage, exposure, launching, memcopies, network, peers, slowdown, stalls
-from .base import Finding
-from .peers import headline, lever, logs_headline, ranks_label, reason_advice
+from .base import Finding, ranks_label
+from .peers import headline, lever, logs_headline, reason_advice
 
 __all__ = ["Finding", "WORDING", "diagnosis", "headline", "lever", "logs_headline", "ranks_label", "reason_advice"]
 

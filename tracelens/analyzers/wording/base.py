@@ -47,3 +47,32 @@ NOUNS = {"all_reduce": "all-reduce", "allreduce": "all-reduce", "all_gather": "a
 def noun(op: str | None, n: int, mode: str) -> str:
     name = NOUNS.get(op or "", "comm kernel" if mode == "gpu" else "collective")
     return f"{name}{'' if n == 1 else 's'}"
+
+
+def ranks_label(ranks: list[int], total: int | None = None) -> str:
+    """``ranks 0–2, 4–6``, ``rank 3``; past six ranges, ``12 of 16 ranks`` (``total``: of how many)."""
+    if not ranks:
+        return "no rank"
+    spans, lo = [], ranks[0]
+    for a, b in zip(ranks, ranks[1:] + [None]):
+        if b != a + 1:
+            spans.append(str(lo) if lo == a else f"{lo}–{a}")
+            lo = b
+    if len(spans) > 6:
+        return f"{len(ranks)} of {total} ranks" if total else f"{len(ranks)} ranks"
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(spans)
+
+
+def hosts_label(hosts: list[str]) -> str:
+    """``on host a``, ``between hosts a and b``, ``across 6 hosts (a, b, c, d and 2 more)``: where a link is."""
+    if len(hosts) == 1:
+        return f"on host {hosts[0]}"
+    if len(hosts) == 2:
+        return f"between hosts {hosts[0]} and {hosts[1]}"
+    listed = ", ".join(hosts[:4]) + (f" and {len(hosts) - 4} more" if len(hosts) > 4 else "")
+    return f"across {len(hosts)} hosts ({listed})"
+
+
+def comm_label(ev: dict) -> str:
+    """``communicator 0xp2 (pair2)``: a slow-link finding's communicator, by id and name where known."""
+    return f"communicator {ev['comm']}" + (f" ({ev['comm_name']})" if ev["comm_name"] else "")

@@ -1,11 +1,11 @@
 """The network transport NCCL used between nodes (analyzers/run/transport.py), quoting the log lines that
-decided it."""
+decided it; a communicator whose bus bandwidth is well below its peers' (analyzers/run/crossrank/slow_links.py)."""
 
 from __future__ import annotations
 
 import re
 
-from .base import Finding
+from .base import Finding, comm_label, hosts_label, ms, noun, pct, ranks_label, size
 
 
 def _quote(lines: list[dict]) -> str:
@@ -120,7 +120,39 @@ def transport_unknown(f: Finding) -> tuple[str, str, str]:
             _transport_detail("no NCCL log was given", f.evidence), _COLLECT)
 
 
+_LAYOUT = {"one-host": "members on one host", "two-hosts": "members on two hosts",
+           "many-hosts": "members on three or more hosts"}
+
+
+def slow_link(f: Finding) -> tuple[str, str, str]:
+    ev = f.evidence
+    lo, hi = ev["bytes_min"], ev["bytes_max"]
+    sized = f"{size(lo)}" if lo == hi else f"{size(lo)}-{size(hi)}"
+    title = (f"slow link: {comm_label(ev)} {hosts_label(ev['hosts'])} runs at {ev['busbw_gbps']:.2f} GB/s bus "
+             f"bandwidth, {pct(100 * ev['share'])} of its peers' {ev['peers_busbw_gbps']:.2f} GB/s")
+    peers = ev["peer_comms"]
+    detail = (f"{ev['instances']} {noun(ev['op'], ev['instances'], 'gpu')} of {sized} of {ranks_label(ev['ranks'])} "
+              f"({_LAYOUT[ev['layout']]}), against {ev['peer_instances']} instances of {peers} other "
+              f"communicator{'s' if peers != 1 else ''} of the same op, size bucket and layout (median busbw below "
+              f"{pct(100 * ev['max_share'])} of theirs, at least {ev['min_instances']} instances each); their "
+              f"transfers took {ms(ev['transfer_ns'])}, {ms(ev['lost_ns'])} more than at the peers' bus bandwidth. "
+              f"What mending it saves per step is unknown: {ev['saving_note']}")
+    if ev["layout"] == "one-host":
+        advice = (f"check the links {hosts_label(ev['hosts'])}: NVLink or PCIe between these GPUs (nvidia-smi topo -m, "
+                  "nvidia-smi nvlink -s and its error counters), whether NCCL uses P2P between them (NCCL_DEBUG=INFO "
+                  "NCCL_DEBUG_SUBSYS=INIT: via P2P/IPC or SHM; NCCL_P2P_DISABLE unset); then run nccl-tests "
+                  "(all_reduce_perf) on these GPUs alone")
+    else:
+        advice = (f"check the links {hosts_label(ev['hosts'])}: the NICs (ibstat or ibv_devinfo: port state and rate, "
+                  "error counters), cables and switch ports; the transport NCCL chose for this communicator "
+                  "(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET: NET/IB or NET/Socket, GDRDMA) and the HCAs it uses "
+                  "(NCCL_IB_HCA); then run nccl-tests (all_reduce_perf) between these hosts alone and between two "
+                  "that are not slow")
+    return title, detail, advice
+
+
 SENTENCES = {
+    ("slow-link", None): slow_link,
     ("nccl-transport", "tcp_silent_fallback"): tcp_silent_fallback,
     ("nccl-transport", "tcp_no_rdma"): tcp_no_rdma,
     ("nccl-transport", "tcp_deliberate"): tcp_deliberate,

@@ -4,7 +4,7 @@ the run verdict's headline and first lever, which name the same reasons."""
 
 from __future__ import annotations
 
-from .base import Finding, ms, pct, size
+from .base import Finding, comm_label, hosts_label, ms, pct, ranks_label, size
 
 
 def waiting_advice(pw: dict) -> str:
@@ -131,20 +131,6 @@ def clock_offset_uncertain(f: Finding) -> tuple[str, str, str]:
 
 # ----------------------------------------------------------------------------------- run verdict
 
-def ranks_label(ranks: list[int], total: int | None = None) -> str:
-    """``ranks 0–2, 4–6``, ``rank 3``; past six ranges, ``12 of 16 ranks`` (``total``: of how many)."""
-    if not ranks:
-        return "no rank"
-    spans, lo = [], ranks[0]
-    for a, b in zip(ranks, ranks[1:] + [None]):
-        if b != a + 1:
-            spans.append(str(lo) if lo == a else f"{lo}–{a}")
-            lo = b
-    if len(spans) > 6:
-        return f"{len(ranks)} of {total} ranks" if total else f"{len(ranks)} ranks"
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(spans)
-
-
 _CAUSE_WORDS = {"peer-wait": "waiting for other ranks", "not-overlapped": "transfers no compute hides",
                 "overlap-tax": "the overlap tax"}
 
@@ -162,11 +148,13 @@ def saving_words(c, step_ns: float | None) -> str:
     return f"about {ms(c.saving_ns)} per step ({share} of the step)"
 
 
-def logs_headline(culprit: int | None, caused_ns: int, slowest: tuple | None, matched: int = 1) -> str:
+def logs_headline(culprit: int | None, caused_ns: int, slowest: tuple | None, link: dict | None = None,
+                  matched: int = 1) -> str:
     """The answer of a run known from NCCL Inspector logs alone: the rank the others wait for and the waiting
-    it causes, the slowest transfers (op, the smallest and largest size they had, median busbw), and that
-    overlap with compute is unknown without traces. ``matched``: the instances matched across ranks; with none,
-    who waits for whom is unknown, not "no one"."""
+    it causes, the slow link (``link``: the evidence of the slow-link finding that lost the most time), else
+    the slowest transfers (op, the smallest and largest size they had, median busbw), and that overlap with
+    compute is unknown without traces. ``matched``: the instances matched across ranks; with none, who waits
+    for whom is unknown, not "no one"."""
     if not matched:
         who = "No collective was matched across ranks (the warnings say why): who waits for whom is unknown"
     elif culprit is not None:
@@ -174,7 +162,10 @@ def logs_headline(culprit: int | None, caused_ns: int, slowest: tuple | None, ma
     else:
         who = "No single rank is the one the others wait for"
     slow = ""
-    if slowest is not None:
+    if link is not None:
+        slow = (f"; the slow link: {comm_label(link)} {hosts_label(link['hosts'])} at {link['busbw_gbps']:.2f} GB/s "
+                f"busbw, {pct(100 * link['share'])} of its peers' ({ms(link['lost_ns'])} lost)")
+    elif slowest is not None:
         op, smallest, largest, busbw = slowest
         sizes = size(smallest) if size(smallest) == size(largest) else f"{size(smallest)}–{size(largest)}"
         slow = f"; the slowest transfers: {op or 'collectives'} of {sizes} at {busbw:.1f} GB/s busbw"

@@ -2,8 +2,9 @@
 
 It sees the ranks' collective tables (RankAnalysis.comm), never a trace: ``match`` keys and validates the
 instances, ``clocks`` estimates each rank's (or host's) clock offset from their end times, ``waits`` splits
-every instance into wait and transfer, ``straggler`` names the rank the others wait for and ``bandwidth``
-gives algbw/busbw. Everything is vectorised over the concatenated table (bench/bench_combine.py).
+every instance into wait and transfer, ``straggler`` names the rank the others wait for, ``bandwidth``
+gives algbw/busbw and ``slow_links`` names a communicator whose busbw is well below its peers'. Everything is
+vectorised over the concatenated table (bench/bench_combine.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ....contract import CrossRank, Matching, MatchedCollective, RankAcross, War
 from ...seam import LEAD_COLUMNS, RankAnalysis
 from ...thresholds import Thresholds
 from ...wording import Finding
-from . import bandwidth, clocks, match, slow_instances, straggler, waits
+from . import bandwidth, clocks, match, slow_instances, slow_links, straggler, waits
 
 
 _GIVE_BACK_ROWS = 1 << 20        # rows of the table from which a stage's freed pages are given back (_give_back)
@@ -147,6 +148,7 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
         if out.culprit is not None:
             out.findings.append(out.culprit.finding)
     out.findings += _clock_findings(mt)
+    out.findings += slow_links.find(mt)
     found, out.outliers = slow_instances.find(tab, ranks, results, th, mt)
     if any(a.exec_times for a in ordered):
         # Their order is the instances' (communicator, coll_sn), but no start of theirs is a clock's.

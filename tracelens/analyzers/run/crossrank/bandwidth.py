@@ -48,16 +48,23 @@ def per_instance(ops: list, size: np.ndarray, group: np.ndarray, transfer: np.nd
     return algbw, busbw
 
 
+def size_buckets(size: np.ndarray, min_bytes: int) -> tuple[list[int], np.ndarray]:
+    """The message-size buckets' lower edges (the first upper one ``min_bytes``: below it, latency-bound) and
+    each size's bucket (an index into them; -1 for an unknown size)."""
+    edges = sorted(set(_EDGES[:1] + (min_bytes,) + tuple(e for e in _EDGES[1:] if e > min_bytes)))
+    k = np.searchsorted(edges, np.asarray(size, dtype=np.int64), side="right") - 1
+    return edges, np.where(np.asarray(size) < 0, -1, k).astype(np.int64)
+
+
 def summary(ops: list, size: np.ndarray, group: np.ndarray, algbw: list, busbw: list,
             min_bytes: int) -> list[BandwidthRow]:
     """One row per (op, size bucket, group size) of the instances with a known size."""
-    edges = sorted(set(_EDGES[:1] + (min_bytes,) + tuple(e for e in _EDGES[1:] if e > min_bytes)))
+    edges, bucket = size_buckets(size, min_bytes)
     rows: dict[tuple, list[int]] = {}
     sizes = size.tolist()
-    for i, (op, b, n) in enumerate(zip(ops, sizes, group.tolist())):
+    for i, (op, b, n, k) in enumerate(zip(ops, sizes, group.tolist(), bucket.tolist())):
         if b < 0:
             continue
-        k = int(np.searchsorted(edges, b, side="right")) - 1
         rows.setdefault((op or "", n, k), []).append(i)
     out = []
     for (op, n, k), idx in sorted(rows.items()):
