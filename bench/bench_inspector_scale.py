@@ -4,6 +4,7 @@ the late rank and the slow link.
     python bench/bench_inspector_scale.py                        # 256, 1,024, 4,096 ranks x 2,000 collectives
     python bench/bench_inspector_scale.py --sizes 16384x250      # RANKSxCOLLECTIVES, comma-separated
     python bench/bench_inspector_scale.py --profile 256x2000     # where the memory goes (tracemalloc, slower)
+    python bench/bench_inspector_scale.py --plain                # logs without timestamps (matched by exec times)
 
 The logs are tests/fixtures/synth/inspector_scale.py's (hosts of 8, a world all-reduce and a host-pair
 all-reduce in turn, rank 5 late by 300 µs at every collective, host pair 0's link 4x slow), one file per rank,
@@ -32,7 +33,7 @@ import sys, time
 sys.path.insert(0, sys.argv[1] + "/tests")
 from fixtures.synth import inspector_scale as g
 t0 = time.perf_counter()
-g.write(g.ScaleRun(ranks=int(sys.argv[2]), collectives=int(sys.argv[3])), sys.argv[4])
+g.write(g.ScaleRun(ranks=int(sys.argv[2]), collectives=int(sys.argv[3])), sys.argv[4], verbose=sys.argv[5] == "1")
 print(time.perf_counter() - t0)
 """
 
@@ -78,14 +79,15 @@ def main() -> None:
     ap.add_argument("--sizes", default="256x2000,1024x2000,4096x2000", help="RANKSxCOLLECTIVES, comma-separated")
     ap.add_argument("--profile", action="store_true", help="tracemalloc's biggest allocations still held at the end")
     ap.add_argument("--keep", action="store_true", help="leave the logs in TL_BENCH_DIR")
+    ap.add_argument("--plain", action="store_true", help="logs without kernel timestamps (the plugin's default)")
     args = ap.parse_args()
     for size in args.sizes.split(","):
         ranks, colls = (int(x) for x in size.lower().split("x"))
-        folder = WORK / f"n{ranks}x{colls}"
+        folder = WORK / f"n{ranks}x{colls}{'-plain' if args.plain else ''}"
         if not (folder / "nccl-inspector-scale").is_dir():
             shutil.rmtree(folder, ignore_errors=True)
-            wrote = float(subprocess.run([sys.executable, "-c", _WRITE, str(ROOT), str(ranks), str(colls), str(folder)],
-                                         check=True, capture_output=True, text=True).stdout)
+            wrote = float(subprocess.run([sys.executable, "-c", _WRITE, str(ROOT), str(ranks), str(colls), str(folder),
+                                          "0" if args.plain else "1"], check=True, capture_output=True, text=True).stdout)
             print(f"{ranks} x {colls}: wrote {_du(folder) / 1e9:.2f} GB in {wrote:.1f} s", flush=True)
         out = subprocess.run([sys.executable, "-c", _REPORT, str(ROOT), str(ranks), str(colls), str(folder),
                               "1" if args.profile else "0"], check=True, capture_output=True, text=True).stdout

@@ -82,6 +82,29 @@ def test_the_logs_give_the_generators_truth(run, tmp_path):
 
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda r: f"{r.ranks}x{r.collectives}")
+def test_without_timestamps_the_exec_times_give_the_same_truth(run, tmp_path):
+    # The plugin's default output: no timestamps, each member's exec time (kernel_gpu). The waits, transfers,
+    # last ranks, busbw, the culprit and the slow link's time lost are the truth's exactly, as with
+    # timestamps; the clocks (seconds apart between hosts here) are unknown, not 0.
+    scale.write(run, tmp_path, verbose=False)
+    rep = api.report([str(tmp_path)], cache=False)
+    want = scale.truth(run)
+    cr = rep.cross_rank
+    assert rep.inspector.exec_times and cr.matching.matched == len(want["instances"])
+    assert [r.wait_ns for r in cr.ranks] == want["wait_ns"]
+    assert [r.transfer_ns for r in cr.ranks] == want["transfer_ns"]
+    assert [r.late_count for r in cr.ranks] == want["late_count"]
+    assert all(r.clock_offset_ns is None for r in cr.ranks)
+    for c in cr.collectives:
+        t = want["instances"][c.pg, c.seq]
+        assert (c.transfer_ns, c.wait_ns, c.last_rank) == (t["transfer_ns"], t["wait_ns"], t["last_rank"])
+        assert c.busbw_gbps == pytest.approx(t["busbw_gbps"], rel=1e-12)
+    assert [d.rank for d in rep.diagnoses if d.id == "straggler"] == [want["culprit"]]
+    (link,) = [d for d in rep.diagnoses if d.id == "slow-link"]
+    assert link.evidence["comm"] == want["slow_comm"] and link.evidence["lost_ns"] == LOST_NS[run.ranks]
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda r: f"{r.ranks}x{r.collectives}")
 def test_no_slow_link_where_every_link_is_as_fast(run, tmp_path):
     scale.write(dataclasses.replace(run, slow=1), tmp_path)
     rep = api.report([str(tmp_path)], cache=False)
