@@ -168,3 +168,55 @@ def _parse(data: bytes):
     from tracelens.parsers.nccl.inspector import parse_bytes
 
     return parse_bytes(data, "x.log")
+
+
+# ------------------------------------------------------------------ a line too long to be a record
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 64, 1 << 20])
+def test_a_line_past_max_line_is_skipped_and_counted_whatever_the_chunk(chunk):
+    from tracelens.parsers.nccl.inspector import parse_bytes
+
+    plain = lines(README_PLAIN)
+    limit = len(plain) + 10                           # a record fits; the padded one does not
+    padded = dict(README_PLAIN, pad="x" * 200)
+    data = plain + lines(padded) + plain + b"y" * 500 + b"\n" + lines(P2P) + b"z" * 1000   # the last: no end
+    log = parse_bytes(data, "x.log", chunk=chunk, max_line=limit)
+    assert (log.records, log.too_long, log.not_json, log.bad_shape) == (3, 3, 0, 0)
+    assert not log.truncated                          # the long last line is counted once, as too long
+    assert log.columns["kind"].tolist() == [0, 0, 1]
+    # A line of exactly the limit is read.
+    exact = parse_bytes(plain.rstrip(b"\n") + b" " * 10 + b"\n", "x.log", chunk=chunk, max_line=limit)
+    assert (exact.records, exact.too_long) == (1, 0)
+
+
+def test_a_line_past_max_line_in_gzip():
+    from tracelens.parsers.nccl.inspector import parse_bytes
+
+    data = lines(README_PLAIN) + b"[" * 5000 + b"\n" + lines(P2P)
+    log = parse_bytes(gzip.compress(data), "x.log.gz", chunk=256, max_line=4096)
+    assert (log.records, log.too_long, log.not_json) == (2, 1, 0)
+
+
+@pytest.mark.slow
+def test_a_line_of_more_than_a_gib_is_skipped_in_little_memory(tmp_path):
+    # Written in pieces, read in a child process whose peak memory is its own.
+    import subprocess
+    import sys
+
+    path = tmp_path / "huge.log"
+    piece = b"x" * (1 << 24)
+    with open(path, "wb") as fh:
+        fh.write(lines(README_PLAIN) + json.dumps(README_PLAIN).encode()[:-1] + b',"pad":"')
+        for _ in range(65):                             # 65 x 16 MiB: past 1 GiB
+            fh.write(piece)
+        fh.write(b'"}\n' + lines(P2P))
+    assert path.stat().st_size > 1 << 30
+    code = ("import resource, sys; from tracelens.parsers.nccl import parse_inspector; "
+            "log = parse_inspector(sys.argv[1]); "
+            "print(log.records, log.too_long, log.not_json, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    got = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
+                         timeout=300)
+    records, too_long, not_json, peak_kib = map(int, got.stdout.split())
+    assert (records, too_long, not_json) == (2, 1, 0)
+    assert peak_kib < 400 << 10                       # the line is never held: far below its 1 GiB

@@ -22,7 +22,7 @@ from ...model.nccl_records import EnvSetting, InspectorLog, NcclInputs, NcclLog,
 from ...model.rundir_layout import MANIFEST, NCCL_LOGS
 from .. import describe_skipped, rundir
 from .detect import SNIFF_BYTES
-from .inspector import VERSIONS, parse_inspector
+from .inspector import MAX_LINE, VERSIONS, parse_inspector
 
 # The marker as detect.py finds it in a file's head (see there), on one line.
 _MARK = re.compile(r"(?:^|\] |:\d+ )NCCL (INFO|WARN)(?: |$)")
@@ -318,13 +318,16 @@ def inputs(paths: list[Path], skipped: list[tuple[Path, str]], traces=(), outsid
             out.logs.append(log)
         else:
             skipped.append((path, "no NCCL lines"))
+    empty = []
     for path in sorted(inspector):
         found = parse_inspector(path)
         if found.records:
             out.inspector.append(found)
         else:
             skipped.append((path, "no NCCL Inspector records"))
-    out.notes += _inspector_notes(out.inspector)
+            empty.append(found)
+    # What the logs without a record held is counted too: a file of one line too long is skipped for it.
+    out.notes += _inspector_notes(out.inspector + empty)
     if skipped:
         out.notes.append(("nccl-log-skipped", len(skipped), describe_skipped(skipped, what="NCCL logs")))
     bad = [log for log in out.logs if log.replaced]
@@ -348,6 +351,7 @@ def _inspector_notes(logs: list[InspectorLog]) -> list[tuple[str, int, str]]:
             ("inspector-unknown-version", "unknown_version", "records of a format version newer than v4.2 "
                                                              "read as v4.2"),
             ("inspector-unknown-fields", "unknown_fields", "records with fields newer than v4.2, ignored"),
+            ("inspector-line-too-long", "too_long", f"lines longer than {MAX_LINE >> 20} MiB (no record is) skipped"),
             ("inspector-no-timestamps", "no_timestamps", "records without kernel timestamps "
                                                          "(NCCL_INSPECTOR_DUMP_VERBOSE=0): not matched across ranks")):
         bad = [log for log in logs if getattr(log, attr)]

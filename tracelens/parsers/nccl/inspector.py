@@ -23,6 +23,10 @@ VERSIONS = ("v4.0", "v4.1", "v4.2")
 INSPECTOR_FOLDER = "nccl-inspector-"       # the plugin's default dump folder: nccl-inspector-<job id>
 SNIFF_BYTES = 1 << 16
 CHUNK = 1 << 20
+# The longest line read: the plugin's records are about a kilobyte (a verbose one with many channels a few tens);
+# a longer line is garbage or another program's output, and holding it whole (then decoding it) would cost its
+# size in memory several times over. It is skipped as it streams past and counted (``too_long``).
+MAX_LINE = 16 << 20
 
 _TOP = {"header", "metadata", "coll_perf", "p2p_perf"}
 _HEADER = {"id", "rank", "n_ranks", "nnodes", "comm_name"}
@@ -69,19 +73,19 @@ def sniff_inspector(path: Path) -> bool:
     return isinstance(meta, dict) and isinstance(meta.get("inspector_output_format_version"), str)
 
 
-def parse_inspector(path: Path | str, chunk: int = CHUNK) -> InspectorLog:
+def parse_inspector(path: Path | str, chunk: int = CHUNK, max_line: int = MAX_LINE) -> InspectorLog:
     """The records of one file; a file that cannot be read gives a log without records (the caller notes
-    it)."""
+    it). A line longer than ``max_line`` bytes is skipped and counted, never held whole."""
     path = Path(path)
     try:
         with open(path, "rb") as fh:
-            return _read(fh, str(path), chunk)
+            return _read(fh, str(path), chunk, max_line)
     except OSError:
         return InspectorLog(path=str(path), bytes=0)
 
 
-def parse_bytes(data: bytes, name: str, chunk: int = CHUNK) -> InspectorLog:
-    return _read(io.BytesIO(data), name, chunk)
+def parse_bytes(data: bytes, name: str, chunk: int = CHUNK, max_line: int = MAX_LINE) -> InspectorLog:
+    return _read(io.BytesIO(data), name, chunk, max_line)
 
 
 class _Growing:
@@ -102,7 +106,7 @@ class _Growing:
         return got
 
 
-def _read(fh, name: str, chunk: int) -> InspectorLog:
+def _read(fh, name: str, chunk: int, max_line: int) -> InspectorLog:
     import msgspec      # lazy: as in sniff_inspector
 
     log = InspectorLog(path=name, bytes=0)
@@ -139,16 +143,43 @@ def _read(fh, name: str, chunk: int) -> InspectorLog:
             return b
     rows = _Growing()
     unknown: set[str] = set()
-    rest = b""
+    # The line being read, in pieces (never joined until its end is seen), and how long it is so far; a line
+    # past ``max_line`` is dropped as soon as it is known to be, and the rest of it skipped up to its end.
+    parts: list[bytes] = []
+    held = 0
+    skipping = False
     while True:
         block = read(chunk)
         if not block:
             break
-        lines = (rest + block).split(b"\n")
-        rest = lines.pop()
-        for line in lines:
-            if line.strip():
-                _record(line, rows, log, unknown)
+        lines = block.split(b"\n")
+        last = lines.pop()
+        if lines:
+            # The first line ends the one read so far (the rest of one being skipped, or one now too long).
+            if skipping:
+                skipping = False
+                lines[0] = b""
+            elif held + len(lines[0]) > max_line:
+                log.too_long += 1
+                lines[0] = b""
+            elif parts:
+                parts.append(lines[0])
+                lines[0] = b"".join(parts)
+            parts, held = [], 0
+            for line in lines:
+                if len(line) > max_line:
+                    log.too_long += 1
+                elif line.strip():
+                    _record(line, rows, log, unknown)
+        if skipping:
+            continue
+        if held + len(last) > max_line:
+            log.too_long += 1
+            parts, held, skipping = [], 0, True
+        elif last:
+            parts.append(last)
+            held += len(last)
+    rest = b"".join(parts)
     if rest.strip():
         # A last line without its end: whole if it decodes, else cut short while written.
         try:
