@@ -112,6 +112,7 @@ class InspectorLog:
     unknown_fields: int = 0
     unknown_names: list[str] = field(default_factory=list)
     no_timestamps: int = 0
+    implausible_world: int = 0        # records of a communicator of more than meta.MAX_WORLD ranks, dropped
     too_long: int = 0                 # lines longer than parsers/nccl/inspector.py's MAX_LINE, skipped
     truncated: bool = False
 

@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 from ...model import nccl_records as K
+from ...model.meta import MAX_WORLD
 from ...model.nccl_records import EnvSetting, InspectorLog, NcclInputs, NcclLog, Record
 from ...model.rundir_layout import MANIFEST, NCCL_LOGS
 from .. import describe_skipped, rundir
@@ -351,6 +352,8 @@ def _inspector_notes(logs: list[InspectorLog]) -> list[tuple[str, int, str]]:
             ("inspector-unknown-version", "unknown_version", "records of a format version newer than v4.2 "
                                                              "read as v4.2"),
             ("inspector-unknown-fields", "unknown_fields", "records with fields newer than v4.2, ignored"),
+            ("world-size-implausible", "implausible_world", f"records of a communicator of more than "
+                                                            f"{MAX_WORLD:,} ranks (a corrupt n_ranks) left out"),
             ("inspector-line-too-long", "too_long", f"lines longer than {MAX_LINE >> 20} MiB (no record is) skipped"),
             ("inspector-no-timestamps", "no_timestamps", "records without kernel timestamps "
                                                          "(NCCL_INSPECTOR_DUMP_VERBOSE=0): not matched across ranks")):
