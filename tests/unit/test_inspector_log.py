@@ -292,3 +292,20 @@ def test_a_communicator_of_more_than_2_to_the_20_ranks_is_left_out_and_counted()
     edge = _with(_with(README_PLAIN, "header.n_ranks", MAX_WORLD), "header.rank", 3)
     log = _parse(lines(README_PLAIN, huge, edge))
     assert (log.records, log.implausible_world, log.bad_shape) == (2, 1, 0)
+
+
+def test_kernel_times_more_than_a_day_from_the_log_s_are_left_out_and_counted():
+    day_us = 24 * 3600 * 10**6
+    ok = [README_VERBOSE] * 3
+    jump = _with(_with(README_VERBOSE, "coll_perf.event_trace_ts.kernel_events.kernel_start_ts",
+                       1752867229235181 + day_us + 10), "coll_perf.event_trace_ts.kernel_events.kernel_stop_ts",
+                 1752867229275811 + day_us + 10)
+    early = _with(README_VERBOSE, "coll_perf.event_trace_ts.kernel_events.kernel_start_ts", 5)
+    log = _parse(lines(*ok, jump, early, README_PLAIN))
+    assert (log.records, log.far_times) == (4, 2)                   # three verbose, one without times
+    assert set(log.columns["start_ns"].tolist()) == {1752867229235181000, -1}
+    # Within a day: kept.
+    near = _with(_with(README_VERBOSE, "coll_perf.event_trace_ts.kernel_events.kernel_start_ts",
+                       1752867229235181 + day_us - 10**6), "coll_perf.event_trace_ts.kernel_events.kernel_stop_ts",
+                 1752867229275811 + day_us - 10**6)
+    assert (_parse(lines(*ok, near)).far_times, _parse(lines(*ok, near)).records) == (0, 4)

@@ -113,6 +113,7 @@ class InspectorLog:
     unknown_names: list[str] = field(default_factory=list)
     no_timestamps: int = 0
     implausible_world: int = 0        # records of a communicator of more than meta.MAX_WORLD ranks, dropped
+    far_times: int = 0                # records whose kernel times lie more than a day from the log's, dropped
     too_long: int = 0                 # lines longer than parsers/nccl/inspector.py's MAX_LINE, skipped
     truncated: bool = False
 

@@ -354,6 +354,8 @@ def _inspector_notes(logs: list[InspectorLog]) -> list[tuple[str, int, str]]:
             ("inspector-unknown-fields", "unknown_fields", "records with fields newer than v4.2, ignored"),
             ("world-size-implausible", "implausible_world", f"records of a communicator of more than "
                                                             f"{MAX_WORLD:,} ranks (a corrupt n_ranks) left out"),
+            ("inspector-far-times", "far_times", "records whose kernel times lie more than a day from the "
+                                                 "median of their log's (a clock jump or garbage) left out"),
             ("inspector-line-too-long", "too_long", f"lines longer than {MAX_LINE >> 20} MiB (no record is) skipped"),
             ("inspector-no-timestamps", "no_timestamps", "records without kernel timestamps "
                                                          "(NCCL_INSPECTOR_DUMP_VERBOSE=0): not matched across ranks")):

@@ -204,6 +204,7 @@ def _read(fh, name: str, chunk: int, max_line: int) -> InspectorLog:
 
     log.columns = {c: np.frombuffer(a, dtype=np.float64 if a.typecode == "d" else np.int64).copy()
                    for c, a in rows.cols.items()}
+    _drop_far_times(log)
     log.records = len(log.columns["sn"])
     log.processes = list(rows.codes["process"])
     log.comms = list(rows.codes["comm"])
@@ -212,6 +213,25 @@ def _read(fh, name: str, chunk: int, max_line: int) -> InspectorLog:
     log.timing = list(rows.codes["timing"])
     log.unknown_names = sorted(unknown)[:_MAX_NAMES]
     return log
+
+
+def _drop_far_times(log: InspectorLog) -> None:
+    """The rows whose kernel start or end lies more than a day (columns.FAR_NS) from the median kernel start of
+    the log's rows left out, counted (``far_times``): a clock jump or garbage would stretch every timeline."""
+    import numpy as np
+
+    from ...model.columns import far_times, median_start     # lazy: numpy, as in _read
+
+    cols = log.columns
+    timed = np.flatnonzero(cols["start_ns"] >= 0)
+    if not timed.size:
+        return
+    far = far_times(cols["start_ns"][timed], cols["end_ns"][timed], median_start(cols["start_ns"][timed]))
+    if far.any():
+        keep = np.ones(len(cols["start_ns"]), dtype=bool)
+        keep[timed[far]] = False
+        log.far_times = int(far.sum())
+        log.columns = {c: v[keep] for c, v in cols.items()}
 
 
 def _int(v, most: int = _INT64) -> int:
