@@ -17,6 +17,7 @@ import io
 import re
 from pathlib import Path
 
+from ...errors import InputError
 from ...model import nccl_records as K
 from ...model.meta import MAX_WORLD
 from ...model.nccl_records import EnvSetting, InspectorLog, NcclInputs, NcclLog, Record
@@ -328,7 +329,11 @@ def inputs(paths: list[Path], skipped: list[tuple[Path, str]], traces=(), outsid
             skipped.append((path, "no NCCL Inspector records"))
             empty.append(found)
     # What the logs without a record held is counted too: a file of one line too long is skipped for it.
-    out.notes += _inspector_notes(out.inspector + empty)
+    found_notes = _inspector_notes(out.inspector + empty)
+    if empty and not out.inspector and not traces and not out.logs:
+        # Inspector logs alone, not one record among them: nothing to report, as a trace without events.
+        raise InputError(_no_record(empty, found_notes), path=str(empty[0].path))
+    out.notes += found_notes
     if skipped:
         out.notes.append(("nccl-log-skipped", len(skipped), describe_skipped(skipped, what="NCCL logs")))
     bad = [log for log in out.logs if log.replaced]
@@ -373,6 +378,13 @@ def _inspector_notes(logs: list[InspectorLog]) -> list[tuple[str, int, str]]:
         notes.append(("inspector-truncated", len(cut), f"NCCL Inspector: last line cut short (while written?) left "
                                                         f"out in {_names(cut)}"))
     return notes
+
+
+def _no_record(logs: list[InspectorLog], notes: list[tuple[str, int, str]]) -> str:
+    """Why Inspector logs gave no record: what their lines were, by code and count."""
+    said = ", ".join(f"{code} {n:,}" for code, n, _ in notes)
+    more = f" (and {len(logs) - 1} more log{'s' if len(logs) > 2 else ''})" if len(logs) > 1 else ""
+    return f"no readable NCCL Inspector record{more}" + (f": {said}" if said else "")
 
 
 def _names(logs: list, most: int = 4) -> str:
