@@ -154,12 +154,17 @@ def test_a_gzip_log_cut_short_keeps_what_came_before(tmp_path, capsys):
     assert warned["inspector-truncated"] == 1 and 0 < matched(doc) < ALL
 
 
+def add_lone(path: Path, comm: str) -> None:
+    """A record of rank 0 alone in a second communicator of two ranks, appended to its log."""
+    lone = json.loads(path.read_text().splitlines()[0])
+    lone["header"].update(id=comm, n_ranks=2)
+    with open(path, "a") as fh:
+        fh.write(json.dumps(lone) + "\n")
+
+
 def test_a_communicator_seen_by_one_rank(tmp_path, capsys):
     paths = logs(tmp_path)
-    lone = json.loads(paths[0].read_text().splitlines()[0])
-    lone["header"].update(id="0xdead", n_ranks=2)
-    with open(paths[0], "a") as fh:
-        fh.write(json.dumps(lone) + "\n")
+    add_lone(paths[0], "0xdead")
     doc, warned = report(capsys, tmp_path)
     assert warned["inspector-lone-communicator"] == 1 and matched(doc) == ALL
 
@@ -184,3 +189,11 @@ def test_logs_without_one_readable_record_are_one_line_exit_3(tmp_path, capsys, 
     assert code == 3 and out == "" and err.count("\n") == 1, err
     assert "no readable NCCL Inspector record" in err and str(paths[0]) in err
     assert _digests(tmp_path) == before
+
+
+def test_a_communicator_id_with_control_characters_stays_one_line_in_its_warning(tmp_path, capsys):
+    paths = logs(tmp_path)
+    add_lone(paths[0], "0xde\nad\x1b[31m")
+    doc, warned = report(capsys, tmp_path)
+    (w,) = [w for w in doc["warnings"] if w["code"] == "inspector-lone-communicator"]
+    assert w["message"].isprintable() and "0xde\\x0aad\\x1b[31m" in w["message"]

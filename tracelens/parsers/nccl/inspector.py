@@ -218,8 +218,7 @@ def _read(fh, name: str, chunk: int, max_line: int) -> InspectorLog:
 def _drop_far_times(log: InspectorLog) -> None:
     """The rows whose kernel start or end lies more than a day (columns.FAR_NS) from the median kernel start of
     the log's rows left out, counted (``far_times``): a clock jump or garbage would stretch every timeline."""
-    import numpy as np
-
+    import numpy as np      # lazy: as in _read
     from ...model.columns import far_times, median_start     # lazy: numpy, as in _read
 
     cols = log.columns
