@@ -118,7 +118,7 @@ bench-scale: $(STAMP)
 	$(BIN)/python bench/bench_scale.py --executors dask --quick
 
 # The hostile-input fuzzer: N mutated cases of each kind (traces, exports, run folders, history databases,
-# config files; tests/fuzz/README.md); SEED to repeat a
+# config files, saved reports, output paths, NCCL Inspector logs; tests/fuzz/README.md); SEED to repeat a
 # run, JOBS driver processes (default: one per core). Failing cases land in tests/fuzz/findings/.
 N ?= 5000
 SEED ?=

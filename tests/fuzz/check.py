@@ -101,6 +101,46 @@ def _bulk(times: list[tuple[int, int]]) -> tuple[int, int] | None:
     return (min(s for s, _ in kept), max(t for _, t in kept)) if kept else None
 
 
+def inspector_span(folder: Path) -> tuple[int, int] | None:
+    """Over the NCCL Inspector logs under ``folder``: each record's kernel start (earliest channel) and end
+    (latest), µs integers in ns within int64, those far from their log's median left out (as ``_bulk``). The
+    cross-rank view aligns each host's clock to another's from the same times, so the span is widened by its
+    own width on either side: a wrapped or made-up time still falls far outside it. None when a log cannot be
+    read whole here (gzip damaged: the report reads what it can)."""
+    import gzip
+
+    spans = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            try:
+                data = gzip.decompress(data)
+            except (OSError, EOFError, zlib.error):
+                return None
+        times = []
+        for line in data.split(b"\n"):
+            try:
+                rec = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            perf = rec.get("coll_perf") if isinstance(rec, dict) else None
+            ts = perf.get("event_trace_ts") if isinstance(perf, dict) else None
+            kernels = ts.get("kernel_events") if isinstance(ts, dict) else None
+            if not isinstance(kernels, list) or not kernels or not all(isinstance(k, dict) for k in kernels):
+                continue
+            starts = [k.get("kernel_start_ts") for k in kernels]
+            stops = [k.get("kernel_stop_ts") for k in kernels]
+            if all(type(v) is int and 0 <= v * 1000 < 2**63 for v in starts + stops):
+                times.append((min(starts) * 1000, max(stops) * 1000))
+        span = _bulk(times)
+        if span is not None:
+            spans.append(span)
+    if not spans:
+        return None
+    lo, hi = min(s for s, _ in spans), max(t for _, t in spans)
+    return lo - (hi - lo) - _SLACK, hi + (hi - lo) + _SLACK
+
+
 def nsys_span(path: Path) -> tuple[int, int] | None:
     """Over the rows whose times are integers and fall in [0, 2**63) once the epoch offset is added (the
     others are skipped by the report: NULL, text, wrapped)."""

@@ -34,7 +34,8 @@ SAMPLES = ROOT / "sample_traces"
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from fuzz import check, config_mut, history_mut, kineto_mut, manifest_mut, nsys_mut, outputs_mut, report_mut  # noqa: E402
+from fuzz import (check, config_mut, history_mut, inspector_mut, kineto_mut, manifest_mut, nsys_mut,  # noqa: E402
+                  outputs_mut, report_mut)
 from fixtures.opens import opened_files  # noqa: E402
 
 # Real traces small enough to run hundreds of times a minute; corpus first (what CI requires), then the
@@ -92,6 +93,8 @@ def bases(fmt: str) -> list[str]:
         return [b for b, p in REPORT_BASES.items() if p.exists()]
     if fmt == "outputs":
         return OUTPUT_BASES
+    if fmt == "inspector":
+        return list(inspector_mut.BASES)
     return [b for b in (KINETO_BASES if fmt == "kineto" else NSYS_BASES) if resolve(b).is_file()]
 
 
@@ -128,6 +131,8 @@ def draw(fmt: str, seed: int, index: int) -> dict:
         ops = report_mut.plan(rng, json.loads(report_template(base).read_bytes()))
     elif fmt == "outputs":
         ops = outputs_mut.plan(rng)
+    elif fmt == "inspector":
+        ops = inspector_mut.plan(rng, files=4, lines=40)
     elif fmt in ("history", "config"):
         ops = (history_mut if fmt == "history" else config_mut).plan(rng)
     else:
@@ -152,6 +157,10 @@ def materialise(case: dict, folder: Path) -> tuple[Path, tuple[int, int] | None]
         shutil.copy(original, folder / "original.json")
         (folder / name).write_bytes(data)
         return folder / name, None
+    if case["format"] == "inspector":
+        paths = inspector_mut.logs(case["base"], folder)
+        inspector_mut.apply(case["ops"], paths)
+        return folder, check.inspector_span(folder)
     if case["format"] == "kineto":
         data = kineto_mut.apply(case["ops"], kineto_doc(case["base"]))
         path = folder / kineto_mut.file_name(case["ops"], ".json.gz" if data[:2] == b"\x1f\x8b" else ".json")
@@ -176,7 +185,7 @@ def run_case(case: dict, workdir: Path) -> dict:
 
     folder = Path(tempfile.mkdtemp(dir=workdir))
     path, span = materialise(case, folder)
-    digest = manifest_mut.digest if case["format"] == "manifest" else _digest
+    digest = manifest_mut.digest if case["format"] in ("manifest", "inspector") else _digest
     before = digest(folder)
     args, env = _command(case, path)
     out, err = io.StringIO(), io.StringIO()

@@ -158,18 +158,25 @@ def apply(ops: list, doc) -> bytes:
         events[at] = ev
     if events is not None:
         doc["traceEvents"] = events
-    data = json.dumps(doc).encode()     # NaN and Infinity come out as bare tokens: invalid JSON, on purpose
+    data = encode(doc)
+    for op in byte_ops:
+        data = bytes_op(op, data)
+    return data
+
+
+def encode(doc) -> bytes:
+    """``doc`` as JSON with each ``_value`` placeholder of deep nesting spliced in; NaN and Infinity come out as
+    bare tokens: invalid JSON, on purpose."""
+    data = json.dumps(doc).encode()
     while b'"\\u0000DEEP' in data:
         at = data.index(b'"\\u0000DEEP')
         end = data.index(b'"', at + 1)
         depth = int(data[at + 11:end])
         data = data[:at] + b"[" * depth + b"0" + b"]" * depth + data[end + 1:]
-    for op in byte_ops:
-        data = _bytes_op(op, data)
     return data
 
 
-def _bytes_op(op: list, data: bytes) -> bytes:
+def bytes_op(op: list, data: bytes) -> bytes:
     kind = op[0]
     if kind == "bad_utf8":
         # Inside a string value: right after an opening quote.

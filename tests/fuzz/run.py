@@ -19,7 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BATCH = 100                # cases per driver subprocess: a hang costs at most one batch's timeout
 BATCH_SECONDS = 300
-FORMATS = ["kineto", "nsys", "manifest", "history", "config", "report", "outputs"]
+FORMATS = ["kineto", "nsys", "manifest", "history", "config", "report", "outputs", "inspector"]
 
 
 def run_batches(fmt: str, seed: int, n: int, jobs: int, batch: int = BATCH, env: dict | None = None) -> list[dict]:

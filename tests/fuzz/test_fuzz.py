@@ -8,7 +8,8 @@ error.
 Budget: CI has 2 cores; 280 cases per trace format, 160 run folders, 80 history databases and 80 config
 files run in driver subprocesses (100 in-process cases each, two at a time): 800 cases, as many as before
 the last two formats, about 13 s per trace format, 12 s for the run folders and 3 s each for the other two
-(README.md). The dashboard's requests are fuzzed in-process (test_dashboard.py).
+(README.md); 80 sets of NCCL Inspector logs, 2 s. The dashboard's requests are fuzzed in-process
+(test_dashboard.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ CI_SEED = 17
 CI_CASES = {"kineto": 280, "nsys": 280, "manifest": 160, "history": 80, "config": 80}
 # Saved reports (about 0.1 s a case) and output plants (a writer each, about 0.3 s): under 30 s together here.
 CI_CASES |= {"report": 160, "outputs": 50}
+# NCCL Inspector logs (a scenario's logs, one spoiled; about 20 ms a case): 2 s here.
+CI_CASES |= {"inspector": 80}
 # Smaller batches where one is all the set would be: two jobs then share the work.
 CI_BATCH = {"outputs": 25}
 HERE = Path(__file__).resolve().parent
@@ -74,7 +77,7 @@ def test_plans_are_reproducible():
     assert driver.draw("nsys", CI_SEED, 3) != driver.draw("nsys", CI_SEED + 1, 3)
     assert [driver.draw("manifest", CI_SEED, i) for i in range(20)] == \
         [driver.draw("manifest", CI_SEED, i) for i in range(20)]
-    for fmt in ("report", "outputs"):
+    for fmt in ("report", "outputs", "inspector"):
         assert [driver.draw(fmt, CI_SEED, i) for i in range(20)] == [driver.draw(fmt, CI_SEED, i) for i in range(20)]
         assert [driver.draw(fmt, CI_SEED, i) for i in range(20)] != [driver.draw(fmt, CI_SEED + 1, i) for i in range(20)]
 

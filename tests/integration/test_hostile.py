@@ -248,6 +248,19 @@ def test_a_distributed_info_of_the_wrong_type_says_where_the_rank_comes_from(tmp
     assert json.loads(out)["ranks"][0]["rank"] == 5
 
 
+def test_a_world_size_past_2_to_the_20_is_ignored_and_warned(tmp_path, capsys):
+    # 2**40 ranks: the cross-rank view once looked for every rank up to it (a hang).
+    sc = synth.SCENARIOS["xrank_shared"]
+    for r in range(2):
+        d = synth.trace_dict(sc, r)
+        d.setdefault("distributedInfo", {})["world_size"] = 2**40
+        write(tmp_path / f"rank{r}.json", d)
+    code, out, _ = run(capsys, tmp_path)
+    rep = json.loads(out)
+    assert code == 0 and {w["code"] for w in rep["warnings"]} >= {"world-size-implausible"}
+    assert [r["world_size"] for r in rep["ranks"]] == [None, None]
+
+
 @pytest.mark.parametrize("base", [2**63 - 10, -(2**63)])
 def test_base_time_that_wraps_every_event_is_exit_3(tmp_path, capsys, base):
     d = doc()

@@ -168,3 +168,144 @@ def _parse(data: bytes):
     from tracelens.parsers.nccl.inspector import parse_bytes
 
     return parse_bytes(data, "x.log")
+
+
+# ------------------------------------------------------------------ a line too long to be a record
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 64, 1 << 20])
+def test_a_line_past_max_line_is_skipped_and_counted_whatever_the_chunk(chunk):
+    from tracelens.parsers.nccl.inspector import parse_bytes
+
+    plain = lines(README_PLAIN)
+    limit = len(plain) + 10                           # a record fits; the padded one does not
+    padded = dict(README_PLAIN, pad="x" * 200)
+    data = plain + lines(padded) + plain + b"y" * 500 + b"\n" + lines(P2P) + b"z" * 1000   # the last: no end
+    log = parse_bytes(data, "x.log", chunk=chunk, max_line=limit)
+    assert (log.records, log.too_long, log.not_json, log.bad_shape) == (3, 3, 0, 0)
+    assert not log.truncated                          # the long last line is counted once, as too long
+    assert log.columns["kind"].tolist() == [0, 0, 1]
+    # A line of exactly the limit is read.
+    exact = parse_bytes(plain.rstrip(b"\n") + b" " * 10 + b"\n", "x.log", chunk=chunk, max_line=limit)
+    assert (exact.records, exact.too_long) == (1, 0)
+
+
+def test_a_line_past_max_line_in_gzip():
+    from tracelens.parsers.nccl.inspector import parse_bytes
+
+    data = lines(README_PLAIN) + b"[" * 5000 + b"\n" + lines(P2P)
+    log = parse_bytes(gzip.compress(data), "x.log.gz", chunk=256, max_line=4096)
+    assert (log.records, log.too_long, log.not_json) == (2, 1, 0)
+
+
+@pytest.mark.slow
+def test_a_line_of_more_than_a_gib_is_skipped_in_little_memory(tmp_path):
+    # Written in pieces, read in a child process whose peak memory is its own.
+    import subprocess
+    import sys
+
+    path = tmp_path / "huge.log"
+    piece = b"x" * (1 << 24)
+    with open(path, "wb") as fh:
+        fh.write(lines(README_PLAIN) + json.dumps(README_PLAIN).encode()[:-1] + b',"pad":"')
+        for _ in range(65):                             # 65 x 16 MiB: past 1 GiB
+            fh.write(piece)
+        fh.write(b'"}\n' + lines(P2P))
+    assert path.stat().st_size > 1 << 30
+    code = ("import resource, sys; from tracelens.parsers.nccl import parse_inspector; "
+            "log = parse_inspector(sys.argv[1]); "
+            "print(log.records, log.too_long, log.not_json, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    got = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
+                         timeout=300)
+    records, too_long, not_json, peak_kib = map(int, got.stdout.split())
+    assert (records, too_long, not_json) == (2, 1, 0)
+    assert peak_kib < 400 << 10                       # the line is never held: far below its 1 GiB
+
+
+# ------------------------------------------------------------------ valid JSON, impossible values
+
+
+def _with(base: dict, path: str, value) -> dict:
+    rec = json.loads(json.dumps(base))
+    *where, key = path.split(".")
+    at = rec
+    for k in where:
+        at = at[k][0] if k == "kernel_events" else at[k]
+    at[key] = value
+    return rec
+
+
+@pytest.mark.parametrize("base, path, value", [
+    (README_PLAIN, "coll_perf.coll_msg_size_bytes", -1),                      # negative size
+    (README_PLAIN, "coll_perf.coll_exec_time_us", -41),                       # negative time
+    (README_PLAIN, "coll_perf.coll_exec_time_us", 2**62),                     # past int64 once in ns
+    (README_PLAIN, "coll_perf.coll_msg_size_bytes", 2**62),                   # past int64 times the 8 ranks
+    (README_PLAIN, "coll_perf.coll_sn", 2**64),                               # past int64
+    (README_PLAIN, "coll_perf.coll_sn", "1407"),                              # a string where an int goes
+    (README_PLAIN, "coll_perf.coll_sn", True),                                # a bool
+    (README_PLAIN, "coll_perf.coll_sn", 1407.0),                              # a float
+    (README_PLAIN, "header.rank", 8),                                         # rank >= n_ranks
+    (README_PLAIN, "header.n_ranks", 0),
+    (README_PLAIN, "header.nnodes", 9),                                       # more nodes than ranks
+    (README_PLAIN, "metadata.pid", -3),
+    (README_PLAIN, "coll_perf.coll_busbw_gbs", -2.5),
+    (README_PLAIN, "coll_perf.coll_algobw_gbs", "fast"),
+    (README_VERBOSE, "coll_perf.event_trace_ts.kernel_events.kernel_start_ts", 2**60),   # overflows x1000
+    (README_VERBOSE, "coll_perf.event_trace_ts.kernel_events.kernel_stop_ts", -1),
+    (README_VERBOSE, "coll_perf.coll_exec_time_us", 0),                       # no time, a 40 ms kernel
+    (P2P, "p2p_perf.p2p_peer", 2),                                            # n_ranks is 2
+])
+def test_an_impossible_value_costs_only_its_record(base, path, value):
+    log = _parse(lines(README_PLAIN, _with(base, path, value), P2P))
+    assert (log.records, log.bad_shape, log.not_json) == (2, 1, 0), (path, value)
+    assert all(v.dtype in (np.int64, np.float64) for v in log.columns.values())
+
+
+def test_infinite_and_nan_bandwidths_are_not_json_or_bad():
+    # 1e400 is out of every float's range (the decoder refuses it); NaN and Infinity are not JSON.
+    text = json.dumps(README_PLAIN)
+    data = b"".join((text.replace('"coll_busbw_gbs": 485.119099', f'"coll_busbw_gbs": {v}') + "\n").encode()
+                    for v in ("1e400", "NaN", "Infinity", "-Infinity"))
+    log = _parse(lines(README_PLAIN) + data)
+    assert (log.records, log.not_json + log.bad_shape) == (1, 4)
+    assert np.isfinite(log.columns["busbw_gbps"]).all()
+
+
+def test_a_zero_exec_time_with_a_kernel_under_2_us_is_a_record():
+    # Both kernel ends are floored to a µs: a kernel of 1 µs may have an exec time of 0.
+    rec = _with(README_VERBOSE, "coll_perf.coll_exec_time_us", 0)
+    kernel = rec["coll_perf"]["event_trace_ts"]["kernel_events"][0]
+    kernel["kernel_stop_ts"] = kernel["kernel_start_ts"] + 1
+    assert _parse(lines(rec)).records == 1
+
+
+def test_nesting_past_the_decoder_depth_is_not_json():
+    deep = b'{"header":' * 20000 + b"1" + b"}" * 20000
+    log = _parse(lines(README_PLAIN) + deep + b"\n" + b"[" * 100000 + b"\n" + lines(P2P) + b"[" * 50000)
+    assert (log.records, log.not_json, log.truncated) == (2, 2, True)
+
+
+def test_a_communicator_of_more_than_2_to_the_20_ranks_is_left_out_and_counted():
+    from tracelens.model.meta import MAX_WORLD
+
+    huge = _with(_with(README_PLAIN, "header.n_ranks", MAX_WORLD + 1), "header.rank", MAX_WORLD)
+    edge = _with(_with(README_PLAIN, "header.n_ranks", MAX_WORLD), "header.rank", 3)
+    log = _parse(lines(README_PLAIN, huge, edge))
+    assert (log.records, log.implausible_world, log.bad_shape) == (2, 1, 0)
+
+
+def test_kernel_times_more_than_a_day_from_the_log_s_are_left_out_and_counted():
+    day_us = 24 * 3600 * 10**6
+    ok = [README_VERBOSE] * 3
+    jump = _with(_with(README_VERBOSE, "coll_perf.event_trace_ts.kernel_events.kernel_start_ts",
+                       1752867229235181 + day_us + 10), "coll_perf.event_trace_ts.kernel_events.kernel_stop_ts",
+                 1752867229275811 + day_us + 10)
+    early = _with(README_VERBOSE, "coll_perf.event_trace_ts.kernel_events.kernel_start_ts", 5)
+    log = _parse(lines(*ok, jump, early, README_PLAIN))
+    assert (log.records, log.far_times) == (4, 2)                   # three verbose, one without times
+    assert set(log.columns["start_ns"].tolist()) == {1752867229235181000, -1}
+    # Within a day: kept.
+    near = _with(_with(README_VERBOSE, "coll_perf.event_trace_ts.kernel_events.kernel_start_ts",
+                       1752867229235181 + day_us - 10**6), "coll_perf.event_trace_ts.kernel_events.kernel_stop_ts",
+                 1752867229275811 + day_us - 10**6)
+    assert (_parse(lines(*ok, near)).far_times, _parse(lines(*ok, near)).records) == (0, 4)

@@ -241,3 +241,20 @@ def median(values):
     if x.dtype.kind in "fc" and np.isnan(x[-1]):
         return x.dtype.type(np.nan)
     return middle
+
+
+# A profiler trace or an NCCL log records seconds to hours: a time farther than this from the median start of
+# its rows is a corrupt timestamp or a clock jump (year 2116 at 2**62 ns), not an event, and would stretch its
+# step, or every timeline of the run, over a century.
+FAR_NS = 24 * 3600 * 10**9
+
+
+def median_start(starts: np.ndarray) -> int:
+    """The median of ``starts`` (not empty), the centre :func:`far_times` measures from."""
+    return int(np.partition(starts, starts.size // 2)[starts.size // 2])
+
+
+def far_times(starts: np.ndarray, ends: np.ndarray, center: int) -> np.ndarray:
+    """Which rows start or end more than :data:`FAR_NS` from ``center`` (int64 ns; no bound wraps)."""
+    lo, hi = max(center - FAR_NS, 0), min(center + FAR_NS, np.iinfo(np.int64).max)
+    return (starts < lo) | (ends > hi)

@@ -55,6 +55,11 @@ class WarningLog:
         return list(self._items)
 
 
+# The most ranks a run, or one of its communicators, is taken to have: 2**20, far past any machine built. A
+# larger world size said by a trace or a log is corrupt (and would have every rank up to it looked for).
+MAX_WORLD = 1 << 20
+
+
 @dataclass
 class RunMeta:
     source: str

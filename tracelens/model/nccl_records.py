@@ -91,8 +91,8 @@ class InspectorLog:
     """One NCCL Inspector output file (``NCCL_INSPECTOR_ENABLE=1``, JSON lines) decoded into columns
     (INSPECTOR_COLUMNS -> numpy arrays), and what reading it met, as counts: lines that are not JSON, records
     of the wrong shape, records of a format version it does not know, records with fields it does not know
-    (their names, a few), records without kernel timestamps (not verbose: nothing to match arrivals on), and
-    whether its last line was cut short."""
+    (their names, a few), records without kernel timestamps (not verbose: nothing to match arrivals on), lines
+    too long to be records, and whether its last line was cut short."""
 
     path: str
     bytes: int
@@ -112,6 +112,9 @@ class InspectorLog:
     unknown_fields: int = 0
     unknown_names: list[str] = field(default_factory=list)
     no_timestamps: int = 0
+    implausible_world: int = 0        # records of a communicator of more than meta.MAX_WORLD ranks, dropped
+    far_times: int = 0                # records whose kernel times lie more than a day from the log's, dropped
+    too_long: int = 0                 # lines longer than parsers/nccl/inspector.py's MAX_LINE, skipped
     truncated: bool = False
 
 

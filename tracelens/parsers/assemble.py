@@ -12,7 +12,8 @@ import re
 import numpy as np
 
 from ..model import classify, linking
-from ..model.columns import categorical, categorical_of, distinct, isin, mask, sorted_labels
+from ..model.columns import (categorical, categorical_of, distinct, far_times, isin, mask, median_start,
+                             sorted_labels)
 from ..model.table import Labels, Table, objects
 from ..model import (COLLECTIVE_COLUMNS, DEVICE_COLUMNS, HOST_COLUMNS, STEP_COLUMNS, THREAD_COLUMNS,
                      RankTrace, RunMeta)
@@ -95,14 +96,9 @@ def steps_from_host(host, pattern: str | None = None, warnings=None) -> Table:
                      "end_ns": np.asarray(end[rows], dtype=np.int64)})
 
 
-# A profiler trace records seconds to hours: a time farther than this from the trace's median event time is a
-# corrupt timestamp (year 2116 at 2**62 ns), not an event, and would stretch its step over a century.
-FAR_NS = 24 * 3600 * 10**9
-
-
 def drop_far_times(device: dict, host: dict, meta: RunMeta, comm_meta: dict | None = None
                    ) -> tuple[dict, dict, dict | None]:
-    """The rows without those whose start or end lies more than :data:`FAR_NS` from the median start of all
+    """The rows without those whose start or end lies more than :data:`~tracelens.model.columns.FAR_NS` from the median start of all
     the rank's rows, counted in ``far-times``; ``comm_meta`` rows (``table``, ``row``) of the rows
     dropped go too, the others renumbered."""
     dev_s, dev_e = np.asarray(device["start_ns"]), np.asarray(device["end_ns"])
@@ -110,10 +106,9 @@ def drop_far_times(device: dict, host: dict, meta: RunMeta, comm_meta: dict | No
     starts = np.concatenate([dev_s, host_s])
     if not starts.size:
         return device, host, comm_meta
-    center = int(np.partition(starts, starts.size // 2)[starts.size // 2])
-    lo, hi = max(center - FAR_NS, 0), min(center + FAR_NS, np.iinfo(np.int64).max)   # no int64 wraps
-    far_dev = (dev_s < lo) | (dev_e > hi)
-    far_host = (host_s < lo) | (host_e > hi)
+    center = median_start(starts)
+    far_dev = far_times(dev_s, dev_e, center)
+    far_host = far_times(host_s, host_e, center)
     n = int(far_dev.sum() + far_host.sum())
     if not n:
         return device, host, comm_meta

@@ -17,10 +17,11 @@ import msgspec
 
 from .. import json_text
 from ..json_text import not_utf8
+from ..model.meta import MAX_WORLD
 
 # Ranks and world sizes as a launcher gives them (torch's ranks are C ints).
 Rank = Annotated[int, msgspec.Meta(ge=0, lt=2**31)]
-WorldSize = Annotated[int, msgspec.Meta(ge=1, lt=2**31)]
+WorldSize = Annotated[int, msgspec.Meta(ge=1, le=MAX_WORLD)]      # more: corrupt (meta.MAX_WORLD)
 Cores = Annotated[int, msgspec.Meta(ge=1, lt=2**31)]
 
 

@@ -89,7 +89,8 @@ def _analyses(logs: list[InspectorLog], exec_times: bool) -> LogRanks:
         nxt += 1
     if outside:
         out.warnings.append(WarningEntry(code="inspector-rank-unknown", rank=None, count=len(outside), message=(
-            f"NCCL Inspector: {len(outside)} process(es) not in the widest communicator ({comms[world]}): "
+            f"NCCL Inspector: {len(outside)} process(es) not in the widest communicator "
+            f"({printable(comms[world], one_line=True)}): "
             f"numbered after its ranks")))
     claimed: dict[int, list[int]] = {}
     for p, r in rank_of.items():
@@ -117,7 +118,8 @@ def _analyses(logs: list[InspectorLog], exec_times: bool) -> LogRanks:
     if lone:
         out.warnings.append(WarningEntry(code="inspector-lone-communicator", rank=None, count=len(lone), message=(
             f"NCCL Inspector: {len(lone)} communicator(s) of several ranks seen by one rank only "
-            f"({', '.join(sorted(comms[c] for c in lone)[:4])}): their collectives are not matched")))
+            f"({', '.join(sorted(printable(comms[c], one_line=True) for c in lone)[:4])}): their collectives are not "
+            f"matched")))
     groups = {comms[c]: tuple(sorted(m)) for c, m in members.items()}
     for log, ps in zip(logs, per_log):
         mine = sorted({rank_of[p] for p in ps if p not in dropped})

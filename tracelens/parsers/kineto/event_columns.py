@@ -22,7 +22,7 @@ import msgspec
 import numpy as np
 
 from ...model.annotation import CATEGORY as ADDED_CATEGORY
-from ...model.meta import RunMeta, rank_in_file_name
+from ...model.meta import MAX_WORLD, RunMeta, rank_in_file_name
 from .schema import Document, Event, TimesDoc, TimesOnly
 
 _LEGACY_CAT = {"operator": "cpu_op", "user": "user_annotation", "runtime": "cuda_runtime", "kernel": "kernel",
@@ -335,8 +335,11 @@ def fill_meta(doc: Document, meta: RunMeta, path: Path) -> None:
         if from_name is not None:
             meta.rank, meta.rank_rule = from_name, "file name"
     if info is not None:
-        ws = _to_int([info.world_size])[0]
-        meta.world_size = int(ws) if ws > 0 else None
+        ws = int(_to_int([info.world_size])[0])
+        meta.world_size = ws if 0 < ws <= MAX_WORLD else None
+        if ws > MAX_WORLD:          # every rank up to it would be looked for
+            meta.warnings.add("world-size-implausible", f"distributedInfo.world_size {ws:,} is more than {MAX_WORLD:,} "
+                              "ranks (corrupt?): ignored, the run is the ranks given")
         meta.backend = info.backend
         meta.pg_config = [pg for pg in (info.pg_config or []) if isinstance(pg, dict)]
     meta.device_names = [p.name for p in (doc.deviceProperties or []) if p.name]

@@ -17,12 +17,14 @@ import io
 import re
 from pathlib import Path
 
+from ...errors import InputError
 from ...model import nccl_records as K
+from ...model.meta import MAX_WORLD
 from ...model.nccl_records import EnvSetting, InspectorLog, NcclInputs, NcclLog, Record
 from ...model.rundir_layout import MANIFEST, NCCL_LOGS
 from .. import describe_skipped, rundir
 from .detect import SNIFF_BYTES
-from .inspector import VERSIONS, parse_inspector
+from .inspector import MAX_LINE, VERSIONS, parse_inspector
 
 # The marker as detect.py finds it in a file's head (see there), on one line.
 _MARK = re.compile(r"(?:^|\] |:\d+ )NCCL (INFO|WARN)(?: |$)")
@@ -318,13 +320,20 @@ def inputs(paths: list[Path], skipped: list[tuple[Path, str]], traces=(), outsid
             out.logs.append(log)
         else:
             skipped.append((path, "no NCCL lines"))
+    empty = []
     for path in sorted(inspector):
         found = parse_inspector(path)
         if found.records:
             out.inspector.append(found)
         else:
             skipped.append((path, "no NCCL Inspector records"))
-    out.notes += _inspector_notes(out.inspector)
+            empty.append(found)
+    # What the logs without a record held is counted too: a file of one line too long is skipped for it.
+    found_notes = _inspector_notes(out.inspector + empty)
+    if empty and not out.inspector and not traces and not out.logs:
+        # Inspector logs alone, not one record among them: nothing to report, as a trace without events.
+        raise InputError(_no_record(empty, found_notes), path=str(empty[0].path))
+    out.notes += found_notes
     if skipped:
         out.notes.append(("nccl-log-skipped", len(skipped), describe_skipped(skipped, what="NCCL logs")))
     bad = [log for log in out.logs if log.replaced]
@@ -348,6 +357,11 @@ def _inspector_notes(logs: list[InspectorLog]) -> list[tuple[str, int, str]]:
             ("inspector-unknown-version", "unknown_version", "records of a format version newer than v4.2 "
                                                              "read as v4.2"),
             ("inspector-unknown-fields", "unknown_fields", "records with fields newer than v4.2, ignored"),
+            ("world-size-implausible", "implausible_world", f"records of a communicator of more than "
+                                                            f"{MAX_WORLD:,} ranks (a corrupt n_ranks) left out"),
+            ("inspector-far-times", "far_times", "records whose kernel times lie more than a day from the "
+                                                 "median of their log's (a clock jump or garbage) left out"),
+            ("inspector-line-too-long", "too_long", f"lines longer than {MAX_LINE >> 20} MiB (no record is) skipped"),
             ("inspector-no-timestamps", "no_timestamps", "records without kernel timestamps "
                                                          "(NCCL_INSPECTOR_DUMP_VERBOSE=0): no arrival times")):
         bad = [log for log in logs if getattr(log, attr)]
@@ -364,6 +378,13 @@ def _inspector_notes(logs: list[InspectorLog]) -> list[tuple[str, int, str]]:
         notes.append(("inspector-truncated", len(cut), f"NCCL Inspector: last line cut short (while written?) left "
                                                         f"out in {_names(cut)}"))
     return notes
+
+
+def _no_record(logs: list[InspectorLog], notes: list[tuple[str, int, str]]) -> str:
+    """Why Inspector logs gave no record: what their lines were, by code and count."""
+    said = ", ".join(f"{code} {n:,}" for code, n, _ in notes)
+    more = f" (and {len(logs) - 1} more log{'s' if len(logs) > 2 else ''})" if len(logs) > 1 else ""
+    return f"no readable NCCL Inspector record{more}" + (f": {said}" if said else "")
 
 
 def _names(logs: list, most: int = 4) -> str:

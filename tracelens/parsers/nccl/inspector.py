@@ -13,17 +13,23 @@ here matches or measures: analyzers/run/log_ranks.py turns the rows into collect
 from __future__ import annotations
 
 import io
+import math
 import re
 import zlib
 from array import array
 from pathlib import Path
 
+from ...model.meta import MAX_WORLD
 from ...model.nccl_records import INSPECTOR_COLUMNS, InspectorLog
 
 VERSIONS = ("v4.0", "v4.1", "v4.2")
 INSPECTOR_FOLDER = "nccl-inspector-"       # the plugin's default dump folder: nccl-inspector-<job id>
 SNIFF_BYTES = 1 << 16
 CHUNK = 1 << 20
+# The longest line read: the plugin's records are about a kilobyte (a verbose one with many channels a few tens);
+# a longer line is garbage or another program's output, and holding it whole (then decoding it) would cost its
+# size in memory several times over. It is skipped as it streams past and counted (``too_long``).
+MAX_LINE = 16 << 20
 
 _TOP = {"header", "metadata", "coll_perf", "p2p_perf"}
 _HEADER = {"id", "rank", "n_ranks", "nnodes", "comm_name"}
@@ -40,6 +46,22 @@ OPS = {"AllReduce": "all_reduce", "ReduceScatter": "reduce_scatter", "AllGather"
        "Scatter": "scatter", "SendRecv": "send_recv", "Send": "send", "Recv": "recv"}
 _HEAD_KEY = b'"inspector_output_format_version"'
 _MAX_NAMES = 8                          # unknown field names kept for the note
+_INT64 = (1 << 63) - 1
+_US = 1000                              # the plugin writes µs; the columns hold ns
+
+
+class _Implausible(ValueError):
+    """A communicator of more than MAX_WORLD ranks: the record is dropped and counted on its own."""
+
+
+def _decode(line: bytes):
+    """The line's JSON, or None where it is not JSON (nested past the decoder's depth too)."""
+    import msgspec      # lazy: finding the inputs sniffs every log, and a report forks before msgspec loads
+
+    try:
+        return msgspec.json.decode(line)
+    except (msgspec.DecodeError, RecursionError):
+        return None
 
 
 def sniff_inspector(path: Path) -> bool:
@@ -59,11 +81,8 @@ def sniff_inspector(path: Path) -> bool:
     line = head.lstrip().split(b"\n", 1)[0]
     if _HEAD_KEY not in line:
         return False
-    import msgspec      # lazy: finding the inputs sniffs every log, and a report forks before msgspec loads
-
-    try:
-        obj = msgspec.json.decode(line)
-    except msgspec.DecodeError:
+    obj = _decode(line)
+    if obj is None:
         # A first line longer than the head: the key is there, so it is Inspector's if the line opens as one.
         return line.startswith(b'{"header"') and len(line) >= SNIFF_BYTES - 1
     meta = obj.get("metadata") if isinstance(obj, dict) else None
@@ -92,19 +111,19 @@ def sniff_prometheus(path: Path) -> bool:
     return _PROM_LINE.search(head) is not None
 
 
-def parse_inspector(path: Path | str, chunk: int = CHUNK) -> InspectorLog:
+def parse_inspector(path: Path | str, chunk: int = CHUNK, max_line: int = MAX_LINE) -> InspectorLog:
     """The records of one file; a file that cannot be read gives a log without records (the caller notes
-    it)."""
+    it). A line longer than ``max_line`` bytes is skipped and counted, never held whole."""
     path = Path(path)
     try:
         with open(path, "rb") as fh:
-            return _read(fh, str(path), chunk)
+            return _read(fh, str(path), chunk, max_line)
     except OSError:
         return InspectorLog(path=str(path), bytes=0)
 
 
-def parse_bytes(data: bytes, name: str, chunk: int = CHUNK) -> InspectorLog:
-    return _read(io.BytesIO(data), name, chunk)
+def parse_bytes(data: bytes, name: str, chunk: int = CHUNK, max_line: int = MAX_LINE) -> InspectorLog:
+    return _read(io.BytesIO(data), name, chunk, max_line)
 
 
 class _Growing:
@@ -125,9 +144,7 @@ class _Growing:
         return got
 
 
-def _read(fh, name: str, chunk: int) -> InspectorLog:
-    import msgspec      # lazy: as in sniff_inspector
-
+def _read(fh, name: str, chunk: int, max_line: int) -> InspectorLog:
     log = InspectorLog(path=name, bytes=0)
     first = fh.read(2)
     raw_read = fh.read
@@ -162,21 +179,46 @@ def _read(fh, name: str, chunk: int) -> InspectorLog:
             return b
     rows = _Growing()
     unknown: set[str] = set()
-    rest = b""
+    # The line being read, in pieces (never joined until its end is seen), and how long it is so far; a line
+    # past ``max_line`` is dropped as soon as it is known to be, and the rest of it skipped up to its end.
+    parts: list[bytes] = []
+    held = 0
+    skipping = False
     while True:
         block = read(chunk)
         if not block:
             break
-        lines = (rest + block).split(b"\n")
-        rest = lines.pop()
-        for line in lines:
-            if line.strip():
-                _record(line, rows, log, unknown)
+        lines = block.split(b"\n")
+        last = lines.pop()
+        if lines:
+            # The first line ends the one read so far (the rest of one being skipped, or one now too long).
+            if skipping:
+                skipping = False
+                lines[0] = b""
+            elif held + len(lines[0]) > max_line:
+                log.too_long += 1
+                lines[0] = b""
+            elif parts:
+                parts.append(lines[0])
+                lines[0] = b"".join(parts)
+            parts, held = [], 0
+            for line in lines:
+                if len(line) > max_line:
+                    log.too_long += 1
+                elif line.strip():
+                    _record(line, rows, log, unknown)
+        if skipping:
+            continue
+        if held + len(last) > max_line:
+            log.too_long += 1
+            parts, held, skipping = [], 0, True
+        elif last:
+            parts.append(last)
+            held += len(last)
+    rest = b"".join(parts)
     if rest.strip():
         # A last line without its end: whole if it decodes, else cut short while written.
-        try:
-            msgspec.json.decode(rest)
-        except msgspec.DecodeError:
+        if _decode(rest) is None:
             log.truncated = True
         else:
             _record(rest, rows, log, unknown)
@@ -185,6 +227,7 @@ def _read(fh, name: str, chunk: int) -> InspectorLog:
 
     log.columns = {c: np.frombuffer(a, dtype=np.float64 if a.typecode == "d" else np.int64).copy()
                    for c, a in rows.cols.items()}
+    _drop_far_times(log)
     log.records = len(log.columns["sn"])
     log.processes = list(rows.codes["process"])
     log.comms = list(rows.codes["comm"])
@@ -195,16 +238,41 @@ def _read(fh, name: str, chunk: int) -> InspectorLog:
     return log
 
 
-def _int(v) -> int:
-    if type(v) is not int or v < 0:     # bool is an int subclass; negative counts are nonsense
+def _drop_far_times(log: InspectorLog) -> None:
+    """The rows whose kernel start or end lies more than a day (columns.FAR_NS) from the median kernel start of
+    the log's rows left out, counted (``far_times``): a clock jump or garbage would stretch every timeline."""
+    import numpy as np      # lazy: as in _read
+    from ...model.columns import far_times, median_start     # lazy: numpy, as in _read
+
+    cols = log.columns
+    timed = np.flatnonzero(cols["start_ns"] >= 0)
+    if not timed.size:
+        return
+    far = far_times(cols["start_ns"][timed], cols["end_ns"][timed], median_start(cols["start_ns"][timed]))
+    if far.any():
+        keep = np.ones(len(cols["start_ns"]), dtype=bool)
+        keep[timed[far]] = False
+        log.far_times = int(far.sum())
+        log.columns = {c: v[keep] for c, v in cols.items()}
+
+
+def _int(v, most: int = _INT64) -> int:
+    """A count, size, id or time: an int (bool is an int subclass, and no count), 0 to ``most``."""
+    if type(v) is not int:
         raise TypeError
+    if not 0 <= v <= most:      # negative counts are nonsense; past int64 no column holds them
+        raise ValueError
     return v
 
 
 def _num(v) -> float:
+    """A bandwidth: a finite number, 0 or more (1e400 decodes as infinity)."""
     if type(v) not in (int, float):
         raise TypeError
-    return float(v)
+    v = float(v)
+    if not (math.isfinite(v) and v >= 0):
+        raise ValueError
+    return v
 
 
 def _str(v) -> str:
@@ -214,15 +282,15 @@ def _str(v) -> str:
 
 
 def _record(line: bytes, rows: _Growing, log: InspectorLog, unknown: set) -> None:
-    import msgspec      # lazy: imported by _read already, so a lookup here
-
-    try:
-        obj = msgspec.json.decode(line)
-    except msgspec.DecodeError:
+    obj = _decode(line)
+    if obj is None:
         log.not_json += 1
         return
     try:
         values = _values(obj, log, unknown)
+    except _Implausible:
+        log.implausible_world += 1
+        return
     except (TypeError, KeyError, AttributeError, ValueError):
         log.bad_shape += 1
         return
@@ -257,9 +325,15 @@ def _values(obj, log: InspectorLog, unknown: set):
     comm_name = head.get("comm_name")
     op = _str(perf[kind])
     n_ranks = _int(head["n_ranks"])
+    if n_ranks > MAX_WORLD:
+        raise _Implausible
     rank = _int(head["rank"])
-    if n_ranks < 1 or rank >= n_ranks:
+    nnodes = _int(head.get("nnodes", 0))
+    if n_ranks < 1 or rank >= n_ranks or nnodes > n_ranks:
         raise ValueError
+    # Sizes as the collective tables scale them (times the ranks, for all-gather and reduce-scatter) still int64.
+    msg_bytes = _int(perf[f"{kind}_msg_size_bytes"], _INT64 // n_ranks)
+    exec_us = _int(perf[f"{kind}_exec_time_us"], _INT64 // _US)
     start = end = -1
     ts = perf.get("event_trace_ts")
     if ts is not None:
@@ -268,17 +342,24 @@ def _values(obj, log: InspectorLog, unknown: set):
             raise TypeError
         if kernels:
             # The kernel runs on every channel: it starts with the first channel and ends with the last.
-            start = min(_int(k["kernel_start_ts"]) for k in kernels) * 1000
-            end = max(_int(k["kernel_stop_ts"]) for k in kernels) * 1000
-            if end < start:
+            start = min(_int(k["kernel_start_ts"], _INT64 // _US) for k in kernels) * _US
+            end = max(_int(k["kernel_stop_ts"], _INT64 // _US) for k in kernels) * _US
+            # A kernel ends after it starts; one of 2 µs or more (each end floored to a µs) took time to run.
+            if end < start or (exec_us == 0 and end - start >= 2 * _US):
                 raise ValueError
+    peer = -1
+    if kind == "p2p":
+        peer = _int(perf["p2p_peer"])
+        if peer >= n_ranks:
+            raise ValueError
     timing = perf.get(f"{kind}_timing_source")
-    vals = {"comm_rank": rank, "n_ranks": n_ranks, "nnodes": _int(head.get("nnodes", 0)),
+    algbw, busbw = perf.get(f"{kind}_algobw_gbs"), perf.get(f"{kind}_busbw_gbs")
+    vals = {"comm_rank": rank, "n_ranks": n_ranks, "nnodes": nnodes,
             "kind": 0 if kind == "coll" else 1, "op": OPS.get(op, op), "sn": _int(perf[f"{kind}_sn"]),
-            "msg_bytes": _int(perf[f"{kind}_msg_size_bytes"]), "exec_ns": _int(perf[f"{kind}_exec_time_us"]) * 1000,
+            "msg_bytes": msg_bytes, "exec_ns": exec_us * _US,
             "start_ns": start, "end_ns": end, "timing": None if timing is None else _str(timing),
-            "peer": _int(perf["p2p_peer"]) if kind == "p2p" else -1,
-            "algbw_gbps": _num(perf.get(f"{kind}_algobw_gbs", -1.0)),
-            "busbw_gbps": _num(perf.get(f"{kind}_busbw_gbs", -1.0))}
+            "peer": peer,
+            "algbw_gbps": -1.0 if algbw is None else _num(algbw),
+            "busbw_gbps": -1.0 if busbw is None else _num(busbw)}
     return (version, _str(meta["hostname"]), _int(meta["pid"]), _str(head["id"]),
             None if comm_name is None else _str(comm_name), vals)
