@@ -197,3 +197,32 @@ def test_a_communicator_id_with_control_characters_stays_one_line_in_its_warning
     doc, warned = report(capsys, tmp_path)
     (w,) = [w for w in doc["warnings"] if w["code"] == "inspector-lone-communicator"]
     assert w["message"].isprintable() and "0xde\\x0aad\\x1b[31m" in w["message"]
+
+
+def test_a_gzip_bomb_of_records_is_read_only_up_to_the_inflate_bound(tmp_path, monkeypatch):
+    # Real-shaped records repeated: a few KB of gzip that would inflate without end fill memory with their rows.
+    # The bound of gzip traces (TRACELENS_MAX_INFLATE, here 1 MiB) holds: the records before it are read, the
+    # cut is said, and the last line the bound cut is not taken for one cut short while written.
+    import gzip
+
+    from fixtures.synth import SCENARIOS
+    from fixtures.synth.inspector import write_inspector
+    from tracelens import api
+    from tracelens.parsers.nccl import parse_inspector
+
+    (log,) = write_inspector(SCENARIOS["xrank_shared"], tmp_path / "one", ranks=[0])
+    line = log.read_bytes().splitlines(keepends=True)[0]
+    copies = (4 << 20) // len(line)                       # 4 MiB of records, four times the bound
+    bomb = tmp_path / "logs" / "nccl-inspector-1" / "node0-pid1.log.gz"
+    bomb.parent.mkdir(parents=True)
+    bomb.write_bytes(gzip.compress(line * copies, mtime=0))
+    monkeypatch.setenv("TRACELENS_MAX_INFLATE", "1M")
+    got = parse_inspector(bomb)
+    assert got.inflate_cap == 1 << 20 and not got.truncated
+    assert got.records == (1 << 20) // len(line)          # whole lines within the first MiB
+    rep = api.report([str(bomb.parent)], cache=False)
+    (w,) = [w for w in rep.warnings if w.code == "inspector-inflate-capped"]
+    assert w.count == 1 and "TRACELENS_MAX_INFLATE" in w.message and "1,048,576 bytes" in w.message
+    monkeypatch.setenv("TRACELENS_MAX_INFLATE", "8M")     # room for all of it: read whole, nothing said
+    whole = parse_inspector(bomb)
+    assert whole.inflate_cap == 0 and whole.records == copies

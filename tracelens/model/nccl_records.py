@@ -115,6 +115,7 @@ class InspectorLog:
     implausible_world: int = 0        # records of a communicator of more than meta.MAX_WORLD ranks, dropped
     far_times: int = 0                # records whose kernel times lie more than a day from the log's, dropped
     too_long: int = 0                 # lines longer than parsers/nccl/inspector.py's MAX_LINE, skipped
+    inflate_cap: int = 0              # gzip data inflating past this many bytes (a bomb?): read up to it only
     truncated: bool = False
 
 

@@ -13,7 +13,8 @@ worker imports the decode stages without ``build`` and the model.
 
 from ..._speed import lazy_exports
 
-__all__ = ["parse", "decode_file", "events_start", "Halves", "Members", "MAX_INFLATE_ENV", "EVENTS_WITHIN"]
+__all__ = ["parse", "decode_file", "events_start", "Halves", "Members", "MAX_INFLATE_ENV", "EVENTS_WITHIN",
+           "max_inflate"]
 
 # The inflate limit's setting: it changes what parsing gives, so it is part of every cache key. Defined here,
 # not in ``inflate``, so that a warm report reads it without importing the inflate stage (ISA-L).
@@ -29,4 +30,5 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "events_start": "split",          # where a trace's events array opens (tracelens annotate inserts there)
     "Halves": "halves",               # one file's events decoded half here, half in a forked worker
     "Members": "inflate",             # every member of a gzip stream inflated in turn (annotate, the sniff)
+    "max_inflate": "inflate",         # how far a gzip file may inflate (TRACELENS_MAX_INFLATE)
 })

@@ -377,6 +377,12 @@ def _inspector_notes(logs: list[InspectorLog]) -> list[tuple[str, int, str]]:
     if cut:
         notes.append(("inspector-truncated", len(cut), f"NCCL Inspector: last line cut short (while written?) left "
                                                         f"out in {_names(cut)}"))
+    capped = [log for log in logs if log.inflate_cap]
+    if capped:
+        most = max(log.inflate_cap for log in capped)
+        notes.append(("inspector-inflate-capped", len(capped), (
+            f"NCCL Inspector: gzip data inflating past {most:,} bytes (a gzip bomb?) read only up to there in "
+            f"{_names(capped)}; set TRACELENS_MAX_INFLATE to a larger size to read it whole")))
     return notes
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import re
 import zlib
 from array import array
@@ -117,13 +118,13 @@ def parse_inspector(path: Path | str, chunk: int = CHUNK, max_line: int = MAX_LI
     path = Path(path)
     try:
         with open(path, "rb") as fh:
-            return _read(fh, str(path), chunk, max_line)
+            return _read(fh, str(path), chunk, max_line, os.fstat(fh.fileno()).st_size)
     except OSError:
         return InspectorLog(path=str(path), bytes=0)
 
 
 def parse_bytes(data: bytes, name: str, chunk: int = CHUNK, max_line: int = MAX_LINE) -> InspectorLog:
-    return _read(io.BytesIO(data), name, chunk, max_line)
+    return _read(io.BytesIO(data), name, chunk, max_line, len(data))
 
 
 class _Growing:
@@ -144,14 +145,18 @@ class _Growing:
         return got
 
 
-def _read(fh, name: str, chunk: int, max_line: int) -> InspectorLog:
+def _read(fh, name: str, chunk: int, max_line: int, size: int) -> InspectorLog:
     log = InspectorLog(path=name, bytes=0)
     first = fh.read(2)
     raw_read = fh.read
     if first == b"\x1f\x8b":
-        from ..kineto import Members      # lazy: the one gzip reader (several members: cat a.gz b.gz)
+        from ..kineto import Members, max_inflate      # lazy: the one gzip reader and its bound on a bomb
 
         sizes = [len(first)]
+        # What a gzip trace may inflate to (100x the file, at least 1 GiB, or TRACELENS_MAX_INFLATE): the logs
+        # are read up to it and no further, and the cut said (a bomb of a few KB of records would otherwise
+        # fill memory with their rows).
+        room = [max_inflate(size)]
 
         def counted(n: int) -> bytes:
             b = raw_read(n)
@@ -161,11 +166,22 @@ def _read(fh, name: str, chunk: int, max_line: int) -> InspectorLog:
         members = Members(counted, chunk, first=first)
 
         def read(n: int) -> bytes:
+            if room[0] <= 0:
+                return b""
             try:
-                return members.inflate(n)
+                b = members.inflate(min(n, room[0]))
             except (EOFError, zlib.error):
                 log.truncated = True
                 return b""
+            room[0] -= len(b)
+            if room[0] <= 0:
+                try:
+                    more = members.inflate(1)
+                except (EOFError, zlib.error):
+                    more = b"x"           # past the cap either way: what follows is not read
+                if more:
+                    log.inflate_cap = max_inflate(size)
+            return b
     else:
         sizes = [0]
         pending = [first]
@@ -216,7 +232,7 @@ def _read(fh, name: str, chunk: int, max_line: int) -> InspectorLog:
             parts.append(last)
             held += len(last)
     rest = b"".join(parts)
-    if rest.strip():
+    if rest.strip() and not log.inflate_cap:      # the line the cap cut is not a line cut short while written
         # A last line without its end: whole if it decodes, else cut short while written.
         if _decode(rest) is None:
             log.truncated = True
