@@ -86,8 +86,9 @@ def main() -> None:
         folder = WORK / f"n{ranks}x{colls}{'-plain' if args.plain else ''}"
         if not (folder / "nccl-inspector-scale").is_dir():
             shutil.rmtree(folder, ignore_errors=True)
+            verbose = "0" if args.plain else "1"
             wrote = float(subprocess.run([sys.executable, "-c", _WRITE, str(ROOT), str(ranks), str(colls), str(folder),
-                                          "0" if args.plain else "1"], check=True, capture_output=True, text=True).stdout)
+                                          verbose], check=True, capture_output=True, text=True).stdout)
             print(f"{ranks} x {colls}: wrote {_du(folder) / 1e9:.2f} GB in {wrote:.1f} s", flush=True)
         out = subprocess.run([sys.executable, "-c", _REPORT, str(ROOT), str(ranks), str(colls), str(folder),
                               "1" if args.profile else "0"], check=True, capture_output=True, text=True).stdout

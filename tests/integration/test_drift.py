@@ -112,7 +112,8 @@ def test_logs_alone_a_slowing_transfer_drifts_over_the_instances(tmp_path):
     assert (ev["first_ns"], ev["last_ns"]) == (537_500, 1_437_500)
     assert ev["wait_ns"]["last_ns"] == 0 and ev["transfer_ns"]["last_ns"] == 1_437_500
     assert ev["last_busbw_gbps"] < ev["first_busbw_gbps"]
-    assert d.title.startswith("160 all-reduces of ") and "took longer as the run went on: 0.537 ms → 1.438 ms" in d.title
+    assert d.title.startswith("160 all-reduces of ")
+    assert "took longer as the run went on: 0.537 ms → 1.438 ms" in d.title
     assert "whether this time was hidden behind it is unknown" in d.detail
     assert d.advice.startswith("the transfers themselves slowed over the run")
 

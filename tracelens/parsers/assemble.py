@@ -98,9 +98,9 @@ def steps_from_host(host, pattern: str | None = None, warnings=None) -> Table:
 
 def drop_far_times(device: dict, host: dict, meta: RunMeta, comm_meta: dict | None = None
                    ) -> tuple[dict, dict, dict | None]:
-    """The rows without those whose start or end lies more than :data:`~tracelens.model.columns.FAR_NS` from the median start of all
-    the rank's rows, counted in ``far-times``; ``comm_meta`` rows (``table``, ``row``) of the rows
-    dropped go too, the others renumbered."""
+    """The rows without those whose start or end lies more than :data:`~tracelens.model.columns.FAR_NS` from
+    the median start of all the rank's rows, counted in ``far-times``; ``comm_meta`` rows (``table``, ``row``)
+    of the rows dropped go too, the others renumbered."""
     dev_s, dev_e = np.asarray(device["start_ns"]), np.asarray(device["end_ns"])
     host_s, host_e = np.asarray(host["start_ns"]), np.asarray(host["end_ns"])
     starts = np.concatenate([dev_s, host_s])

@@ -34,8 +34,8 @@ _READ_EXEC = ("process", "comm", "comm_rank", "n_ranks", "kind", "op", "sn", "ms
 # The one timing source whose exec time runs from this rank's own kernel start (its arrival on the GPU) to the
 # collective's end (the longest channel's, on the GPU's clock: inspector.cc, calculateMaxKernelExecTimeUsecs;
 # the plugin's default keeps only these, NCCL_INSPECTOR_REQUIRE_KERNEL_TIMING=1): the member that arrives last
-# runs shortest. A time taken on the CPU also counts the queue
-# before the kernel, longest on a rank whose GPU is behind: it would name the wrong rank.
+# runs shortest. A time taken on the CPU also counts the queue before the kernel, longest on a rank whose GPU is
+# behind: it would name the wrong rank.
 KERNEL_GPU = "kernel_gpu"
 
 
@@ -62,7 +62,8 @@ def _analyses(logs: list[InspectorLog], exec_times: bool) -> LogRanks:
     out = LogRanks()
     if not logs:
         return out
-    exec_times = exec_times and all(log.no_timestamps >= log.records for log in logs) and any(log.records for log in logs)
+    exec_times = exec_times and any(log.records for log in logs) and \
+        all(log.no_timestamps >= log.records for log in logs)
     col, procs, comms, names, ops, files, per_log = _joined(logs, _READ_EXEC if exec_times else _READ)
     coll = col["kind"] == 0
     out.records = int(coll.sum())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Finding, ms, noun, pct, size
+from .base import Finding, ms, noun, pct, sizes_label
 
 _CAUSES = {"wait": "waited for a late rank", "transfer": "transferred slowly on every rank",
            "early": "came early and waited for their peers (a shorter lead than usual: no time lost)",
@@ -11,7 +11,7 @@ _CAUSES = {"wait": "waited for a late rank", "transfer": "transferred slowly on 
 
 def _kind(ev: dict) -> str:
     lo, hi = ev["bytes_min"], ev["bytes_max"]
-    sized = "" if lo is None else f" of {size(lo)}" if lo == hi else f" of {size(lo)}-{size(hi)}"
+    sized = "" if lo is None else f" of {sizes_label(lo, hi)}"
     group = f" in group {ev['pg']}" if ev["pg"] is not None else ""
     return f"{noun(ev['op'], ev['instances'], 'gpu')}{sized}{group}"
 

@@ -49,6 +49,11 @@ def noun(op: str | None, n: int, mode: str) -> str:
     return f"{name}{'' if n == 1 else 's'}"
 
 
+def sizes_label(lo: int, hi: int) -> str:
+    """``25.0 MiB``, or ``1.0 MiB-4.0 MiB``: the sizes a kind of collective had."""
+    return size(lo) if lo == hi else f"{size(lo)}-{size(hi)}"
+
+
 def ranks_label(ranks: list[int], total: int | None = None) -> str:
     """``ranks 0–2, 4–6``, ``rank 3``; past six ranges, ``12 of 16 ranks`` (``total``: of how many)."""
     if not ranks:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Finding, comm_label, hosts_label, ms, noun, pct, ranks_label, size
+from .base import Finding, comm_label, hosts_label, ms, noun, pct, ranks_label, sizes_label
 
 
 def _quote(lines: list[dict]) -> str:
@@ -126,8 +126,7 @@ _LAYOUT = {"one-host": "members on one host", "two-hosts": "members on two hosts
 
 def slow_link(f: Finding) -> tuple[str, str, str]:
     ev = f.evidence
-    lo, hi = ev["bytes_min"], ev["bytes_max"]
-    sized = f"{size(lo)}" if lo == hi else f"{size(lo)}-{size(hi)}"
+    sized = sizes_label(ev["bytes_min"], ev["bytes_max"])
     title = (f"slow link: {comm_label(ev)} {hosts_label(ev['hosts'])} runs at {ev['busbw_gbps']:.2f} GB/s bus "
              f"bandwidth, {pct(100 * ev['share'])} of its peers' {ev['peers_busbw_gbps']:.2f} GB/s")
     peers = ev["peer_comms"]

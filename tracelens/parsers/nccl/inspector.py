@@ -156,7 +156,8 @@ def _read(fh, name: str, chunk: int, max_line: int, size: int) -> InspectorLog:
         # What a gzip trace may inflate to (100x the file, at least 1 GiB, or TRACELENS_MAX_INFLATE): the logs
         # are read up to it and no further, and the cut said (a bomb of a few KB of records would otherwise
         # fill memory with their rows).
-        room = [max_inflate(size)]
+        cap = max_inflate(size)
+        room = [cap]
 
         def counted(n: int) -> bytes:
             b = raw_read(n)
@@ -180,7 +181,7 @@ def _read(fh, name: str, chunk: int, max_line: int, size: int) -> InspectorLog:
                 except (EOFError, zlib.error):
                     more = b"x"           # past the cap either way: what follows is not read
                 if more:
-                    log.inflate_cap = max_inflate(size)
+                    log.inflate_cap = cap
             return b
     else:
         sizes = [0]

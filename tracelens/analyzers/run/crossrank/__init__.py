@@ -118,8 +118,9 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
         matching=Matching(key=m.key, matched=n_inst, unmatched=m.unmatched,
                           missing_ranks=_missing(ordered, ranks, groups)))
     _give_back(tab)
+    made_up = any(a.exec_times for a in ordered)       # times made from exec times: no clock's
     untimed = sum(c.starts_ns is None for c in collectives)
-    if untimed and not any(a.exec_times for a in ordered):
+    if untimed and not made_up:
         out.warnings.append(WarningEntry(code="member-times-left-out", rank=None, count=untimed, message=(
             f"members' start and end times kept for the first {MEMBER_TIMES_ROWS:,} members of the instances of "
             f"ranks known from NCCL Inspector logs alone, in order of start; left out of {untimed:,} instances "
@@ -150,7 +151,7 @@ def analyze(ordered: list[RankAnalysis], th: Thresholds) -> Outcome:
     out.findings += _clock_findings(mt)
     out.findings += slow_links.find(mt)
     found, out.outliers = slow_instances.find(tab, ranks, results, th, mt)
-    if any(a.exec_times for a in ordered):
+    if made_up:
         # Their order is the instances' (communicator, coll_sn), but no start of theirs is a clock's.
         for k in out.outliers:
             k.start_ns = [None] * len(k.start_ns)
@@ -244,10 +245,10 @@ def _with_times(mt: Matched, by_start: np.ndarray, members: np.ndarray) -> np.nd
     thousands of ranks the members' times of every instance would be most of a report's memory and its JSON
     (bench/RESULTS.md, "NCCL Inspector logs of thousands of ranks")."""
     keep = np.ones(len(members), dtype=bool)
-    if any(a.exec_times for a in mt.ordered):
+    if len(members) and any(a.exec_times for a in mt.ordered):
         # Times made from exec times (logs without timestamps) are no clock's: none are kept.
         made = np.array([a.exec_times for a in mt.ordered], dtype=np.int8)[mt.pos]
-        keep &= np.maximum.reduceat(made, mt.m.starts) == 0 if len(made) else keep
+        keep &= np.maximum.reduceat(made, mt.m.starts) == 0
     if int(members.sum()) <= MEMBER_TIMES_ROWS or not any(a.from_logs for a in mt.ordered):
         return keep
     traced = ~np.array([a.from_logs for a in mt.ordered], dtype=bool)[mt.pos]
